@@ -1,0 +1,63 @@
+"""launchtrace: OpenTelemetry for GPU compute written in NVIDIA Warp.
+
+Every piece of device work a Warp program issues (kernel launches, copies, fills, native primitives, graph
+replays) becomes a record, and records become OpenTelemetry spans. Scopes (``wp.Tape`` scopes,
+``wp.ScopedTimer``, :func:`scope`) become parent spans; buffer owners (:func:`own`) become span attributes.
+
+Example::
+
+    import launchtrace
+    launchtrace.instrument()
+    with launchtrace.scope("step", step=0):
+        wp.launch(integrate, dim=n, inputs=[x, v, dt])
+    launchtrace.flush()
+
+Names are imported lazily so that ``import launchtrace`` stays cheap for the CLI readers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    # capture
+    "instrument": "launchtrace.capture",
+    "uninstrument": "launchtrace.capture",
+    "is_instrumented": "launchtrace.capture",
+    "scope": "launchtrace.capture",
+    # ownership
+    "own": "launchtrace.ownership",
+    "disown": "launchtrace.ownership",
+    "BufferSet": "launchtrace.ownership",
+    "buffers_of": "launchtrace.ownership",
+    # testing API (seed-compatible)
+    "trace_launches": "launchtrace.testing",
+    "LaunchTrace": "launchtrace.testing",
+    # model
+    "LaunchRecord": "launchtrace.model",
+    "ScopeRecord": "launchtrace.model",
+    "Site": "launchtrace.model",
+    # export
+    "configure": "launchtrace.export",
+    "start_export": "launchtrace.export",
+    "stop_export": "launchtrace.export",
+    "flush": "launchtrace.export",
+}
+
+__all__ = ["__version__", *sorted(_LAZY)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'launchtrace' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

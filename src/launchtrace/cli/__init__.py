@@ -1,0 +1,85 @@
+"""The ``launchtrace`` command: a thin dispatcher over one module per subcommand.
+
+Each subcommand lives in ``launchtrace.cli.<module>`` and defines ``HELP`` (one line), ``add_arguments(parser)``
+and ``run(args) -> int``. Modules are imported lazily, so ``launchtrace pull`` never pays for Warp's import.
+Errors a user can fix (bad input, unreachable backend, wrong argument) are raised as
+:class:`launchtrace.errors.UserError` and printed as one line with exit code 2, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from launchtrace.errors import UserError
+
+# command name -> module under launchtrace.cli
+COMMANDS: dict[str, str] = {
+    "demo": "demo",
+    "run": "run",
+    "collect": "collect",
+    "pull": "pull",
+    "summary": "summary",
+    "diff": "diff",
+    "check-static": "check_static",
+    "dataflow": "dataflow",
+    "graph": "graph",
+    "report": "report",
+    "chrome-trace": "chrome_trace",
+}
+
+
+def _load(module: str):
+    return importlib.import_module(f"launchtrace.cli.{module}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; with ``only``, just that subcommand's module is imported."""
+    from launchtrace import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="launchtrace",
+        description="OpenTelemetry for GPU compute written in NVIDIA Warp.",
+    )
+    parser.add_argument("--version", action="version", version=f"launchtrace {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, add_help=False)
+            continue
+        try:
+            module = _load(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"launchtrace.cli.{module_name}":
+                raise
+            continue
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    only = argv[0] if argv and argv[0] in COMMANDS else None
+    parser = build_parser(only)
+    args = parser.parse_args(argv)
+    module = getattr(args, "_module", None)
+    if module is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(module.run(args) or 0)
+    except UserError as exc:
+        print(f"launchtrace {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from launchtrace.cli import main
+
+sys.exit(main())

@@ -1,0 +1,238 @@
+"""The record model: what one piece of device work and one scope look like.
+
+Everything in launchtrace speaks this model. Capture produces it from a live Warp program, the exporter turns
+it into spans, the sources rebuild it from spans pulled back out of files, Jaeger or Tempo, and every analysis
+and renderer consumes it. Records are frozen and hold no reference to a user's array: only pointers, shapes,
+dtype names and sizes.
+
+Example::
+
+    from launchtrace.model import LaunchRecord, Site
+    site = Site("sim.py", 42, "step", "sim")
+    rec = LaunchRecord("launch", "sim.integrate", (1024,), None, ((0, 0x7F00),), ((1, 0.01),), site)
+    print(rec)  # launch sim.integrate dim=(1024,) from sim.py:42 (step)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    "ArgKey",
+    "BufferArg",
+    "LaunchRecord",
+    "Op",
+    "ScopeKind",
+    "ScopeRecord",
+    "Site",
+    "TraceData",
+]
+
+ArgKey = "int | str"
+"""An argument key: the positional index of a kernel argument (``3``), or ``"3.field"`` for a field of a
+``wp.struct`` argument."""
+
+
+class Op(str, Enum):
+    """The kind of device work a record stands for."""
+
+    LAUNCH = "launch"  # a kernel launch (wp.launch, launch_tiled, Launch.launch, adjoint launches)
+    COPY = "copy"  # wp.copy and everything that funnels into it
+    FILL = "fill"  # array.fill_ / array.zero_
+    GRAPH_LAUNCH = "graph_launch"  # wp.capture_launch: a replay of a captured graph
+    PRIMITIVE = "primitive"  # native primitives: array_scan, radix_sort_pairs, bsr products, ...
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ScopeKind(str, Enum):
+    """Where a scope came from."""
+
+    TAPE = "tape"  # wp.Tape.record_scope_begin / end called directly
+    TIMER = "timer"  # wp.ScopedTimer
+    USER = "user"  # launchtrace.scope(...)
+    STEP = "step"  # a synthetic root for launches outside any scope (export only)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Site:
+    """The code that emitted a piece of device work: the first frame outside ``warp`` and ``launchtrace``."""
+
+    file: str
+    line: int
+    function: str
+    module: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} ({self.function})"
+
+
+UNKNOWN_SITE = Site("<unknown>", 0, "<unknown>", "")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BufferArg:
+    """One array argument of a record, as the device saw it.
+
+    ``owner`` / ``offset`` come from the owner registry (:func:`launchtrace.own`) at the time of the call:
+    ``owner`` is ``None`` when no registry entry covered the pointer (``foreign`` then tells whether any owner
+    was registered at all, so an unowned pointer in a program that labels its buffers stands out).
+    ``access`` is ``"r"``, ``"w"`` or ``"rw"`` where known (Warp's input/output split refined by what the code
+    generator knows), else ``""``.
+    """
+
+    key: Any  # int | str, see ArgKey
+    name: str
+    ptr: int
+    shape: tuple = ()
+    dtype: str = ""
+    nbytes: int = 0
+    owner: str | None = None
+    offset: int | None = None
+    foreign: bool = False
+    access: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LaunchRecord:
+    """One recorded launch, copy, fill, primitive or graph launch.
+
+    The first seven fields are those of the seed's ``LaunchRecord`` with the same meaning:
+
+    - ``op``: ``"launch"``, ``"copy"``, ``"fill"``, ``"primitive"`` or ``"graph_launch"`` (an :class:`Op`
+      value; compares equal to the plain string).
+    - ``kernel``: ``"<warp module>.<kernel key>"`` for a launch, ``"wp.copy"`` / ``"wp.array.assign"`` for a
+      copy, ``"wp.fill"`` / ``"wp.zero"`` for a fill, ``"warp.utils.array_scan"``-style names for primitives,
+      ``"wp.capture_launch"`` for a graph launch.
+    - ``dim``: the launch dimensions (a copy: ``(count or dest.size,)``; a fill: ``(size,)``).
+    - ``stream``: the CUDA stream handle passed, ``None`` when none was (e.g. on the CPU).
+    - ``arrays``: ``(key, pointer)`` of every array argument (inputs then outputs; a copy: dest 0, src 1).
+    - ``scalars``: ``(key, value)`` of every other argument, NaN normalised to ``"nan"``.
+    - ``site``: the emitting code.
+
+    Beyond the seed: parameter names, block_dim / max_blocks, device, per-array shape / dtype / bytes / owner,
+    thread, host start / end (ns since the epoch), the enclosing scope, and for captured work its graph.
+    """
+
+    op: str
+    kernel: str
+    dim: tuple
+    stream: int | None
+    arrays: tuple
+    scalars: tuple
+    site: Site
+    params: tuple = ()  # positional parameter names (kernel.adj.args[i].label; copy: dest, src, ...)
+    buffers: tuple = ()  # BufferArg per entry of ``arrays``, same order
+    block_dim: int | None = None
+    max_blocks: int = 0
+    device: str = ""
+    thread: int = 0
+    thread_name: str = ""
+    start_ns: int = 0
+    end_ns: int = 0
+    scope_id: int | None = None
+    graph_id: int | None = None  # captured work: the graph it belongs to; graph_launch: the graph replayed
+    captured: bool = False  # issued while a graph capture was active (not executed at that time)
+    adjoint: bool = False
+    api: str = ""  # the public entry point that issued it ("wp.launch", "wp.Launch.launch", "wp.clone", ...)
+    internal: bool = False  # emitted by code inside the warp package (fem, sparse, wp.clone's copy, ...)
+    error: str | None = None  # "<ExceptionType>: message" when the call raised
+    seq: int = 0  # process-wide order of capture events
+    repeat: int = 1  # > 1 only for a record standing for folded repetitions (rebuilt from a summary span)
+    module_hash: str = ""  # the compiled module's content hash, when known: tells builds apart
+
+    def __str__(self) -> str:
+        return f"{self.op} {self.kernel} dim={self.dim} from {self.site}"
+
+    @property
+    def ok(self) -> bool:
+        """Whether the call returned normally."""
+        return self.error is None
+
+    @property
+    def duration_ns(self) -> int:
+        """Host wall time of the call (on the CPU device: the kernel's own run time)."""
+        return max(0, self.end_ns - self.start_ns)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes touched: the sum of the array arguments' sizes (a copy: the bytes moved)."""
+        return sum(b.nbytes for b in self.buffers)
+
+    def arg_name(self, key: Any) -> str:
+        """The parameter name of argument ``key`` (``3`` -> ``"state"``, ``"3.pos"`` -> ``"state.pos"``)."""
+        if isinstance(key, int):
+            return self.params[key] if 0 <= key < len(self.params) else str(key)
+        head, _, rest = str(key).partition(".")
+        try:
+            base = self.params[int(head)]
+        except (ValueError, IndexError):
+            return str(key)
+        return f"{base}.{rest}" if rest else base
+
+    def buffer(self, key: Any) -> BufferArg | None:
+        """The :class:`BufferArg` of array argument ``key``, if any."""
+        for b in self.buffers:
+            if b.key == key:
+                return b
+        return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScopeRecord:
+    """One scope: a ``wp.Tape`` scope, a ``wp.ScopedTimer`` or a ``launchtrace.scope``.
+
+    ``parent_id`` nests scopes per thread. ``internal`` marks Warp's own timers ("Module X load"), kept out of
+    exports by default. ``end_ns`` is 0 while the scope is still open.
+    """
+
+    id: int
+    name: str
+    kind: str
+    parent_id: int | None = None
+    attributes: tuple = ()  # ((key, value), ...)
+    thread: int = 0
+    thread_name: str = ""
+    start_ns: int = 0
+    end_ns: int = 0
+    error: str | None = None
+    internal: bool = False
+    site: Site | None = None
+    seq: int = 0
+
+    @property
+    def duration_ns(self) -> int:
+        return max(0, self.end_ns - self.start_ns)
+
+
+@dataclasses.dataclass
+class TraceData:
+    """Records and scopes that belong together (one capture block, or one trace rebuilt from spans)."""
+
+    records: list[LaunchRecord] = dataclasses.field(default_factory=list)
+    scopes: dict[int, ScopeRecord] = dataclasses.field(default_factory=dict)
+    attributes: dict[str, Any] = dataclasses.field(default_factory=dict)  # resource attributes, trace id, ...
+
+    def __iter__(self) -> Iterator[LaunchRecord]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def scope_path(self, scope_id: int | None) -> tuple[str, ...]:
+        """Names of the scopes enclosing ``scope_id``, outermost first."""
+        names: list[str] = []
+        seen: set[int] = set()
+        while scope_id is not None and scope_id in self.scopes and scope_id not in seen:
+            seen.add(scope_id)
+            scope = self.scopes[scope_id]
+            names.append(scope.name)
+            scope_id = scope.parent_id
+        return tuple(reversed(names))
