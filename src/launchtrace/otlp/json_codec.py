@@ -1,0 +1,551 @@
+"""OTLP/JSON for :class:`~launchtrace.spans.SpanData`: the encoder of the JSON Lines file sink and the decoder
+of every reader.
+
+The encoder writes what the OTLP/JSON spec asks for: lowerCamelCase keys, hex ids, integer enums, 64-bit
+integers as decimal strings, bytes as base64, spans grouped by resource and instrumentation scope, default
+values left out. It builds plain dicts and serialises them with one ``orjson.dumps`` call, because it runs on
+the export path.
+
+The decoder accepts what producers really write: hex or base64 ids (Tempo, ``json_format``), enum names
+(``SPAN_KIND_SERVER``) or integers, 64-bit integers as strings or numbers, ``resourceSpans`` or the legacy
+``batches``, ``scopeSpans`` or ``instrumentationLibrarySpans``; unknown keys are ignored. It never raises on
+bad data: a span it cannot read is skipped and reported as a :class:`~launchtrace.otlp.problems.Problem`.
+
+Example::
+
+    from launchtrace.otlp.json_codec import decode_traces_data, encode_line
+    from launchtrace.spans import SpanData
+    span = SpanData(bytes(15) + b"\\x01", bytes(7) + b"\\x02", None, "step", 1, 2, (("n", 3),))
+    line = encode_line([span])   # '{"resourceSpans":[{"resource":{},"scopeSpans":[{"scope":{},"spans":[...'
+    spans, problems = decode_traces_data(orjson.loads(line), where="spans.jsonl:1")
+    assert spans == [span] and not problems
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import numbers
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+
+from launchtrace.otlp.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, IdError, decode_id
+from launchtrace.otlp.problems import Problem
+from launchtrace.spans import SpanData, SpanEvent, SpanLink
+
+__all__ = [
+    "KIND_NAMES",
+    "STATUS_NAMES",
+    "decode_traces_data",
+    "encode_any_value",
+    "encode_line",
+    "encode_traces_data",
+]
+
+KIND_NAMES = (
+    "SPAN_KIND_UNSPECIFIED",
+    "SPAN_KIND_INTERNAL",
+    "SPAN_KIND_SERVER",
+    "SPAN_KIND_CLIENT",
+    "SPAN_KIND_PRODUCER",
+    "SPAN_KIND_CONSUMER",
+)
+STATUS_NAMES = ("STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR")
+
+# ------------------------------------------------------------------------------------------------ encoding
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _enc_float(v: float) -> dict:
+    if math.isfinite(v):
+        return {"doubleValue": v}
+    return {"doubleValue": "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")}
+
+
+_ENCODE_VALUE: dict[type, Callable[[Any], dict]] = {
+    str: lambda v: {"stringValue": v},
+    bool: lambda v: {"boolValue": v},
+    int: lambda v: {"intValue": str(v)},
+    float: _enc_float,
+    bytes: lambda v: {"bytesValue": _b64(v)},
+    bytearray: lambda v: {"bytesValue": _b64(bytes(v))},
+    tuple: lambda v: {"arrayValue": {"values": [encode_any_value(x) for x in v]}},
+    list: lambda v: {"arrayValue": {"values": [encode_any_value(x) for x in v]}},
+    dict: lambda v: {"kvlistValue": {"values": _enc_attrs(v.items())}},
+    type(None): lambda v: {},
+}
+
+
+def encode_any_value(value: Any) -> dict:
+    """An OTLP/JSON ``AnyValue`` for a Python value; numpy scalars become numbers, anything else a string."""
+    enc = _ENCODE_VALUE.get(type(value))
+    if enc is not None:
+        return enc(value)
+    if isinstance(value, bool):
+        return {"boolValue": bool(value)}
+    if isinstance(value, numbers.Integral):
+        return {"intValue": str(int(value))}
+    if isinstance(value, numbers.Real):
+        return _enc_float(float(value))
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):  # not Integral
+        return {"boolValue": bool(value)}
+    return {"stringValue": str(value)}
+
+
+def _enc_attrs(items: Iterable[tuple[Any, Any]]) -> list[dict]:
+    enc = _ENCODE_VALUE
+    out = []
+    for k, v in items:
+        f = enc.get(type(v))
+        out.append({"key": k if type(k) is str else str(k), "value": f(v) if f else encode_any_value(v)})
+    return out
+
+
+def _enc_event(e: SpanEvent) -> dict:
+    d: dict[str, Any] = {"timeUnixNano": str(e.time_ns), "name": e.name}
+    if e.attributes:
+        d["attributes"] = _enc_attrs(e.attributes)
+    if e.dropped_attributes_count:
+        d["droppedAttributesCount"] = e.dropped_attributes_count
+    return d
+
+
+def _enc_link(k: SpanLink) -> dict:
+    d: dict[str, Any] = {"traceId": k.trace_id.hex(), "spanId": k.span_id.hex()}
+    if k.trace_state:
+        d["traceState"] = k.trace_state
+    if k.attributes:
+        d["attributes"] = _enc_attrs(k.attributes)
+    if k.dropped_attributes_count:
+        d["droppedAttributesCount"] = k.dropped_attributes_count
+    if k.flags:
+        d["flags"] = k.flags
+    return d
+
+
+def _enc_span(s: SpanData) -> dict:
+    d: dict[str, Any] = {"traceId": s.trace_id.hex(), "spanId": s.span_id.hex()}
+    if s.trace_state:
+        d["traceState"] = s.trace_state
+    if s.parent_span_id:
+        d["parentSpanId"] = s.parent_span_id.hex()
+    if s.flags:
+        d["flags"] = s.flags
+    d["name"] = s.name
+    if s.kind:
+        d["kind"] = s.kind
+    d["startTimeUnixNano"] = str(s.start_ns)
+    d["endTimeUnixNano"] = str(s.end_ns)
+    if s.attributes:
+        d["attributes"] = _enc_attrs(s.attributes)
+    if s.dropped_attributes_count:
+        d["droppedAttributesCount"] = s.dropped_attributes_count
+    if s.events:
+        d["events"] = [_enc_event(e) for e in s.events]
+    if s.dropped_events_count:
+        d["droppedEventsCount"] = s.dropped_events_count
+    if s.links:
+        d["links"] = [_enc_link(k) for k in s.links]
+    if s.dropped_links_count:
+        d["droppedLinksCount"] = s.dropped_links_count
+    if s.status_code or s.status_message:
+        status: dict[str, Any] = {}
+        if s.status_message:
+            status["message"] = s.status_message
+        if s.status_code:
+            status["code"] = s.status_code
+        d["status"] = status
+    return d
+
+
+def _value_key(*parts: Any) -> Any:
+    """A hashable key for equal-valued resources or scopes, or ``None`` when a value is unhashable."""
+    try:
+        hash(parts)
+    except TypeError:
+        return None
+    return parts
+
+
+def encode_traces_data(spans: Iterable[SpanData]) -> dict:
+    """One OTLP/JSON ``TracesData`` dict holding ``spans``, grouped by resource and scope in first-seen order.
+
+    Spans of one batch usually share their resource and scope tuples, so groups are found by identity first
+    and by value only for a tuple not seen before.
+    """
+    resource_spans: list[dict] = []
+    by_id: dict[tuple, tuple[dict, dict]] = {}
+    by_value: dict[Any, tuple[dict, dict]] = {}
+    for s in spans:
+        rid = (id(s.resource), s.resource_schema_url)
+        group = by_id.get(rid)
+        if group is None:
+            vkey = _value_key(s.resource, s.resource_schema_url)
+            group = by_value.get(vkey) if vkey is not None else None
+            if group is None:
+                rdict: dict[str, Any] = {
+                    "resource": {"attributes": _enc_attrs(s.resource)} if s.resource else {}
+                }
+                rdict["scopeSpans"] = []
+                if s.resource_schema_url:
+                    rdict["schemaUrl"] = s.resource_schema_url
+                resource_spans.append(rdict)
+                group = (rdict, {})
+                if vkey is not None:
+                    by_value[vkey] = group
+            by_id[rid] = group
+        rdict, scopes = group
+        sid = (s.scope_name, s.scope_version, id(s.scope_attributes), s.schema_url)
+        span_list = scopes.get(sid)
+        if span_list is None:
+            vkey = _value_key("value", s.scope_name, s.scope_version, s.scope_attributes, s.schema_url)
+            span_list = scopes.get(vkey) if vkey is not None else None
+            if span_list is None:
+                scope: dict[str, Any] = {}
+                if s.scope_name:
+                    scope["name"] = s.scope_name
+                if s.scope_version:
+                    scope["version"] = s.scope_version
+                if s.scope_attributes:
+                    scope["attributes"] = _enc_attrs(s.scope_attributes)
+                span_list = []
+                sdict: dict[str, Any] = {"scope": scope, "spans": span_list}
+                if s.schema_url:
+                    sdict["schemaUrl"] = s.schema_url
+                rdict["scopeSpans"].append(sdict)
+                if vkey is not None:
+                    scopes[vkey] = span_list
+            scopes[sid] = span_list
+        span_list.append(_enc_span(s))
+    return {"resourceSpans": resource_spans}
+
+
+def encode_line(spans: Iterable[SpanData]) -> str:
+    """One line of OTLP JSON Lines (without the newline): a compact ``TracesData`` holding ``spans``."""
+    return orjson.dumps(encode_traces_data(spans)).decode("utf-8")
+
+
+# ------------------------------------------------------------------------------------------------ decoding
+
+
+class _Bad(ValueError):
+    """A span (or part of one) that cannot be read; the message says why."""
+
+
+def _int(v: Any, what: str) -> int:
+    t = type(v)
+    if t is int:
+        return v
+    if t is str:
+        try:
+            return int(v)
+        except ValueError:
+            raise _Bad(f"{what} {v!r} is not an integer") from None
+    if t is float and v.is_integer():
+        return int(v)
+    raise _Bad(f"{what} must be an integer or a decimal string, got {type(v).__name__} {v!r}")
+
+
+def _str(v: Any, what: str) -> str:
+    if type(v) is str:
+        return v
+    raise _Bad(f"{what} must be a string, got {type(v).__name__} {v!r}")
+
+
+def _list(v: Any, what: str) -> list:
+    if type(v) is list:
+        return v
+    raise _Bad(f"{what} must be a list, got {type(v).__name__}")
+
+
+def _dict(v: Any, what: str) -> dict:
+    if type(v) is dict:
+        return v
+    raise _Bad(f"{what} must be an object, got {type(v).__name__}")
+
+
+def _enum(v: Any, names: tuple[str, ...], what: str) -> int:
+    if type(v) is int:
+        if 0 <= v < len(names):
+            return v
+        raise _Bad(f"unknown {what} {v}")
+    if type(v) is str:
+        try:
+            return names.index(v)
+        except ValueError:
+            if v.isdigit() and int(v) < len(names):
+                return int(v)
+            raise _Bad(f"unknown {what} {v!r}") from None
+    raise _Bad(f"{what} must be an integer or an enum name, got {type(v).__name__} {v!r}")
+
+
+def _dec_bool(v: Any) -> bool:
+    if type(v) is bool:
+        return v
+    raise _Bad(f"boolValue must be true or false, got {v!r}")
+
+
+_SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _dec_double(v: Any) -> float:
+    t = type(v)
+    if t is float:
+        return v
+    if t is int:
+        return float(v)
+    if t is str:
+        special = _SPECIAL_FLOATS.get(v)
+        if special is not None:
+            return special
+        try:
+            return float(v)
+        except ValueError:
+            pass
+    raise _Bad(f"doubleValue must be a number, got {v!r}")
+
+
+def _dec_bytes(v: Any) -> bytes:
+    if type(v) is str:
+        try:  # standard or URL-safe alphabet, padding optional
+            return base64.b64decode(
+                v.replace("-", "+").replace("_", "/") + "=" * (-len(v) % 4), validate=True
+            )
+        except (binascii.Error, ValueError):
+            pass
+    raise _Bad(f"bytesValue must be base64, got {v!r}")
+
+
+def _dec_array(v: Any) -> tuple:
+    values = _dict(v, "arrayValue").get("values", ())
+    return tuple(_dec_value(x) for x in _list(values, "arrayValue.values"))
+
+
+def _dec_kvlist(v: Any) -> dict:
+    values = _dict(v, "kvlistValue").get("values", ())
+    return dict(_dec_attrs(_list(values, "kvlistValue.values")))
+
+
+_DECODE_VALUE: dict[str, Callable[[Any], Any]] = {
+    "stringValue": lambda v: _str(v, "stringValue"),
+    "boolValue": _dec_bool,
+    "intValue": lambda v: _int(v, "intValue"),
+    "doubleValue": _dec_double,
+    "bytesValue": _dec_bytes,
+    "arrayValue": _dec_array,
+    "kvlistValue": _dec_kvlist,
+}
+
+
+def _dec_value(v: Any) -> Any:
+    if type(v) is not dict:
+        raise _Bad(f"attribute value must be an object, got {type(v).__name__} {v!r}")
+    for key, x in v.items():
+        if key == "stringValue" and type(x) is str:  # the common case, without a call
+            return x
+        dec = _DECODE_VALUE.get(key)
+        if dec is not None:
+            return dec(x)
+    return None  # an empty AnyValue
+
+
+def _dec_attrs(attrs: Any) -> tuple:
+    if type(attrs) is not list:
+        raise _Bad(f"attributes must be a list, got {type(attrs).__name__}")
+    out = []
+    for kv in attrs:
+        if type(kv) is not dict:
+            raise _Bad(f"attribute must be an object with key and value, got {kv!r}")
+        key = kv.get("key")
+        if type(key) is not str:
+            raise _Bad(f"attribute key must be a string, got {key!r}")
+        out.append((key, _dec_value(kv.get("value"))))
+    return tuple(out)
+
+
+def _dec_event(e: Any) -> SpanEvent:
+    e = _dict(e, "event")
+    return SpanEvent(
+        _str(e.get("name", ""), "event name"),
+        _int(e.get("timeUnixNano", 0), "event timeUnixNano"),
+        _dec_attrs(e["attributes"]) if "attributes" in e else (),
+        _int(e.get("droppedAttributesCount", 0), "event droppedAttributesCount"),
+    )
+
+
+def _dec_link(k: Any, id_encoding: str) -> SpanLink:
+    k = _dict(k, "link")
+    return SpanLink(
+        decode_id(k.get("traceId", ""), TRACE_ID_BYTES, id_encoding),
+        decode_id(k.get("spanId", ""), SPAN_ID_BYTES, id_encoding),
+        _dec_attrs(k["attributes"]) if "attributes" in k else (),
+        _str(k.get("traceState", ""), "link traceState"),
+        _int(k.get("flags", 0), "link flags"),
+        _int(k.get("droppedAttributesCount", 0), "link droppedAttributesCount"),
+    )
+
+
+class _Context:
+    """Resource and scope fields shared by the spans of one ``scopeSpans`` entry."""
+
+    __slots__ = (
+        "resource",
+        "resource_schema_url",
+        "schema_url",
+        "scope_attributes",
+        "scope_name",
+        "scope_version",
+    )
+
+    def __init__(self, resource: tuple, resource_schema_url: str) -> None:
+        self.resource = resource
+        self.resource_schema_url = resource_schema_url
+        self.scope_name = ""
+        self.scope_version = ""
+        self.scope_attributes: tuple = ()
+        self.schema_url = ""
+
+
+def _dec_span(d: Any, ctx: _Context, id_encoding: str, link_problems: list[str]) -> SpanData:
+    if type(d) is not dict:
+        raise _Bad(f"span must be an object, got {type(d).__name__}")
+    trace_id = decode_id(d.get("traceId", ""), TRACE_ID_BYTES, id_encoding)
+    span_id = decode_id(d.get("spanId", ""), SPAN_ID_BYTES, id_encoding)
+    parent = d.get("parentSpanId")
+    parent_id = decode_id(parent, SPAN_ID_BYTES, id_encoding) if parent else None
+    status = d.get("status")
+    if status:
+        status = _dict(status, "status")
+        code = _enum(status.get("code", 0), STATUS_NAMES, "status code")
+        message = _str(status.get("message", ""), "status message")
+    else:
+        code, message = 0, ""
+    events = d.get("events")
+    links = d.get("links")
+    decoded_links = []
+    if links:
+        for i, k in enumerate(_list(links, "links")):
+            try:
+                decoded_links.append(_dec_link(k, id_encoding))
+            except (_Bad, IdError) as exc:
+                link_problems.append(f"link {i} dropped: {exc}")
+    name = d.get("name", "")
+    kind = d.get("kind", 0)
+    return SpanData(
+        trace_id,
+        span_id,
+        parent_id,
+        name if type(name) is str else _str(name, "name"),
+        _int(d.get("startTimeUnixNano", 0), "startTimeUnixNano"),
+        _int(d.get("endTimeUnixNano", 0), "endTimeUnixNano"),
+        _dec_attrs(d["attributes"]) if "attributes" in d else (),
+        kind if type(kind) is int and 0 <= kind <= 5 else _enum(kind, KIND_NAMES, "span kind"),
+        code,
+        message,
+        tuple(_dec_event(e) for e in _list(events, "events")) if events else (),
+        tuple(decoded_links),
+        _str(d.get("traceState", ""), "traceState"),
+        _int(d.get("flags", 0), "flags"),
+        _int(d.get("droppedAttributesCount", 0), "droppedAttributesCount"),
+        _int(d.get("droppedEventsCount", 0), "droppedEventsCount"),
+        _int(d.get("droppedLinksCount", 0), "droppedLinksCount"),
+        ctx.resource,
+        ctx.resource_schema_url,
+        ctx.scope_name,
+        ctx.scope_version,
+        ctx.scope_attributes,
+        ctx.schema_url,
+    )
+
+
+def _span_label(d: Any) -> str:
+    if type(d) is dict and isinstance(d.get("spanId"), str) and d.get("spanId"):
+        return f"span {d['spanId']!r} (trace {d.get('traceId')!r})"
+    return "span"
+
+
+def _dec_scope_spans(
+    ss: Any, path: str, ctx: _Context, id_encoding: str, where: str, out: list, problems: list
+) -> None:
+    ss = _dict(ss, path)
+    scope = ss.get("scope") if "scope" in ss else ss.get("instrumentationLibrary")
+    if scope:
+        scope = _dict(scope, f"{path}.scope")
+        ctx.scope_name = _str(scope.get("name", ""), "scope name")
+        ctx.scope_version = _str(scope.get("version", ""), "scope version")
+        ctx.scope_attributes = _dec_attrs(scope["attributes"]) if "attributes" in scope else ()
+    else:
+        ctx.scope_name, ctx.scope_version, ctx.scope_attributes = "", "", ()
+    ctx.schema_url = _str(ss.get("schemaUrl", ""), f"{path}.schemaUrl")
+    link_problems: list[str] = []
+    for i, d in enumerate(_list(ss.get("spans", ()), f"{path}.spans")):
+        try:
+            out.append(_dec_span(d, ctx, id_encoding, link_problems))
+        except (_Bad, IdError) as exc:
+            problems.append(Problem(where, f"{path}.spans[{i}]: {_span_label(d)} skipped: {exc}", skipped=1))
+        if link_problems:
+            for msg in link_problems:
+                problems.append(Problem(where, f"{path}.spans[{i}]: {_span_label(d)}: {msg}"))
+            link_problems.clear()
+
+
+def _count_spans(rs: Any) -> int:
+    """How many spans a resource entry holds, best effort, for the skip count when it is unreadable."""
+    try:
+        return sum(len(ss.get("spans", ())) for ss in rs.get("scopeSpans", ()) or ())
+    except (AttributeError, TypeError):
+        return 0
+
+
+def decode_traces_data(
+    obj: Any, *, where: str = "", id_encoding: str = "auto"
+) -> tuple[list[SpanData], list[Problem]]:
+    """The spans of one OTLP/JSON ``TracesData`` / ``ExportTraceServiceRequest`` object, and what was wrong.
+
+    ``where`` (e.g. ``"spans.jsonl:3"``) prefixes every problem. ``id_encoding`` is ``"auto"`` (hex or base64,
+    told apart by length) or ``"hex"`` / ``"base64"`` for a producer known to write one of them. Spans that
+    cannot be read are skipped, each with a :class:`Problem` whose ``skipped`` is 1.
+    """
+    problems: list[Problem] = []
+    if type(obj) is not dict:
+        return [], [Problem(where, f"expected a TracesData JSON object, got {type(obj).__name__}")]
+    key = "resourceSpans" if "resourceSpans" in obj else "batches"
+    resource_spans = obj.get(key)
+    if resource_spans is None:
+        if obj:
+            keys = ", ".join(sorted(obj)[:5])
+            problems.append(
+                Problem(where, f"no 'resourceSpans' (or legacy 'batches') in an object with {keys}")
+            )
+        return [], problems
+    if type(resource_spans) is not list:
+        return [], [Problem(where, f"'{key}' must be a list, got {type(resource_spans).__name__}")]
+    spans: list[SpanData] = []
+    for r, rs in enumerate(resource_spans):
+        path = f"{key}[{r}]"
+        try:
+            rs = _dict(rs, path)
+            resource = rs.get("resource") or {}
+            resource = _dict(resource, f"{path}.resource")
+            attrs = _dec_attrs(resource["attributes"]) if "attributes" in resource else ()
+            ctx = _Context(attrs, _str(rs.get("schemaUrl", ""), f"{path}.schemaUrl"))
+            sskey = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
+            scope_spans = _list(rs.get(sskey, ()), f"{path}.{sskey}")
+        except _Bad as exc:
+            n = _count_spans(rs)
+            problems.append(Problem(where, f"{path}: {n} span(s) skipped: {exc}", skipped=n))
+            continue
+        for s, ss in enumerate(scope_spans):
+            sspath = f"{path}.{sskey}[{s}]"
+            try:
+                _dec_scope_spans(ss, sspath, ctx, id_encoding, where, spans, problems)
+            except _Bad as exc:
+                n = len(ss.get("spans", ())) if type(ss) is dict and type(ss.get("spans")) is list else 0
+                problems.append(Problem(where, f"{sspath}: {n} span(s) skipped: {exc}", skipped=n))
+    return spans, problems

@@ -1,0 +1,43 @@
+"""What a reader found wrong in its input, said so that a user can find the place.
+
+Decoders never raise on bad data: they return the valid spans with a list of :class:`Problem` s, each naming
+the place (``file:line``, a URL, a trace or span id). ``ERROR`` means something was skipped; ``WARNING`` means
+everything was kept but the data is suspect (a parent that is missing, a trace the backend says is partial).
+
+Example::
+
+    from launchtrace.otlp.problems import Problem, Severity
+    p = Problem("spans.jsonl:3", "span 'eee19b7ec3c1b174': unknown kind 9")
+    str(p)   # "spans.jsonl:3: span 'eee19b7ec3c1b174': unknown kind 9"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import Enum
+
+__all__ = ["Problem", "Severity"]
+
+
+class Severity(str, Enum):
+    ERROR = "error"  # something was skipped
+    WARNING = "warning"  # everything was kept, but the data is suspect
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with the input: ``where`` (file:line, URL, trace id) and a one-line ``message``.
+
+    ``skipped`` is how many spans were dropped because of it (0 for a warning, or a line that held no spans).
+    """
+
+    where: str
+    message: str
+    severity: Severity = Severity.ERROR
+    skipped: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
