@@ -1,0 +1,341 @@
+"""Dataflow of a trace: which launch reads and writes which buffer, and what that orders.
+
+Every record's array arguments become :class:`Access` rows (read, write or both), resolved in this order:
+``BufferArg.access`` when capture filled it (Warp's input/output split refined by code generation); else a
+copy writes its destination (key 0) and reads its source (key 1), a fill writes everything, and any other
+record (a launch whose split is unknown, a primitive, a graph replay) is assumed to read *and* write each
+array -- the conservative choice, which can only add edges, never hide a hazard.
+
+A buffer is located by owner label and byte range (``owner``, ``offset``, ``nbytes``) when the owner
+registry knew it, else by its pointer range (``ptr`` .. ``ptr + nbytes``); two accesses touch the same memory
+when their ranges in the same space overlap. From the accesses, in issue order, come read-after-write,
+write-after-read and write-after-write :class:`Edge` rows (the ordering tinygrad's scheduler adds where a
+kernel reads a buffer that is later assigned), then:
+
+- the critical path by measured duration over data edges plus each lane's issue order (a stream serialises);
+- ``waves``: launches grouped by their earliest possible start (ASAP level over data edges only); members of
+  one wave have no dependency path between them, so a wave with several members on one lane could overlap;
+- :class:`Hazard` rows: a dependency between two lanes with no ordering the trace can see. Lanes are CUDA
+  streams (no stream events are captured, so every cross-stream conflict is reported) or, for work issued
+  without a stream on the CPU, host threads, where a conflict is reported when the two calls overlapped in
+  time.
+
+Example::
+
+    from launchtrace.analysis.dataflow import build_dataflow
+    flow = build_dataflow(trace)
+    for edge in flow.edges:
+        print(edge.kind, edge.src, "->", edge.dst, "through", edge.buffer)
+    print("critical path", flow.critical_path, flow.critical_ns, "ns")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from enum import Enum
+
+from launchtrace.model import BufferArg, LaunchRecord, Op, TraceData
+
+__all__ = [
+    "Access",
+    "Dataflow",
+    "Edge",
+    "EdgeKind",
+    "Hazard",
+    "Region",
+    "access_mode",
+    "buffers_of_record",
+    "build_dataflow",
+    "lane_of",
+    "region_of",
+]
+
+
+class EdgeKind(str, Enum):
+    """Why one record must run before another."""
+
+    RAW = "RAW"  # read after write: the later record reads what the earlier wrote
+    WAR = "WAR"  # write after read: the later record overwrites what the earlier read
+    WAW = "WAW"  # write after write: both write; the later result must win
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Region:
+    """A byte range of device memory: ``space`` is ``"owner:<label>"`` or ``"ptr"``; ``end`` is exclusive."""
+
+    space: str
+    start: int
+    end: int
+    label: str  # for people: "state.x", "state.x+64", "0x7f00a000 (foreign)"
+
+    def overlaps(self, other: Region) -> bool:
+        return self.space == other.space and self.start < other.end and other.start < self.end
+
+    def covers(self, other: Region) -> bool:
+        return self.space == other.space and self.start <= other.start and other.end <= self.end
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Access:
+    """One array argument of one record. Columns: ``record`` (index in the trace), ``key`` (argument
+    key), ``name`` (parameter name), ``region``, ``mode`` (``"r"``, ``"w"`` or ``"rw"``), ``inferred`` (True
+    when the mode was not known from capture but assumed by op)."""
+
+    record: int
+    key: object
+    name: str
+    region: Region
+    mode: str
+    inferred: bool
+
+    @property
+    def reads(self) -> bool:
+        return "r" in self.mode
+
+    @property
+    def writes(self) -> bool:
+        return "w" in self.mode
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Edge:
+    """``src`` (record index) must run before ``dst`` because of ``kind`` through ``buffer`` (a region label).
+    ``cross_lane`` is True when the two records were issued to different lanes (streams or host threads)."""
+
+    src: int
+    dst: int
+    kind: EdgeKind
+    buffer: str
+    cross_lane: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Hazard:
+    """A dependency between two lanes that nothing in the trace orders: ``edge`` and a one-line ``reason``."""
+
+    edge: Edge
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Dataflow:
+    """The dataflow tables of one trace. Times are nanoseconds of measured host duration (on the CPU device
+    the kernel's own run time)."""
+
+    records: tuple[LaunchRecord, ...]
+    accesses: tuple[Access, ...]
+    edges: tuple[Edge, ...]
+    critical_path: tuple[int, ...]  # record indices, first to last
+    critical_ns: int
+    waves: tuple[tuple[int, ...], ...]  # record indices grouped by ASAP level over data edges
+    hazards: tuple[Hazard, ...]
+
+    def accesses_of(self, record: int) -> list[Access]:
+        return [a for a in self.accesses if a.record == record]
+
+    def written_spaces(self) -> set[tuple[str, int, int]]:
+        """``(space, start, end)`` of every region some record writes."""
+        return {(a.region.space, a.region.start, a.region.end) for a in self.accesses if a.writes}
+
+    def overlap_candidates(self) -> list[tuple[int, ...]]:
+        """Waves with two or more records issued to the same lane: independent work run back to back."""
+        out = []
+        for wave in self.waves:
+            by_lane: dict[tuple, list[int]] = {}
+            for i in wave:
+                by_lane.setdefault(lane_of(self.records[i]), []).append(i)
+            out.extend(tuple(group) for group in by_lane.values() if len(group) > 1)
+        return out
+
+
+def buffers_of_record(rec: LaunchRecord) -> tuple[BufferArg, ...]:
+    """The record's :class:`BufferArg` rows; bare ``(key, ptr)`` pairs when the record carries none."""
+    if rec.buffers:
+        return rec.buffers
+    return tuple(BufferArg(key, rec.arg_name(key), ptr) for key, ptr in rec.arrays)
+
+
+def region_of(buf: BufferArg) -> Region | None:
+    """Where ``buf`` lives: owner label and offset when known, else the pointer range; ``None`` for null."""
+    size = max(int(buf.nbytes or 0), 1)
+    if buf.owner is not None:
+        offset = int(buf.offset or 0)
+        label = buf.owner if not offset else f"{buf.owner}+{offset}"
+        return Region(f"owner:{buf.owner}", offset, offset + size, label)
+    if not buf.ptr:
+        return None
+    label = f"0x{buf.ptr:x}" + (" (foreign)" if buf.foreign else "")
+    return Region("ptr", int(buf.ptr), int(buf.ptr) + size, label)
+
+
+def access_mode(rec: LaunchRecord, buf: BufferArg) -> tuple[str, bool]:
+    """``(mode, inferred)`` for one array argument (see the module docstring for the rules)."""
+    if buf.access in ("r", "w", "rw"):
+        return buf.access, False
+    if rec.op == Op.COPY:
+        return ("w" if buf.key == 0 else "r"), True
+    if rec.op == Op.FILL:
+        return "w", True
+    return "rw", True
+
+
+def lane_of(rec: LaunchRecord) -> tuple:
+    """The queue a record executes in: its stream, or its host thread for stream-less CPU work."""
+    if rec.stream is not None:
+        return ("stream", rec.device, rec.stream)
+    if not rec.device or rec.device.startswith("cpu"):
+        return ("thread", rec.thread)
+    return ("stream", rec.device, None)
+
+
+class _RegionState:
+    __slots__ = ("readers", "region", "writers")
+
+    def __init__(self, region: Region) -> None:
+        self.region = region
+        self.writers: list[int] = []
+        self.readers: list[int] = []
+
+
+def _accesses(records: Sequence[LaunchRecord]) -> list[Access]:
+    out = []
+    for i, rec in enumerate(records):
+        for buf in buffers_of_record(rec):
+            region = region_of(buf)
+            if region is None:
+                continue
+            mode, inferred = access_mode(rec, buf)
+            out.append(Access(i, buf.key, buf.name or rec.arg_name(buf.key), region, mode, inferred))
+    return out
+
+
+def _edges(records: Sequence[LaunchRecord], accesses: Sequence[Access]) -> list[Edge]:
+    """RAW / WAR / WAW edges in issue order; one edge per (src, dst, kind, buffer)."""
+    spaces: dict[str, dict[tuple[int, int], _RegionState]] = {}
+    edges: dict[tuple, Edge] = {}
+    lanes = [lane_of(r) for r in records]
+
+    def add(src: int, dst: int, kind: EdgeKind, label: str) -> None:
+        if src != dst and (src, dst, kind, label) not in edges:
+            edges[(src, dst, kind, label)] = Edge(src, dst, kind, label, lanes[src] != lanes[dst])
+
+    by_record: dict[int, list[Access]] = {}
+    for acc in accesses:
+        by_record.setdefault(acc.record, []).append(acc)
+    for i in sorted(by_record):
+        mine = by_record[i]
+        for acc in mine:  # dependencies first, against the state before this record
+            for state in spaces.get(acc.region.space, {}).values():
+                if not state.region.overlaps(acc.region):
+                    continue
+                for w in state.writers:
+                    add(w, i, EdgeKind.RAW if acc.reads else EdgeKind.WAW, acc.region.label)
+                    if acc.reads and acc.writes:
+                        add(w, i, EdgeKind.WAW, acc.region.label)
+                if acc.writes:
+                    for r in state.readers:
+                        add(r, i, EdgeKind.WAR, acc.region.label)
+        for acc in mine:  # then this record's own effects
+            regions = spaces.setdefault(acc.region.space, {})
+            key = (acc.region.start, acc.region.end)
+            if key not in regions:
+                regions[key] = _RegionState(acc.region)
+            for state in regions.values():
+                if not state.region.overlaps(acc.region):
+                    continue
+                if acc.writes:
+                    if acc.region.covers(state.region):
+                        state.writers, state.readers = [i], []
+                    elif i not in state.writers:
+                        state.writers.append(i)
+                if acc.reads and (state.region == acc.region) and i not in state.readers:
+                    state.readers.append(i)
+    return list(edges.values())
+
+
+def _critical_path(records: Sequence[LaunchRecord], edges: Sequence[Edge]) -> tuple[tuple[int, ...], int]:
+    preds: list[list[int]] = [[] for _ in records]
+    for e in edges:
+        preds[e.dst].append(e.src)
+    last_in_lane: dict[tuple, int] = {}
+    for i, rec in enumerate(records):
+        lane = lane_of(rec)
+        if lane in last_in_lane:
+            preds[i].append(last_in_lane[lane])
+        last_in_lane[lane] = i
+    finish = [0] * len(records)
+    via: list[int | None] = [None] * len(records)
+    for i, rec in enumerate(records):  # issue order is a topological order: every edge points forward
+        best_p = max(preds[i], key=lambda p: (finish[p], -p)) if preds[i] else None
+        finish[i] = (finish[best_p] if best_p is not None else 0) + rec.duration_ns
+        via[i] = best_p
+    if not records:
+        return (), 0
+    end = max(range(len(records)), key=lambda k: (finish[k], -k))
+    path = [end]
+    while via[path[-1]] is not None:
+        path.append(via[path[-1]])
+    return tuple(reversed(path)), finish[end]
+
+
+def _waves(n: int, edges: Sequence[Edge]) -> tuple[tuple[int, ...], ...]:
+    level = [0] * n
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for e in edges:
+        preds[e.dst].append(e.src)
+    for i in range(n):
+        level[i] = max((level[p] + 1 for p in preds[i]), default=0)
+    groups: dict[int, list[int]] = {}
+    for i, lv in enumerate(level):
+        groups.setdefault(lv, []).append(i)
+    return tuple(tuple(groups[lv]) for lv in sorted(groups))
+
+
+def _hazards(records: Sequence[LaunchRecord], edges: Sequence[Edge]) -> list[Hazard]:
+    out = []
+    for e in edges:
+        if not e.cross_lane:
+            continue
+        a, b = records[e.src], records[e.dst]
+        la, lb = lane_of(a), lane_of(b)
+        if la[0] == "stream" or lb[0] == "stream":
+            reason = (
+                f"{e.kind} on {e.buffer}: {a.kernel} (stream {a.stream}) and {b.kernel} (stream {b.stream}) "
+                "with no ordering between their streams in the trace"
+            )
+        elif a.start_ns < b.end_ns and b.start_ns < a.end_ns:
+            reason = (
+                f"{e.kind} on {e.buffer}: {a.kernel} (thread {a.thread}) and {b.kernel} (thread {b.thread}) "
+                "ran at the same time"
+            )
+        else:
+            continue
+        out.append(Hazard(e, reason))
+    return out
+
+
+def build_dataflow(trace: TraceData | Sequence[LaunchRecord]) -> Dataflow:
+    """The :class:`Dataflow` of ``trace`` (records in issue order).
+
+    Example::
+
+        flow = build_dataflow(trace)
+        print(len(flow.edges), "edges,", len(flow.hazards), "hazards")
+    """
+    records = tuple(trace.records if isinstance(trace, TraceData) else trace)
+    accesses = _accesses(records)
+    edges = _edges(records, accesses)
+    path, total = _critical_path(records, edges)
+    return Dataflow(
+        records=records,
+        accesses=tuple(accesses),
+        edges=tuple(edges),
+        critical_path=path,
+        critical_ns=total,
+        waves=_waves(len(records), edges),
+        hazards=tuple(_hazards(records, edges)),
+    )

@@ -1,0 +1,141 @@
+"""Is a scope's launch topology the same every time it runs (could a CUDA graph capture it)?
+
+Every occurrence of the scope is aligned against the first with :func:`launchtrace.topology.diff_records`
+(streams compared, pointers as capture resolved them: owner label and offset when owned, else the raw
+pointer). Each difference becomes a :class:`Finding` in the seed's terms:
+
+- ``varying launches``: a launch inserted, removed, or a different kernel / op at a position;
+- ``varying dims``, ``varying scalars`` (by parameter name), ``varying streams``;
+- ``varying buffers``: an owned argument points at another buffer or offset;
+- ``buffer allocated per call``: a pointer no owner covers that changes between occurrences (a temporary
+  allocated inside the scope: the graph would replay a freed address);
+- ``foreign buffer``: a pointer no owner covers in a program that labels its buffers (shared through a
+  module global or allocated elsewhere) -- a warning on its own, since it is stable, but two producers
+  running side by side would share it.
+
+Example::
+
+    from launchtrace.analysis.static import check_static
+    report = check_static([trace], "step")
+    print(report.static, [f.reason for f in report.findings])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from enum import Enum
+
+from launchtrace.analysis.diff import segments
+from launchtrace.model import TraceData
+from launchtrace.topology import ChangeKind, diff_records, format_value
+
+__all__ = ["Finding", "Reason", "StaticReport", "check_static"]
+
+
+class Reason(str, Enum):
+    """Why a scope is not graph-capturable (or, for ``FOREIGN``, a warning)."""
+
+    LAUNCHES = "varying launches"
+    DIMS = "varying dims"
+    SCALARS = "varying scalars"
+    BUFFERS = "varying buffers"
+    ALLOCATED = "buffer allocated per call"
+    STREAMS = "varying streams"
+    FOREIGN = "foreign buffer"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Finding:
+    """One reason, at one launch position. Columns: ``reason``; ``position`` (index in the first occurrence,
+    or in the later one for an insertion); ``kernel``; ``name`` (parameter, or ``""``); ``occurrences`` (how
+    many occurrences differ from the first there); ``example`` (``"before -> after"`` of the first
+    difference, or the pointer for a foreign buffer); ``site``; ``breaks`` (False only for a warning)."""
+
+    reason: Reason
+    position: int
+    kernel: str
+    name: str
+    occurrences: int
+    example: str
+    site: str
+    breaks: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StaticReport:
+    """``scope``; ``occurrences`` (how many were found); ``static`` (same topology every time and at least
+    two occurrences compared); ``findings``."""
+
+    scope: str
+    occurrences: int
+    static: bool
+    findings: tuple[Finding, ...]
+
+
+_FIELD_REASON = {
+    "dim": Reason.DIMS,
+    "scalar": Reason.SCALARS,
+    "stream": Reason.STREAMS,
+    "kernel": Reason.LAUNCHES,
+    "op": Reason.LAUNCHES,
+}
+
+
+def _buffer_reason(before: object, after: object) -> Reason:
+    unowned = isinstance(before, int) and isinstance(after, int)
+    return Reason.ALLOCATED if unowned else Reason.BUFFERS
+
+
+def check_static(traces: Sequence[TraceData] | TraceData, scope: str) -> StaticReport:
+    """Check every occurrence of ``scope`` in ``traces`` against the first (see the module docstring).
+
+    Example::
+
+        report = check_static([trace], "step")
+        for f in report.findings:
+            print(f.reason, f.kernel, f.name, f.example)
+    """
+    traces = [traces] if isinstance(traces, TraceData) else list(traces)
+    occ = [s.records for s in segments(traces, scope)]
+    found: dict[tuple, list] = {}  # (reason, position, name) -> [finding fields..., count]
+
+    def note(reason: Reason, pos: int, rec, name: str, example: str, breaks: bool = True) -> None:
+        key = (reason, pos, name)
+        if key in found:
+            found[key][4] += 1
+        else:
+            found[key] = [reason, pos, rec.kernel, name, 1, example, str(rec.site), breaks]
+
+    for later in occ[1:]:
+        for e in diff_records(occ[0], later, scalars=True, streams=True):
+            if e.kind != ChangeKind.CHANGED:
+                pos = e.index_a if e.index_a is not None else e.index_b
+                note(Reason.LAUNCHES, pos, e.record, "", f"{e.kind} {e.record.kernel}")
+                continue
+            for f in e.fields:
+                if f.field == "site":
+                    continue
+                reason = _buffer_reason(f.before, f.after) if f.field == "buffer" else _FIELD_REASON[f.field]
+                note(
+                    reason,
+                    e.index_a,
+                    e.record,
+                    f.name,
+                    f"{format_value(f.before)} -> {format_value(f.after)}",
+                )
+    for records in occ:
+        for pos, rec in enumerate(records):
+            for b in rec.buffers:
+                if b.foreign and b.owner is None:
+                    name = b.name or rec.arg_name(b.key)
+                    allocated = (Reason.ALLOCATED, pos, name) in found
+                    note(Reason.FOREIGN, pos, rec, name, format_value(b.ptr), breaks=allocated)
+    findings = tuple(
+        sorted((Finding(*v) for v in found.values()), key=lambda f: (f.position, f.reason.value))
+    )
+    static = len(occ) >= 2 and not any(f.breaks for f in findings)
+    return StaticReport(scope, len(occ), static, findings)

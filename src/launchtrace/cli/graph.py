@@ -1,0 +1,95 @@
+"""``launchtrace graph TRACE --out DIR``: the dataflow as DOT (SVG, PNG when ``dot`` is installed)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from launchtrace.analysis.dataflow import build_dataflow
+from launchtrace.analysis.diff import diff_traces
+from launchtrace.cli._analyzer import safe_child
+from launchtrace.errors import UserError
+from launchtrace.loading import load_traces
+from launchtrace.model import TraceData
+from launchtrace.render.dot import render_dot
+from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
+from launchtrace.topology import ChangeKind
+
+HELP = "draw the dataflow graph as DOT, SVG and PNG (kernels with argument ports, scopes, repeated blocks)"
+
+_log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("traces", nargs="*", help="trace files or folders (one graph per trace)")
+    parser.add_argument("--diff", nargs=2, metavar=("A", "B"), help="draw B, coloured by its diff against A")
+    parser.add_argument("--hide-readonly", action="store_true", help="hide buffers no record writes")
+    parser.add_argument("--no-collapse", action="store_true", help="draw repeated sequences in full")
+    parser.add_argument(
+        "--formats", default="svg,png", help="rendered formats besides DOT (default: svg,png)"
+    )
+    parser.add_argument("--out", required=True, help="output folder")
+
+
+def _diff_status(a: list[TraceData], b: TraceData) -> tuple[dict[int, str], list]:
+    index = {id(r): i for i, r in enumerate(b.records)}
+    status: dict[int, str] = {}
+    removed = []
+    for seg in diff_traces(a, [b]).segments:
+        for e in seg.entries:
+            if e.kind == ChangeKind.REMOVED:
+                removed.append(e.record_a)
+            elif e.record_b is not None and id(e.record_b) in index:
+                status[index[id(e.record_b)]] = "added" if e.kind == ChangeKind.INSERTED else "changed"
+    return status, removed
+
+
+def _write(out: Path, stem: str, text: str, formats: list[str]) -> list[Path]:
+    written = [safe_child(out, stem + ".dot")]
+    written[0].write_text(text, encoding="utf-8")
+    if not dot_available():
+        _log.warning("Graphviz 'dot' is not installed: wrote DOT text only")
+        return written
+    for fmt in formats:
+        try:
+            data = run_dot(text, fmt)
+        except GraphvizError as exc:
+            raise UserError(f"{written[0]}: {exc}") from exc
+        path = safe_child(out, f"{stem}.{fmt}")
+        path.write_bytes(data)
+        written.append(path)
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{out}: cannot create folder: {exc.strerror or exc}") from exc
+    formats = [f for f in args.formats.split(",") if f]
+    if any(f not in ("svg", "png", "pdf") for f in formats):
+        raise UserError(f"--formats: choose among svg, png, pdf (got {args.formats!r})")
+    jobs: list[tuple[str, TraceData, dict[int, str], list]] = []
+    if args.diff:
+        a, b = load_traces(args.diff[0]), load_traces(args.diff[1])
+        for k, tb in enumerate(b):
+            status, removed = _diff_status(a[k : k + 1] or a, tb)
+            jobs.append((f"diff-{k}-{tb.attributes.get('trace_id', '')}", tb, status, removed))
+    if not args.traces and not args.diff:
+        raise UserError("give trace files, or --diff A B")
+    for k, t in enumerate(load_traces(args.traces) if args.traces else []):
+        jobs.append((f"trace-{k}-{t.attributes.get('trace_id', '')}", t, {}, []))
+    for stem, trace, status, removed in jobs:
+        text = render_dot(
+            trace,
+            build_dataflow(trace),
+            hide_readonly=args.hide_readonly,
+            collapse_repeats=not args.no_collapse,
+            status=status,
+            removed=removed,
+        )
+        for path in _write(out, stem, text, formats):
+            print(path)
+    return 0

@@ -1,0 +1,293 @@
+"""Graphviz DOT of a trace's dataflow, in the style of Warp's ``Tape.visualize``.
+
+Kernels (and copies, fills) are nodes with one port per array argument; a read-after-write draws an edge
+from the writer's port to the reader's port; buffers are ellipses named by owner label, drawn where their
+first value comes from outside the trace and where their last value leaves it; scopes are clusters; a
+sequence of records or scopes repeated back to back is drawn once inside a "repeated Nx" cluster; hazards
+(see :mod:`launchtrace.analysis.dataflow`) are red dashed edges. With ``status`` (from a diff), launches are
+coloured added / changed, and ``removed`` records are drawn in red in a cluster of their own.
+
+Node ids are generated here (``r12``, ``b3``, ``cluster_s4``); every string from the trace goes through
+:mod:`launchtrace.render.escape`, so markup or DOT syntax in a kernel, scope or attribute is inert text.
+
+Example::
+
+    from launchtrace.analysis.dataflow import build_dataflow
+    from launchtrace.render.dot import render_dot
+    text = render_dot(trace, build_dataflow(trace), hide_readonly=True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable, Mapping, Sequence
+
+from launchtrace.analysis.dataflow import Dataflow, EdgeKind
+from launchtrace.model import LaunchRecord, TraceData
+from launchtrace.render.escape import dot_html, dot_quoted
+from launchtrace.topology import find_repeats, topology_key
+
+__all__ = ["STATUS_COLORS", "render_dot"]
+
+STATUS_COLORS = {"added": "#b7e4a8", "changed": "#ffd27f", "removed": "#f4a6a6", "": "#e8e8e8"}
+_MAX_SCALARS = 6
+
+
+@dataclasses.dataclass
+class _Tree:
+    """A container (the top level or one scope) with its children in issue order."""
+
+    scope_id: int | None
+    name: str
+    children: list  # of int (record index) or _Tree
+    first: int = 0
+
+
+def _build_tree(trace: TraceData) -> _Tree:
+    nodes: dict[int | None, _Tree] = {None: _Tree(None, "", [])}
+
+    def node(scope_id: int | None) -> _Tree:
+        if scope_id in nodes:
+            return nodes[scope_id]
+        if scope_id not in trace.scopes:
+            return nodes[None]
+        scope = trace.scopes[scope_id]
+        tree = _Tree(scope_id, scope.name, [])
+        nodes[scope_id] = tree
+        parent = node(scope.parent_id) if scope.parent_id != scope_id else nodes[None]
+        parent.children.append(tree)
+        return tree
+
+    for i, rec in enumerate(trace.records):
+        node(rec.scope_id).children.append(i)
+
+    def settle(tree: _Tree) -> int:
+        firsts = [c if isinstance(c, int) else settle(c) for c in tree.children]
+        tree.first = min(firsts, default=0)
+        order = sorted(range(len(tree.children)), key=lambda k: firsts[k])
+        tree.children = [tree.children[k] for k in order]
+        return tree.first
+
+    settle(nodes[None])
+    return nodes[None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Run:
+    """``children[start : start + length]`` drawn once for ``count`` back-to-back repetitions."""
+
+    start: int
+    length: int
+    count: int
+
+
+def find_runs(keys: Sequence[Hashable], max_period: int = 16) -> list[Run]:
+    """Cover ``keys`` with runs from :func:`launchtrace.topology.find_repeats` (single items in between)."""
+    out: list[Run] = []
+    i = 0
+    for start, period, count in find_repeats(keys, max_period=max_period):
+        out.extend(Run(k, 1, 1) for k in range(i, start))
+        out.append(Run(start, period, count))
+        i = start + period * count
+    out.extend(Run(k, 1, 1) for k in range(i, len(keys)))
+    return out
+
+
+def _item_key(trace: TraceData, item) -> Hashable:
+    if isinstance(item, int):
+        return topology_key(trace.records[item], streams=True)
+    return ("scope", item.name, tuple(_item_key(trace, c) for c in item.children))
+
+
+def _records_under(item) -> list[int]:
+    if isinstance(item, int):
+        return [item]
+    out: list[int] = []
+    for c in item.children:
+        out.extend(_records_under(c))
+    return out
+
+
+class _Emitter:
+    def __init__(
+        self,
+        trace: TraceData,
+        flow: Dataflow,
+        hide_readonly: bool,
+        status: Mapping[int, str],
+        collapse: bool,
+        runs: Callable[[Sequence[Hashable]], list[Run]],
+    ) -> None:
+        self.trace, self.flow, self.hide_readonly, self.status = trace, flow, hide_readonly, status
+        self.collapse, self.runs = collapse, runs
+        self.lines: list[str] = []
+        self.rep: dict[int, int] = {}  # record index -> record drawn for it (itself or its first repetition)
+        self.clusters = 0
+
+    def emit_tree(self, tree: _Tree, indent: int) -> None:
+        pad = "  " * indent
+        if tree.scope_id is not None:
+            self.clusters += 1
+            self.lines.append(f"{pad}subgraph cluster_s{self.clusters} {{")
+            self.lines.append(f'{pad}  label={dot_quoted(tree.name)}; style=rounded; color="#7a7a7a";')
+            indent += 1
+        keys = [_item_key(self.trace, c) for c in tree.children] if self.collapse else []
+        runs = self.runs(keys) if self.collapse else [Run(k, 1, 1) for k in range(len(tree.children))]
+        for run in runs:
+            block = tree.children[run.start : run.start + run.length]
+            if run.count > 1:
+                self.clusters += 1
+                pad2 = "  " * indent
+                self.lines.append(f"{pad2}subgraph cluster_s{self.clusters} {{")
+                self.lines.append(
+                    f'{pad2}  label="repeated {run.count}x"; style="dashed,rounded"; color="#3060c0";'
+                )
+                first = [r for item in block for r in _records_under(item)]
+                for rep in range(1, run.count):
+                    later = tree.children[run.start + rep * run.length : run.start + (rep + 1) * run.length]
+                    for a, b in zip(first, [r for item in later for r in _records_under(item)]):
+                        self.rep[b] = a
+            for item in block:
+                if isinstance(item, int):
+                    self.emit_record(item, indent + (run.count > 1))
+                else:
+                    self.emit_tree(item, indent + (run.count > 1))
+            if run.count > 1:
+                self.lines.append("  " * indent + "}")
+        if tree.scope_id is not None:
+            self.lines.append("  " * (indent - 1) + "}")
+
+    def emit_record(self, i: int, indent: int) -> None:
+        self.rep.setdefault(i, i)
+        node = _record_node(f"r{i}", self.trace.records[i], self.status.get(i, ""), self.flow.accesses_of(i))
+        self.lines.append("  " * indent + node)
+
+
+def _record_node(node_id: str, rec: LaunchRecord, status: str, accesses) -> str:
+    color = STATUS_COLORS.get(status, STATUS_COLORS[""])
+    rows = [
+        f'<TR><TD COLSPAN="2" BGCOLOR="{color}"><B>{dot_html(rec.kernel)}</B></TD></TR>',
+        f'<TR><TD COLSPAN="2">{dot_html(str(rec.op))} dim={dot_html(tuple(rec.dim))}'
+        + (f" [{dot_html(status)}]" if status else "")
+        + "</TD></TR>",
+    ]
+    for j, acc in enumerate(accesses):
+        rows.append(
+            f'<TR><TD PORT="a{j}" ALIGN="LEFT">{dot_html(acc.name)}</TD>'
+            f'<TD ALIGN="LEFT">{dot_html(acc.region.label)} ({acc.mode})</TD></TR>'
+        )
+    for key, value in rec.scalars[:_MAX_SCALARS]:
+        rows.append(
+            f'<TR><TD ALIGN="LEFT">{dot_html(rec.arg_name(key))}</TD><TD ALIGN="LEFT">'
+            f"{dot_html(repr(value))}</TD></TR>"
+        )
+    if len(rec.scalars) > _MAX_SCALARS:
+        rows.append(f'<TR><TD COLSPAN="2">+{len(rec.scalars) - _MAX_SCALARS} more</TD></TR>')
+    table = '<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">' + "".join(rows) + "</TABLE>"
+    return f"{node_id} [label=<{table}>, tooltip={dot_quoted(rec.site)}];"
+
+
+def _port(flow: Dataflow, i: int, label: str, want: str) -> str:
+    for j, acc in enumerate(flow.accesses_of(i)):
+        if acc.region.label == label and want in acc.mode:
+            return f"a{j}"
+    return "a0"
+
+
+def _edges(em: _Emitter, flow: Dataflow) -> list[str]:
+    out: list[str] = []
+    seen: set[tuple] = set()
+    written = {a.region.label for a in flow.accesses if a.writes}
+    read_from_trace: set[tuple[int, str]] = set()
+    for e in flow.edges:
+        if e.kind != EdgeKind.RAW:
+            continue
+        read_from_trace.add((e.dst, e.buffer))
+        src, dst = em.rep.get(e.src, e.src), em.rep.get(e.dst, e.dst)
+        if src == dst:
+            continue
+        sp, dp = _port(flow, e.src, e.buffer, "w"), _port(flow, e.dst, e.buffer, "r")
+        key = (src, sp, dst, dp)
+        if key in seen:
+            continue
+        seen.add(key)
+        attrs = f"tooltip={dot_quoted(e.buffer)}"
+        if src > dst:  # carried from one repetition to the next
+            attrs += ', style=dashed, constraint=false, color="#3060c0"'
+        out.append(f"  r{src}:{sp} -> r{dst}:{dp} [{attrs}];")
+    buffers: dict[tuple[str, str], str] = {}
+
+    def buffer_node(label: str, side: str) -> str:
+        if (label, side) not in buffers:
+            node_id = buffers[(label, side)] = f"b{side}{len(buffers)}"
+            fill = "#d0e4ff" if label in written else "#eeeeee"
+            out.append(
+                f'  {node_id} [label={dot_quoted(label)}, shape=ellipse, style=filled, fillcolor="{fill}"];'
+            )
+        return buffers[(label, side)]
+
+    last_writer: dict[str, tuple[int, str]] = {}
+    for i in range(len(flow.records)):
+        for j, acc in enumerate(flow.accesses_of(i)):
+            label = acc.region.label
+            from_outside = acc.reads and (i, label) not in read_from_trace and em.rep.get(i, i) == i
+            if (
+                from_outside
+                and not (em.hide_readonly and label not in written)
+                and ("in", label, i, j) not in seen
+            ):
+                seen.add(("in", label, i, j))
+                out.append(f"  {buffer_node(label, 'i')} -> r{i}:a{j};")
+            if acc.writes:
+                last_writer[label] = (em.rep.get(i, i), _port(flow, i, label, "w"))
+    for label, (i, port) in last_writer.items():
+        out.append(f"  r{i}:{port} -> {buffer_node(label, 'o')};")
+    for h in flow.hazards:
+        src, dst = em.rep.get(h.edge.src, h.edge.src), em.rep.get(h.edge.dst, h.edge.dst)
+        out.append(
+            f"  r{src} -> r{dst} [color=red, style=dashed, penwidth=2, constraint=false, "
+            f"label={dot_quoted('hazard ' + str(h.edge.kind))}, tooltip={dot_quoted(h.reason)}];"
+        )
+    return out
+
+
+def render_dot(
+    trace: TraceData,
+    flow: Dataflow,
+    *,
+    hide_readonly: bool = False,
+    collapse_repeats: bool = True,
+    status: Mapping[int, str] | None = None,
+    removed: Sequence[LaunchRecord] = (),
+    direction: str = "LR",
+    runs: Callable[[Sequence[Hashable]], list[Run]] = find_runs,
+) -> str:
+    """The DOT text of ``trace``'s dataflow ``flow`` (see the module docstring).
+
+    ``status`` maps a record index to ``"added"`` or ``"changed"``; ``removed`` are records (of the other
+    side of a diff) drawn apart in red.
+
+    Example::
+
+        text = render_dot(trace, build_dataflow(trace))
+        open("graph.dot", "w").write(text)
+    """
+    if direction not in ("LR", "TB", "RL", "BT"):
+        raise ValueError(f"direction must be LR, TB, RL or BT, got {direction!r}")
+    em = _Emitter(trace, flow, hide_readonly, status or {}, collapse_repeats, runs)
+    em.emit_tree(_build_tree(trace), 1)
+    lines = [
+        'digraph "launchtrace" {',
+        f'  graph [rankdir={direction}, fontname="Helvetica,Arial,sans-serif", tooltip=" "];',
+        '  node [shape=plaintext, fontname="Helvetica,Arial,sans-serif", tooltip=" "];',
+        '  edge [fontname="Helvetica,Arial,sans-serif", tooltip=" "];',
+        *em.lines,
+        *_edges(em, flow),
+    ]
+    if removed:
+        lines.append('  subgraph cluster_removed {\n    label="removed"; color=red; style=dashed;')
+        for k, rec in enumerate(removed):
+            lines.append("    " + _record_node(f"x{k}", rec, "removed", ()))
+        lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

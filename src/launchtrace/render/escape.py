@@ -1,0 +1,56 @@
+"""Escaping for every string that comes from a trace, per output context.
+
+Kernel names, scope names and attribute values are written by other people's programs: in DOT and HTML
+they must render as inert text. Control characters (which Graphviz rejects or interprets) become spaces.
+
+Example::
+
+    from launchtrace.render.escape import dot_quoted, dot_html, json_for_script
+    dot_quoted('a"b\\\\c')  # '"a\\\\"b\\\\\\\\c"'
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+__all__ = ["dot_html", "dot_quoted", "html_text", "json_for_script", "plain"]
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def plain(text: object, limit: int = 400) -> str:
+    """``text`` as one line without control characters, cut to ``limit`` characters."""
+    s = _CONTROL.sub(" ", str(text))
+    return s if len(s) <= limit else s[: limit - 1] + "\u2026"
+
+
+def dot_quoted(text: object, limit: int = 400) -> str:
+    """A DOT double-quoted string (with its quotes) that Graphviz shows literally."""
+    s = plain(text, limit).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{s}"'
+
+
+def dot_html(text: object, limit: int = 200) -> str:
+    """Text for inside a Graphviz HTML-like label (``<...>``): entities for markup characters."""
+    return html.escape(plain(text, limit), quote=True)
+
+
+def html_text(text: object, limit: int = 10_000) -> str:
+    """Text for an HTML element or attribute."""
+    return html.escape(plain(text, limit), quote=True)
+
+
+def json_for_script(data: Any) -> str:
+    """JSON for a ``<script type="application/json">`` element: ``<``, ``>``, ``&`` and the JS line
+    separators escaped as ``\\uXXXX``, so no string in it can close the element or start markup."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
