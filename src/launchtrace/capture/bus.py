@@ -5,9 +5,9 @@ else; turning raw tuples into :class:`~launchtrace.model.LaunchRecord` / :class:
 objects (names, parameter labels, owners) happens when a consumer calls :meth:`Subscription.drain`, off the
 launching thread for the exporter.
 
-Every event carries a process-wide sequence number. A subscription's queue is bounded; when it overflows the
-oldest events are discarded, and the gaps in the sequence numbers a subscription sees tell it exactly how many
-it lost, without a counter on the hot path.
+Every event carries a process-wide sequence number (its order across threads). A subscription's queue is
+bounded: when it is full, new events are dropped and counted exactly in :attr:`Subscription.dropped`; what was
+already queued is never lost.
 
 Example::
 
@@ -25,8 +25,9 @@ import itertools
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["DEFAULT_CAPACITY", "Subscription", "next_seq", "subscribe", "subscriptions"]
+__all__ = ["DEFAULT_CAPACITY", "Subscription", "next_seq", "offer", "queues", "subscribe", "subscriptions"]
 
 DEFAULT_CAPACITY = 1_000_000
 
@@ -39,17 +40,26 @@ next_seq: Callable[[], int] = itertools.count(1).__next__
 """The next process-wide sequence number (thread-safe under the GIL)."""
 
 _lock = threading.Lock()
-# The deques the hot path appends to. Replaced (never mutated) under _lock, so the hot path can iterate a
+# The open subscriptions, as a tuple that is replaced (never mutated) under _lock, so the hot path iterates a
 # snapshot without locking.
-_queues: tuple[deque, ...] = ()
-_subs: list[Subscription] = []
+_subs: tuple[Subscription, ...] = ()
 
 EventKinds = {RECORD: "record", SCOPE_BEGIN: "scope_begin", SCOPE_END: "scope_end"}
 
 
-def queues() -> tuple[deque, ...]:
-    """The queues the hot path appends to (read once per event)."""
-    return _queues
+def queues() -> tuple[Subscription, ...]:
+    """The open subscriptions (read once per event by the hot path; empty means "nobody listens")."""
+    return _subs
+
+
+def offer(event: tuple) -> None:
+    """Queue ``event`` for every open subscription, counting it as dropped where a queue is full."""
+    for sub in _subs:
+        q = sub.queue
+        if len(q) < sub.capacity:
+            q.append(event)
+        else:
+            sub.dropped += 1
 
 
 class Subscription:
@@ -57,66 +67,50 @@ class Subscription:
 
     ``thread``: only events emitted by that thread id (``None``: every thread).
     ``drain()`` returns ``(kind, item)`` pairs in emission order, ``kind`` one of ``"record"``,
-    ``"scope_begin"``, ``"scope_end"``; ``dropped`` counts events lost to overflow so far.
+    ``"scope_begin"``, ``"scope_end"``; ``dropped`` counts events refused because the queue was full.
     """
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY, thread: int | None = None) -> None:
-        if capacity <= 0:
-            raise ValueError(f"capacity must be positive, got {capacity!r}")
-        self.queue: deque = deque(maxlen=capacity)
+        if not isinstance(capacity, int) or capacity <= 0:
+            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        self.queue: deque = deque()
+        self.capacity = capacity
         self.thread = thread
-        self.start_seq = next_seq()
         self.dropped = 0
-        self._last_seq = self.start_seq
-        self._pending_gaps: set[int] = set()
         self.closed = False
+        self._materializer: Any = None
 
     def drain_raw(self, max_items: int | None = None) -> list[tuple]:
-        """Take the raw tuples queued so far (oldest first), counting those lost to overflow."""
+        """Take the raw tuples queued so far, oldest first."""
         q = self.queue
         n = len(q) if max_items is None else min(max_items, len(q))
-        out = []
         popleft = q.popleft
+        out = []
         for _ in range(n):
             try:
                 out.append(popleft())
             except IndexError:  # pragma: no cover - raced with a concurrent drain
                 break
-        if out and q.maxlen is not None:
-            self._count_gaps(out)
+        if self.thread is not None:
+            out = [r for r in out if r[2] == self.thread]
         return out
-
-    def _count_gaps(self, raw: list[tuple]) -> None:
-        # raw[i][1] is the event's seq. Threads may append slightly out of order, so a missing seq is only
-        # counted as dropped once the queue has overflowed (otherwise nothing can have been discarded).
-        if len(self.queue) + len(raw) < (self.queue.maxlen or 0) and not self._overflowed():
-            self._last_seq = max(self._last_seq, max(r[1] for r in raw))
-            return
-        seqs = sorted(r[1] for r in raw)
-        lo = self._last_seq
-        expected = seqs[-1] - lo
-        self.dropped += max(0, expected - len(seqs))
-        self._last_seq = seqs[-1]
-
-    def _overflowed(self) -> bool:
-        return False
 
     def drain(self, max_items: int | None = None) -> list[tuple[str, object]]:
         """Materialised events: ``("record", LaunchRecord)``, ``("scope_begin"|"scope_end", ScopeRecord)``."""
-        from launchtrace.capture.materialize import materialize
+        from launchtrace.capture.materialize import Materializer
 
-        raw = self.drain_raw(max_items)
-        if self.thread is not None:
-            raw = [r for r in raw if r[2] == self.thread]
-        return materialize(raw)
+        if self._materializer is None:
+            self._materializer = Materializer()
+        return self._materializer.run(self.drain_raw(max_items))
+
+    def pending(self) -> int:
+        return len(self.queue)
 
     def close(self) -> None:
         """Stop receiving events (queued ones can still be drained)."""
-        global _queues
+        global _subs
         with _lock:
-            if self in _subs:
-                _subs.remove(self)
-            _queues = tuple(s.queue for s in _subs)
+            _subs = tuple(s for s in _subs if s is not self)
         self.closed = True
 
     def __enter__(self) -> Subscription:
@@ -128,15 +122,13 @@ class Subscription:
 
 def subscribe(capacity: int = DEFAULT_CAPACITY, thread: int | None = None) -> Subscription:
     """Open a subscription: every capture event from now on is queued for it until it is closed."""
-    global _queues
+    global _subs
     sub = Subscription(capacity, thread)
     with _lock:
-        _subs.append(sub)
-        _queues = tuple(s.queue for s in _subs)
+        _subs = (*_subs, sub)
     return sub
 
 
 def subscriptions() -> list[Subscription]:
     """The open subscriptions (a copy)."""
-    with _lock:
-        return list(_subs)
+    return list(_subs)

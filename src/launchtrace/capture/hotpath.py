@@ -1,0 +1,219 @@
+"""The hot path: what a patched Warp entry point does on every call.
+
+One generic wrapper (:func:`wrap`) serves every entry point; what differs per entry point is only how its
+arguments become a payload, which is a small extractor function looked up in a table. The wrapper's job is
+budgeted in microseconds (a CPU ``wp.launch`` costs 8-13 us):
+
+1. cheap exit first: nobody subscribed, or already inside a recorded call on this thread (``wp.clone`` calls
+   ``wp.copy``: one record) -> call through;
+2. call the original, timing it with ``time.time_ns``;
+3. find the emitting site (first frame outside ``warp`` and ``launchtrace``, cached per code object);
+4. turn the arguments into plain values (pointers, shapes, dtypes, scalars: never a reference to a user's
+   array) and append one tuple per subscriber queue.
+
+Everything else (names, parameter labels, owners, ``LaunchRecord`` objects) happens in
+:mod:`launchtrace.capture.materialize`, off the hot path. A failure inside steps 3-4 is logged once and never
+reaches the user's program.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable
+from time import time_ns
+from typing import Any
+
+from launchtrace.capture import bus
+from launchtrace.capture.patching import wraps_like
+from launchtrace.capture.state import _local, next_scope_id
+
+__all__ = ["ARR", "STRUCT", "emit_scope_begin", "emit_scope_end", "is_library_code", "wrap"]
+
+_log = logging.getLogger("launchtrace.capture")
+
+ARR = object()  # marks an array argument in a payload: (ARR, ptr, shape, dtype, capacity, device, indexed)
+STRUCT = object()  # marks a flattened wp.struct argument: (STRUCT, ((field, value), ...))
+RECORD = bus.RECORD
+
+_LIB_PREFIXES: tuple[str, ...] = ()
+_LIB_CACHE: dict[Any, bool] = {}
+_THIS_FILE = os.path.normcase(os.path.abspath(__file__))
+_failures_logged: set[str] = set()
+
+
+def set_library_prefixes(prefixes: tuple[str, ...]) -> None:
+    """The folders whose code is "library" code (Warp's and ours): sites skip their frames."""
+    global _LIB_PREFIXES
+    _LIB_PREFIXES = prefixes
+    _LIB_CACHE.clear()
+    _USER_MODULE.clear()
+
+
+def is_library_code(code: Any) -> bool:
+    """Whether ``code`` lives in Warp or launchtrace (cached per code object)."""
+    hit = _LIB_CACHE.get(code)
+    if hit is None:
+        hit = _LIB_CACHE[code] = code.co_filename.startswith(_LIB_PREFIXES)
+    return hit
+
+
+def _warn_once(what: str) -> None:
+    if what not in _failures_logged:
+        _failures_logged.add(what)
+        _log.warning("launchtrace: capture failed in %s; the call ran normally (reported once)", what, exc_info=True)
+
+
+def find_site(frame: Any) -> tuple[Any, int, str, Any]:
+    """``(site code, site line, site module, immediate caller code)`` for the frame that called a wrapper."""
+    caller_code = frame.f_code
+    module = _USER_MODULE.get(caller_code)
+    if module is not None:  # the common case: user code called Warp directly
+        return caller_code, frame.f_lineno, module, caller_code
+    f = frame
+    while f is not None:
+        code = f.f_code
+        hit = _LIB_CACHE.get(code)
+        if hit is None:
+            hit = is_library_code(code)
+        if not hit:
+            module = f.f_globals.get("__name__", "")
+            if len(_USER_MODULE) < 100_000:
+                _USER_MODULE[code] = module
+            return code, f.f_lineno, module, caller_code
+        f = f.f_back
+    return caller_code, frame.f_lineno, frame.f_globals.get("__name__", ""), caller_code
+
+
+_USER_MODULE: dict[Any, str] = {}  # code object outside Warp/launchtrace -> its module's name
+
+
+def wrap(original: Callable, kind: str, extract: Callable, post: Callable | None = None) -> Callable:
+    """A recording wrapper around ``original``.
+
+    ``extract(args, kwargs, result)`` returns the payload tuple, or ``None`` when the call issued no device work
+    (``wp.launch(record_cmd=True)``). ``post(args, kwargs, result, site_frame)`` runs after every call, recorded
+    or not (the Tape caller fix-up).
+    """
+    queues = bus.queues
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        loc = _local.st
+        if loc.busy or not queues():
+            if post is None:
+                return original(*args, **kwargs)
+            result = original(*args, **kwargs)
+            post(args, kwargs, result, sys._getframe(1))
+            return result
+        loc.busy = True
+        error = None
+        result = None
+        t0 = time_ns()
+        try:
+            result = original(*args, **kwargs)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            t1 = time_ns()
+            loc.busy = False
+            try:
+                frame = sys._getframe(1)
+                if post is not None and error is None:
+                    post(args, kwargs, result, frame)
+                payload = extract(args, kwargs, result)
+                if payload is not None:
+                    _append(kind, payload, frame, t0, t1, error)
+            except Exception:
+                _warn_once(kind)
+        return result
+
+    return wraps_like(original, wrapper)
+
+
+def _append(kind: str, payload: tuple, frame: Any, t0: int, t1: int, error: BaseException | None) -> None:
+    code, line, module, caller = find_site(frame)
+    loc = _local.st
+    stack = loc.stack
+    event = (
+        RECORD,
+        _next_seq(),
+        loc.tid,
+        kind,
+        payload,
+        code,
+        line,
+        module,
+        caller,
+        t0,
+        t1,
+        stack[-1] if stack else None,
+        loc.capture_graph,
+        None if error is None else f"{type(error).__name__}: {error}",
+    )
+    for sub in bus._subs:  # bus.offer, inlined: this runs once per launch
+        q = sub.queue
+        if len(q) < sub.capacity:
+            q.append(event)
+        else:
+            sub.dropped += 1
+
+
+_next_seq = bus.next_seq
+
+
+# -- scopes --------------------------------------------------------------------------------------------------
+
+
+def emit_scope_begin(name: str, kind: str, attributes: tuple, internal: bool, frame: Any) -> int:
+    """Open a scope on this thread (always tracked; an event only while someone listens). Returns its id."""
+    sid = next_scope_id()
+    loc = _local.st
+    stack = loc.stack
+    parent = stack[-1] if stack else None
+    stack.append(sid)
+    queues = bus.queues()
+    if queues:
+        try:
+            site = find_site(frame) if frame is not None else None
+            event = (
+                bus.SCOPE_BEGIN,
+                bus.next_seq(),
+                loc.tid,
+                sid,
+                parent,
+                str(name),
+                kind,
+                attributes,
+                time_ns(),
+                site,
+                internal,
+            )
+            bus.offer(event)
+        except Exception:
+            _warn_once("scope begin")
+    return sid
+
+
+def emit_scope_end(sid: int, error: BaseException | None = None) -> None:
+    """Close scope ``sid`` on this thread (and any scope left open inside it)."""
+    loc = _local.st
+    stack = loc.stack
+    if sid not in stack:
+        return
+    t1 = time_ns()
+    queues = bus.queues()
+    while stack:
+        top = stack.pop()
+        if queues:
+            err = None if error is None or top != sid else f"{type(error).__name__}: {error}"
+            bus.offer((bus.SCOPE_END, bus.next_seq(), loc.tid, top, t1, err))
+        if top == sid:
+            break
+
+
+def thread_names() -> dict[int, str]:
+    """Thread id -> name, for the threads alive now."""
+    return {t.ident: t.name for t in threading.enumerate() if t.ident is not None}

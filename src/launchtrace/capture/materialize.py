@@ -1,0 +1,424 @@
+"""Raw capture tuples -> :class:`LaunchRecord` / :class:`ScopeRecord`, off the hot path.
+
+Names (``"<module>.<key>"``), parameter labels (``kernel.adj.args[i].label``), read/write access (what Warp's
+code generator recorded in ``adj.args[i].is_read / is_write``, else the inputs/outputs split), owners (the owner
+registry as it stood at the record's sequence number) and NaN normalisation all happen here, so the launching
+thread only paid for copying plain values.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from launchtrace.capture import bus
+from launchtrace.capture.hotpath import ARR, STRUCT, is_library_code
+from launchtrace.capture.state import THREAD_NAMES
+from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, Op, ScopeRecord, Site
+
+__all__ = ["Materializer", "materialize"]
+
+_log = logging.getLogger("launchtrace.capture")
+
+COPY_PARAMS = ("dest", "src", "dest_offset", "src_offset", "count")
+FILL_PARAMS = ("array", "value")
+
+_COPY_APIS = {
+    "clone": "wp.clone",
+    "assign": "wp.array.assign",
+    "to": "wp.array.to",
+    "numpy": "wp.array.numpy",
+    "contiguous": "wp.array.contiguous",
+    "__init__": "wp.array",
+    "_init_from_data": "wp.array",
+    "_init_from_array": "wp.array",
+}
+
+
+class _KernelInfo:
+    __slots__ = ("access", "name", "params")
+
+    def __init__(self, kernel: Any) -> None:
+        module = getattr(getattr(kernel, "module", None), "name", None)
+        key = getattr(kernel, "key", None) or getattr(kernel, "__name__", repr(kernel))
+        self.name = f"{module}.{key}" if module else str(key)
+        args = getattr(getattr(kernel, "adj", None), "args", None) or ()
+        self.params = tuple(str(getattr(a, "label", i)) for i, a in enumerate(args))
+        self.access = None
+
+    def access_of(self, kernel: Any) -> tuple | None:
+        """Per parameter ``"r"``/``"w"``/``"rw"``/``""`` from the code generator, once it has run."""
+        if self.access is None:
+            args = getattr(getattr(kernel, "adj", None), "args", None) or ()
+            flags = [(bool(getattr(a, "is_read", False)), bool(getattr(a, "is_write", False))) for a in args]
+            if any(r or w for r, w in flags):
+                self.access = tuple(("r" if r else "") + ("w" if w else "") for r, w in flags)
+        return self.access
+
+
+_kernels: dict[int, tuple[Any, _KernelInfo]] = {}
+
+
+def _kernel_info(kernel: Any) -> _KernelInfo:
+    hit = _kernels.get(id(kernel))
+    if hit is None or hit[0] is not kernel:
+        hit = (kernel, _KernelInfo(kernel))
+        _kernels[id(kernel)] = hit
+    return hit[1]
+
+
+_sites: dict[tuple, Site] = {}
+
+
+def _site(code: Any, line: int, module: str) -> Site:
+    key = (code, line)
+    site = _sites.get(key)
+    if site is None:
+        if len(_sites) > 100_000:
+            _sites.clear()
+        site = _sites[key] = Site(code.co_filename, int(line), code.co_name, module or "")
+    return site
+
+
+def _normalise(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    if isinstance(value, tuple):
+        return tuple(_normalise(v) for v in value)
+    return value
+
+
+def _dim(dim: Any) -> tuple:
+    if isinstance(dim, int):
+        return (int(dim),)
+    try:
+        return tuple(int(d) for d in dim)
+    except TypeError:
+        return (repr(dim),)
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(getattr(dtype, "__name__", dtype))
+
+
+def _device_name(device: Any) -> str:
+    if device is None:
+        return ""
+    return str(getattr(device, "alias", device))
+
+
+class _Owners:
+    """The owner registry, imported lazily (ownership is its own layer)."""
+
+    def __init__(self) -> None:
+        self.registry: Any = None
+
+    def get(self) -> Any:
+        if self.registry is None:
+            try:
+                from launchtrace.ownership import OWNERS
+            except ImportError:
+                return None
+            self.registry = OWNERS
+        return self.registry
+
+
+_owners = _Owners()
+
+
+class Materializer:
+    """Turns one subscription's raw events into records; remembers open scopes between drains."""
+
+    def __init__(self) -> None:
+        self.open_scopes: dict[int, ScopeRecord] = {}
+
+    def run(self, raw: list[tuple]) -> list[tuple[str, object]]:
+        out: list[tuple[str, object]] = []
+        for event in raw:
+            kind = event[0]
+            try:
+                if kind == bus.RECORD:
+                    out.append(("record", self.record(event)))
+                elif kind == bus.SCOPE_BEGIN:
+                    out.append(("scope_begin", self.scope_begin(event)))
+                elif kind == bus.SCOPE_END:
+                    out.append(("scope_end", self.scope_end(event)))
+            except Exception:
+                _log.warning("launchtrace: could not materialise a capture event; skipped", exc_info=True)
+        return out
+
+    # -- scopes ------------------------------------------------------------------------------------------------
+
+    def scope_begin(self, e: tuple) -> ScopeRecord:
+        _, seq, tid, sid, parent, name, kind, attrs, t0, site, internal = e
+        scope = ScopeRecord(
+            id=sid,
+            name=name,
+            kind=kind,
+            parent_id=parent,
+            attributes=tuple((str(k), _normalise(v)) for k, v in attrs),
+            thread=tid,
+            thread_name=THREAD_NAMES.get(tid, ""),
+            start_ns=t0,
+            internal=bool(internal),
+            site=_site(*site[:3]) if site else None,
+            seq=seq,
+        )
+        self.open_scopes[sid] = scope
+        return scope
+
+    def scope_end(self, e: tuple) -> ScopeRecord:
+        _, seq, tid, sid, t1, error = e
+        begun = self.open_scopes.pop(sid, None)
+        if begun is None:  # subscribed after it began
+            begun = ScopeRecord(id=sid, name="<unknown>", kind="user", thread=tid, start_ns=t1, seq=seq)
+        return ScopeRecord(
+            id=begun.id,
+            name=begun.name,
+            kind=begun.kind,
+            parent_id=begun.parent_id,
+            attributes=begun.attributes,
+            thread=begun.thread,
+            thread_name=begun.thread_name,
+            start_ns=begun.start_ns,
+            end_ns=t1,
+            error=error,
+            internal=begun.internal,
+            site=begun.site,
+            seq=begun.seq,
+        )
+
+    # -- records -----------------------------------------------------------------------------------------------
+
+    def record(self, e: tuple) -> LaunchRecord:
+        _, seq, tid, kind, payload, code, line, module, caller, t0, t1, scope, graph, error = e
+        site = _site(code, line, module) if code is not None else UNKNOWN_SITE
+        internal = is_library_code(caller) if caller is not None else False
+        common = dict(
+            site=site,
+            thread=tid,
+            thread_name=THREAD_NAMES.get(tid, ""),
+            start_ns=t0,
+            end_ns=t1,
+            scope_id=scope,
+            internal=internal,
+            error=error,
+            seq=seq,
+        )
+        if graph is not None and kind != "graph_launch":
+            common.update(graph_id=graph, captured=True)
+        return _BUILDERS[kind](payload, seq, caller, common)
+
+
+class _Args:
+    """Accumulates the ``arrays`` / ``scalars`` / ``buffers`` of one record."""
+
+    __slots__ = ("arrays", "buffers", "device", "params", "registry", "scalars", "seq")
+
+    def __init__(self, params: tuple, seq: int) -> None:
+        self.params = params
+        self.seq = seq
+        self.arrays: list[tuple] = []
+        self.scalars: list[tuple] = []
+        self.buffers: list[BufferArg] = []
+        self.device: str = ""
+        self.registry = _owners.get()
+
+    def name(self, key: Any) -> str:
+        if isinstance(key, int):
+            return self.params[key] if key < len(self.params) else str(key)
+        text = str(key)
+        if text.startswith("adj:"):
+            return "adj_" + self.name(int(text[4:]))
+        head, _, rest = text.partition(".")
+        try:
+            base = self.params[int(head)]
+        except (ValueError, IndexError):
+            return text
+        return f"{base}.{rest}"
+
+    def add(self, key: Any, value: Any, access: str = "") -> None:
+        if type(value) is tuple and value and value[0] is ARR:
+            _, ptr, shape, dtype, nbytes, device, _indexed = value
+            owner = offset = None
+            foreign = False
+            registry = self.registry
+            if registry is not None and ptr:
+                hit = registry.locate(ptr, self.seq)
+                if hit is not None:
+                    owner, offset = hit
+                else:
+                    foreign = bool(registry.any_at(self.seq))
+            if not self.device and device is not None:
+                self.device = _device_name(device)
+            self.arrays.append((key, ptr))
+            self.buffers.append(
+                BufferArg(
+                    key,
+                    self.name(key),
+                    ptr,
+                    tuple(shape or ()),
+                    _dtype_name(dtype),
+                    int(nbytes),
+                    owner,
+                    offset,
+                    foreign,
+                    access,
+                )
+            )
+        elif type(value) is tuple and value and value[0] is STRUCT:
+            for field, inner in value[1]:
+                self.add(f"{key}.{field}", inner, access)
+        else:
+            self.scalars.append((key, _normalise(value)))
+
+
+def _build_launch(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
+    kernel, dim, values, n_inputs, device, stream, block_dim, max_blocks, adjoint, adj = payload
+    info = _kernel_info(kernel)
+    access = info.access_of(kernel)
+    args = _Args(info.params, seq)
+    for i, value in enumerate(values):
+        if access is not None and i < len(access):
+            mode = access[i]
+        elif n_inputs >= 0:
+            mode = "r" if i < n_inputs else "w"
+        else:
+            mode = ""
+        args.add(i, value, mode)
+    for i, value in enumerate(adj):
+        if type(value) is tuple and value and value[0] in (ARR, STRUCT):  # adjoint scalars are zeros
+            args.add(f"adj:{i}", value, "rw")
+    api = "wp.Launch.launch" if common.pop("_cmd", False) else _launch_api(caller)
+    return LaunchRecord(
+        Op.LAUNCH.value,
+        info.name,
+        _dim(dim),
+        stream,
+        tuple(args.arrays),
+        tuple(args.scalars),
+        params=info.params,
+        buffers=tuple(args.buffers),
+        block_dim=block_dim,
+        max_blocks=int(max_blocks or 0),
+        device=_device_name(device) or args.device,
+        adjoint=adjoint,
+        api=api,
+        **common,
+    )
+
+
+def _launch_api(caller: Any) -> str:
+    name = getattr(caller, "co_name", "")
+    if name == "launch_tiled":
+        return "wp.launch_tiled"
+    if name in ("backward", "_backward_launch") or (name and "backward" in name):
+        return "wp.Tape.backward"
+    return "wp.launch"
+
+
+def _build_launch_cmd(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
+    common["_cmd"] = True
+    return _build_launch(payload, seq, caller, common)
+
+
+def _build_copy(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
+    dest, src, dest_offset, src_offset, count, stream, dest_size = payload
+    args = _Args(COPY_PARAMS, seq)
+    args.add(0, dest, "w")
+    args.add(1, src, "r")
+    args.scalars.extend(((2, dest_offset), (3, src_offset), (4, count)))
+    api = _COPY_APIS.get(getattr(caller, "co_name", ""), "wp.copy") if common["internal"] else "wp.copy"
+    kernel = "wp.array.assign" if api == "wp.array.assign" else "wp.copy"
+    return LaunchRecord(
+        Op.COPY.value,
+        kernel,
+        (count or dest_size,),
+        stream,
+        tuple(args.arrays),
+        tuple(args.scalars),
+        params=COPY_PARAMS,
+        buffers=tuple(args.buffers),
+        device=args.device,
+        api=api,
+        **common,
+    )
+
+
+def _build_fill(payload: tuple, seq: int, caller: Any, common: dict, zero: bool = False) -> LaunchRecord:
+    arr, value, size = payload
+    args = _Args(FILL_PARAMS, seq)
+    args.add(0, arr, "w")
+    args.scalars.append((1, _normalise(value)))
+    kernel = "wp.zero" if zero else "wp.fill"
+    return LaunchRecord(
+        Op.FILL.value,
+        kernel,
+        (size,),
+        None,
+        tuple(args.arrays),
+        tuple(args.scalars),
+        params=FILL_PARAMS,
+        buffers=tuple(args.buffers),
+        device=args.device,
+        api="wp.array.zero_" if zero else "wp.array.fill_",
+        **common,
+    )
+
+
+def _build_zero(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
+    return _build_fill(payload, seq, caller, common, zero=True)
+
+
+def _build_primitive(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
+    name, params, values = payload
+    args = _Args(tuple(params), seq)
+    for i, value in enumerate(values):
+        args.add(i, value)
+    size = max((b.shape[0] for b in args.buffers if b.shape), default=0)
+    return LaunchRecord(
+        Op.PRIMITIVE.value,
+        name,
+        (size,) if size else (),
+        None,
+        tuple(args.arrays),
+        tuple(args.scalars),
+        params=tuple(params),
+        buffers=tuple(args.buffers),
+        device=args.device,
+        api=name,
+        **common,
+    )
+
+
+def _build_graph_launch(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
+    graph_id, stream, device = payload
+    return LaunchRecord(
+        Op.GRAPH_LAUNCH.value,
+        "wp.capture_launch",
+        (),
+        stream,
+        (),
+        (),
+        graph_id=graph_id,
+        device=_device_name(device),
+        api="wp.capture_launch",
+        **common,
+    )
+
+
+_BUILDERS = {
+    "launch": _build_launch,
+    "launch_cmd": _build_launch_cmd,
+    "copy": _build_copy,
+    "fill": _build_fill,
+    "zero": _build_zero,
+    "primitive": _build_primitive,
+    "graph_launch": _build_graph_launch,
+}
+
+
+def materialize(raw: list[tuple], materializer: Materializer | None = None) -> list[tuple[str, object]]:
+    """Materialise raw events with a fresh (or the given) :class:`Materializer`."""
+    return (materializer or Materializer()).run(raw)

@@ -1,0 +1,54 @@
+"""Per-thread capture state: the open scope stack, the re-entrancy guard and the active graph capture.
+
+One ``threading.local`` holds one plain ``__slots__`` object per thread: the hot path pays for one
+thread-local lookup (about 0.1 us here) and then plain attribute reads, instead of a thread-local lookup for
+every field. Scopes nest per thread: a record made on a thread belongs to the innermost scope open there.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+
+__all__ = ["THREAD_NAMES", "ThreadState", "current_scope", "next_graph_id", "next_scope_id", "tstate"]
+
+next_scope_id: Callable[[], int] = itertools.count(1).__next__
+next_graph_id: Callable[[], int] = itertools.count(1).__next__
+
+THREAD_NAMES: dict[int, str] = {}
+"""Thread id -> name of every thread that touched the capture state (ids can be reused: last name wins)."""
+
+
+class ThreadState:
+    """One thread's capture state."""
+
+    __slots__ = ("busy", "capture_graph", "in_timer", "stack", "tape_stack", "tid")
+
+    def __init__(self) -> None:
+        self.busy = False  # inside a recorded call: nested device work belongs to it (wp.clone -> wp.copy)
+        self.in_timer = 0  # inside ScopedTimer.__enter__/__exit__: its tape scope call is the same scope
+        self.capture_graph: int | None = None  # id of the graph being captured on this thread
+        self.stack: list[int] = []  # open scope ids, innermost last
+        self.tape_stack: list[int] = []  # the subset opened by Tape.record_scope_begin
+        self.tid = threading.get_ident()
+        THREAD_NAMES[self.tid] = threading.current_thread().name
+
+
+class _Local(threading.local):
+    def __init__(self) -> None:
+        self.st = ThreadState()
+
+
+_local = _Local()
+
+
+def tstate() -> ThreadState:
+    """This thread's :class:`ThreadState`."""
+    return _local.st
+
+
+def current_scope() -> int | None:
+    """The id of the innermost scope open on this thread, or ``None``."""
+    stack = _local.st.stack
+    return stack[-1] if stack else None

@@ -1,0 +1,434 @@
+"""Warp interposition: which entry points are patched, and how each one's arguments become a payload.
+
+Patched (Warp 1.19; see ``shared/notes/warp-internals.md``):
+
+- kernel launches: ``warp._src.context.launch`` (every binding: ``wp.launch``, ``from warp import launch``;
+  ``launch_tiled`` and ``Tape.backward``'s adjoint launches go through it) and ``wp.Launch.launch``;
+- copies: ``warp._src.context.copy`` (``wp.clone``, ``array.assign``, ``array.to``, ``array.numpy()`` of a device
+  array and ``wp.array(data=...)`` funnel into it);
+- fills: ``array.fill_`` / ``zero_`` and the ``noncontiguous_array_base`` versions (indexed arrays);
+- graphs: ``capture_begin`` / ``capture_end`` (bookkeeping: work issued in between is recorded as captured and
+  tied to the graph) and ``capture_launch`` (a graph launch record);
+- native primitives: ``array_scan``, ``radix_sort_pairs``, ``segmented_sort_pairs``, ``runlength_encode``,
+  ``array_sum``, ``array_inner`` (every binding, fem's and optim's included) and the ``wp_bsr_*`` natives that
+  ``warp.sparse`` calls through ``runtime.core``;
+- scopes: ``ScopedTimer.__enter__`` / ``__exit__`` and ``Tape.record_scope_begin`` / ``record_scope_end``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from launchtrace.capture.hotpath import (
+    ARR,
+    STRUCT,
+    emit_scope_begin,
+    emit_scope_end,
+    is_library_code,
+    set_library_prefixes,
+    wrap,
+)
+from launchtrace.capture.patching import PatchSet, wraps_like
+from launchtrace.capture.state import next_graph_id, tstate
+
+__all__ = ["graph_id_of", "patch_warp"]
+
+PRIMITIVES = (
+    "array_scan",
+    "radix_sort_pairs",
+    "segmented_sort_pairs",
+    "runlength_encode",
+    "array_sum",
+    "array_inner",
+)
+SPARSE_NATIVES = (
+    "wp_bsr_matrix_from_triplets_host",
+    "wp_bsr_matrix_from_triplets_device",
+    "wp_bsr_transpose_host",
+    "wp_bsr_transpose_device",
+    "wp_bsr_compress_inplace_host",
+    "wp_bsr_compress_inplace_device",
+)
+
+_GRAPH_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PLAIN = frozenset((int, float, bool, str, type(None)))
+
+
+def graph_id_of(graph: Any) -> int | None:
+    """The launchtrace id of a captured ``wp.Graph`` (``None`` if it was captured while not instrumented)."""
+    try:
+        return _GRAPH_IDS.get(graph)
+    except TypeError:
+        return None
+
+
+# -- argument values -------------------------------------------------------------------------------------------
+
+
+def _setup_types() -> None:
+    global _array_type, _noncontig_type, _struct_instance_type, _ctx
+    import warp._src.codegen as codegen
+    import warp._src.context as ctx
+    import warp._src.types as wtypes
+
+    _ctx = ctx
+
+    _array_type = wtypes.array
+    _noncontig_type = wtypes.noncontiguous_array_base
+    _struct_instance_type = codegen.StructInstance
+
+
+_ctx: Any = None
+_array_type: Any = None
+_noncontig_type: Any = None
+_struct_instance_type: Any = None
+
+
+def arg_value(v: Any) -> Any:
+    """A kernel argument as plain data: an array becomes ``(ARR, ptr, shape, dtype, bytes, device, indexed)``."""
+    t = type(v)
+    if t is _array_type:
+        return (ARR, v.ptr or 0, v.shape, v.dtype, v.capacity or 0, v.device, False)
+    if t in _PLAIN:
+        return v
+    return _arg_value_slow(v)
+
+
+def _arg_value_slow(v: Any, depth: int = 0) -> Any:
+    if isinstance(v, _array_type):
+        return (ARR, v.ptr or 0, v.shape, v.dtype, v.capacity or 0, v.device, False)
+    if isinstance(v, _noncontig_type):
+        data = getattr(v, "data", None)
+        if isinstance(data, _array_type):
+            return (ARR, data.ptr or 0, v.shape, v.dtype, data.capacity or 0, data.device, True)
+        return f"<{type(v).__name__}>"
+    if isinstance(v, _struct_instance_type) and depth < 8:
+        fields = getattr(getattr(type(v), "_cls", None), "vars", None) or {}
+        return (STRUCT, tuple((name, _arg_value_slow(getattr(v, name, None), depth + 1)) for name in fields))
+    return scalar_value(v)
+
+
+def scalar_value(v: Any) -> Any:
+    """A non-array argument as a comparable plain value (vectors and matrices become tuples)."""
+    if type(v) in _PLAIN:
+        return v
+    item = getattr(v, "item", None)  # numpy scalars
+    if callable(item) and not hasattr(v, "__len__"):
+        try:
+            return scalar_value(item())
+        except (TypeError, ValueError):
+            pass
+    inner = getattr(v, "value", None)  # wp.float32(1.0), wp.uint32(7), ...
+    if isinstance(inner, (bool, int, float)):
+        return inner
+    try:
+        return tuple(scalar_value(x) for x in v)
+    except TypeError:
+        return f"<{type(v).__name__}>"
+
+
+def _stream_handle(stream: Any) -> int | None:
+    if stream is None:
+        return None
+    handle = getattr(stream, "cuda_stream", None)
+    return int(handle or 0) if handle is not None else None
+
+
+# -- extractors: (args, kwargs, result) -> payload --------------------------------------------------------------
+
+
+def _arg(args: tuple, kwargs: dict, i: int, name: str, default: Any = None) -> Any:
+    return args[i] if len(args) > i else kwargs.get(name, default)
+
+
+_BASIC_LAUNCH_KEYS = frozenset(("kernel", "dim", "inputs", "outputs", "record_tape"))
+
+
+def extract_launch(args: tuple, kwargs: dict, result: Any) -> tuple | None:
+    """Payload of a ``wp.launch``: hand-inlined for the common call shapes (this runs on every launch)."""
+    if result is not None:  # record_cmd=True: a wp.Launch, run later by Launch.launch
+        return None
+    n = len(args)
+    get = kwargs.get
+    kernel = args[0] if n else get("kernel")
+    dim = args[1] if n > 1 else get("dim")
+    inputs = (args[2] if n > 2 else get("inputs")) or ()
+    outputs = (args[3] if n > 3 else get("outputs")) or ()
+    array_type, plain = _array_type, _PLAIN
+    values = []
+    append = values.append
+    for v in inputs:  # arg_value(), inlined (a comprehension costs a frame on 3.11)
+        t = type(v)
+        if t is array_type:
+            append((ARR, v.ptr or 0, v.shape, v.dtype, v.capacity or 0, v.device, False))
+        elif t in plain:
+            append(v)
+        else:
+            append(_arg_value_slow(v))
+    for v in outputs:
+        append(arg_value(v))
+    if n <= 4 and _BASIC_LAUNCH_KEYS.issuperset(kwargs):
+        return (kernel, dim, tuple(values), len(inputs), None, None, None, 0, False, ())
+    adjoint = bool(_arg(args, kwargs, 8, "adjoint", False))
+    adj = ()
+    if adjoint:
+        adj_values = list(_arg(args, kwargs, 4, "adj_inputs") or ()) + list(_arg(args, kwargs, 5, "adj_outputs") or ())
+        adj = tuple(arg_value(v) for v in adj_values)
+    return (
+        kernel,
+        dim,
+        tuple(values),
+        len(inputs),
+        _arg(args, kwargs, 6, "device"),
+        _stream_handle(_arg(args, kwargs, 7, "stream")),
+        _arg(args, kwargs, 12, "block_dim"),
+        _arg(args, kwargs, 11, "max_blocks", 0),
+        adjoint,
+        adj,
+    )
+
+
+def extract_launch_cmd(args: tuple, kwargs: dict, result: Any) -> tuple:
+    cmd = args[0]
+    bounds = getattr(cmd, "bounds", None)
+    values = tuple(arg_value(v) for v in (getattr(cmd, "fwd_args", None) or ()))
+    return (
+        cmd.kernel,
+        getattr(bounds, "shape", bounds),
+        values,
+        -1,
+        getattr(cmd, "device", None),
+        _stream_handle(_arg(args, kwargs, 1, "stream")),
+        getattr(cmd, "block_dim", None),
+        getattr(cmd, "max_blocks", 0),
+        bool(getattr(cmd, "adjoint", False)),
+        (),
+    )
+
+
+def extract_copy(args: tuple, kwargs: dict, result: Any) -> tuple:
+    dest = _arg(args, kwargs, 0, "dest")
+    src = _arg(args, kwargs, 1, "src")
+    return (
+        arg_value(dest),
+        arg_value(src),
+        int(_arg(args, kwargs, 2, "dest_offset", 0) or 0),
+        int(_arg(args, kwargs, 3, "src_offset", 0) or 0),
+        int(_arg(args, kwargs, 4, "count", 0) or 0),
+        _stream_handle(_arg(args, kwargs, 5, "stream")),
+        int(getattr(dest, "size", 0) or 0),
+    )
+
+
+def extract_fill(args: tuple, kwargs: dict, result: Any) -> tuple:
+    arr = args[0]
+    value = _arg(args, kwargs, 1, "value", 0)
+    return (arg_value(arr), scalar_value(value), int(getattr(arr, "size", 0) or 0))
+
+
+def extract_zero(args: tuple, kwargs: dict, result: Any) -> tuple:
+    arr = args[0]
+    return (arg_value(arr), 0, int(getattr(arr, "size", 0) or 0))
+
+
+def extract_graph_launch(args: tuple, kwargs: dict, result: Any) -> tuple:
+    graph = _arg(args, kwargs, 0, "graph")
+    return (graph_id_of(graph), _stream_handle(_arg(args, kwargs, 1, "stream")), getattr(graph, "device", None))
+
+
+def make_primitive_extractor(name: str, function: Callable) -> Callable:
+    """An extractor that binds a primitive's arguments by parameter name (computed once, not per call)."""
+    try:
+        params = tuple(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        params = ()
+
+    def extract(args: tuple, kwargs: dict, result: Any) -> tuple:
+        named = list(zip(params, args))
+        named.extend(kwargs.items())
+        return (name, tuple(n for n, _ in named), tuple(arg_value(v) for _, v in named))
+
+    return extract
+
+
+def make_native_extractor(name: str) -> Callable:
+    def extract(args: tuple, kwargs: dict, result: Any) -> tuple:
+        return (name, (), ())
+
+    return extract
+
+
+# -- post hooks --------------------------------------------------------------------------------------------------
+
+
+def fix_tape_caller(args: tuple, kwargs: dict, result: Any, frame: Any) -> None:
+    """Make Warp's Tape caller metadata name the user's line, not our wrapper (Warp reads ``f_back``)."""
+    tape = _ctx.runtime.tape
+    if tape is None or not tape.launches:
+        return
+    entry = tape.launches[-1]
+    if not isinstance(entry, list) or not entry or not isinstance(entry[-1], dict):
+        return
+    caller = entry[-1].get("caller")
+    if not isinstance(caller, dict) or os.path.normcase(os.path.abspath(caller.get("file", ""))) != _HOTPATH_FILE:
+        return
+    f = frame
+    while f is not None and is_library_code(f.f_code):
+        f = f.f_back
+    f = f or frame
+    caller.update(file=f.f_code.co_filename, lineno=f.f_lineno, func=f.f_code.co_name)
+
+
+def _runtime() -> Any:
+    ctx = sys.modules.get("warp._src.context")
+    return getattr(ctx, "runtime", None)
+
+
+_HOTPATH_FILE = os.path.normcase(os.path.abspath(sys.modules["launchtrace.capture.hotpath"].__file__))
+
+
+# -- graph capture bookkeeping ----------------------------------------------------------------------------------
+
+
+def _wrap_capture_begin(original: Callable) -> Callable:
+    def capture_begin(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        tstate().capture_graph = next_graph_id()
+        return result
+
+    return wraps_like(original, capture_begin)
+
+
+def _wrap_capture_end(original: Callable) -> Callable:
+    def capture_end(*args: Any, **kwargs: Any) -> Any:
+        st = tstate()
+        graph_id = st.capture_graph
+        st.capture_graph = None
+        graph = original(*args, **kwargs)
+        if graph_id is not None:
+            try:
+                _GRAPH_IDS[graph] = graph_id
+            except TypeError:
+                pass
+        return graph
+
+    return wraps_like(original, capture_end)
+
+
+# -- scopes -----------------------------------------------------------------------------------------------------
+
+
+def _wrap_timer_enter(original: Callable) -> Callable:
+    def __enter__(self: Any) -> Any:
+        frame = sys._getframe(1)
+        internal = is_library_code(frame.f_code)
+        sid = emit_scope_begin(getattr(self, "name", "timer"), "timer", (), internal, frame)
+        self.__dict__["_launchtrace_scope"] = sid
+        st = tstate()
+        st.in_timer += 1
+        try:
+            return original(self)
+        except BaseException as exc:
+            emit_scope_end(sid, exc)
+            raise
+        finally:
+            st.in_timer -= 1
+
+    return wraps_like(original, __enter__)
+
+
+def _wrap_timer_exit(original: Callable) -> Callable:
+    def __exit__(self: Any, exc_type: Any, exc_value: Any, traceback: Any) -> Any:
+        st = tstate()
+        st.in_timer += 1
+        try:
+            return original(self, exc_type, exc_value, traceback)
+        finally:
+            st.in_timer -= 1
+            sid = self.__dict__.pop("_launchtrace_scope", None)
+            if sid is not None:
+                emit_scope_end(sid, exc_value)
+
+    return wraps_like(original, __exit__)
+
+
+def _wrap_tape_scope_begin(original: Callable) -> Callable:
+    def record_scope_begin(self: Any, scope_name: Any, metadata: Any = None) -> Any:
+        result = original(self, scope_name, metadata)
+        st = tstate()
+        if not st.in_timer:
+            attrs = tuple((str(k), v) for k, v in (metadata or {}).items() if isinstance(v, (str, int, float, bool)))
+            st.tape_stack.append(emit_scope_begin(scope_name, "tape", attrs, False, sys._getframe(1)))
+        return result
+
+    return wraps_like(original, record_scope_begin)
+
+
+def _wrap_tape_scope_end(original: Callable) -> Callable:
+    def record_scope_end(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        st = tstate()
+        if not st.in_timer and st.tape_stack:
+            emit_scope_end(st.tape_stack.pop())
+        return result
+
+    return wraps_like(original, record_scope_end)
+
+
+# -- the patch table --------------------------------------------------------------------------------------------
+
+
+def patch_warp() -> PatchSet:
+    """Patch every entry point listed in the module docstring; returns what to restore."""
+    import warp
+    import warp._src.context as ctx
+    import warp._src.tape as tape_mod
+    import warp._src.types as wtypes
+    import warp._src.utils as wutils
+
+    warp.init()
+    _setup_types()
+    warp_dir = os.path.dirname(os.path.abspath(warp.__file__)) + os.sep
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    set_library_prefixes((warp_dir, ours))
+
+    patches = PatchSet()
+    everywhere: dict[int, tuple[Any, Any]] = {}
+
+    def rebind(owner: Any, name: str, wrapper: Callable) -> None:
+        original = getattr(owner, name)
+        everywhere[id(original)] = (original, wrapper)
+        patches.wrappers[id(wrapper)] = original
+
+    rebind(ctx, "launch", wrap(ctx.launch, "launch", extract_launch, post=fix_tape_caller))
+    rebind(ctx, "copy", wrap(ctx.copy, "copy", extract_copy))
+    rebind(ctx, "capture_launch", wrap(ctx.capture_launch, "graph_launch", extract_graph_launch))
+    rebind(ctx, "capture_begin", _wrap_capture_begin(ctx.capture_begin))
+    rebind(ctx, "capture_end", _wrap_capture_end(ctx.capture_end))
+    for name in PRIMITIVES:
+        function = getattr(wutils, name, None)
+        if function is not None:
+            extractor = make_primitive_extractor(f"warp.utils.{name}", function)
+            rebind(wutils, name, wrap(function, "primitive", extractor))
+    patches.rebind_everywhere(everywhere)
+
+    patches.set_attr(ctx.Launch, "launch", wrap(ctx.Launch.launch, "launch_cmd", extract_launch_cmd))
+    for cls in (wtypes.array, wtypes.noncontiguous_array_base):
+        patches.set_attr(cls, "fill_", wrap(cls.__dict__["fill_"], "fill", extract_fill))
+        patches.set_attr(cls, "zero_", wrap(cls.__dict__["zero_"], "zero", extract_zero))
+    patches.set_attr(wutils.ScopedTimer, "__enter__", _wrap_timer_enter(wutils.ScopedTimer.__dict__["__enter__"]))
+    patches.set_attr(wutils.ScopedTimer, "__exit__", _wrap_timer_exit(wutils.ScopedTimer.__dict__["__exit__"]))
+    patches.set_attr(tape_mod.Tape, "record_scope_begin", _wrap_tape_scope_begin(tape_mod.Tape.record_scope_begin))
+    patches.set_attr(tape_mod.Tape, "record_scope_end", _wrap_tape_scope_end(tape_mod.Tape.record_scope_end))
+
+    core = getattr(ctx.runtime, "core", None)
+    for name in SPARSE_NATIVES:
+        native = getattr(core, name, None) if core is not None else None
+        if native is not None:
+            patches.set_attr(core, name, wrap(native, "primitive", make_native_extractor(f"warp.sparse.{name}")))
+    return patches
