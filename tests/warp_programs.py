@@ -1,0 +1,74 @@
+"""Small real Warp programs the capture tests run on the CPU device.
+
+Kernels live in a module of their own (not in a test file) so Warp compiles them once per session and its
+kernel cache serves every test that uses them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import warp as wp
+
+wp.config.quiet = True
+
+DEVICE = "cpu"
+
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), y: wp.array(dtype=float), s: float):
+    i = wp.tid()
+    y[i] = x[i] * s
+
+
+@wp.kernel
+def integrate(pos: wp.array(dtype=wp.vec3), vel: wp.array(dtype=wp.vec3), gravity: wp.vec3, dt: float):
+    i = wp.tid()
+    vel[i] = vel[i] + gravity * dt
+    pos[i] = pos[i] + vel[i] * dt
+
+
+@wp.kernel
+def square_sum(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(out, 0, x[i] * x[i])
+
+
+@wp.struct
+class Particles:
+    pos: wp.array(dtype=wp.vec3)
+    mass: float
+
+
+@wp.kernel
+def drift(p: Particles, dt: float):
+    i = wp.tid()
+    p.pos[i] = p.pos[i] + wp.vec3(p.mass * dt, 0.0, 0.0)
+
+
+@wp.kernel
+def tiled_copy(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i, _j = wp.tid()
+    y[i] = x[i]
+
+
+class Sim:
+    """A tiny particle simulation: the shape of a real step (launches, a copy, a fill, a reduction)."""
+
+    def __init__(self, n: int = 64, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.n = n
+        self.pos = wp.array(rng.random((n, 3), dtype=np.float32), dtype=wp.vec3, device=DEVICE)
+        self.vel = wp.zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.prev = wp.zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.energy = wp.zeros(1, dtype=float, device=DEVICE)
+        self.speed = wp.zeros(n, dtype=float, device=DEVICE)
+
+    def step(self, dt: float = 0.01) -> None:
+        wp.copy(self.prev, self.pos)
+        wp.launch(integrate, dim=self.n, inputs=[self.pos, self.vel, wp.vec3(0.0, -9.8, 0.0), dt])
+        self.energy.zero_()
+        wp.launch(scale, dim=self.n, inputs=[self.speed, self.speed, 0.5])
+        wp.launch(square_sum, dim=self.n, inputs=[self.speed, self.energy])
+
+    def result(self) -> np.ndarray:
+        return np.concatenate([self.pos.numpy().ravel(), self.vel.numpy().ravel(), self.energy.numpy()])
