@@ -183,12 +183,12 @@ def align(a_keys: Sequence[Hashable], b_keys: Sequence[Hashable]) -> list[Opcode
     """An alignment of two key sequences as difflib-style opcodes ``(tag, i1, i2, j1, j2)``, ``tag`` one of
     ``"equal"``, ``"insert"``, ``"delete"``, ``"replace"``.
 
-    Keys are compressed to ints and the common prefix and suffix trimmed first. A middle of at most
-    :data:`SMALL` keys per side goes to ``difflib.SequenceMatcher(autojunk=False)``; a longer one to a linear
+    Keys are compressed to ints and the common prefix and suffix trimmed first. The middle goes to a linear
     aligner that, at each mismatch, takes the cheapest resynchronisation (fewest skipped keys, then longest
-    agreement after it) within :data:`WINDOW` keys. The cheap path is exact for the edits traces usually
-    differ by (a launch inserted, removed or changed, even once per step); scattered edits more than
-    :data:`WINDOW` keys long come out as replaced ranges.
+    agreement after it) within :data:`WINDOW` keys; a middle of at most :data:`SMALL` keys per side also goes
+    to ``difflib.SequenceMatcher(autojunk=False)``, and the alignment that matches more keys wins. The linear
+    path is exact for the edits traces usually differ by (a launch inserted, removed or changed, even once per
+    step); a run of edits longer than :data:`WINDOW` keys comes out as a replaced range.
 
     Example::
 
@@ -207,16 +207,20 @@ def align(a_keys: Sequence[Hashable], b_keys: Sequence[Hashable]) -> list[Opcode
     if lo:
         ops.append(("equal", 0, lo, 0, lo))
     mid_a, mid_b = a[lo : n - hi], b[lo : m - hi]
+    middle = _align_linear(mid_a, mid_b)
     if len(mid_a) <= SMALL and len(mid_b) <= SMALL:
-        matcher = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False)
-        middle = matcher.get_opcodes()
-    else:
-        middle = _align_linear(mid_a, mid_b)
+        exact = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes()
+        if _matched(exact) >= _matched(middle):
+            middle = exact
     for tag, i1, i2, j1, j2 in middle:
         _push(ops, tag, i1 + lo, i2 + lo, j1 + lo, j2 + lo)
     if hi:
         _push(ops, "equal", n - hi, n, m - hi, m)
     return ops
+
+
+def _matched(ops: list[Opcode]) -> int:
+    return sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == "equal")
 
 
 def _push(ops: list[Opcode], tag: str, i1: int, i2: int, j1: int, j2: int) -> None:
@@ -442,12 +446,7 @@ _PAIRING = (
 
 def format_value(value: Any) -> str:
     """A short text for a topology value: ``gen.x``, ``gen.x+128``, ``0x7f00...``, ``0.01``, ``(64,)``."""
-    if (
-        isinstance(value, tuple)
-        and len(value) == 2
-        and isinstance(value[0], str)
-        and isinstance(value[1], int)
-    ):
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], int):
         return value[0] if value[1] == 0 else f"{value[0]}+{value[1]}"
     if isinstance(value, int) and not isinstance(value, bool) and value > 0xFFFF:
         return hex(value)
@@ -482,9 +481,7 @@ def format_entry(entry: DiffEntry) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def find_repeats(
-    keys: Sequence[Hashable], max_period: int = 8, min_count: int = 2
-) -> list[tuple[int, int, int]]:
+def find_repeats(keys: Sequence[Hashable], max_period: int = 8, min_count: int = 2) -> list[tuple[int, int, int]]:
     """Consecutive repetitions of an identical subsequence: ``(start, period, count)`` per run, in order.
 
     Greedy from left to right: at each position the period in ``1..max_period`` that covers the most keys
