@@ -1,0 +1,279 @@
+"""Online folding of consecutive repeats of an identical record sequence (periods 1..8) into one run.
+
+A simulation loop issues the same few launches thousands of times; one span each would swamp Jaeger (slow
+past about 2,000 spans in a trace) and Tempo (5 MB per trace). A :class:`Folder` sits on the records of one
+parent span in order and hands back :class:`Single` records and :class:`FoldedRun` groups: the sequence's
+first instance (the full topology, once), the repetition count and per-position duration statistics.
+
+"Identical" means every field of the record except its times, sequence number and scope: kernel, dims,
+pointers (so ping-pong buffers repeat with period 2), owners, scalars, site, ... A record with an error
+never folds. The decision at each position looks ``lookahead`` records ahead and takes the period that
+covers the most records (ties: the shorter period); a run that reaches the end of the lookahead stays open
+and later records are matched against it one by one, so memory stays bounded whatever the run's length.
+
+Example::
+
+    folder = Folder()
+    groups = [g for rec in records for g in folder.push(rec)] + folder.flush()
+    # e.g. [Single(rec0), FoldedRun(sequence=(a, b), count=5000, ...), Single(rec_last)]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+from launchtrace.model import LaunchRecord
+
+__all__ = ["DurationStats", "FoldedRun", "Folder", "Single", "fold_key"]
+
+MAX_PERIOD = 8
+LOOKAHEAD = 64
+_EXACT_SAMPLES = 4096  # p50 is exact up to this many repetitions, a reservoir estimate beyond
+_MAX_INTERNED = 1 << 16
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Single:
+    """One record passed through unfolded."""
+
+    record: LaunchRecord
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DurationStats:
+    """Duration statistics of one position of a folded sequence over its repetitions (nanoseconds)."""
+
+    count: int
+    min: int
+    mean: int
+    max: int
+    p50: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FoldedRun:
+    """``count`` consecutive repetitions of ``sequence`` (its first instance)."""
+
+    sequence: tuple[LaunchRecord, ...]
+    count: int
+    stats: tuple[DurationStats, ...]
+    start_ns: int
+    end_ns: int
+    last_seq: int = 0
+
+    @property
+    def period(self) -> int:
+        return len(self.sequence)
+
+    @property
+    def launches(self) -> int:
+        return self.count * len(self.sequence)
+
+
+def fold_key(rec: LaunchRecord) -> Any:
+    """What must be equal for two records to fold together: all but times, seq and scope."""
+    if rec.error is not None:
+        return object()  # unique: never equal to another
+    return (
+        rec.op,
+        rec.kernel,
+        rec.dim,
+        rec.stream,
+        rec.arrays,
+        rec.scalars,
+        rec.site,
+        rec.params,
+        rec.buffers,
+        rec.block_dim,
+        rec.max_blocks,
+        rec.device,
+        rec.thread,
+        rec.thread_name,
+        rec.graph_id,
+        rec.captured,
+        rec.adjoint,
+        rec.api,
+        rec.internal,
+        rec.repeat,
+        rec.module_hash,
+    )
+
+
+class _Durations:
+    """Running min/mean/max and a median over at most ``_EXACT_SAMPLES`` samples (reservoir beyond)."""
+
+    __slots__ = ("count", "max", "min", "rng", "samples", "total")
+
+    def __init__(self, first: int) -> None:
+        self.count, self.total, self.min, self.max = 1, first, first, first
+        self.samples = [first]
+        self.rng: random.Random | None = None
+
+    def add(self, value: int) -> None:
+        self.count += 1
+        self.total += value
+        if value < self.min:
+            self.min = value
+        elif value > self.max:
+            self.max = value
+        if len(self.samples) < _EXACT_SAMPLES:
+            self.samples.append(value)
+            return
+        if self.rng is None:
+            self.rng = random.Random(self.count)
+        slot = self.rng.randrange(self.count)
+        if slot < _EXACT_SAMPLES:
+            self.samples[slot] = value
+
+    def stats(self) -> DurationStats:
+        ordered = sorted(self.samples)
+        mid = len(ordered) // 2
+        p50 = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) // 2
+        return DurationStats(self.count, self.min, round(self.total / self.count), self.max, p50)
+
+
+class _OpenRun:
+    """A run that may still continue: matched record by record against its sequence's keys."""
+
+    __slots__ = ("count", "durations", "end_ns", "keys", "last_seq", "partial", "pos", "sequence", "start_ns")
+
+    def __init__(self, keys: list[int], records: list[LaunchRecord], count: int) -> None:
+        period = len(keys)
+        self.keys = keys
+        self.sequence = tuple(records[:period])
+        self.durations = [_Durations(r.duration_ns) for r in self.sequence]
+        for i, rec in enumerate(records[period : count * period]):
+            self.durations[i % period].add(rec.duration_ns)
+        self.count = count
+        self.start_ns = records[0].start_ns
+        self.end_ns = max(r.end_ns for r in records[(count - 1) * period : count * period])
+        self.last_seq = records[count * period - 1].seq
+        self.partial: list[tuple[int, LaunchRecord]] = []
+        self.pos = 0
+
+    def offer(self, key: int, rec: LaunchRecord) -> bool:
+        if key != self.keys[self.pos]:
+            return False
+        self.partial.append((key, rec))
+        self.pos += 1
+        if self.pos == len(self.keys):
+            for i, (_, r) in enumerate(self.partial):
+                self.durations[i].add(r.duration_ns)
+            self.end_ns = max(self.end_ns, max(r.end_ns for _, r in self.partial))
+            self.last_seq = rec.seq
+            self.count += 1
+            self.partial, self.pos = [], 0
+        return True
+
+    def result(self) -> FoldedRun:
+        stats = tuple(d.stats() for d in self.durations)
+        return FoldedRun(self.sequence, self.count, stats, self.start_ns, self.end_ns, self.last_seq)
+
+
+class Folder:
+    """Folds the records of one parent span; ``enabled=False`` passes each record through as a Single."""
+
+    def __init__(self, min_repeats: int = 2, enabled: bool = True, lookahead: int = LOOKAHEAD) -> None:
+        if min_repeats < 2:
+            raise ValueError(f"min_repeats must be >= 2, got {min_repeats!r}")
+        self.min_repeats = min_repeats
+        self.enabled = enabled
+        self.lookahead = max(lookahead, 2 * MAX_PERIOD)
+        self._ids: dict[Any, int] = {}
+        self._buf: list[tuple[int, LaunchRecord]] = []
+        self._run: _OpenRun | None = None
+
+    def __len__(self) -> int:
+        """Records held back, not yet handed out (the open run's completed repetitions not counted)."""
+        return len(self._buf) + (len(self._run.partial) if self._run else 0)
+
+    def push(self, rec: LaunchRecord) -> list[Single | FoldedRun]:
+        """Take the next record; returns the groups that are now decided (often none)."""
+        if not self.enabled:
+            return [Single(rec)]
+        if len(self._ids) > _MAX_INTERNED:
+            self._reintern()
+        key = self._intern(fold_key(rec))
+        out: list[Single | FoldedRun] = []
+        if self._run is not None:
+            if self._run.offer(key, rec):
+                return out
+            self._close_run(out)
+        self._buf.append((key, rec))
+        while len(self._buf) >= self.lookahead and self._run is None:
+            self._decide(out, final=False)
+        return out
+
+    def flush(self) -> list[Single | FoldedRun]:
+        """Hand out everything held back (the parent span is ending, or a child scope begins)."""
+        out: list[Single | FoldedRun] = []
+        if self._run is not None:
+            self._close_run(out)
+        while self._buf:
+            self._decide(out, final=True)
+        self._ids.clear()
+        return out
+
+    def _intern(self, key: Any) -> int:
+        ids = self._ids
+        try:
+            found = ids.get(key)
+        except TypeError:  # an unhashable scalar: compare by repr instead
+            key = repr(key)
+            found = ids.get(key)
+        if found is None:
+            found = len(ids)
+            ids[key] = found
+        return found
+
+    def _close_run(self, out: list) -> None:
+        run = self._run
+        assert run is not None
+        self._run = None
+        out.append(run.result())
+        self._buf = list(run.partial)  # an open run holds the buffer's records: the buffer is empty here
+
+    def _reintern(self) -> None:
+        """Forget keys no pending record uses (a loop whose scalars change every step makes many)."""
+        self._ids = {}
+        self._buf = [(self._intern(fold_key(rec)), rec) for _, rec in self._buf]
+        run = self._run
+        if run is not None:
+            run.keys = [self._intern(fold_key(rec)) for rec in run.sequence]
+            run.partial = [(self._intern(fold_key(rec)), rec) for _, rec in run.partial]
+
+    def _best_period(self, keys: list[int]) -> tuple[int, int]:
+        """(period, count) covering the most records from the start of ``keys``; count 0 when none."""
+        best_p, best_c, best_cover = 0, 0, 0
+        n = len(keys)
+        for p in range(1, min(MAX_PERIOD, n // 2) + 1):
+            head = keys[:p]
+            c = 1
+            while (c + 1) * p <= n and keys[c * p : (c + 1) * p] == head:
+                c += 1
+            if c >= self.min_repeats and c * p > best_cover:
+                best_p, best_c, best_cover = p, c, c * p
+        return best_p, best_c
+
+    def _decide(self, out: list, final: bool) -> None:
+        buf = self._buf
+        keys = [k for k, _ in buf]
+        p, c = self._best_period(keys)
+        if c == 0:
+            out.append(Single(buf.pop(0)[1]))
+            return
+        tail = keys[c * p :]
+        records = [r for _, r in buf[: c * p]]
+        if not final and len(tail) < p and tail == keys[: len(tail)]:
+            run = _OpenRun(keys[:p], records, c)
+            rest = buf[c * p :]
+            self._buf = []
+            self._run = run
+            for key, rec in rest:
+                run.offer(key, rec)
+            return
+        run = _OpenRun(keys[:p], records, c)
+        out.append(run.result())
+        del buf[: c * p]

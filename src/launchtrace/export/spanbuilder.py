@@ -1,0 +1,505 @@
+"""Capture events -> spans: one span per record, scopes as parent spans, one trace per outermost scope.
+
+The export worker drains the capture bus and hands the events to :meth:`SpanBuilder.feed`, which returns the
+spans completed so far; :meth:`SpanBuilder.flush` ends everything still open. Pure and single-threaded: no
+I/O, no SDK span objects (building an SDK span per launch costs several times a CPU kernel launch).
+
+The rules (issue 3, written down in ``docs/traces.md``):
+
+- one span per launch / copy / fill / primitive / graph launch, named by its kernel (``wp.copy``, ...);
+- scopes are parent spans, nested as they nested; each outermost scope instance is its own trace (random
+  16-byte trace id, 8-byte span ids) whose root links to the previous root of the same name;
+- records outside any scope go to synthetic ``launchtrace.step`` roots, one open per thread, closed after
+  ``step_max_spans`` records or ``step_window_s`` seconds;
+- consecutive repeats of a record sequence (period 1..8) fold into one summary span
+  (:mod:`launchtrace.export.folding`), and a trace is cut at ``span_budget`` spans with a final
+  ``launchtrace.dropped`` span saying how many were left out;
+- sampling is decided once per trace (:mod:`launchtrace.export.sampling`).
+
+Example::
+
+    builder = SpanBuilder(ExportConfig.resolve())
+    spans = builder.feed(subscription.drain())
+    spans += builder.flush()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from launchtrace import __version__, topology
+from launchtrace import conventions as C
+from launchtrace.export.config import ExportConfig
+from launchtrace.export.folding import FoldedRun, Folder, Single, fold_key
+from launchtrace.export.sampling import TraceSampler
+from launchtrace.export.spanattrs import record_attributes, scope_attributes
+from launchtrace.export.spanresource import build_resource
+from launchtrace.model import LaunchRecord, ScopeKind, ScopeRecord
+from launchtrace.spans import STATUS_ERROR, SpanData, SpanEvent, SpanLink
+
+__all__ = ["STEP_SPAN_NAME", "SpanBuilder"]
+
+_log = logging.getLogger(__name__)
+
+STEP_SPAN_NAME = "launchtrace.step"
+SCOPE_NAME = "launchtrace"
+_LINE_CACHE_LIMIT = 1 << 14
+
+
+class _Trace:
+    """One trace being built: its id, sampling decision and span budget."""
+
+    __slots__ = ("dropped", "full", "id", "limit", "sampled", "used")
+
+    def __init__(self, trace_id: bytes, sampled: bool, full: bool, budget: int) -> None:
+        self.id = trace_id
+        self.sampled = sampled
+        self.full = full
+        self.limit = budget - 2  # room left for the root and the final "dropped" span
+        self.used = 0
+        self.dropped = 0
+
+    def reserve(self) -> bool:
+        """Take one span of the budget; False (and counted) when the trace is full."""
+        if self.used < self.limit:
+            self.used += 1
+            return True
+        self.dropped += 1
+        return False
+
+
+class _Node:
+    """An open parent span: a scope, or a synthetic step root."""
+
+    __slots__ = (
+        "begin",
+        "children",
+        "digest",
+        "emitted",
+        "first_start",
+        "folder",
+        "foreign",
+        "last_end",
+        "launches",
+        "links",
+        "parent",
+        "records",
+        "span_id",
+        "step_index",
+        "trace",
+    )
+
+    def __init__(self, trace: _Trace, span_id: bytes, parent: _Node | None, folder: Folder) -> None:
+        self.trace = trace
+        self.span_id = span_id
+        self.parent = parent
+        self.folder = folder
+        self.emitted = True  # False when the budget had no room for this scope's own span
+        self.begin: ScopeRecord | None = None  # None for a step root
+        self.children: list[_Node] = []
+        self.digest = hashlib.sha256()
+        self.foreign: set[int] = set()
+        self.launches = 0
+        self.records = 0  # records directly under a step root (its count bound)
+        self.first_start = 0
+        self.last_end = 0
+        self.links: tuple = ()
+        self.step_index = 0
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent is None
+
+
+class SpanBuilder:
+    """Turns capture events into :class:`~launchtrace.spans.SpanData`; see the module docstring for rules.
+
+    Counters (ints): ``dropped_budget`` (spans cut by the span budget), ``dropped_unsampled`` (spans of
+    traces the sampler dropped), ``unknown_scope_ends`` (a scope end whose begin was never seen),
+    ``traces_started``; :meth:`dropped` sums them per reason.
+    """
+
+    def __init__(
+        self,
+        config: ExportConfig | None = None,
+        resource: tuple | None = None,
+        clock_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.config = config if config is not None else ExportConfig.resolve()
+        self.resource = resource if resource is not None else build_resource(self.config.service_name)
+        self._clock = clock_ns
+        self._rng = random.Random()
+        self._sampler = TraceSampler(self.config.sampler, self.config.sampler_arg, self.config.sample_every)
+        self._limit = self.config.max_attribute_length
+        self._scopes: dict[int, _Node] = {}  # open, exported scopes by scope id
+        self._aliases: dict[int, _Node | None] = {}  # left-out internal scopes -> nearest exported ancestor
+        self._steps: dict[int, _Node] = {}  # open step root per thread
+        self._last_root: dict[str, tuple[bytes, bytes]] = {}
+        self._step_counts: dict[int, int] = {}
+        self._lines: dict[Any, bytes] = {}
+        self._out: list[SpanData] = []
+        self.dropped_budget = 0
+        self.dropped_unsampled = 0
+        self.unknown_scope_ends = 0
+        self.traces_started = 0
+        self._handlers: dict[str, Callable[[Any], None]] = {
+            "record": self._on_record,
+            "scope_begin": self._on_scope_begin,
+            "scope_end": self._on_scope_end,
+        }
+
+    # --- public -------------------------------------------------------------------------------------------
+
+    def feed(self, events: Iterable[tuple[str, Any]], now_ns: int | None = None) -> list[SpanData]:
+        """Take capture events in order; returns the spans completed so far (expired steps close)."""
+        handlers = self._handlers
+        for kind, item in events:
+            handler = handlers.get(kind)
+            if handler is None:
+                _log.warning("ignoring capture event of unknown kind %r", kind)
+                continue
+            handler(item)
+        now = self._clock() if now_ns is None else now_ns
+        window = int(self.config.step_window_s * 1e9)
+        for thread, step in list(self._steps.items()):
+            if now - step.first_start >= window:
+                del self._steps[thread]
+                self._close_step(step)
+        return self._take()
+
+    def flush(self, now_ns: int | None = None) -> list[SpanData]:
+        """End everything open: scopes end now and are marked incomplete, steps close; returns the spans."""
+        now = self._clock() if now_ns is None else now_ns
+        roots = {id(n): n for n in self._scopes.values() if n.is_root}
+        for node in list(roots.values()):
+            self._close_scope(node, None, now)
+        self._scopes.clear()
+        self._aliases.clear()
+        for step in list(self._steps.values()):
+            self._close_step(step)
+        self._steps.clear()
+        return self._take()
+
+    def dropped(self) -> dict[str, int]:
+        """Spans not exported, per reason."""
+        return {"budget": self.dropped_budget, "unsampled": self.dropped_unsampled}
+
+    # --- events -------------------------------------------------------------------------------------------
+
+    def _on_record(self, rec: LaunchRecord) -> None:
+        if rec.internal and not self.config.include_internal:
+            return
+        node = self._resolve(rec.scope_id)
+        if node is None:
+            node = self._step_for(rec)
+        trace = node.trace
+        if not trace.sampled:
+            self.dropped_unsampled += 1
+            return
+        key = fold_key(rec)
+        self._account(node, rec, key)
+        for group in node.folder.push(rec):
+            self._emit_group(node, group)
+
+    def _on_scope_begin(self, scope: ScopeRecord) -> None:
+        parent = self._resolve(scope.parent_id)
+        if scope.internal and not self.config.include_internal:
+            self._aliases[scope.id] = parent
+            return
+        span_id = self._span_id()
+        if parent is None:
+            node = self._new_root(scope.name, span_id)
+        else:
+            self._flush_folder(parent)
+            node = _Node(parent.trace, span_id, parent, self._folder(parent.trace))
+            parent.children.append(node)
+            if parent.trace.sampled:
+                node.emitted = parent.trace.reserve()
+            else:
+                self.dropped_unsampled += 1
+        node.begin = scope
+        node.first_start = scope.start_ns
+        self._scopes[scope.id] = node
+
+    def _on_scope_end(self, scope: ScopeRecord) -> None:
+        if scope.id in self._aliases:
+            del self._aliases[scope.id]
+            return
+        node = self._scopes.get(scope.id)
+        if node is None:
+            self.unknown_scope_ends += 1
+            return
+        self._close_scope(node, scope, scope.end_ns)
+
+    # --- nodes --------------------------------------------------------------------------------------------
+
+    def _resolve(self, scope_id: int | None) -> _Node | None:
+        if scope_id is None:
+            return None
+        node = self._scopes.get(scope_id)
+        if node is not None:
+            return node
+        return self._aliases.get(scope_id)
+
+    def _folder(self, trace: _Trace) -> Folder:
+        return Folder(self.config.fold_min_repeats, enabled=self.config.fold and not trace.full)
+
+    def _span_id(self) -> bytes:
+        return (self._rng.getrandbits(64) or 1).to_bytes(8, "big")
+
+    def _new_root(self, name: str, span_id: bytes) -> _Node:
+        trace_id = (self._rng.getrandbits(128) or 1).to_bytes(16, "big")
+        decision = self._sampler.decide(trace_id, name)
+        trace = _Trace(trace_id, decision.sampled, decision.full, self.config.span_budget)
+        self.traces_started += 1
+        node = _Node(trace, span_id, None, self._folder(trace))
+        if decision.sampled:
+            previous = self._last_root.get(name)
+            if previous is not None:
+                node.links = (SpanLink(previous[0], previous[1]),)
+            self._last_root[name] = (trace_id, span_id)
+        else:
+            self.dropped_unsampled += 1
+        return node
+
+    def _step_for(self, rec: LaunchRecord) -> _Node:
+        step = self._steps.get(rec.thread)
+        if step is not None and (
+            step.records >= self.config.step_max_spans
+            or rec.start_ns - step.first_start >= int(self.config.step_window_s * 1e9)
+        ):
+            del self._steps[rec.thread]
+            self._close_step(step)
+            step = None
+        if step is None:
+            step = self._new_root(STEP_SPAN_NAME, self._span_id())
+            step.first_start = rec.start_ns
+            index = self._step_counts.get(rec.thread, 0)
+            self._step_counts[rec.thread] = index + 1
+            step.step_index = index
+            self._steps[rec.thread] = step
+        step.records += 1
+        return step
+
+    def _account(self, node: _Node, rec: LaunchRecord, key: Any) -> None:
+        """Add a record to the counters and topology digest of its parent and every ancestor."""
+        line = self._line(rec, key)
+        foreign = [b.ptr for b in rec.buffers if b.foreign] if rec.buffers else ()
+        repeat = max(1, int(rec.repeat or 1))
+        n: _Node | None = node
+        while n is not None:
+            n.launches += repeat
+            for _ in range(repeat):
+                n.digest.update(line)
+            if foreign:
+                n.foreign.update(foreign)
+            if rec.end_ns > n.last_end:
+                n.last_end = rec.end_ns
+            n = n.parent
+
+    def _line(self, rec: LaunchRecord, key: Any) -> bytes:
+        """The record's line in :func:`launchtrace.topology.fingerprint`'s digest, cached by fold key."""
+        try:
+            line = self._lines.get(key)
+        except TypeError:
+            line = None
+            key = None
+        if line is None:
+            canon = topology._canonical(topology.topology_key(rec, raw=False))
+            line = json.dumps(canon, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
+            if key is not None:
+                if len(self._lines) >= _LINE_CACHE_LIMIT:
+                    self._lines.clear()
+                self._lines[key] = line
+        return line
+
+    def _flush_folder(self, node: _Node) -> None:
+        for group in node.folder.flush():
+            self._emit_group(node, group)
+
+    def _close_scope(self, node: _Node, end: ScopeRecord | None, end_ns: int) -> None:
+        """End a scope span (``end`` None: still open at flush, so incomplete), children first."""
+        for child in list(node.children):
+            self._close_scope(child, None, end_ns)
+        if node.parent is not None and node in node.parent.children:
+            node.parent.children.remove(node)
+        begin = node.begin
+        assert begin is not None
+        self._scopes.pop(begin.id, None)
+        self._flush_folder(node)
+        if not node.trace.sampled:
+            return
+        incomplete = end is None
+        final = end if end is not None else begin
+        attrs = scope_attributes(begin, final, self._limit) + self._summary(node)
+        if incomplete:
+            attrs += ((C.SCOPE_INCOMPLETE, True),)
+        span = self._span(
+            node, begin.name, begin.start_ns, max(end_ns, begin.start_ns), attrs, final.error if end else None
+        )
+        if node.is_root:
+            self._finish_trace(node, span)
+        elif node.emitted:
+            self._out.append(span)
+
+    def _close_step(self, step: _Node) -> None:
+        self._flush_folder(step)
+        if not step.trace.sampled:
+            return
+        attrs = (
+            (C.SCOPE_KIND, str(ScopeKind.STEP)),
+            (C.STEP_INDEX, step.step_index),
+            *self._summary(step),
+        )
+        end = max(step.first_start, step.last_end)
+        span = self._span(step, STEP_SPAN_NAME, step.first_start, end, attrs, None)
+        self._finish_trace(step, span)
+
+    def _summary(self, node: _Node) -> tuple:
+        return (
+            (C.SCOPE_LAUNCHES, node.launches),
+            (C.SCOPE_FINGERPRINT, node.digest.hexdigest()),
+            (C.SCOPE_FOREIGN_POINTERS, len(node.foreign)),
+        )
+
+    def _finish_trace(self, root: _Node, span: SpanData) -> None:
+        trace = root.trace
+        if trace.dropped:
+            self.dropped_budget += trace.dropped
+            self._out.append(
+                SpanData(
+                    trace.id,
+                    self._span_id(),
+                    root.span_id,
+                    C.DROPPED_SPAN_NAME,
+                    span.end_ns,
+                    span.end_ns,
+                    ((C.DROPPED_SPANS, trace.dropped),),
+                    resource=self.resource,
+                    scope_name=SCOPE_NAME,
+                    scope_version=__version__,
+                )
+            )
+        self._out.append(span)
+
+    # --- spans --------------------------------------------------------------------------------------------
+
+    def _span(
+        self,
+        node: _Node,
+        name: str,
+        start: int,
+        end: int,
+        attrs: tuple,
+        error: str | None,
+        events: tuple = (),
+    ) -> SpanData:
+        parent = node.parent.span_id if node.parent is not None else None
+        return self._make(node.trace.id, node.span_id, parent, name, start, end, attrs, error, events, node.links)
+
+    def _make(
+        self,
+        trace_id: bytes,
+        span_id: bytes,
+        parent: bytes | None,
+        name: str,
+        start: int,
+        end: int,
+        attrs: tuple,
+        error: str | None,
+        events: tuple = (),
+        links: tuple = (),
+    ) -> SpanData:
+        status, message = 0, ""
+        if error is not None:
+            status, message = STATUS_ERROR, C.bounded(error, self._limit)
+            etype, sep, emsg = error.partition(": ")
+            if not sep:
+                etype, emsg = "Exception", error
+            exception = (
+                (C.EXCEPTION_TYPE, C.bounded(etype, self._limit)),
+                (C.EXCEPTION_MESSAGE, C.bounded(emsg, self._limit)),
+            )
+            events = (*events, SpanEvent(C.EVENT_EXCEPTION, end, exception))
+        return SpanData(
+            trace_id,
+            span_id,
+            parent,
+            C.bounded(name, self._limit),
+            start,
+            end,
+            attrs,
+            status_code=status,
+            status_message=message,
+            events=events,
+            links=links,
+            resource=self.resource,
+            scope_name=SCOPE_NAME,
+            scope_version=__version__,
+        )
+
+    def _emit_group(self, node: _Node, group: Single | FoldedRun) -> None:
+        trace = node.trace
+        if not trace.reserve():
+            return
+        if isinstance(group, Single):
+            rec = group.record
+            attrs = record_attributes(rec, self._limit)
+            span = self._make(
+                trace.id,
+                self._span_id(),
+                node.span_id,
+                rec.kernel,
+                rec.start_ns,
+                rec.end_ns,
+                attrs,
+                rec.error,
+            )
+        else:
+            span = self._summary_span(node, group)
+        self._out.append(span)
+
+    def _summary_span(self, node: _Node, run: FoldedRun) -> SpanData:
+        events = []
+        for index, (rec, stats) in enumerate(zip(run.sequence, run.stats)):
+            attrs = (
+                *record_attributes(rec, self._limit),
+                (C.FOLD_POSITION, index),
+                (C.FOLD_DURATION_COUNT, stats.count),
+                (C.FOLD_DURATION_MIN, stats.min),
+                (C.FOLD_DURATION_MEAN, stats.mean),
+                (C.FOLD_DURATION_MAX, stats.max),
+                (C.FOLD_DURATION_P50, stats.p50),
+            )
+            events.append(SpanEvent(C.EVENT_FOLD_POSITION, rec.start_ns, attrs))
+        first = run.sequence[0]
+        name = f"fold {first.kernel}" if run.period == 1 else f"fold {first.kernel} +{run.period - 1}"
+        attrs = (
+            (C.FOLD_COUNT, run.count),
+            (C.FOLD_PERIOD, run.period),
+            (C.FOLD_LAUNCHES, run.launches),
+            (C.FOLD_SEQ_LAST, run.last_seq),
+            (C.THREAD_ID, first.thread),
+        )
+        trace = node.trace
+        return self._make(
+            trace.id,
+            self._span_id(),
+            node.span_id,
+            name,
+            run.start_ns,
+            run.end_ns,
+            attrs,
+            None,
+            tuple(events),
+        )
+
+    def _take(self) -> list[SpanData]:
+        out, self._out = self._out, []
+        return out

@@ -1,0 +1,348 @@
+"""Spans -> records: rebuild one :class:`~launchtrace.model.TraceData` per trace, the inverse of the exporter.
+
+Whatever the spans came from (our JSON Lines file, Jaeger, Tempo), the analyses want records and scopes
+back. Record spans become :class:`~launchtrace.model.LaunchRecord` objects equal to the captured ones; scope
+spans become :class:`~launchtrace.model.ScopeRecord` objects with their nesting; a folded summary span is
+expanded into its repetitions (each with the mean duration of its position, laid out from the span's
+start); synthetic step roots are not scopes (their records have no scope, as when captured). Spans that
+launchtrace did not write (another instrumentation in the same trace) are skipped and counted.
+
+Only :mod:`launchtrace.conventions` is needed: no OpenTelemetry SDK, no export machinery.
+
+Example::
+
+    from launchtrace.rebuild import rebuild
+    result = rebuild(spans)
+    for trace_id, data in result.traces.items():
+        print(trace_id, len(data.records), data.scope_path(data.records[0].scope_id))
+    print(result.skipped, result.warnings)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from launchtrace import conventions as C
+from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, ScopeKind, ScopeRecord, Site, TraceData
+from launchtrace.spans import STATUS_ERROR, SpanData
+
+__all__ = ["TRACE_ID", "RebuildResult", "rebuild", "scope_traces"]
+
+TRACE_ID = "trace_id"
+"""Key of the trace id (hex) in :attr:`TraceData.attributes` of a rebuilt trace."""
+ROOT_NAME = "root"
+STEP = str(ScopeKind.STEP)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RebuildResult:
+    """Rebuilt traces by trace id (hex), spans skipped as not ours, and what was odd (one line each)."""
+
+    traces: dict[str, TraceData]
+    skipped: int = 0
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    def records(self) -> list[LaunchRecord]:
+        """Every rebuilt record, trace after trace."""
+        return [r for data in self.traces.values() for r in data.records]
+
+
+def rebuild(spans: Iterable[SpanData], *, expand: bool = True) -> RebuildResult:
+    """Group ``spans`` by trace and rebuild each; ``expand=False`` keeps one record per folded position,
+    with ``repeat`` set to the repetition count, instead of expanding the repetitions."""
+    by_trace: dict[bytes, list[SpanData]] = {}
+    for span in spans:
+        by_trace.setdefault(span.trace_id, []).append(span)
+    traces: dict[str, TraceData] = {}
+    skipped = 0
+    warnings: list[str] = []
+    for trace_id, members in by_trace.items():
+        builder = _TraceRebuilder(trace_id.hex(), members, expand, warnings)
+        data = builder.build()
+        skipped += builder.skipped
+        if data is not None:
+            traces[trace_id.hex()] = data
+    return RebuildResult(traces, skipped, warnings)
+
+
+def scope_traces(data: TraceData, name: str | None = None) -> list[TraceData]:
+    """One :class:`TraceData` per scope instance (of that ``name``, or every scope): its records and scopes."""
+    children: dict[int | None, list[int]] = {}
+    for scope in data.scopes.values():
+        children.setdefault(scope.parent_id, []).append(scope.id)
+    out = []
+    for scope in sorted(data.scopes.values(), key=lambda s: (s.seq, s.id)):
+        if name is not None and scope.name != name:
+            continue
+        inside = {scope.id}
+        stack = [scope.id]
+        while stack:
+            for child in children.get(stack.pop(), ()):
+                if child not in inside:
+                    inside.add(child)
+                    stack.append(child)
+        records = [r for r in data.records if r.scope_id in inside]
+        scopes = {sid: data.scopes[sid] for sid in data.scopes if sid in inside}
+        attrs = {**data.attributes, "scope_id": scope.id, "scope_name": scope.name}
+        out.append(TraceData(records, scopes, attrs))
+    return out
+
+
+class _TraceRebuilder:
+    """Rebuilds one trace from its spans."""
+
+    def __init__(self, trace_hex: str, spans: list[SpanData], expand: bool, warnings: list[str]) -> None:
+        self.trace_hex = trace_hex
+        self.expand = expand
+        self.warnings = warnings
+        self.skipped = 0
+        self.spans: dict[bytes, SpanData] = {}
+        self.attrs: dict[bytes, dict[str, Any]] = {}
+        for span in spans:
+            if span.span_id in self.spans:
+                self._warn(f"duplicate span id {span.span_id.hex()}: kept the first")
+                continue
+            self.spans[span.span_id] = span
+            self.attrs[span.span_id] = dict(span.attributes)
+        self._scope_of: dict[bytes, int | None] = {}
+
+    def _warn(self, message: str) -> None:
+        self.warnings.append(f"trace {self.trace_hex}: {message}")
+
+    def build(self) -> TraceData | None:
+        keyed: list[tuple[tuple[int, int], LaunchRecord]] = []
+        scopes: dict[int, ScopeRecord] = {}
+        attributes: dict[str, Any] = {}
+        ours = 0
+        for span_id, span in self.spans.items():
+            d = self.attrs[span_id]
+            if C.OP in d:
+                ours += 1
+                rec = _record(d, span.start_ns, span.end_ns, _error(span), self._parent_scope(span))
+                keyed.append(((rec.seq, 0), rec))
+            elif C.FOLD_COUNT in d:
+                ours += 1
+                keyed.extend(self._expand(span, d))
+            elif C.SCOPE_KIND in d:
+                ours += 1
+                if span.parent_span_id is None or span.parent_span_id not in self.spans:
+                    attributes.setdefault(ROOT_NAME, span.name)
+                if d[C.SCOPE_KIND] == STEP:
+                    attributes[C.STEP_INDEX] = d.get(C.STEP_INDEX, 0)
+                    continue
+                scope = self._scope(span, d)
+                if scope is not None:
+                    scopes[scope.id] = scope
+            elif span.name == C.DROPPED_SPAN_NAME and C.DROPPED_SPANS in d:
+                ours += 1
+                attributes[C.DROPPED_SPANS] = d[C.DROPPED_SPANS]
+                self._warn(f"{d[C.DROPPED_SPANS]} spans were left out by the span budget")
+            else:
+                self.skipped += 1
+        if not ours:
+            return None
+        keyed.sort(key=lambda item: item[0])
+        first = next(iter(self.spans.values()))
+        attrs = {**dict(first.resource), **attributes, TRACE_ID: self.trace_hex}
+        return TraceData([rec for _, rec in keyed], scopes, attrs)
+
+    def _parent_scope(self, span: SpanData) -> int | None:
+        """The scope id of the nearest scope span above ``span`` (foreign spans in between are skipped)."""
+        parent = span.parent_span_id
+        seen: list[bytes] = []
+        result: int | None = None
+        while parent is not None:
+            if parent in self._scope_of:
+                result = self._scope_of[parent]
+                break
+            if parent in seen:
+                self._warn(f"parent cycle through span {parent.hex()}")
+                break
+            seen.append(parent)
+            above = self.spans.get(parent)
+            if above is None:
+                self._warn(f"span {span.span_id.hex()}: parent {parent.hex()} is missing")
+                break
+            d = self.attrs[parent]
+            if C.SCOPE_KIND in d and d[C.SCOPE_KIND] != STEP and C.SCOPE_ID in d:
+                result = _int(d[C.SCOPE_ID])
+                break
+            parent = above.parent_span_id
+        for sid in seen:
+            self._scope_of[sid] = result
+        return result
+
+    def _scope(self, span: SpanData, d: dict[str, Any]) -> ScopeRecord | None:
+        if C.SCOPE_ID not in d:
+            self._warn(f"scope span {span.span_id.hex()} ({span.name!r}) has no {C.SCOPE_ID}: skipped")
+            return None
+        incomplete = bool(d.get(C.SCOPE_INCOMPLETE, False))
+        if incomplete:
+            self._warn(f"scope {span.name!r} was still open when exported")
+        keys = _tuple(d.get(C.SCOPE_ATTRIBUTE_KEYS, ()))
+        user = tuple((k, d.get(C.scope_user_attr(k))) for k in keys)
+        return ScopeRecord(
+            id=_int(d[C.SCOPE_ID]),
+            name=span.name,
+            kind=str(d[C.SCOPE_KIND]),
+            parent_id=self._parent_scope(span),
+            attributes=user,
+            thread=_int(d.get(C.THREAD_ID, 0)),
+            thread_name=str(d.get(C.THREAD_NAME, "")),
+            start_ns=span.start_ns,
+            end_ns=0 if incomplete else span.end_ns,
+            error=_error(span),
+            internal=bool(d.get(C.SCOPE_INTERNAL, False)),
+            site=_site(d),
+            seq=_int(d.get(C.SEQ, 0)),
+        )
+
+    def _expand(self, span: SpanData, d: dict[str, Any]) -> list[tuple[tuple[int, int], LaunchRecord]]:
+        count, period = _int(d[C.FOLD_COUNT]), _int(d.get(C.FOLD_PERIOD, 0))
+        events = [(dict(e.attributes), e.time_ns) for e in span.events if e.name == C.EVENT_FOLD_POSITION]
+        events.sort(key=lambda item: _int(item[0].get(C.FOLD_POSITION, 0)))
+        positions = [a for a, _ in events]
+        if not positions or len(positions) != period or count < 1:
+            self._warn(f"summary span {span.span_id.hex()} holds {len(positions)} positions for period {period}")
+            return []
+        scope_id = self._parent_scope(span)
+        means = [max(0, _int(p.get(C.FOLD_DURATION_MEAN, 0))) for p in positions]
+        bases = [_record(p, 0, 0, None, scope_id) for p in positions]
+        anchor = bases[0].seq
+        if not self.expand:
+            out = []
+            for j, (base, mean) in enumerate(zip(bases, means)):
+                start = events[j][1]
+                rec = dataclasses.replace(base, start_ns=start, end_ns=start + mean, repeat=base.repeat * count)
+                out.append(((anchor, j), rec))
+            return out
+        total = count * period
+        last_seq = _int(d.get(C.FOLD_SEQ_LAST, anchor + total - 1))
+        busy = count * sum(means)
+        gap = max(0, (span.end_ns - span.start_ns - busy) // total) if total > 1 else 0
+        cursor = span.start_ns
+        out = []
+        for k in range(total):
+            j = k % period
+            seq = anchor + (k * (last_seq - anchor)) // (total - 1) if total > 1 else anchor
+            end = cursor + means[j]
+            out.append(((anchor, k), dataclasses.replace(bases[j], start_ns=cursor, end_ns=end, seq=seq)))
+            cursor = end + gap
+        return out
+
+
+def _int(value: Any) -> int:
+    """An int attribute as readers deliver it (int, integral float, or a decimal string)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    return int(str(value))
+
+
+def _tuple(value: Any) -> tuple:
+    """An array attribute; Jaeger's classic API turns arrays into JSON strings, so those are parsed back."""
+    if isinstance(value, tuple | list):
+        return tuple(value)
+    if isinstance(value, str) and value.startswith("["):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return (value,)
+        return tuple(parsed) if isinstance(parsed, list) else (value,)
+    return () if value is None else (value,)
+
+
+def _error(span: SpanData) -> str | None:
+    if span.status_code != STATUS_ERROR:
+        return None
+    if span.status_message:
+        return span.status_message
+    for event in span.events:
+        if event.name == C.EVENT_EXCEPTION:
+            a = dict(event.attributes)
+            return f"{a.get(C.EXCEPTION_TYPE, 'Exception')}: {a.get(C.EXCEPTION_MESSAGE, '')}"
+    return "Exception: (no message)"
+
+
+def _site(d: Mapping[str, Any]) -> Site | None:
+    file = d.get(C.CODE_FILE_PATH, d.get(C.CODE_FILEPATH))
+    if file is None:
+        return None
+    line = d.get(C.CODE_LINE_NUMBER, d.get(C.CODE_LINENO, 0))
+    function = d.get(C.CODE_FUNCTION_NAME, d.get(C.CODE_FUNCTION, ""))
+    return Site(str(file), _int(line), str(function), str(d.get(C.CODE_NAMESPACE, "")))
+
+
+def _value(value: Any) -> Any:
+    return tuple(_value(v) for v in value) if isinstance(value, list | tuple) else value
+
+
+def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None) -> LaunchRecord:
+    """A record from the attributes of its span (or of a folded position's event)."""
+    params = tuple(str(p) for p in _tuple(d.get(C.PARAMS, ())))
+    array_keys = tuple(str(k) for k in _tuple(d.get(C.ARRAY_KEYS, ())))
+    scalar_keys = tuple(str(k) for k in _tuple(d.get(C.SCALAR_KEYS, ())))
+    array_labels, scalar_labels = C.arg_labels(params, array_keys, scalar_keys)
+    arrays = []
+    buffers = []
+    for text, label in zip(array_keys, array_labels):
+        key = C.decode_key(text)
+        ptr = _int(d.get(C.arg_attr(label, C.ARG_PTR), 0))
+        arrays.append((key, ptr))
+        shape = d.get(C.arg_attr(label, C.ARG_SHAPE))
+        if shape is None:
+            continue
+        offset = d.get(C.arg_attr(label, C.ARG_OFFSET))
+        owner = d.get(C.arg_attr(label, C.ARG_OWNER))
+        buffers.append(
+            BufferArg(
+                key=key,
+                name=str(d.get(C.arg_attr(label, C.ARG_NAME), label)),
+                ptr=ptr,
+                shape=tuple(_int(x) for x in _tuple(shape)),
+                dtype=str(d.get(C.arg_attr(label, C.ARG_DTYPE), "")),
+                nbytes=_int(d.get(C.arg_attr(label, C.ARG_BYTES), 0)),
+                owner=None if owner is None else str(owner),
+                offset=None if offset is None else _int(offset),
+                foreign=bool(d.get(C.arg_attr(label, C.ARG_FOREIGN), False)),
+                access=str(d.get(C.arg_attr(label, C.ARG_ACCESS), "")),
+            )
+        )
+    scalars = tuple(
+        (C.decode_key(text), _value(d.get(C.scalar_attr(label)))) for text, label in zip(scalar_keys, scalar_labels)
+    )
+    stream, block_dim, graph_id = d.get(C.STREAM), d.get(C.BLOCK_DIM), d.get(C.GRAPH_ID)
+    return LaunchRecord(
+        op=str(d[C.OP]),
+        kernel=str(d.get(C.KERNEL, "")),
+        dim=tuple(_int(x) for x in _tuple(d.get(C.DIM, ()))),
+        stream=None if stream is None else _int(stream),
+        arrays=tuple(arrays),
+        scalars=scalars,
+        site=_site(d) or UNKNOWN_SITE,
+        params=params,
+        buffers=tuple(buffers) if len(buffers) == len(arrays) else (),
+        block_dim=None if block_dim is None else _int(block_dim),
+        max_blocks=_int(d.get(C.MAX_BLOCKS, 0)),
+        device=str(d.get(C.DEVICE, "")),
+        thread=_int(d.get(C.THREAD_ID, 0)),
+        thread_name=str(d.get(C.THREAD_NAME, "")),
+        start_ns=start,
+        end_ns=end,
+        scope_id=scope_id,
+        graph_id=None if graph_id is None else _int(graph_id),
+        captured=bool(d.get(C.CAPTURED, False)),
+        adjoint=bool(d.get(C.ADJOINT, False)),
+        api=str(d.get(C.API, "")),
+        internal=bool(d.get(C.INTERNAL, False)),
+        error=error,
+        seq=_int(d.get(C.SEQ, 0)),
+        repeat=_int(d.get(C.REPEAT, 1)),
+        module_hash=str(d.get(C.MODULE_HASH, "")),
+    )
