@@ -187,9 +187,7 @@ def test_numpy_scalars_and_unknown_objects_are_encoded_without_failing():
         a["key"]: a["value"]
         for a in encode_traces_data([span])["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"]
     }
-    assert (
-        got["i"] == {"intValue": "3"} and got["f"] == {"doubleValue": 0.5} and got["b"] == {"boolValue": True}
-    )
+    assert got["i"] == {"intValue": "3"} and got["f"] == {"doubleValue": 0.5} and got["b"] == {"boolValue": True}
     assert "Thing object" in got["o"]["stringValue"]
 
 
@@ -276,15 +274,11 @@ def test_hex_id_posing_as_base64_is_an_error_when_the_producer_writes_base64():
     obj = _one_span_doc()
     spans, problems = decode_traces_data(obj, id_encoding="base64")
     assert spans == [] and len(problems) == 2
-    assert "read as base64 gives 24 bytes, expected 16 (a hex id where base64 was expected?)" in str(
-        problems[0]
-    )
+    assert "read as base64 gives 24 bytes, expected 16 (a hex id where base64 was expected?)" in str(problems[0])
 
 
 def test_empty_ids_from_the_spec_example_are_per_span_errors():
-    obj = {
-        "resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "", "spanId": "", "name": "operationA"}]}]}]
-    }
+    obj = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "", "spanId": "", "name": "operationA"}]}]}]}
     spans, problems = decode_traces_data(obj, where="spec.jsonl:1")
     assert spans == [] and str(problems[0]) == (
         "spec.jsonl:1: resourceSpans[0].scopeSpans[0].spans[0]: span skipped: empty trace id"
@@ -298,15 +292,20 @@ def test_bad_link_is_dropped_but_span_kept():
 
 
 def test_wrong_top_level_shapes():
-    assert (
-        str(decode_traces_data([1], where="x:1")[1][0]) == "x:1: expected a TracesData JSON object, got list"
-    )
+    assert str(decode_traces_data([1], where="x:1")[1][0]) == "x:1: expected a TracesData JSON object, got list"
     assert "'resourceSpans' must be a list, got str" in str(decode_traces_data({"resourceSpans": "x"})[1][0])
     assert "no 'resourceSpans'" in str(decode_traces_data({"data": []})[1][0])
     assert decode_traces_data({}) == ([], [])
-    spans, problems = decode_traces_data(
-        {"resourceSpans": [{"resource": 3, "scopeSpans": [{"spans": [{}, {}]}]}]}
-    )
-    assert (
-        spans == [] and problems[0].skipped == 2 and "resource must be an object, got int" in str(problems[0])
-    )
+    spans, problems = decode_traces_data({"resourceSpans": [{"resource": 3, "scopeSpans": [{"spans": [{}, {}]}]}]})
+    assert spans == [] and problems[0].skipped == 2 and "resource must be an object, got int" in str(problems[0])
+
+
+def test_values_json_cannot_carry_are_written_the_way_the_protobuf_encoder_writes_them():
+    span = SpanData(T1, S1, None, "bad\udc80name", attributes=(("big", 2**70), ("s", "x\ud800y")))
+    obj = orjson.loads(encode_line([span]))
+    sp = obj["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    assert sp["name"] == "bad?name"
+    assert sp["attributes"] == [
+        {"key": "big", "value": {"stringValue": str(2**70)}},
+        {"key": "s", "value": {"stringValue": "x?y"}},
+    ]

@@ -54,6 +54,7 @@ KIND_NAMES = (
     "SPAN_KIND_CONSUMER",
 )
 STATUS_NAMES = ("STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR")
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # ------------------------------------------------------------------------------------------------ encoding
 
@@ -71,7 +72,7 @@ def _enc_float(v: float) -> dict:
 _ENCODE_VALUE: dict[type, Callable[[Any], dict]] = {
     str: lambda v: {"stringValue": v},
     bool: lambda v: {"boolValue": v},
-    int: lambda v: {"intValue": str(v)},
+    int: lambda v: {"intValue": str(v)} if _INT64_MIN <= v <= _INT64_MAX else {"stringValue": str(v)},
     float: _enc_float,
     bytes: lambda v: {"bytesValue": _b64(v)},
     bytearray: lambda v: {"bytesValue": _b64(bytes(v))},
@@ -90,7 +91,7 @@ def encode_any_value(value: Any) -> dict:
     if isinstance(value, bool):
         return {"boolValue": bool(value)}
     if isinstance(value, numbers.Integral):
-        return {"intValue": str(int(value))}
+        return _ENCODE_VALUE[int](int(value))
     if isinstance(value, numbers.Real):
         return _enc_float(float(value))
     if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):  # not Integral
@@ -189,9 +190,7 @@ def encode_traces_data(spans: Iterable[SpanData]) -> dict:
             vkey = _value_key(s.resource, s.resource_schema_url)
             group = by_value.get(vkey) if vkey is not None else None
             if group is None:
-                rdict: dict[str, Any] = {
-                    "resource": {"attributes": _enc_attrs(s.resource)} if s.resource else {}
-                }
+                rdict: dict[str, Any] = {"resource": {"attributes": _enc_attrs(s.resource)} if s.resource else {}}
                 rdict["scopeSpans"] = []
                 if s.resource_schema_url:
                     rdict["schemaUrl"] = s.resource_schema_url
@@ -226,9 +225,28 @@ def encode_traces_data(spans: Iterable[SpanData]) -> dict:
     return {"resourceSpans": resource_spans}
 
 
+def _scrub(obj: Any) -> Any:
+    """``obj`` with lone surrogates in strings replaced by ``?`` (they cannot be written as UTF-8)."""
+    if type(obj) is str:
+        return obj.encode("utf-8", "replace").decode("utf-8")
+    if type(obj) is dict:
+        return {_scrub(k): _scrub(v) for k, v in obj.items()}
+    if type(obj) is list:
+        return [_scrub(x) for x in obj]
+    return obj
+
+
 def encode_line(spans: Iterable[SpanData]) -> str:
-    """One line of OTLP JSON Lines (without the newline): a compact ``TracesData`` holding ``spans``."""
-    return orjson.dumps(encode_traces_data(spans)).decode("utf-8")
+    """One line of OTLP JSON Lines (without the newline): a compact ``TracesData`` holding ``spans``.
+
+    Integers outside the signed 64-bit range are written as strings and lone surrogates as ``?``, as the
+    protobuf encoder does, so a strange attribute value never makes the export fail.
+    """
+    obj = encode_traces_data(spans)
+    try:
+        return orjson.dumps(obj).decode("utf-8")
+    except orjson.JSONEncodeError:
+        return orjson.dumps(_scrub(obj)).decode("utf-8")
 
 
 # ------------------------------------------------------------------------------------------------ decoding
@@ -314,9 +332,7 @@ def _dec_double(v: Any) -> float:
 def _dec_bytes(v: Any) -> bytes:
     if type(v) is str:
         try:  # standard or URL-safe alphabet, padding optional
-            return base64.b64decode(
-                v.replace("-", "+").replace("_", "/") + "=" * (-len(v) % 4), validate=True
-            )
+            return base64.b64decode(v.replace("-", "+").replace("_", "/") + "=" * (-len(v) % 4), validate=True)
         except (binascii.Error, ValueError):
             pass
     raise _Bad(f"bytesValue must be base64, got {v!r}")
@@ -503,9 +519,7 @@ def _count_spans(rs: Any) -> int:
         return 0
 
 
-def decode_traces_data(
-    obj: Any, *, where: str = "", id_encoding: str = "auto"
-) -> tuple[list[SpanData], list[Problem]]:
+def decode_traces_data(obj: Any, *, where: str = "", id_encoding: str = "auto") -> tuple[list[SpanData], list[Problem]]:
     """The spans of one OTLP/JSON ``TracesData`` / ``ExportTraceServiceRequest`` object, and what was wrong.
 
     ``where`` (e.g. ``"spans.jsonl:3"``) prefixes every problem. ``id_encoding`` is ``"auto"`` (hex or base64,
@@ -520,9 +534,7 @@ def decode_traces_data(
     if resource_spans is None:
         if obj:
             keys = ", ".join(sorted(obj)[:5])
-            problems.append(
-                Problem(where, f"no 'resourceSpans' (or legacy 'batches') in an object with {keys}")
-            )
+            problems.append(Problem(where, f"no 'resourceSpans' (or legacy 'batches') in an object with {keys}"))
         return [], problems
     if type(resource_spans) is not list:
         return [], [Problem(where, f"'{key}' must be a list, got {type(resource_spans).__name__}")]

@@ -1,0 +1,221 @@
+"""Span files: OTLP JSON Lines, one JSON document, OTLP protobuf (plain or length-prefixed), gzip of any.
+
+The format is sniffed from the bytes, never from the extension:
+
+- gzip magic ``1f 8b``: decompressed on the fly and sniffed again;
+- ``{`` first: JSON. If the first line is a whole JSON value the file is JSON Lines (our sink, the Collector's
+  file exporter: one ``TracesData`` per line), read line by line; otherwise one document (OTLP/JSON, a Jaeger
+  api_v3 / classic answer, a Tempo answer: see :mod:`launchtrace.sources.documents`);
+- ``0a`` first: one protobuf ``TracesData`` (what Tempo answers with ``Accept: application/protobuf``);
+- anything else: the Collector's ``format: proto`` form, messages each behind a 4-byte big-endian length.
+
+:class:`SpanFile` streams: it holds one line or message at a time, so memory stays flat on a file of millions
+of spans, and reports per-line problems (``file:line``) while reading on. :func:`read_spans` collects all
+spans and adds the whole-trace checks of :mod:`launchtrace.sources.structure`.
+
+Example::
+
+    from launchtrace.sources.files import SpanFile, read_spans
+    result = read_spans("spans.jsonl.gz")
+    print(len(result.spans), result.errors, result.skipped_spans)
+    with SpanFile("huge.jsonl") as f:          # streaming
+        for span in f:
+            ...
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import io
+import os
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import orjson
+
+from launchtrace.errors import UserError
+from launchtrace.otlp.problems import Problem, Severity
+from launchtrace.otlp.proto_decode import decode_traces_bytes, iter_length_prefixed
+from launchtrace.sources.documents import spans_from_document
+from launchtrace.sources.report import ProblemLog, ReadResult
+from launchtrace.sources.structure import check_structure
+from launchtrace.spans import SpanData
+
+__all__ = ["SpanFile", "read_spans"]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
+
+
+def _open_sniffed(path: Path) -> tuple[BinaryIO, bool]:
+    """The file opened for reading bytes (decompressed when gzip), and whether it was gzip."""
+    raw = open(path, "rb")  # noqa: SIM115 (closed by SpanFile.close)
+    if raw.peek(2)[:2] == _GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=raw, mode="rb"), True
+    return raw, False
+
+
+class SpanFile:
+    """The spans of one file, streamed; ``log`` has the problems (``strict=True``: ``UserError`` at the first).
+
+    Iterating yields :class:`SpanData`; :meth:`chunks` yields ``(where, spans)`` per line or message. After
+    the iteration, ``format`` says how the file was read.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        strict: bool = False,
+        id_encoding: str = "auto",
+        log: ProblemLog | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.name = str(path)
+        self.id_encoding = id_encoding
+        self.log = log if log is not None else ProblemLog(strict=strict)
+        self.format = ""
+        try:
+            self._stream, self._gzip = _open_sniffed(self.path)
+        except OSError as exc:
+            raise UserError(f"{self.name}: cannot open: {exc.strerror or exc}") from None
+
+    # -- context manager / cleanup
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> SpanFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[SpanData]:
+        for _, spans in self.chunks():
+            yield from spans
+
+    # -- reading
+    def chunks(self) -> Iterator[tuple[str, list[SpanData]]]:
+        """``(where, spans)`` for each line (JSON Lines), message (protobuf) or the one document."""
+        try:
+            yield from self._chunks()
+        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            what = "gzip data" if self._gzip else "file"
+            self.log.add(Problem(self.name, f"reading stopped, {what} is damaged: {exc}"), skipped_lines=1)
+
+    def _chunks(self) -> Iterator[tuple[str, list[SpanData]]]:
+        raw_head = self._stream.peek(64)[:64] if hasattr(self._stream, "peek") else b""
+        head = raw_head.removeprefix(_BOM).lstrip(b" \t\r\n")
+        suffix = "+gzip" if self._gzip else ""
+        if not head:
+            self.format = "empty" + suffix
+            self.log.add(Problem(self.name, "file is empty", Severity.WARNING))
+            return
+        if head[:1] in (b"{", b"["):
+            # a protobuf message starts with 0x0a ("\n"), so "\n{" may be protobuf: _json falls back to it
+            yield from self._json(suffix, maybe_proto=raw_head[:1] == b"\x0a")
+        elif raw_head[:1] == b"\x0a":
+            self.format = "otlp-proto" + suffix
+            yield self._decoded(self.name, decode_traces_bytes(self._stream.read(), where=self.name))
+        else:
+            self.format = "otlp-proto-delimited" + suffix
+            for offset, body in iter_length_prefixed(self._stream, name=self.name):
+                if isinstance(body, Problem):
+                    self.log.add(body, skipped_lines=1)
+                    return
+                where = f"{self.name}:byte {offset}"
+                yield self._decoded(where, decode_traces_bytes(body, where=where))
+
+    def _decoded(self, where: str, result: tuple[list[SpanData], list[Problem]]) -> tuple[str, list[SpanData]]:
+        spans, problems = result
+        for p in problems:
+            self.log.add(p, skipped_lines=0 if spans or p.skipped or p.severity is Severity.WARNING else 1)
+        return where, spans
+
+    def _json(self, suffix: str, maybe_proto: bool) -> Iterator[tuple[str, list[SpanData]]]:
+        first = self._stream.readline()
+        try:
+            first_obj = orjson.loads(first)
+        except orjson.JSONDecodeError:
+            first_obj = None
+        if first_obj is None:  # not a whole value on line 1: one (pretty-printed) document?
+            rest = self._stream.read()
+            try:
+                doc = orjson.loads(first + rest)
+            except orjson.JSONDecodeError:
+                if maybe_proto:
+                    spans, problems = decode_traces_bytes(first + rest, where=self.name)
+                    if not problems:
+                        self.format = "otlp-proto" + suffix
+                        yield self.name, spans
+                        return
+                # neither: read it as JSON Lines, so each bad line is named and good lines still count
+                self.format = "otlp-jsonl" + suffix
+                yield from self._lines(io.BytesIO(first + rest), 1)
+                return
+            self.format = _document_format(doc) + suffix
+            yield self._decoded(self.name, spans_from_document(doc, where=self.name, id_encoding=self.id_encoding))
+            return
+        kind = _document_format(first_obj)
+        self.format = ("otlp-jsonl" if kind == "otlp-json" else f"{kind}-lines") + suffix
+        yield self._decoded(
+            f"{self.name}:1", spans_from_document(first_obj, where=f"{self.name}:1", id_encoding=self.id_encoding)
+        )
+        yield from self._lines(self._stream, 2)
+
+    def _lines(self, stream: BinaryIO, start: int) -> Iterator[tuple[str, list[SpanData]]]:
+        for lineno, line in enumerate(stream, start):
+            if not line.strip():
+                continue
+            where = f"{self.name}:{lineno}"
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                reason = "truncated line" if not line.endswith(b"\n") else "not JSON"
+                self.log.add(Problem(where, f"{reason}: {exc}"), skipped_lines=1)
+                continue
+            yield self._decoded(where, spans_from_document(obj, where=where, id_encoding=self.id_encoding))
+
+
+def _document_format(doc: object) -> str:
+    if type(doc) is dict:
+        if "result" in doc:
+            return "jaeger-apiv3-json"
+        if "trace" in doc:
+            return "tempo-v2-json"
+        if "data" in doc or "processes" in doc:
+            return "jaeger-classic-json"
+        if "batches" in doc:
+            return "tempo-v1-json"
+    return "otlp-json"
+
+
+def read_spans(
+    path: str | os.PathLike[str], *, strict: bool = False, check: bool = True, id_encoding: str = "auto"
+) -> ReadResult:
+    """All spans of ``path`` with the problems found, whole-trace checks included unless ``check=False``.
+
+    Raises :class:`UserError` when the file cannot be opened, and in strict mode at the first problem.
+    """
+    log = ProblemLog(strict=strict)
+    spans: list[SpanData] = []
+    starts: list[int] = []  # index of the first span of each chunk
+    places: list[str] = []
+    with SpanFile(path, id_encoding=id_encoding, log=log) as f:
+        for where, chunk in f.chunks():
+            if chunk:
+                starts.append(len(spans))
+                places.append(where)
+                spans.extend(chunk)
+        fmt = f.format
+    if check:
+
+        def where_of(i: int) -> str:
+            return places[bisect.bisect_right(starts, i) - 1]
+
+        spans, problems = check_structure(spans, where_of)
+        log.extend(problems)
+    return ReadResult.from_log(spans, log, source=str(path), format=fmt)
