@@ -10,12 +10,13 @@ traces by :func:`launchtrace.rebuild.rebuild`. :func:`trace_from_events` does th
 Example::
 
     from launchtrace.loading import load_traces
-    traces = load_traces("run.otlp.jsonl")
+    traces = load_traces("run.otlp.jsonl")  # one TraceData per outermost scope occurrence, in run order
     print(len(traces), "traces,", sum(len(t) for t in traces), "records")
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -24,6 +25,8 @@ from launchtrace.errors import UserError
 from launchtrace.model import LaunchRecord, ScopeRecord, TraceData
 
 __all__ = ["load_traces", "trace_from_events"]
+
+_log = logging.getLogger(__name__)
 
 
 def _files(spec: str | os.PathLike) -> list[Path]:
@@ -38,17 +41,26 @@ def _files(spec: str | os.PathLike) -> list[Path]:
     return [path]
 
 
+def _first_time(trace: TraceData) -> int:
+    times = [r.start_ns for r in trace.records] + [s.start_ns for s in trace.scopes.values()]
+    return min((t for t in times if t), default=0)
+
+
 def _traces_of_file(path: Path) -> list[TraceData]:
-    from launchtrace.rebuild import rebuild
+    from launchtrace.rebuild import TRACE_ID, rebuild
     from launchtrace.sources.files import read_spans
 
-    try:
-        spans = list(read_spans(path))
-    except OSError as exc:
-        raise UserError(f"{path}: {exc.strerror or exc}") from exc
-    traces = list(rebuild(spans).traces)
-    for t in traces:
-        t.attributes.setdefault("source", str(path))
+    result = read_spans(path)  # raises UserError naming the file when it cannot be read
+    if result.errors:
+        first = next((str(p) for p in result.problems), "")
+        _log.warning("%s: %d problem(s) while reading, first: %s", path, result.errors, first)
+    rebuilt = rebuild(result.spans)
+    traces = []
+    for trace_id, data in rebuilt.traces.items():
+        data.attributes.setdefault(TRACE_ID, trace_id)
+        data.attributes.setdefault("source", str(path))
+        traces.append(data)
+    traces.sort(key=_first_time)  # one trace per outermost scope: keep them in the order they ran
     return traces
 
 

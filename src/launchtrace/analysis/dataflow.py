@@ -12,7 +12,8 @@ when their ranges in the same space overlap. From the accesses, in issue order, 
 write-after-read and write-after-write :class:`Edge` rows (the ordering tinygrad's scheduler adds where a
 kernel reads a buffer that is later assigned), then:
 
-- the critical path by measured duration over data edges plus each lane's issue order (a stream serialises);
+- the critical path: the chain of dependent records with the largest total measured duration, i.e. what
+  bounds the run time however much independent work overlaps;
 - ``waves``: launches grouped by their earliest possible start (ASAP level over data edges only); members of
   one wave have no dependency path between them, so a wave with several members on one lane could overlap;
 - :class:`Hazard` rows: a dependency between two lanes with no ordering the trace can see. Lanes are CUDA
@@ -261,12 +262,6 @@ def _critical_path(records: Sequence[LaunchRecord], edges: Sequence[Edge]) -> tu
     preds: list[list[int]] = [[] for _ in records]
     for e in edges:
         preds[e.dst].append(e.src)
-    last_in_lane: dict[tuple, int] = {}
-    for i, rec in enumerate(records):
-        lane = lane_of(rec)
-        if lane in last_in_lane:
-            preds[i].append(last_in_lane[lane])
-        last_in_lane[lane] = i
     finish = [0] * len(records)
     via: list[int | None] = [None] * len(records)
     for i, rec in enumerate(records):  # issue order is a topological order: every edge points forward

@@ -171,9 +171,7 @@ def diff_traces(
     b = [b] if isinstance(b, TraceData) else list(b)
     seg_a, seg_b = segments(a, scope), segments(b, scope)
     by_key_b = {(s.name, s.occurrence): s for s in seg_b}
-    keys = list(
-        dict.fromkeys([(s.name, s.occurrence) for s in seg_a] + [(s.name, s.occurrence) for s in seg_b])
-    )
+    keys = list(dict.fromkeys([(s.name, s.occurrence) for s in seg_a] + [(s.name, s.occurrence) for s in seg_b]))
     by_key_a = {(s.name, s.occurrence): s for s in seg_a}
     out = []
     for key in keys:

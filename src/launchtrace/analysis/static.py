@@ -134,8 +134,6 @@ def check_static(traces: Sequence[TraceData] | TraceData, scope: str) -> StaticR
                     name = b.name or rec.arg_name(b.key)
                     allocated = (Reason.ALLOCATED, pos, name) in found
                     note(Reason.FOREIGN, pos, rec, name, format_value(b.ptr), breaks=allocated)
-    findings = tuple(
-        sorted((Finding(*v) for v in found.values()), key=lambda f: (f.position, f.reason.value))
-    )
+    findings = tuple(sorted((Finding(*v) for v in found.values()), key=lambda f: (f.position, f.reason.value)))
     static = len(occ) >= 2 and not any(f.breaks for f in findings)
     return StaticReport(scope, len(occ), static, findings)

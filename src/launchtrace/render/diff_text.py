@@ -54,9 +54,7 @@ def diff_as_text(result: TraceDiff, limit: int = 50) -> str:
         if len(seg.entries) > limit:
             lines.append(f"  ... {len(seg.entries) - limit} more")
     notable = [t for t in (*result.timing, *result.position_timing) if t.verdict in _NOTABLE]
-    tested = sum(
-        1 for t in result.timing if t.verdict not in (Verdict.TOO_FEW, Verdict.ONLY_A, Verdict.ONLY_B)
-    )
+    tested = sum(1 for t in result.timing if t.verdict not in (Verdict.TOO_FEW, Verdict.ONLY_A, Verdict.ONLY_B))
     lines.append(f"timing: {len(notable)} significant change(s) over {tested} kernel(s) with enough samples")
     lines.extend(_timing_line(t) for t in notable)
     return "\n".join(lines) + "\n"
@@ -126,7 +124,7 @@ def diff_as_json(result: TraceDiff) -> dict[str, Any]:
 
 def _md(text: object) -> str:
     """Table-cell text: pipes and markup neutralised."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("&", "&amp;").replace("<", "&lt;")
 
 
 def diff_as_markdown(result: TraceDiff, limit: int = 100) -> str:

@@ -139,9 +139,7 @@ class _Emitter:
                 self.clusters += 1
                 pad2 = "  " * indent
                 self.lines.append(f"{pad2}subgraph cluster_s{self.clusters} {{")
-                self.lines.append(
-                    f'{pad2}  label="repeated {run.count}x"; style="dashed,rounded"; color="#3060c0";'
-                )
+                self.lines.append(f'{pad2}  label="repeated {run.count}x"; style="dashed,rounded"; color="#3060c0";')
                 first = [r for item in block for r in _records_under(item)]
                 for rep in range(1, run.count):
                     later = tree.children[run.start + rep * run.length : run.start + (rep + 1) * run.length]
@@ -178,8 +176,7 @@ def _record_node(node_id: str, rec: LaunchRecord, status: str, accesses) -> str:
         )
     for key, value in rec.scalars[:_MAX_SCALARS]:
         rows.append(
-            f'<TR><TD ALIGN="LEFT">{dot_html(rec.arg_name(key))}</TD><TD ALIGN="LEFT">'
-            f"{dot_html(repr(value))}</TD></TR>"
+            f'<TR><TD ALIGN="LEFT">{dot_html(rec.arg_name(key))}</TD><TD ALIGN="LEFT">{dot_html(repr(value))}</TD></TR>'
         )
     if len(rec.scalars) > _MAX_SCALARS:
         rows.append(f'<TR><TD COLSPAN="2">+{len(rec.scalars) - _MAX_SCALARS} more</TD></TR>')
@@ -221,9 +218,7 @@ def _edges(em: _Emitter, flow: Dataflow) -> list[str]:
         if (label, side) not in buffers:
             node_id = buffers[(label, side)] = f"b{side}{len(buffers)}"
             fill = "#d0e4ff" if label in written else "#eeeeee"
-            out.append(
-                f'  {node_id} [label={dot_quoted(label)}, shape=ellipse, style=filled, fillcolor="{fill}"];'
-            )
+            out.append(f'  {node_id} [label={dot_quoted(label)}, shape=ellipse, style=filled, fillcolor="{fill}"];')
         return buffers[(label, side)]
 
     last_writer: dict[str, tuple[int, str]] = {}
@@ -231,11 +226,7 @@ def _edges(em: _Emitter, flow: Dataflow) -> list[str]:
         for j, acc in enumerate(flow.accesses_of(i)):
             label = acc.region.label
             from_outside = acc.reads and (i, label) not in read_from_trace and em.rep.get(i, i) == i
-            if (
-                from_outside
-                and not (em.hide_readonly and label not in written)
-                and ("in", label, i, j) not in seen
-            ):
+            if from_outside and not (em.hide_readonly and label not in written) and ("in", label, i, j) not in seen:
                 seen.add(("in", label, i, j))
                 out.append(f"  {buffer_node(label, 'i')} -> r{i}:a{j};")
             if acc.writes:

@@ -127,9 +127,7 @@ def render_report(
     parts.append("<h2>Dataflow graph</h2>")
     if graph_svg:
         b64 = base64.b64encode(graph_svg).decode("ascii")
-        parts.append(
-            f'<div class="graph"><img alt="dataflow graph" src="data:image/svg+xml;base64,{b64}"></div>'
-        )
+        parts.append(f'<div class="graph"><img alt="dataflow graph" src="data:image/svg+xml;base64,{b64}"></div>')
     else:
         parts.append(f'<p class="note">{html_text(graph_note or "no graph")}</p>')
     parts.append("<h2>Kernels</h2>")
