@@ -1,0 +1,360 @@
+"""A real OTLP trace receiver that writes what it receives to an OTLP JSON Lines file.
+
+For local multi-process runs (every process exports over OTLP to one ``launchtrace collect``) and for the
+project's own end-to-end tests. It speaks OTLP/gRPC (grpcio with the opentelemetry-proto ``TraceService``) and
+OTLP/HTTP (``POST /v1/traces`` with protobuf or JSON bodies, optionally gzip or deflate encoded), on loopback by
+default. Every request is parsed and counted as it arrives and queued for a writer thread, which appends one
+OTLP/JSON ``TracesData`` per request (hex ids, integer enums, 64-bit integers as strings), so what the file
+holds is exactly what was received. :meth:`Collector.stop` stops accepting, writes everything queued, and
+``fsync``\\ s the file: nothing received is lost.
+
+Example::
+
+    from launchtrace.collect import Collector
+    with Collector("spans.jsonl", grpc_port=0, http_port=0) as c:
+        print(c.grpc_port, c.http_port)  # the bound ports
+        ...  # export to f"http://127.0.0.1:{c.grpc_port}"
+        c.wait_for_spans(100, timeout=10)
+    # spans.jsonl now holds every span received
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import http.server
+import logging
+import os
+import queue
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from concurrent import futures
+from typing import Any
+
+__all__ = ["Collector", "message_to_json_line"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_GRPC_PORT = 4317
+DEFAULT_HTTP_PORT = 4318
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""Largest request accepted (the Collector's default is 4 MiB; a local tool can afford more)."""
+
+_ID_KEYS = ("traceId", "spanId", "parentSpanId")
+
+
+def _ids_to_hex(obj: dict) -> None:
+    for key in _ID_KEYS:
+        value = obj.get(key)
+        if value:
+            obj[key] = base64.b64decode(value).hex()
+
+
+def _ids_to_base64(obj: dict) -> None:
+    for key in _ID_KEYS:
+        value = obj.get(key)
+        if isinstance(value, str) and value:
+            try:
+                obj[key] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
+            except ValueError:
+                raise ValueError(f"{key} {value!r} is not hex (OTLP/JSON ids are hex)") from None
+
+
+def _walk_spans(d: dict, fix: Callable[[dict], None]) -> None:
+    for rs in d.get("resourceSpans", ()) or ():
+        for ss in rs.get("scopeSpans", ()) or ():
+            for span in ss.get("spans", ()) or ():
+                fix(span)
+                for link in span.get("links", ()) or ():
+                    fix(link)
+
+
+def message_to_json_line(message: Any) -> bytes:
+    """One OTLP JSON Lines line (with its newline) for a ``TracesData`` / ``ExportTraceServiceRequest``.
+
+    ``google.protobuf.json_format`` does the work (lowerCamelCase, 64-bit integers as strings); enums are
+    written as integers and ids turned from base64 into hex, as the OTLP/JSON specification asks.
+    """
+    import orjson
+    from google.protobuf import json_format
+
+    d = json_format.MessageToDict(message, use_integers_for_enums=True)
+    _walk_spans(d, _ids_to_hex)
+    if "resourceSpans" not in d:
+        d["resourceSpans"] = []
+    return orjson.dumps(d) + b"\n"
+
+
+def _parse_json_request(body: bytes) -> Any:
+    import orjson
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    d = orjson.loads(body)
+    if not isinstance(d, dict):
+        raise ValueError("the body is not a JSON object")
+    _walk_spans(d, _ids_to_base64)
+    return json_format.ParseDict(d, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+
+
+def _count_spans(message: Any) -> int:
+    return sum(len(ss.spans) for rs in message.resource_spans for ss in rs.scope_spans)
+
+
+class Collector:
+    """Receives OTLP traces over gRPC and HTTP and appends them to ``out`` as OTLP JSON Lines.
+
+    ``grpc_port`` / ``http_port``: ``0`` picks a free port, ``None`` turns that protocol off. ``out`` ``None``
+    writes no file (tests that only look at :attr:`messages`). ``keep=True`` also keeps every received
+    request in :attr:`messages`. ``max_pending_spans`` bounds what waits for the writer: past it, receiving
+    waits (back-pressure on the senders), it never drops.
+    """
+
+    def __init__(
+        self,
+        out: str | os.PathLike[str] | None,
+        *,
+        grpc_port: int | None = DEFAULT_GRPC_PORT,
+        http_port: int | None = DEFAULT_HTTP_PORT,
+        host: str = "127.0.0.1",
+        keep: bool = False,
+        max_pending_spans: int = 500_000,
+    ) -> None:
+        self.out = None if out is None else os.fspath(out)
+        self.host = host
+        self.keep = keep
+        self.messages: list[Any] = []
+        self.spans_received = 0
+        self.requests_received = 0
+        self.spans_written = 0
+        self.grpc_port: int | None = grpc_port
+        self.http_port: int | None = http_port
+        self._want_grpc = grpc_port
+        self._want_http = http_port
+        self._queue: queue.Queue = queue.Queue()
+        self._max_pending = max(1, max_pending_spans)
+        self._lock = threading.Condition()
+        self._grpc_server: Any = None
+        self._http_server: http.server.ThreadingHTTPServer | None = None
+        self._threads: list[threading.Thread] = []
+        self._file: Any = None
+        self._stopped = False
+        self.write_errors = 0
+
+    # -- receiving -------------------------------------------------------------------------------------------
+    def receive(self, message: Any) -> None:
+        """Count ``message`` (an ``ExportTraceServiceRequest``) and queue it for the file."""
+        n = _count_spans(message)
+        with self._lock:
+            while self.spans_received - self.spans_written > self._max_pending and self.out is not None:
+                self._lock.wait(0.5)  # back-pressure: the sender waits for the writer, nothing is dropped
+            self.spans_received += n
+            self.requests_received += 1
+            if self.keep:
+                self.messages.append(message)
+            self._lock.notify_all()
+        self._queue.put((message, n))
+
+    def wait_for_spans(self, count: int, timeout: float = 10.0) -> bool:
+        """Wait until at least ``count`` spans were received; whether they were."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self.spans_received < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(left)
+        return True
+
+    def spans(self) -> list[Any]:
+        """Every span kept so far as :class:`~launchtrace.spans.SpanData` (needs ``keep=True``)."""
+        from launchtrace.otlp.proto_decode import spans_from_message
+
+        out: list[Any] = []
+        with self._lock:
+            messages = list(self.messages)
+        for m in messages:
+            spans, problems = spans_from_message(m, where="collector")
+            if problems:
+                raise ValueError(f"received spans that do not decode: {problems[:3]}")
+            out.extend(spans)
+        return out
+
+    # -- writing ---------------------------------------------------------------------------------------------
+    def _writer(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                break
+            message, n = item
+            if self._file is not None:
+                try:
+                    self._file.write(message_to_json_line(message))
+                    self._file.flush()
+                except (OSError, ValueError) as exc:
+                    self.write_errors += 1
+                    logger.error("launchtrace collect: could not write %d spans to %s: %s", n, self.out, exc)
+            with self._lock:
+                self.spans_written += n
+                self._lock.notify_all()
+
+    def wait_written(self, timeout: float = 10.0) -> bool:
+        """Wait until everything received so far is in the file."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self.spans_written < self.spans_received:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(left)
+        return True
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def start(self) -> Collector:
+        """Bind the ports, start serving and writing; raises ``OSError`` when a port cannot be bound."""
+        if self.out is not None:
+            self._file = open(self.out, "ab")  # noqa: SIM115 - closed in stop()
+        writer = threading.Thread(target=self._writer, name="launchtrace-collect-writer", daemon=True)
+        writer.start()
+        self._threads.append(writer)
+        try:
+            if self._want_grpc is not None:
+                self._start_grpc(self._want_grpc)
+            if self._want_http is not None:
+                self._start_http(self._want_http)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_grpc(self, port: int) -> None:
+        import grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+        collector = self
+
+        class _Servicer(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(self, request: Any, context: Any) -> Any:
+                collector.receive(request)
+                return trace_service_pb2.ExportTraceServiceResponse()
+
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="launchtrace-collect-grpc"),
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Servicer(), server)
+        bound = server.add_insecure_port(f"{self.host}:{port}")
+        if bound == 0:
+            raise OSError(f"cannot listen for OTLP/gRPC on {self.host}:{port} (port in use?)")
+        server.start()
+        self._grpc_server = server
+        self.grpc_port = bound
+
+    def _start_http(self, port: int) -> None:
+        handler = _http_handler(self)
+        try:
+            server = http.server.ThreadingHTTPServer((self.host, port), handler)
+        except OSError as exc:
+            raise OSError(f"cannot listen for OTLP/HTTP on {self.host}:{port}: {exc.strerror}") from None
+        server.daemon_threads = True
+        self._http_server = server
+        self.http_port = server.server_address[1]
+        t = threading.Thread(target=server.serve_forever, name="launchtrace-collect-http", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Stop receiving (requests in flight get ``grace`` seconds), write everything queued, fsync, close."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._http_server is not None:
+            self._http_server.shutdown()
+            self._http_server.server_close()
+        if self._grpc_server is not None:
+            self._grpc_server.stop(grace).wait()
+        self._queue.put(None)
+        for t in self._threads:
+            t.join()
+        if self._file is not None:
+            try:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+            finally:
+                self._file.close()
+                self._file = None
+
+    def __enter__(self) -> Collector:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_CONTENT_TYPES = {"application/x-protobuf": "proto", "application/protobuf": "proto", "application/json": "json"}
+
+
+def _http_handler(collector: Collector) -> type[http.server.BaseHTTPRequestHandler]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+        ExportTraceServiceResponse,
+    )
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "launchtrace-collect"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            logger.debug("launchtrace collect http: " + format, *args)
+
+        def _reply(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _error(self, status: int, message: str) -> None:
+            logger.warning("launchtrace collect: rejected %s from %s: %s", self.path, self.client_address[0], message)
+            self._reply(status, message.encode() + b"\n", "text/plain; charset=utf-8")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length > 0 else b""
+            if self.path.rstrip("/") != "/v1/traces":
+                self._error(404, f"{self.path}: only /v1/traces is served")
+                return
+            if length > MAX_MESSAGE_BYTES:
+                self._error(413, f"body of {length} bytes is over {MAX_MESSAGE_BYTES}")
+                return
+            kind = _CONTENT_TYPES.get((self.headers.get("Content-Type") or "").split(";")[0].strip().lower())
+            if kind is None:
+                self._error(415, f"Content-Type {self.headers.get('Content-Type')!r} is not OTLP")
+                return
+            encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+            try:
+                if encoding == "gzip":
+                    body = gzip.decompress(body)
+                elif encoding == "deflate":
+                    body = zlib.decompress(body)
+                elif encoding != "identity":
+                    self._error(415, f"Content-Encoding {encoding!r} is not supported")
+                    return
+                parse = ExportTraceServiceRequest.FromString if kind == "proto" else _parse_json_request
+                message = parse(body)
+            except Exception as exc:  # any undecodable body is the sender's error: answer 400
+                self._error(400, f"cannot decode the {kind} body: {exc}")
+                return
+            collector.receive(message)
+            response = ExportTraceServiceResponse()
+            if kind == "proto":
+                self._reply(200, response.SerializeToString(), "application/x-protobuf")
+            else:
+                self._reply(200, b"{}", "application/json")
+
+    return Handler

@@ -1,0 +1,155 @@
+"""Export: records become OpenTelemetry spans, written off the launching thread to a file or over OTLP.
+
+One process-wide export pipeline (:mod:`launchtrace.export.pipeline`): :func:`start_export` subscribes to
+the capture bus and starts the worker; spans go to the OTLP JSON Lines file named by the settings
+(``LAUNCHTRACE_FILE``, default ``launchtrace-<date>-<time>-<pid>.jsonl`` in the working directory), or over
+OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (or ``endpoint=``) is set.
+Settings resolve keyword > environment > default (:class:`~launchtrace.export.config.ExportConfig`).
+Process exit flushes what is pending; a forked child exports on its own.
+
+Example::
+
+    import launchtrace
+    launchtrace.start_export(file_path="spans.jsonl")  # also instruments Warp
+    ...  # Warp code
+    launchtrace.flush()
+    print(launchtrace.export.stats())  # ExportStats(exported=..., dropped_sink=0, ...)
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from typing import Any
+
+from launchtrace.export.config import ExportConfig
+from launchtrace.export.pipeline import ExportPipeline, ExportStats
+
+__all__ = ["ExportConfig", "ExportStats", "configure", "flush", "start_export", "stats", "stop_export"]
+
+logger = logging.getLogger(__name__)
+
+EXIT_FLUSH_TIMEOUT_S = 10.0
+"""How long process exit waits for the last spans to be written (a dead OTLP endpoint is given up then)."""
+
+_lock = threading.RLock()
+_settings: dict[str, Any] = {}
+_pipeline: ExportPipeline | None = None
+_last_stats: ExportStats | None = None
+_hooks_installed = False
+
+
+def configure(**settings: Any) -> ExportConfig:
+    """Remember settings for the next :func:`start_export` (keyword names of ``ExportConfig``).
+
+    Raises ``ValueError`` naming a bad or unknown setting. Returns the config they resolve to now.
+    """
+    config = ExportConfig.resolve(**{**_settings, **settings})
+    with _lock:
+        _settings.update(settings)
+    return config
+
+
+def start_export(*, instrument: bool = True, truncate: bool = False, **settings: Any) -> ExportPipeline:
+    """Start exporting (a no-op returning the running pipeline when already started).
+
+    ``settings`` override :func:`configure`'s; ``instrument`` also patches Warp (``launchtrace.instrument``);
+    ``truncate`` empties the output file first (file sink only).
+    """
+    global _pipeline
+    with _lock:
+        if _pipeline is not None and _pipeline.running:
+            if settings:
+                logger.warning("launchtrace: export already running; new settings ignored (stop_export first)")
+            return _pipeline
+        config = ExportConfig.resolve(**{**_settings, **settings})
+        _install_hooks()
+        _pipeline = ExportPipeline(config, truncate=truncate).start()
+    if instrument:
+        from launchtrace.capture import instrument as _instrument
+
+        _instrument()
+    logger.debug("launchtrace: exporting to %s", _pipeline.sink.description)
+    return _pipeline
+
+
+def flush(timeout: float = 10.0) -> bool:
+    """Export everything captured so far; whether it finished within ``timeout`` seconds. Never raises."""
+    pipeline = _pipeline
+    if pipeline is None:
+        return True
+    return pipeline.flush(timeout)
+
+
+def stop_export(timeout: float = 10.0) -> ExportStats:
+    """Flush (ending open scopes), stop the worker, close the sink; returns the final stats."""
+    global _pipeline, _last_stats
+    with _lock:
+        pipeline, _pipeline = _pipeline, None
+    if pipeline is None:
+        return _last_stats or ExportStats()
+    _last_stats = pipeline.stop(timeout)
+    return _last_stats
+
+
+def stats() -> ExportStats:
+    """Counts of the running export (or of the last one stopped): exported, dropped per reason."""
+    pipeline = _pipeline
+    if pipeline is not None:
+        return pipeline.stats()
+    return _last_stats or ExportStats()
+
+
+def _at_exit() -> None:
+    if _pipeline is None:
+        return
+    try:
+        final = stop_export(EXIT_FLUSH_TIMEOUT_S)
+    except Exception:  # never turn a clean exit into a traceback
+        logger.debug("launchtrace: exit flush failed", exc_info=True)
+        return
+    if final.dropped:
+        logger.warning(
+            "launchtrace: %d spans exported to %s, %d dropped (sink %d, queue %d, budget %d)",
+            final.exported,
+            final.sink,
+            final.dropped,
+            final.dropped_sink,
+            final.dropped_queue,
+            final.dropped_budget,
+        )
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.RLock()  # another thread may have held it at fork time
+    pipeline = _pipeline
+    if pipeline is None:
+        return
+    try:
+        pipeline.restart_in_child()
+    except Exception:
+        logger.warning("launchtrace: could not restart export in the forked child", exc_info=True)
+        return
+    _flush_at_multiprocessing_exit()
+
+
+def _flush_at_multiprocessing_exit() -> None:
+    """multiprocessing's forked workers leave through ``os._exit`` (no atexit): flush from its finalizers."""
+    import sys
+
+    mp_util = sys.modules.get("multiprocessing.util")
+    if mp_util is not None:
+        mp_util.Finalize(None, _at_exit, exitpriority=10)
+
+
+def _install_hooks() -> None:
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(_at_exit)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,276 @@
+"""The export worker: capture bus -> SpanBuilder -> sink, on one daemon thread, off the launching thread.
+
+The launching thread pays one ``deque.append`` per event (the capture bus); everything else happens here:
+every ``export_interval_s`` (or when :meth:`ExportPipeline.flush` wakes it) the worker drains the subscription
+in chunks of ``max_export_batch`` events, feeds them to the :class:`~launchtrace.export.spanbuilder.SpanBuilder`
+and writes the completed spans to the sink. Memory is bounded by the bus capacity (``queue_capacity``; the
+oldest events are dropped past it, and counted) plus one chunk in flight.
+
+Nothing here raises into the user's program: a sink failure is counted by the sink, a bug in span building is
+logged once and the worker keeps going. At process exit the pipeline flushes (open scopes end, marked
+incomplete) within a timeout; a sink still retrying then is shut down so its retries stop. In a forked child
+the pipeline starts over: a fresh subscription, builder, sink and thread, so the child exports its own spans
+and never the parent's.
+
+Example::
+
+    from launchtrace.export.pipeline import ExportPipeline
+    from launchtrace.export.config import ExportConfig
+    pipeline = ExportPipeline(ExportConfig.resolve(file_path="spans.jsonl")).start()
+    ...  # instrumented Warp code
+    pipeline.stop()
+    print(pipeline.stats())
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from launchtrace.export.config import ExportConfig
+from launchtrace.export.sinks import EXPORT_THREAD_PREFIX, FileSink, OtlpSink, Sink
+
+__all__ = ["ExportPipeline", "ExportStats", "sink_for"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportStats:
+    """What the exporter did so far.
+
+    - ``exported``: spans the sink accepted.
+    - ``dropped_sink``: spans the sink could not deliver (failed or rejected requests, unwritable file).
+    - ``dropped_queue``: capture events lost because the bus queue overflowed, plus events still queued when
+      the exit flush ran out of time (each event is one span: a record, or a scope's begin or end).
+    - ``dropped_budget``: spans cut by the per-trace span budget; ``unsampled``: spans of traces the sampler
+      left out (by design, not a loss).
+    - ``batches`` / ``failures``: sink writes and failed sink writes. ``sink``: where spans go.
+    """
+
+    exported: int = 0
+    dropped_sink: int = 0
+    dropped_queue: int = 0
+    dropped_budget: int = 0
+    unsampled: int = 0
+    batches: int = 0
+    failures: int = 0
+    sink: str = ""
+
+    @property
+    def dropped(self) -> int:
+        """Spans lost (sink + queue + budget); unsampled spans are not losses."""
+        return self.dropped_sink + self.dropped_queue + self.dropped_budget
+
+
+def sink_for(config: ExportConfig, *, truncate: bool = False) -> Sink:
+    """The sink ``config`` asks for: OTLP when it has an endpoint, else the JSON Lines file."""
+    if config.endpoint is None:
+        return FileSink(config.file_path, truncate=truncate)
+    endpoint = config.endpoint
+    if config.protocol == "http/protobuf":
+        from urllib.parse import urlparse
+
+        if urlparse(endpoint).path in ("", "/"):  # a base URL given as a keyword: the SDK wants the full URL
+            endpoint = endpoint.rstrip("/") + "/v1/traces"
+    return OtlpSink(endpoint, protocol=config.protocol)
+
+
+class ExportPipeline:
+    """One subscription, one SpanBuilder, one sink, one daemon thread; see the module docstring.
+
+    ``sink`` and ``builder_factory`` default to what ``config`` asks for (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        config: ExportConfig | None = None,
+        *,
+        sink: Sink | None = None,
+        builder_factory: Callable[[ExportConfig], Any] | None = None,
+        truncate: bool = False,
+    ) -> None:
+        self.config = config if config is not None else ExportConfig.resolve()
+        self._builder_factory = builder_factory or _default_builder
+        self._truncate = truncate
+        self.sink: Sink = sink if sink is not None else sink_for(self.config, truncate=truncate)
+        self._own_sink = sink is None
+        self._sub: Any = None
+        self._builder: Any = None
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._cond = threading.Condition()
+        self._requested = 0  # flush requests made
+        self._done = 0  # flush requests served (every event queued before them was exported)
+        self._final_requested = False
+        self._stopping = False
+        self._stopped = False
+        self._bus_dropped_base = 0
+        self._abandoned = 0
+        self._build_errors = 0
+        self._pid = os.getpid()
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def start(self) -> ExportPipeline:
+        """Subscribe to the capture bus and start the worker thread."""
+        from launchtrace.capture import bus
+
+        self._sub = bus.subscribe(capacity=self.config.queue_capacity)
+        self._builder = self._builder_factory(self.config)
+        self._thread = threading.Thread(target=self._run, name=f"{EXPORT_THREAD_PREFIX}-{os.getpid()}", daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and not self._stopped
+
+    def flush(self, timeout: float = 10.0, *, final: bool = False) -> bool:
+        """Export everything captured so far; whether it finished within ``timeout`` seconds.
+
+        ``final`` also ends what is still open (scopes end now, marked incomplete; steps close), as at exit.
+        Safe to call from any thread except the worker; never raises.
+        """
+        if self._thread is None or not self._thread.is_alive():
+            return False
+        with self._cond:
+            self._requested += 1
+            ticket = self._requested
+            if final:
+                self._final_requested = True
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._done < ticket:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._thread.is_alive():
+                    return False
+                self._cond.wait(min(left, 0.5))
+        return True
+
+    def stop(self, timeout: float = 10.0) -> ExportStats:
+        """Final flush within ``timeout`` (a sink still busy then is shut down), close, and return the stats."""
+        if self._stopped or self._thread is None:
+            return self.stats()
+        deadline = time.monotonic() + timeout
+        done = self.flush(timeout, final=True)
+        self._stopping = True
+        if not done:  # the sink is stuck (retrying a dead endpoint): abort its retries, then finish quickly
+            logger.warning(
+                "launchtrace: export did not finish within %.1f s; stopping %s", timeout, self.sink.description
+            )
+            self.sink.shutdown()
+        self._wake.set()
+        self._thread.join(max(1.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            logger.warning("launchtrace: the export worker did not stop; its pending spans are lost")
+        self._stopped = True
+        if self._sub is not None:
+            self._sub.close()
+            self._abandoned += len(self._sub.queue)
+            self._sub.queue.clear()
+        if done and self._own_sink:
+            self.sink.shutdown()
+        return self.stats()
+
+    def stats(self) -> ExportStats:
+        sink = self.sink.stats()
+        builder = self._builder
+        budget = getattr(builder, "dropped_budget", 0) if builder is not None else 0
+        unsampled = getattr(builder, "dropped_unsampled", 0) if builder is not None else 0
+        queue = (self._sub.dropped if self._sub is not None else 0) + self._abandoned
+        return ExportStats(
+            exported=sink.exported,
+            dropped_sink=sink.dropped,
+            dropped_queue=queue,
+            dropped_budget=budget,
+            unsampled=unsampled,
+            batches=sink.batches,
+            failures=sink.failures,
+            sink=self.sink.description,
+        )
+
+    # -- fork ------------------------------------------------------------------------------------------------
+    def restart_in_child(self) -> None:
+        """In a forked child: drop the parent's pending events and state, start a fresh worker and sink."""
+        old_sub = self._sub
+        if old_sub is not None:
+            old_sub.queue.clear()  # the parent's events: the parent exports them
+            old_sub.close()
+        self._wake = threading.Event()
+        self._cond = threading.Condition()
+        self._requested = self._done = 0
+        self._final_requested = self._stopping = self._stopped = False
+        self._abandoned = self._build_errors = 0
+        self._pid = os.getpid()
+        if self._own_sink:
+            if isinstance(self.sink, FileSink):
+                self.sink.reopen_after_fork()
+            else:
+                self.sink = sink_for(self.config)
+        elif hasattr(self.sink, "reopen_after_fork"):
+            self.sink.reopen_after_fork()
+        if self._thread is not None:
+            self.start()
+
+    # -- the worker ------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        interval = self.config.export_interval_s
+        while True:
+            self._wake.wait(interval)
+            self._wake.clear()
+            with self._cond:
+                ticket = self._requested
+                final = self._final_requested
+            self._cycle(final)
+            with self._cond:
+                if ticket > self._done:
+                    self._done = ticket
+                self._cond.notify_all()
+            if final or self._stopping:
+                return
+
+    def _cycle(self, final: bool) -> None:
+        """Drain the bus in chunks, build spans, write them; with ``final`` end everything open."""
+        chunk = self.config.max_export_batch
+        sub, builder = self._sub, self._builder
+        while True:
+            try:
+                events = sub.drain(max_items=chunk)
+            except Exception:  # a materialisation bug: never let it kill the worker
+                self._log_build_error("draining the capture bus")
+                events = []
+            spans = self._build(builder.feed, events)
+            if spans:
+                self.sink.write(spans)
+            if len(events) < chunk and not sub.queue:
+                break
+        if final:
+            spans = self._build(lambda _events: builder.flush(), ())
+            if spans:
+                self.sink.write(spans)
+
+    def _build(self, step: Callable[[Any], list], events: Any) -> list:
+        try:
+            return step(events)
+        except Exception:  # a span-building bug: log once, keep exporting the rest
+            self._log_build_error("building spans")
+            return []
+
+    def _log_build_error(self, what: str) -> None:
+        self._build_errors += 1
+        if self._build_errors == 1:
+            logger.exception("launchtrace: export failed while %s; continuing (logged once)", what)
+        else:
+            logger.debug("launchtrace: export failed again while %s", what, exc_info=True)
+
+
+def _default_builder(config: ExportConfig) -> Any:
+    from launchtrace.export.spanbuilder import SpanBuilder
+
+    return SpanBuilder(config)

@@ -1,0 +1,405 @@
+"""Where exported spans go: an OTLP JSON Lines file, or an OTLP receiver over gRPC or HTTP.
+
+Both sinks take batches of :class:`~launchtrace.spans.SpanData` on the export worker thread, never raise, and
+count what they could not deliver exactly. A failure is logged once (a warning naming the destination and the
+reason); the next batch that gets through logs again with the number of spans dropped so far.
+
+- :class:`FileSink` appends one OTLP/JSON ``TracesData`` per line (the OTLP file exporter format, which the
+  Collector's ``otlpjsonfile`` receiver reads). A failed write (full disk, read-only folder) is rolled back so
+  the file never holds half a line.
+- :class:`OtlpSink` sends through the opentelemetry-exporter-otlp span exporters, so the standard
+  ``OTEL_EXPORTER_OTLP_*`` variables (endpoint, headers, certificates, compression, timeout, insecure) and
+  their retry and reconnection logic apply unchanged; only the translation step is replaced: the bytes come
+  from :mod:`launchtrace.otlp.encode_proto` instead of the SDK's encoder.
+
+Example::
+
+    from launchtrace.export.sinks import FileSink, OtlpSink
+    sink = FileSink("launchtrace-spans.jsonl")
+    sink.write(spans)
+    sink = OtlpSink("http://localhost:4317", protocol="grpc")
+    sink.write(spans)
+    print(sink.stats())  # SinkStats(exported=..., dropped=..., batches=..., failures=...)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from launchtrace.spans import SpanData
+
+__all__ = [
+    "EXPORT_THREAD_PREFIX",
+    "FileSink",
+    "OtlpSink",
+    "Sink",
+    "SinkStats",
+    "make_sink",
+]
+
+logger = logging.getLogger(__name__)
+
+EXPORT_THREAD_PREFIX = "launchtrace-export"
+"""Threads whose name starts with this are the export worker's; the SDK exporters' own per-attempt log lines
+from them are silenced (this module logs once and counts instead)."""
+
+MAX_SPANS_PER_REQUEST = 2048
+"""OTLP requests are split to at most this many spans (about 1.5 MB), under the 4 MiB gRPC receive limit of the
+Collector, Jaeger and Tempo."""
+
+_GRPC_EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+@dataclasses.dataclass(frozen=True)
+class SinkStats:
+    """What a sink did so far: spans delivered, spans dropped (failed or rejected), batches, failures."""
+
+    exported: int = 0
+    dropped: int = 0
+    batches: int = 0
+    failures: int = 0
+
+
+class Sink(Protocol):
+    """What the export worker writes to."""
+
+    description: str
+
+    def write(self, spans: Sequence[SpanData]) -> None: ...
+
+    def stats(self) -> SinkStats: ...
+
+    def shutdown(self) -> None: ...
+
+
+class _Accounting:
+    """Exact counts and the log-once rule shared by the sinks."""
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self._lock = threading.Lock()
+        self._exported = self._dropped = self._batches = self._failures = 0
+        self._failing = False  # the last batch failed; the next success says so
+
+    def ok(self, n: int) -> None:
+        with self._lock:
+            self._exported += n
+            self._batches += 1
+            recovered = self._failing
+            self._failing = False
+            dropped = self._dropped
+        if recovered:
+            logger.warning(
+                "launchtrace: export to %s works again; %d spans were dropped while it failed",
+                self.description,
+                dropped,
+            )
+
+    def failed(self, n: int, reason: object) -> None:
+        with self._lock:
+            self._dropped += n
+            self._batches += 1
+            self._failures += 1
+            first = not self._failing
+            self._failing = True
+        if first:
+            logger.warning(
+                "launchtrace: could not export %d spans to %s (%s); further failures are counted in "
+                "launchtrace.export.stats()",
+                n,
+                self.description,
+                reason,
+            )
+
+    def rejected(self, n: int, reason: str) -> None:
+        """Spans the receiver accepted the request for but rejected (OTLP partial success)."""
+        with self._lock:
+            self._dropped += n
+        logger.warning("launchtrace: %s rejected %d spans: %s", self.description, n, reason or "no reason given")
+
+    def stats(self) -> SinkStats:
+        with self._lock:
+            return SinkStats(self._exported, self._dropped, self._batches, self._failures)
+
+
+# ------------------------------------------------------------------------------------------------------ file
+class FileSink:
+    """Appends OTLP JSON Lines to ``path``: one ``TracesData`` per line, per written batch.
+
+    The file is opened on the first write (``O_APPEND``, so processes sharing the path interleave whole lines)
+    and created with its folder missing only if the folder exists. Each line is written with one ``write``
+    call; if it fails part way, the file is truncated back to where it was. ``truncate=True`` empties the file
+    on first open (``launchtrace run --out``).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, truncate: bool = False) -> None:
+        self.path = os.fspath(path)
+        self.description = f"file {self.path}"
+        self._truncate = truncate
+        self._fd: int | None = None
+        self._acct = _Accounting(self.description)
+        self._lock = threading.Lock()
+
+    def _open(self) -> int:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        if self._truncate:
+            flags |= os.O_TRUNC
+            self._truncate = False
+        self._fd = os.open(self.path, flags, 0o644)
+        return self._fd
+
+    def write(self, spans: Sequence[SpanData]) -> None:
+        if not spans:
+            return
+        from launchtrace.otlp.json_codec import encode_line
+
+        try:
+            data = (encode_line(spans) + "\n").encode("utf-8")
+        except (TypeError, ValueError) as exc:  # an attribute value orjson cannot write
+            self._acct.failed(len(spans), f"cannot encode: {exc}")
+            return
+        with self._lock:
+            try:
+                fd = self._fd if self._fd is not None else self._open()
+            except OSError as exc:
+                self._acct.failed(len(spans), exc)
+                return
+            try:
+                _write_all(fd, data)
+            except OSError as exc:
+                self._acct.failed(len(spans), exc)
+                return
+        self._acct.ok(len(spans))
+
+    def stats(self) -> SinkStats:
+        return self._acct.stats()
+
+    def sync(self) -> None:
+        """Push what was written to the disk (``fsync``); failures are logged, not raised."""
+        with self._lock:
+            if self._fd is not None:
+                try:
+                    os.fsync(self._fd)
+                except OSError as exc:
+                    logger.debug("launchtrace: fsync of %s failed: %s", self.path, exc)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                logger.debug("launchtrace: fsync of %s failed: %s", self.path, exc)
+            os.close(fd)
+
+    def reopen_after_fork(self) -> None:
+        """In a forked child: forget the parent's descriptor (the child opens its own, appending)."""
+        self._lock = threading.Lock()
+        self._acct = _Accounting(self.description)
+        self._truncate = False
+        self._fd = None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` or nothing: on a failure part way, truncate back to the starting size."""
+    start = os.fstat(fd).st_size
+    view = memoryview(data)
+    try:
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    except OSError:
+        try:
+            os.ftruncate(fd, start)
+        except OSError as exc:
+            logger.debug("launchtrace: could not roll back a partial line: %s", exc)
+        raise
+
+
+# ------------------------------------------------------------------------------------------------------ OTLP
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Payload:
+    """An encoded ExportTraceServiceRequest and the number of spans in it (what the exporters call data)."""
+
+    data: bytes
+    count: int
+
+
+def _grpc_exporter_class() -> type:
+    """The SDK's gRPC span exporter with its translation step replaced by pre-encoded bytes."""
+    import grpc
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    class BytesGrpcSpanExporter(OTLPSpanExporter):
+        """Sends ``_Payload`` bytes as they are: same channel, credentials, headers, retries as the SDK's."""
+
+        rejected: list[tuple[int, str]]
+
+        def _initialize_channel_and_stub(self) -> None:
+            super()._initialize_channel_and_stub()
+            raw = self._channel.unary_unary(
+                _GRPC_EXPORT_METHOD,
+                request_serializer=None,  # the request is already bytes
+                response_deserializer=ExportTraceServiceResponse.FromString,
+            )
+            exporter = self
+
+            class _Stub:
+                @staticmethod
+                def Export(request: bytes, **kwargs: Any) -> Any:
+                    response = raw(request, **kwargs)
+                    partial = response.partial_success
+                    if partial.rejected_spans:
+                        exporter.rejected.append((partial.rejected_spans, partial.error_message))
+                    return response
+
+            self.rejected = []
+            self._client = _Stub()
+
+        def _translate_data(self, data: Any) -> bytes:  # type: ignore[override]
+            return data.data
+
+        def _count_data(self, data: Any) -> int:  # type: ignore[override]
+            return data.count
+
+    del grpc
+    return BytesGrpcSpanExporter
+
+
+_QUIET_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.common.http",
+)
+
+
+class _FromExportThread(logging.Filter):
+    """Drops the SDK exporters' per-attempt records logged from our worker thread (we log once and count)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.threadName and record.threadName.startswith(EXPORT_THREAD_PREFIX):
+            logger.debug("launchtrace: exporter said: %s", record.getMessage())
+            return False
+        return True
+
+
+_QUIET_FILTER = _FromExportThread()
+
+
+def _quiet_sdk_exporter_logs() -> None:
+    for name in _QUIET_LOGGERS:
+        lg = logging.getLogger(name)
+        if _QUIET_FILTER not in lg.filters:
+            lg.addFilter(_QUIET_FILTER)
+
+
+class OtlpSink:
+    """Sends spans over OTLP/gRPC (``protocol="grpc"``) or OTLP/HTTP protobuf (``"http/protobuf"``).
+
+    ``endpoint`` ``None`` lets the SDK exporter resolve it from ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` /
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` as it always does (for HTTP the base endpoint gets ``/v1/traces``
+    appended; an explicit HTTP endpoint is used as given, as in the SDK). ``exporter_kwargs`` pass through to
+    the SDK exporter (``headers``, ``timeout``, ``compression``, ``insecure``, ``credentials``...).
+    """
+
+    def __init__(self, endpoint: str | None = None, *, protocol: str = "grpc", **exporter_kwargs: Any) -> None:
+        from launchtrace.otlp.encode_proto import ProtoEncoder
+
+        if protocol not in ("grpc", "http/protobuf"):
+            raise ValueError(f"protocol must be 'grpc' or 'http/protobuf', got {protocol!r}")
+        self.protocol = protocol
+        self._encoder = ProtoEncoder()
+        _quiet_sdk_exporter_logs()
+        if protocol == "grpc":
+            self._exporter = _grpc_exporter_class()(endpoint=endpoint, **exporter_kwargs)
+            where = endpoint or self._exporter._endpoint
+        else:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            self._exporter = OTLPSpanExporter(endpoint=endpoint, **exporter_kwargs)
+            where = self._exporter._endpoint
+        self.endpoint = where
+        self.description = f"OTLP {protocol} {where}"
+        self._acct = _Accounting(self.description)
+
+    def write(self, spans: Sequence[SpanData]) -> None:
+        for i in range(0, len(spans), MAX_SPANS_PER_REQUEST):
+            chunk = spans[i : i + MAX_SPANS_PER_REQUEST]
+            try:
+                payload = _Payload(self._encoder.encode(chunk), len(chunk))
+            except (TypeError, ValueError, OverflowError) as exc:
+                self._acct.failed(len(chunk), f"cannot encode: {exc}")
+                continue
+            self._send(payload)
+
+    def _send(self, payload: _Payload) -> None:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        try:
+            if self.protocol == "grpc":
+                ok = self._exporter._export(payload) is SpanExportResult.SUCCESS
+                reason: object = "see the DEBUG log of launchtrace.export.sinks"
+            else:
+                result = self._exporter._client.export(payload.data)
+                ok, reason = result.success, result.reason or result.error or result.status_code
+        except Exception as exc:  # the SDK exporter failed in a way it does not handle itself
+            logger.debug("launchtrace: exporter raised", exc_info=True)
+            ok, reason = False, exc
+        if ok:
+            self._acct.ok(payload.count)
+            rejected = getattr(self._exporter, "rejected", None)
+            while rejected:
+                n, message = rejected.pop(0)
+                self._acct.rejected(n, message)
+        else:
+            self._acct.failed(payload.count, reason)
+
+    def stats(self) -> SinkStats:
+        return self._acct.stats()
+
+    def shutdown(self) -> None:
+        """Close the channel or session and abort retries in progress."""
+        try:
+            self._exporter.shutdown()
+        except Exception:  # never raise into the user's program at exit
+            logger.debug("launchtrace: exporter shutdown failed", exc_info=True)
+
+
+def make_sink(
+    *,
+    file_path: str | os.PathLike[str] | None = None,
+    endpoint: str | None = None,
+    protocol: str | None = None,
+    truncate: bool = False,
+) -> FileSink | OtlpSink:
+    """The sink the settings ask for: OTLP when an endpoint is given or set in ``OTEL_EXPORTER_OTLP_*``,
+    else the JSON Lines file (``file_path`` required then).
+
+    ``protocol`` ``None`` reads ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` / ``OTEL_EXPORTER_OTLP_PROTOCOL``
+    (default ``grpc``; the SDK's default would be ``http/protobuf``, but gRPC is what ``4317`` endpoints speak).
+    """
+    env_endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if endpoint or env_endpoint:
+        proto = protocol or (
+            os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        )
+        proto = (proto or "grpc").strip().lower()
+        if proto == "http/json":
+            logger.warning("launchtrace: OTLP protocol http/json is not supported; using http/protobuf")
+            proto = "http/protobuf"
+        if proto not in ("grpc", "http/protobuf"):
+            logger.warning("launchtrace: unknown OTLP protocol %r; using grpc", proto)
+            proto = "grpc"
+        if endpoint and proto == "http/protobuf" and not endpoint.rstrip("/").endswith("/v1/traces"):
+            endpoint = endpoint.rstrip("/") + "/v1/traces"
+        return OtlpSink(endpoint, protocol=proto)
+    if file_path is None:
+        raise ValueError("file_path is required when no OTLP endpoint is configured")
+    return FileSink(file_path, truncate=truncate)
