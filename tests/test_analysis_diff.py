@@ -17,16 +17,22 @@ STEPS = 3
 
 
 @pytest.fixture(scope="module")
-def base() -> TraceData:
-    return run_program("base", STEPS)
+def base_sim() -> Sim:
+    return Sim()  # kept alive for the module, so no later Sim can reuse its addresses
+
+
+@pytest.fixture(scope="module")
+def base(base_sim: Sim) -> TraceData:
+    return run_program("base", STEPS, base_sim)
 
 
 def _entries(result):
     return [(seg.name, seg.occurrence, e) for seg in result.segments for e in seg.entries]
 
 
-def test_two_runs_of_the_same_program_diff_as_equal(base: TraceData) -> None:
+def test_two_runs_of_the_same_program_diff_as_equal(base: TraceData, base_sim: Sim) -> None:
     again = run_program("base", STEPS)  # a fresh Sim: other pointers, same owner labels
+    assert diff_traces(base, run_program("base", STEPS, base_sim)).equal  # and the same Sim again
     assert {r.buffers[0].ptr for r in again.records} != {r.buffers[0].ptr for r in base.records}
     result = diff_traces(base, again)
     assert result.equal
