@@ -30,7 +30,7 @@ from launchtrace.capture import bus
 from launchtrace.capture.patching import wraps_like
 from launchtrace.capture.state import _local, next_scope_id
 
-__all__ = ["ARR", "STRUCT", "emit_scope_begin", "emit_scope_end", "is_library_code", "wrap"]
+__all__ = ["ARR", "STRUCT", "emit_scope_begin", "emit_scope_end", "is_library_code", "is_warp_code", "wrap"]
 
 _log = logging.getLogger("launchtrace.capture")
 
@@ -40,15 +40,20 @@ RECORD = bus.RECORD
 
 _LIB_PREFIXES: tuple[str, ...] = ()
 _LIB_CACHE: dict[Any, bool] = {}
+_USER_MODULE: dict[Any, str] = {}  # code object outside Warp/launchtrace -> its module's name
 _THIS_FILE = os.path.normcase(os.path.abspath(__file__))
 _failures_logged: set[str] = set()
 
 
-def set_library_prefixes(prefixes: tuple[str, ...]) -> None:
-    """The folders whose code is "library" code (Warp's and ours): sites skip their frames."""
-    global _LIB_PREFIXES
-    _LIB_PREFIXES = prefixes
+def set_library_prefixes(warp_dir: str, ours: str, exempt: tuple[str, ...] = ()) -> None:
+    """Where "library" code lives: Warp's folder and ours, except ``exempt`` folders (our bundled demo is user
+    code). Sites skip library frames; a record is ``internal`` when Warp's own code issued it."""
+    global _LIB_PREFIXES, _WARP_PREFIX, _EXEMPT
+    _LIB_PREFIXES = (warp_dir, ours)
+    _WARP_PREFIX = warp_dir
+    _EXEMPT = exempt
     _LIB_CACHE.clear()
+    _WARP_CACHE.clear()
     _USER_MODULE.clear()
 
 
@@ -56,8 +61,22 @@ def is_library_code(code: Any) -> bool:
     """Whether ``code`` lives in Warp or launchtrace (cached per code object)."""
     hit = _LIB_CACHE.get(code)
     if hit is None:
-        hit = _LIB_CACHE[code] = code.co_filename.startswith(_LIB_PREFIXES)
+        name = code.co_filename
+        hit = _LIB_CACHE[code] = name.startswith(_LIB_PREFIXES) and not name.startswith(_EXEMPT)
     return hit
+
+
+def is_warp_code(code: Any) -> bool:
+    """Whether ``code`` is Warp's own (its device work is "internal": wp.clone's copy, fem's launches)."""
+    hit = _WARP_CACHE.get(code)
+    if hit is None:
+        hit = _WARP_CACHE[code] = bool(_WARP_PREFIX) and code.co_filename.startswith(_WARP_PREFIX)
+    return hit
+
+
+_WARP_PREFIX = ""
+_EXEMPT: tuple[str, ...] = ()
+_WARP_CACHE: dict[Any, bool] = {}
 
 
 def _warn_once(what: str) -> None:
@@ -85,9 +104,6 @@ def find_site(frame: Any) -> tuple[Any, int, str, Any]:
             return code, f.f_lineno, module, caller_code
         f = f.f_back
     return caller_code, frame.f_lineno, frame.f_globals.get("__name__", ""), caller_code
-
-
-_USER_MODULE: dict[Any, str] = {}  # code object outside Warp/launchtrace -> its module's name
 
 
 def wrap(original: Callable, kind: str, extract: Callable, post: Callable | None = None) -> Callable:

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from launchtrace.capture import bus
-from launchtrace.capture.hotpath import ARR, STRUCT, is_library_code
+from launchtrace.capture.hotpath import ARR, STRUCT, is_warp_code
 from launchtrace.capture.state import THREAD_NAMES
 from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, Op, ScopeRecord, Site
 
@@ -194,7 +194,7 @@ class Materializer:
     def record(self, e: tuple) -> LaunchRecord:
         _, seq, tid, kind, payload, code, line, module, caller, t0, t1, scope, graph, error = e
         site = _site(code, line, module) if code is not None else UNKNOWN_SITE
-        internal = is_library_code(caller) if caller is not None else False
+        internal = is_warp_code(caller) if caller is not None else False
         common = dict(
             site=site,
             thread=tid,

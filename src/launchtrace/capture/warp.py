@@ -30,6 +30,7 @@ from launchtrace.capture.hotpath import (
     emit_scope_begin,
     emit_scope_end,
     is_library_code,
+    is_warp_code,
     set_library_prefixes,
     wrap,
 )
@@ -326,7 +327,7 @@ def _wrap_capture_end(original: Callable) -> Callable:
 def _wrap_timer_enter(original: Callable) -> Callable:
     def __enter__(self: Any) -> Any:
         frame = sys._getframe(1)
-        internal = is_library_code(frame.f_code)
+        internal = is_warp_code(frame.f_code)
         sid = emit_scope_begin(getattr(self, "name", "timer"), "timer", (), internal, frame)
         self.__dict__["_launchtrace_scope"] = sid
         st = tstate()
@@ -395,7 +396,7 @@ def patch_warp() -> PatchSet:
     _setup_types()
     warp_dir = os.path.dirname(os.path.abspath(warp.__file__)) + os.sep
     ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    set_library_prefixes((warp_dir, ours))
+    set_library_prefixes(warp_dir, ours, exempt=(os.path.join(ours, "demo") + os.sep,))
 
     patches = PatchSet()
     everywhere: dict[int, tuple[Any, Any]] = {}
