@@ -231,6 +231,9 @@ class Collector:
 
     def _start_grpc(self, port: int) -> None:
         import grpc
+
+        if port:
+            _check_free(self.host, port)  # grpc would log its own multi-line complaint to stderr
         from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
         collector = self
@@ -248,7 +251,10 @@ class Collector:
             ],
         )
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Servicer(), server)
-        bound = server.add_insecure_port(f"{self.host}:{port}")
+        try:
+            bound = server.add_insecure_port(f"{self.host}:{port}")
+        except RuntimeError:  # grpcio >= 1.60 raises where older versions returned 0
+            bound = 0
         if bound == 0:
             raise OSError(f"cannot listen for OTLP/gRPC on {self.host}:{port} (port in use?)")
         server.start()
@@ -294,6 +300,18 @@ class Collector:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _check_free(host: str, port: int) -> None:
+    """Raise ``OSError`` naming ``host:port`` if it cannot be bound right now."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise OSError(f"cannot listen for OTLP/gRPC on {host}:{port}: {exc.strerror}") from None
 
 
 _CONTENT_TYPES = {"application/x-protobuf": "proto", "application/protobuf": "proto", "application/json": "json"}
