@@ -22,20 +22,26 @@ import os
 import sys
 import weakref
 from collections.abc import Callable
+from time import time_ns
 from typing import Any
 
+from launchtrace.capture import bus
 from launchtrace.capture.hotpath import (
+    _USER_MODULE,
     ARR,
     STRUCT,
+    _append,
+    _warn_once,
     emit_scope_begin,
     emit_scope_end,
+    find_site,
     is_library_code,
     is_warp_code,
     set_library_prefixes,
     wrap,
 )
 from launchtrace.capture.patching import PatchSet, wraps_like
-from launchtrace.capture.state import next_graph_id, tstate
+from launchtrace.capture.state import _local, next_graph_id, tstate
 
 __all__ = ["graph_id_of", "patch_warp"]
 
@@ -194,6 +200,86 @@ def extract_launch(args: tuple, kwargs: dict, result: Any) -> tuple | None:
     )
 
 
+def wrap_launch(original: Callable) -> Callable:
+    """The ``wp.launch`` wrapper: :func:`launchtrace.capture.hotpath.wrap` specialised and inlined.
+
+    Every launch pays for this function, so it avoids the generic wrapper's extra calls (extractor, site
+    lookup, append) on the common path: user code calling ``wp.launch`` directly with the usual arguments.
+    It behaves exactly like ``wrap(original, "launch", extract_launch, post=fix_tape_caller)``; the capture
+    tests run through it.
+    """
+    user_module = _USER_MODULE
+    next_seq = bus.next_seq
+    record = bus.RECORD
+
+    def launch(*args: Any, **kwargs: Any) -> Any:
+        st = _local.st
+        subs = bus._subs
+        if st.busy or not subs:
+            result = original(*args, **kwargs)
+            if _ctx.runtime.tape is not None:
+                fix_tape_caller(args, kwargs, result, sys._getframe(1))
+            return result
+        st.busy = True
+        t0 = time_ns()
+        try:
+            result = original(*args, **kwargs)
+        except BaseException as exc:
+            st.busy = False
+            _record_failed_launch(args, kwargs, exc, t0, sys._getframe(1))
+            raise
+        t1 = time_ns()
+        st.busy = False
+        if result is not None:  # record_cmd=True: nothing ran yet
+            return result
+        try:
+            frame = sys._getframe(1)
+            if _ctx.runtime.tape is not None:
+                fix_tape_caller(args, kwargs, result, frame)
+            code = frame.f_code
+            module = user_module.get(code)
+            if module is None:
+                code, line, module, caller = find_site(frame)
+            else:
+                line, caller = frame.f_lineno, code
+            stack = st.stack
+            event = (
+                record,
+                next_seq(),
+                st.tid,
+                "launch",
+                extract_launch(args, kwargs, None),
+                code,
+                line,
+                module,
+                caller,
+                t0,
+                t1,
+                stack[-1] if stack else None,
+                st.capture_graph,
+                None,
+            )
+            for sub in subs:
+                q = sub.queue
+                if len(q) < sub.capacity:
+                    q.append(event)
+                else:
+                    sub.dropped += 1
+        except Exception:
+            _warn_once("launch")
+        return result
+
+    return wraps_like(original, launch)
+
+
+def _record_failed_launch(args: tuple, kwargs: dict, error: BaseException, t0: int, frame: Any) -> None:
+    try:
+        payload = extract_launch(args, kwargs, None)
+        _append("launch", payload, frame, t0, time_ns(), error)
+    except Exception:
+        _warn_once("launch")
+
+
 def extract_launch_cmd(args: tuple, kwargs: dict, result: Any) -> tuple:
     cmd = args[0]
     bounds = getattr(cmd, "bounds", None)
@@ -276,7 +362,7 @@ def fix_tape_caller(args: tuple, kwargs: dict, result: Any, frame: Any) -> None:
     if not isinstance(entry, list) or not entry or not isinstance(entry[-1], dict):
         return
     caller = entry[-1].get("caller")
-    if not isinstance(caller, dict) or os.path.normcase(os.path.abspath(caller.get("file", ""))) != _HOTPATH_FILE:
+    if not isinstance(caller, dict) or os.path.normcase(os.path.abspath(caller.get("file", ""))) not in _WRAPPER_FILES:
         return
     f = frame
     while f is not None and is_library_code(f.f_code):
@@ -290,7 +376,9 @@ def _runtime() -> Any:
     return getattr(ctx, "runtime", None)
 
 
-_HOTPATH_FILE = os.path.normcase(os.path.abspath(sys.modules["launchtrace.capture.hotpath"].__file__))
+_WRAPPER_FILES = frozenset(
+    os.path.normcase(os.path.abspath(f)) for f in (sys.modules["launchtrace.capture.hotpath"].__file__, __file__)
+)
 
 
 # -- graph capture bookkeeping ----------------------------------------------------------------------------------
@@ -406,7 +494,7 @@ def patch_warp() -> PatchSet:
         everywhere[id(original)] = (original, wrapper)
         patches.wrappers[id(wrapper)] = original
 
-    rebind(ctx, "launch", wrap(ctx.launch, "launch", extract_launch, post=fix_tape_caller))
+    rebind(ctx, "launch", wrap_launch(ctx.launch))
     rebind(ctx, "copy", wrap(ctx.copy, "copy", extract_copy))
     rebind(ctx, "capture_launch", wrap(ctx.capture_launch, "graph_launch", extract_graph_launch))
     rebind(ctx, "capture_begin", _wrap_capture_begin(ctx.capture_begin))
