@@ -137,12 +137,22 @@ def _after_fork_in_child() -> None:
 
 
 def _flush_at_multiprocessing_exit() -> None:
-    """multiprocessing's forked workers leave through ``os._exit`` (no atexit): flush from its finalizers."""
+    """multiprocessing's forked workers leave through ``os._exit`` (no atexit): flush from its finalizers.
+
+    A forked ``Process`` clears the finalizer registry before running its after-fork hooks, so the finalizer
+    is registered from such a hook.
+    """
     import sys
 
     mp_util = sys.modules.get("multiprocessing.util")
-    if mp_util is not None:
-        mp_util.Finalize(None, _at_exit, exitpriority=10)
+    if mp_util is not None and _pipeline is not None:
+        mp_util.register_after_fork(_pipeline, _register_finalizer)
+
+
+def _register_finalizer(_pipeline_obj: object) -> None:
+    import multiprocessing.util as mp_util
+
+    mp_util.Finalize(None, _at_exit, exitpriority=10)
 
 
 def _install_hooks() -> None:

@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 class ExportStats:
     """What the exporter did so far.
 
+    - ``built``: spans built and handed to the sink (``built == exported + dropped_sink`` once written).
     - ``exported``: spans the sink accepted.
     - ``dropped_sink``: spans the sink could not deliver (failed or rejected requests, unwritable file).
     - ``dropped_queue``: capture events lost because the bus queue overflowed, plus events still queued when
@@ -53,6 +54,7 @@ class ExportStats:
     - ``batches`` / ``failures``: sink writes and failed sink writes. ``sink``: where spans go.
     """
 
+    built: int = 0
     exported: int = 0
     dropped_sink: int = 0
     dropped_queue: int = 0
@@ -113,6 +115,7 @@ class ExportPipeline:
         self._bus_dropped_base = 0
         self._abandoned = 0
         self._build_errors = 0
+        self._built = 0
         self._pid = os.getpid()
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -185,6 +188,7 @@ class ExportPipeline:
         unsampled = getattr(builder, "dropped_unsampled", 0) if builder is not None else 0
         queue = (self._sub.dropped if self._sub is not None else 0) + self._abandoned
         return ExportStats(
+            built=self._built,
             exported=sink.exported,
             dropped_sink=sink.dropped,
             dropped_queue=queue,
@@ -206,7 +210,7 @@ class ExportPipeline:
         self._cond = threading.Condition()
         self._requested = self._done = 0
         self._final_requested = self._stopping = self._stopped = False
-        self._abandoned = self._build_errors = 0
+        self._abandoned = self._build_errors = self._built = 0
         self._pid = os.getpid()
         if self._own_sink:
             if isinstance(self.sink, FileSink):
@@ -247,13 +251,17 @@ class ExportPipeline:
                 events = []
             spans = self._build(builder.feed, events)
             if spans:
-                self.sink.write(spans)
+                self._write(spans)
             if len(events) < chunk and not sub.queue:
                 break
         if final:
             spans = self._build(lambda _events: builder.flush(), ())
             if spans:
-                self.sink.write(spans)
+                self._write(spans)
+
+    def _write(self, spans: list) -> None:
+        self._built += len(spans)
+        self.sink.write(spans)
 
     def _build(self, step: Callable[[Any], list], events: Any) -> list:
         try:

@@ -131,10 +131,10 @@ class _Accounting:
 class FileSink:
     """Appends OTLP JSON Lines to ``path``: one ``TracesData`` per line, per written batch.
 
-    The file is opened on the first write (``O_APPEND``, so processes sharing the path interleave whole lines)
-    and created with its folder missing only if the folder exists. Each line is written with one ``write``
-    call; if it fails part way, the file is truncated back to where it was. ``truncate=True`` empties the file
-    on first open (``launchtrace run --out``).
+    The file is opened on the first write with ``O_APPEND``, so processes sharing the path (a forked child)
+    interleave whole lines. Each line is written with one ``write`` call; if it fails part way, the file is
+    truncated back to where it was. ``truncate=True`` empties the file at once, at construction
+    (``launchtrace run --out``).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, truncate: bool = False) -> None:
@@ -144,6 +144,11 @@ class FileSink:
         self._fd: int | None = None
         self._acct = _Accounting(self.description)
         self._lock = threading.Lock()
+        if truncate:  # now, not at the first write: a forked child may append before the parent writes
+            try:
+                self._open()
+            except OSError as exc:
+                logger.debug("launchtrace: cannot open %s yet: %s", self.path, exc)
 
     def _open(self) -> int:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
