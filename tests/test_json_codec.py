@@ -84,7 +84,7 @@ def _hex_ids_to_base64(obj):
 
 
 # --------------------------------------------------------------------------------------------- round trips
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.lists(spans, max_size=6))
 def test_encode_then_decode_gives_equal_spans(batch):
     line = encode_line(batch)
@@ -95,7 +95,7 @@ def test_encode_then_decode_gives_equal_spans(batch):
     assert sorted(decoded, key=repr) == sorted(batch, key=repr)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.lists(spans, min_size=1, max_size=4))
 def test_encoder_output_is_what_the_proto_json_parser_reads(batch):
     """json_format (the protobuf library's own parser) accepts our output once ids are base64, and the

@@ -20,12 +20,12 @@ from launchtrace.errors import UserError
 from launchtrace.otlp.problems import Problem, Severity
 from launchtrace.spans import SpanData
 
-__all__ = ["ProblemLog", "ReadResult"]
+__all__ = ["ProblemLog", "ReadResult", "plural"]
 
 _log = logging.getLogger(__name__)
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
@@ -65,11 +65,7 @@ class ProblemLog:
 
     def summary(self) -> str:
         """One line: how many errors and warnings, and what was skipped."""
-        text = f"{_plural(self.errors, 'error')}, {_plural(self.warnings, 'warning')}"
-        text += f"; skipped {_plural(self.skipped_spans, 'span')}"
-        if self.skipped_lines:
-            text += f", {_plural(self.skipped_lines, 'line')}"
-        return text
+        return ReadResult.from_log([], self).summary()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +98,14 @@ class ReadResult:
             source,
             format,
         )
+
+    def summary(self) -> str:
+        """One line: errors, warnings, and what was skipped."""
+        text = f"{plural(self.errors, 'error')}, {plural(self.warnings, 'warning')}"
+        text += f"; skipped {plural(self.skipped_spans, 'span')}"
+        if self.skipped_lines:
+            text += f", {plural(self.skipped_lines, 'line')}"
+        return text
 
     def traces(self) -> dict[bytes, list[SpanData]]:
         """The spans grouped by trace id, in first-seen order (backends merge several traces in one answer)."""

@@ -1,0 +1,218 @@
+"""``launchtrace pull``: bring spans back from a file, Jaeger or Tempo and write them as OTLP JSON Lines.
+
+Every later command reads one format, so whatever the source (OTLP JSON Lines or document, protobuf, gzip,
+Jaeger api_v3 or classic JSON, Tempo JSON or protobuf), the output is OTLP JSON Lines, one trace per line.
+Problems in the input are listed on stderr with where they are (file:line, URL, trace / span id); the valid
+rest is still written, and the exit code is 2 when anything had to be skipped.
+
+Example::
+
+    launchtrace pull --from tempo http://tempo:3200 --query '{ resource.service.name = "sim" }' \\
+        --since 1h --limit 50 --header X-Scope-OrgID=team-a --out sim.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from launchtrace.errors import UserError
+from launchtrace.otlp.json_codec import encode_line
+from launchtrace.otlp.problems import Severity
+from launchtrace.sources.report import ReadResult, plural
+
+HELP = "pull spans from an OTLP file, Jaeger or Tempo and write them as OTLP JSON Lines"
+
+TOKEN_ENV = "LAUNCHTRACE_TOKEN"
+BASIC_AUTH_ENV = "LAUNCHTRACE_BASIC_AUTH"
+SPANS_PER_LINE = 2000
+SHOWN_PROBLEMS = 20
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="kind", choices=("file", "jaeger", "tempo"), required=True)
+    parser.add_argument("source", help="a file path, or the backend's base URL (http://jaeger:16686)")
+    parser.add_argument("--out", required=True, help="OTLP JSON Lines file to write ('-' for stdout)")
+    what = parser.add_argument_group("what to pull")
+    what.add_argument("--trace-id", action="append", default=[], help="a trace id (hex or base64); repeatable")
+    what.add_argument("--service", default="", help="search: service name")
+    what.add_argument("--operation", default="", help="search: span name")
+    what.add_argument("--query", default="", help="Tempo: a TraceQL query (default: built from --service etc.)")
+    what.add_argument("--attribute", action="append", default=[], metavar="K=V", help="search: attribute match")
+    what.add_argument("--since", help="search window start: now, 15m, 2h, 1d, unix seconds, RFC 3339")
+    what.add_argument("--until", help="search window end (default now)")
+    what.add_argument("--limit", type=int, default=20, help="search: most traces (default 20)")
+    what.add_argument("--api", help="Jaeger: v3 (default) or classic; Tempo: v2 (default) or v1")
+    what.add_argument("--protobuf", action="store_true", help="Tempo v1: ask for protobuf instead of JSON")
+    conn = parser.add_argument_group("connection")
+    conn.add_argument("--token", help=f"bearer token (or ${TOKEN_ENV})")
+    conn.add_argument("--basic-auth", metavar="USER:PASSWORD", help=f"basic auth (or ${BASIC_AUTH_ENV})")
+    conn.add_argument("--header", action="append", default=[], metavar="K=V", help="extra header; repeatable")
+    conn.add_argument("--ca-file", help="verify TLS against this CA bundle")
+    conn.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    conn.add_argument("--timeout", type=float, default=10.0, help="seconds per request (default 10)")
+    conn.add_argument("--retries", type=int, default=3, help="retries on 429/5xx/no connection (default 3)")
+    parser.add_argument("--strict", action="store_true", help="stop at the first problem (exit 2)")
+    parser.add_argument("--quiet", action="store_true", help="no progress, only the summary")
+
+
+def _pairs(values: list[str], option: str) -> tuple[tuple[str, str], ...]:
+    out = []
+    for v in values:
+        key, sep, value = v.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"{option} {v!r}: expected KEY=VALUE")
+        out.append((key.strip(), value.strip()))
+    return tuple(out)
+
+
+def _progress(quiet: bool) -> Callable[[int, int], None] | None:
+    if quiet:
+        return None
+    tty = sys.stderr.isatty()
+
+    def report(done: int, total: int) -> None:
+        if total < 2:
+            return
+        if tty:
+            end = "\n" if done == total else ""
+            print(f"\rfetched {done}/{total} traces", end=end, file=sys.stderr, flush=True)
+        elif done == total or done % max(1, total // 10) == 0:
+            print(f"fetched {done}/{total} traces", file=sys.stderr, flush=True)
+
+    return report
+
+
+def _client(args: argparse.Namespace):
+    from launchtrace.sources.http import HttpClient, HttpOptions
+
+    basic = args.basic_auth or os.environ.get(BASIC_AUTH_ENV)
+    auth = None
+    if basic:
+        user, sep, password = basic.partition(":")
+        if not sep:
+            raise UserError("--basic-auth: expected USER:PASSWORD")
+        auth = (user, password)
+    options = HttpOptions(
+        args.source,
+        token=args.token or os.environ.get(TOKEN_ENV) or None,
+        basic_auth=auth,
+        headers=_pairs(args.header, "--header"),
+        verify=not args.insecure,
+        ca_file=args.ca_file,
+        timeout=args.timeout,
+        retries=args.retries,
+    )
+    return HttpClient(options)
+
+
+def _search_query(args: argparse.Namespace):
+    from launchtrace.sources.query import SearchQuery, parse_time
+
+    if args.limit < 1:
+        raise UserError(f"--limit must be at least 1, got {args.limit}")
+    start = parse_time(args.since) if args.since else None
+    end = parse_time(args.until) if args.until else None
+    return SearchQuery(
+        service=args.service,
+        operation=args.operation,
+        traceql=args.query,
+        attributes=_pairs(args.attribute, "--attribute"),
+        start_ns=start,
+        end_ns=end,
+        limit=args.limit,
+    )
+
+
+def _pull_file(args: argparse.Namespace) -> ReadResult:
+    from launchtrace.sources.files import read_spans
+    from launchtrace.sources.query import parse_trace_id
+
+    if args.service or args.operation or args.query or args.attribute or args.since or args.until:
+        raise UserError("--service/--operation/--query/--attribute/--since/--until are for jaeger and tempo")
+    result = read_spans(args.source, strict=args.strict)
+    if args.trace_id:
+        wanted = {parse_trace_id(t) for t in args.trace_id}
+        kept = [s for s in result.spans if s.trace_id in wanted]
+        result = dataclasses.replace(result, spans=kept)
+    return result
+
+
+def _pull_jaeger(args: argparse.Namespace) -> ReadResult:
+    from launchtrace.sources.jaeger import JaegerSource
+
+    if args.query:
+        raise UserError("--query is TraceQL, for tempo; for jaeger use --service/--operation/--attribute")
+    source = JaegerSource(_client(args), api=args.api or "v3")
+    if args.trace_id:
+        return source.traces(args.trace_id, strict=args.strict)
+    return source.search(_search_query(args), strict=args.strict)
+
+
+def _pull_tempo(args: argparse.Namespace) -> ReadResult:
+    from launchtrace.sources.tempo import TempoSource
+
+    source = TempoSource(_client(args), api=args.api or ("v1" if args.protobuf else "v2"), protobuf=args.protobuf)
+    if args.trace_id:
+        return source.traces(args.trace_id, strict=args.strict, progress=_progress(args.quiet))
+    return source.search(_search_query(args), strict=args.strict, progress=_progress(args.quiet))
+
+
+_PULLERS: dict[str, Callable[[argparse.Namespace], ReadResult]] = {
+    "file": _pull_file,
+    "jaeger": _pull_jaeger,
+    "tempo": _pull_tempo,
+}
+
+
+def write_jsonl(result: ReadResult, out: str) -> int:
+    """Write the spans as OTLP JSON Lines, one trace per line (split past ``SPANS_PER_LINE``); lines written.
+
+    The file is written beside its target and renamed into place, so a failure leaves the old file intact.
+    """
+    lines = []
+    for spans in result.traces().values():
+        for i in range(0, len(spans), SPANS_PER_LINE):
+            lines.append(encode_line(spans[i : i + SPANS_PER_LINE]))
+    if out == "-":
+        for line in lines:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+        return len(lines)
+    target = Path(out)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for line in lines:
+                f.write(line)
+                f.write("\n")
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise UserError(f"{out}: cannot write: {exc.strerror or exc}") from None
+    return len(lines)
+
+
+def _summary(result: ReadResult, out: str) -> None:
+    traces = len(result.traces())
+    fmt = f" ({result.format})" if result.format else ""
+    spans = plural(len(result.spans), "span")
+    print(f"pulled {spans} in {plural(traces, 'trace')} from {result.source}{fmt} -> {out}", file=sys.stderr)
+    if result.errors or result.warnings:
+        print(result.summary(), file=sys.stderr)
+    for p in result.problems[:SHOWN_PROBLEMS]:
+        print(f"  {'error' if p.severity is Severity.ERROR else 'warning'}: {p}", file=sys.stderr)
+    hidden = result.errors + result.warnings - min(len(result.problems), SHOWN_PROBLEMS)
+    if hidden > 0:
+        print(f"  ... and {hidden} more", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = _PULLERS[args.kind](args)
+    write_jsonl(result, args.out)
+    _summary(result, args.out)
+    return 2 if result.errors else 0

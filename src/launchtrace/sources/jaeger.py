@@ -1,0 +1,126 @@
+"""Jaeger's query service over HTTP: api_v3 (trace by id, search) and the classic ``/api/traces/{id}``.
+
+- ``GET /api/v3/traces/{trace_id}``: ``{"result": TracesData}`` in OTLP/JSON (hex ids, integer enums).
+- ``GET /api/v3/traces?query.service_name=..&query.start_time_min=..&query.start_time_max=..`` (RFC 3339 with
+  nanoseconds, both required) plus ``query.operation_name``, ``query.attributes`` (a JSON map) and the limit
+  as ``query.search_depth`` (and ``query.num_traces`` for older releases). Several traces come merged in one
+  ``TracesData``; :meth:`ReadResult.traces` splits them by trace id.
+- 404 with ``{"error": {"message": "No traces found"}}`` is an empty result, not a failure.
+- ``GET /api/traces/{id}``: classic JSON, see :mod:`launchtrace.sources.jaeger_classic`. Jaeger after v2.20
+  dropped the classic search endpoints, so search uses api_v3 only.
+
+Example::
+
+    from launchtrace.sources.http import HttpClient, HttpOptions
+    from launchtrace.sources.jaeger import JaegerSource
+    jaeger = JaegerSource(HttpClient(HttpOptions("http://jaeger:16686")))
+    result = jaeger.trace("5b8efff798038103d269b633813fc60c")
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+import orjson
+
+from launchtrace.errors import UserError
+from launchtrace.otlp.problems import Problem, Severity
+from launchtrace.sources.documents import spans_from_document
+from launchtrace.sources.http import HttpAnswer, HttpClient
+from launchtrace.sources.query import SearchQuery, parse_trace_id, rfc3339_nano
+from launchtrace.sources.report import ProblemLog, ReadResult
+from launchtrace.sources.structure import check_structure
+from launchtrace.spans import SpanData
+
+__all__ = ["JaegerSource"]
+
+_DEFAULT_WINDOW_NS = 3600 * 10**9
+
+
+class JaegerSource:
+    """Pulls spans from one Jaeger; ``api`` is ``"v3"`` (default) or ``"classic"`` for trace-by-id."""
+
+    def __init__(self, client: HttpClient, *, api: str = "v3") -> None:
+        if api not in ("v3", "classic"):
+            raise UserError(f"Jaeger api must be v3 or classic, got {api!r}")
+        self.client = client
+        self.api = api
+
+    # -- public: each returns a ReadResult with the whole-trace checks applied
+    def trace(self, trace_id: str, *, strict: bool = False) -> ReadResult:
+        """One trace by id (hex, leading zeros optional, or base64)."""
+        return self.traces([trace_id], strict=strict)
+
+    def traces(self, trace_ids: Iterable[str], *, strict: bool = False) -> ReadResult:
+        log = ProblemLog(strict=strict)
+        spans: list[SpanData] = []
+        for trace_id in trace_ids:
+            spans.extend(self.fetch_trace(trace_id, log))
+        return _finish(spans, log, self.client.base_url)
+
+    def search(self, query: SearchQuery, *, strict: bool = False) -> ReadResult:
+        log = ProblemLog(strict=strict)
+        return _finish(self.fetch_search(query, log), log, self.client.base_url)
+
+    # -- building blocks that add to a caller's ProblemLog
+    def fetch_trace(self, trace_id: str, log: ProblemLog) -> list[SpanData]:
+        hex_id = parse_trace_id(trace_id).hex()
+        if self.api == "classic":
+            answer = self.client.get(f"/api/traces/{hex_id}", allow=frozenset({200, 404}))
+        else:
+            answer = self.client.get(f"/api/v3/traces/{hex_id}", allow=frozenset({200, 404}))
+        if answer.status == 404:
+            log.add(Problem(answer.url, f"trace {hex_id} not found: {_error_message(answer)}", Severity.WARNING))
+            return []
+        return _decode(answer, log)
+
+    def fetch_search(self, query: SearchQuery, log: ProblemLog) -> list[SpanData]:
+        if not query.service:
+            raise UserError("a Jaeger search needs a service (--service)")
+        end = query.end_ns if query.end_ns is not None else time.time_ns()
+        start = query.start_ns if query.start_ns is not None else end - _DEFAULT_WINDOW_NS
+        if start > end:
+            raise UserError(f"the search window starts after it ends ({rfc3339_nano(start)} > {rfc3339_nano(end)})")
+        params: dict[str, str | int] = {
+            "query.service_name": query.service,
+            "query.start_time_min": rfc3339_nano(start),
+            "query.start_time_max": rfc3339_nano(end),
+            "query.search_depth": query.limit,
+            "query.num_traces": query.limit,
+        }
+        if query.operation:
+            params["query.operation_name"] = query.operation
+        if query.attributes:
+            params["query.attributes"] = orjson.dumps(dict(query.attributes)).decode()
+        answer = self.client.get("/api/v3/traces", params=params, allow=frozenset({200, 404}))
+        if answer.status == 404:  # "No traces found": an empty result
+            return []
+        return _decode(answer, log)
+
+
+def _error_message(answer: HttpAnswer) -> str:
+    try:
+        body = orjson.loads(answer.body)
+    except orjson.JSONDecodeError:
+        return answer.snippet()
+    if type(body) is dict:
+        err = body.get("error")
+        if type(err) is dict and err.get("message"):
+            return str(err["message"])
+        errors = body.get("errors")
+        if type(errors) is list and errors and type(errors[0]) is dict:
+            return str(errors[0].get("msg") or errors[0])
+    return answer.snippet()
+
+
+def _decode(answer: HttpAnswer, log: ProblemLog) -> list[SpanData]:
+    spans, problems = spans_from_document(answer.json(), where=answer.url)
+    log.extend(problems)
+    return spans
+
+
+def _finish(spans: list[SpanData], log: ProblemLog, source: str) -> ReadResult:
+    kept, problems = check_structure(spans)
+    log.extend(problems)
+    return ReadResult.from_log(kept, log, source=source, format="jaeger")
