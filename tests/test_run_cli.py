@@ -1,0 +1,156 @@
+"""``launchtrace run`` and ``opentelemetry-instrument`` with the ``warp`` instrumentor, as real subprocesses
+running a real Warp program on the CPU device."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from launchtrace import conventions as C
+from launchtrace.collect import Collector
+from test_pipeline import file_spans
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+PROGRAM = textwrap.dedent(
+    f"""
+    import sys
+    sys.path.insert(0, {str(REPO / "tests")!r})
+    import launchtrace
+    import warp_programs
+
+    open(sys.argv[1], "w").write(repr(sys.argv))
+    sim = warp_programs.Sim()
+    for i in range(3):
+        with launchtrace.scope("step", i=i):
+            sim.step()
+    if len(sys.argv) > 2 and sys.argv[2] == "raise":
+        raise ValueError("the program failed")
+    sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+    """
+)
+
+
+def env(**extra: str) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and not k.startswith("LAUNCHTRACE_")}
+    e.update(extra)
+    return e
+
+
+@pytest.fixture
+def program(tmp_path: Path) -> Path:
+    path = tmp_path / "sim_program.py"
+    path.write_text(PROGRAM)
+    return path
+
+
+def run(*args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "launchtrace", "run", *args],
+        cwd=cwd,
+        env=env(**extra),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_run_exports_to_out_sets_argv_and_keeps_the_exit_code(tmp_path: Path, program: Path) -> None:
+    out = tmp_path / "spans.jsonl"
+    out.write_text("stale line\n")  # --out empties the file first
+    argv_file = tmp_path / "argv.txt"
+    proc = run("--out", str(out), "--no-fold", str(program), str(argv_file), "3", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert eval(argv_file.read_text()) == [str(program), str(argv_file), "3"]
+    spans = file_spans(out)
+    assert len([s for s in spans if s.attribute(C.OP)]) == 15
+    assert sorted(s.name for s in spans if s.attribute(C.SCOPE_KIND) == "user") == ["step"] * 3
+    assert f"launchtrace: {len(spans)} spans -> file {out}" in proc.stderr
+
+
+def test_run_a_program_that_raises_prints_its_traceback_exits_1_and_still_flushes(
+    tmp_path: Path, program: Path
+) -> None:
+    out = tmp_path / "spans.jsonl"
+    proc = run("--out", str(out), str(program), str(tmp_path / "argv.txt"), "raise", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "ValueError: the program failed" in proc.stderr
+    assert 'File "' + str(program) in proc.stderr and "runpy" not in proc.stderr
+    assert len([s for s in file_spans(out) if s.attribute(C.OP)]) == 15
+
+
+def test_run_default_file_in_the_working_directory(tmp_path: Path, program: Path) -> None:
+    proc = run(str(program), str(tmp_path / "argv.txt"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    files = list(tmp_path.glob("launchtrace-*.jsonl"))
+    assert len(files) == 1 and len([s for s in file_spans(files[0]) if s.attribute(C.OP)]) == 15
+
+
+def test_run_missing_script_is_one_line_exit_2(tmp_path: Path) -> None:
+    proc = run("nope.py", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr == "launchtrace run: error: nope.py: no such file\n"
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_run_exports_over_otlp_when_the_standard_endpoint_is_set(tmp_path: Path, program: Path, protocol: str) -> None:
+    with Collector(None, grpc_port=0, http_port=0, keep=True) as c:
+        port = c.grpc_port if protocol == "grpc" else c.http_port
+        proc = run(
+            str(program),
+            str(tmp_path / "argv.txt"),
+            cwd=tmp_path,
+            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+            OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
+        )
+        assert proc.returncode == 0, proc.stderr
+        spans = c.spans()
+    assert len([s for s in spans if s.attribute(C.OP)]) == 15
+    assert not list(tmp_path.glob("launchtrace-*.jsonl"))
+
+
+def test_opentelemetry_instrument_loads_the_warp_instrumentor(tmp_path: Path, program: Path) -> None:
+    with Collector(None, grpc_port=0, http_port=None, keep=True) as c:
+        proc = subprocess.run(
+            [str(BIN / "opentelemetry-instrument"), sys.executable, str(program), str(tmp_path / "argv.txt")],
+            cwd=tmp_path,
+            env=env(
+                OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{c.grpc_port}",
+                OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
+                OTEL_EXPORTER_OTLP_INSECURE="true",
+                OTEL_METRICS_EXPORTER="none",
+                OTEL_LOGS_EXPORTER="none",
+                OTEL_SERVICE_NAME="instrumented-sim",
+                PATH=f"{BIN}:{os.environ.get('PATH', '')}",
+            ),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        spans = c.spans()
+    launches = [s for s in spans if s.attribute(C.OP)]
+    assert len(launches) == 15
+    assert dict(launches[0].resource)["service.name"] == "instrumented-sim"
+
+
+def test_instrumentor_is_symmetric_and_repeatable(tmp_path: Path, warp_cpu) -> None:
+    import launchtrace.capture as capture
+    import launchtrace.export as export
+    from launchtrace.instrumentor import WarpInstrumentor
+
+    inst = WarpInstrumentor()
+    try:
+        for i in range(2):
+            inst.instrument(file_path=str(tmp_path / f"i{i}.jsonl"))
+            assert capture.is_instrumented() and export._pipeline is not None and export._pipeline.running
+            inst.instrument()  # a second call is a no-op
+            inst.uninstrument()
+            assert not capture.is_instrumented() and export._pipeline is None
+    finally:
+        inst.uninstrument()
