@@ -12,12 +12,18 @@ inside ``launchtrace.scope("step")``, on buffers owned as ``sim.*``; ``variant``
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import numpy as np
-import pytest
 import warp as wp
 
 import launchtrace
+from launchtrace.capture import bus
+from launchtrace.export.config import ExportConfig
+from launchtrace.export.spanbuilder import SpanBuilder
 from launchtrace.model import TraceData
+from launchtrace.otlp.json_codec import encode_line
 from launchtrace.testing import trace_launches
 
 N = 64
@@ -78,6 +84,22 @@ def run_program(variant: str = "base", steps: int = 3, sim: Sim | None = None) -
     return trace.to_data()
 
 
+def write_trace_file(path: Path, variant: str = "base", steps: int = 3, sim: Sim | None = None) -> Path:
+    """Run the program and write its spans as OTLP JSON Lines (the exporter's span builder and encoder,
+    without folding), as the file sink would."""
+    sim = sim or Sim()
+    with trace_launches():  # holds the instrumentation
+        sub = bus.subscribe(thread=threading.get_ident())
+        for _ in range(steps):
+            step(sim, variant)
+        sub.close()
+        events = sub.drain()
+    builder = SpanBuilder(ExportConfig.resolve(fold=False))
+    spans = builder.feed(events) + builder.flush()
+    path.write_text(encode_line(spans) + "\n", encoding="utf-8")
+    return path
+
+
 def test_capture_gives_the_analyzer_owners_and_access() -> None:
     trace = run_program(steps=1)
     assert trace.records[0].kernel.endswith(".scale") and trace.records[1].kernel.endswith(".add")
@@ -88,5 +110,13 @@ def test_capture_gives_the_analyzer_owners_and_access() -> None:
     assert [s.name for s in trace.scopes.values() if not s.internal] == ["step"]
 
 
-if __name__ == "__main__":  # pragma: no cover
-    pytest.main([__file__, "-q"])
+def test_a_written_trace_file_loads_back_with_the_same_topology(tmp_path: Path) -> None:
+    from launchtrace.loading import load_traces
+    from launchtrace.topology import topology_key
+
+    sim = Sim()
+    traces = load_traces(write_trace_file(tmp_path / "t.jsonl", steps=3, sim=sim))
+    assert [len(t) for t in traces] == [3, 3, 3]  # one trace per outermost scope occurrence, in run order
+    live = run_program("base", 3, sim)
+    rebuilt = [topology_key(r) for t in traces for r in t.records]
+    assert rebuilt == [topology_key(r) for r in live.records]

@@ -51,10 +51,12 @@ def _traces_of_file(path: Path) -> list[TraceData]:
     from launchtrace.sources.files import read_spans
 
     result = read_spans(path)  # raises UserError naming the file when it cannot be read
-    if result.errors:
-        first = next((str(p) for p in result.problems), "")
-        _log.warning("%s: %d problem(s) while reading, first: %s", path, result.errors, first)
+    first = next((str(p) for p in result.problems), "")
     rebuilt = rebuild(result.spans)
+    if not rebuilt.traces:
+        raise UserError(f"{path}: no launchtrace spans in this file" + (f" ({first})" if first else ""))
+    if result.errors:
+        _log.warning("%s: %d problem(s) while reading, first: %s", path, result.errors, first)
     traces = []
     for trace_id, data in rebuilt.traces.items():
         data.attributes.setdefault(TRACE_ID, trace_id)
@@ -78,10 +80,7 @@ def load_traces(spec: str | os.PathLike | Sequence[str | os.PathLike]) -> list[T
     out: list[TraceData] = []
     for one in specs:
         for path in _files(one):
-            traces = _traces_of_file(path)
-            if not traces:
-                raise UserError(f"{path}: no launchtrace spans in this file")
-            out.extend(traces)
+            out.extend(_traces_of_file(path))
     return out
 
 

@@ -38,9 +38,7 @@ def safe_child(folder: Path, name: str) -> Path:
 
 
 def add_format(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")) -> None:
-    parser.add_argument(
-        "--format", choices=choices, default=choices[0], help="output format (default: %(default)s)"
-    )
+    parser.add_argument("--format", choices=choices, default=choices[0], help="output format (default: %(default)s)")
 
 
 def write_text(text: str, out: str | None) -> None:

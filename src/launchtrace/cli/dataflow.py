@@ -73,8 +73,6 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json([_json(f) for f in flows], None)
     else:
-        write_text(
-            "\n".join(line for t, f in enumerate(flows) for line in _text(t, f, args.edges)) + "\n", None
-        )
+        write_text("\n".join(line for t, f in enumerate(flows) for line in _text(t, f, args.edges)) + "\n", None)
     hazards = sum(len(f.hazards) for f in flows)
     return 1 if hazards and args.fail_on_hazard else 0

@@ -26,9 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--diff", nargs=2, metavar=("A", "B"), help="draw B, coloured by its diff against A")
     parser.add_argument("--hide-readonly", action="store_true", help="hide buffers no record writes")
     parser.add_argument("--no-collapse", action="store_true", help="draw repeated sequences in full")
-    parser.add_argument(
-        "--formats", default="svg,png", help="rendered formats besides DOT (default: svg,png)"
-    )
+    parser.add_argument("--formats", default="svg,png", help="rendered formats besides DOT (default: svg,png)")
     parser.add_argument("--out", required=True, help="output folder")
 
 

@@ -29,8 +29,7 @@ def run(args: argparse.Namespace) -> int:
     width = max([len(r.kernel) for r in rows] + [6])
     lines = [
         f"{len(traces)} trace(s), {sum(len(t) for t in traces)} records",
-        f"{'kernel':<{width}}  {'op':<9} {'count':>8} {'total ms':>10} "
-        f"{'p50 us':>9} {'p95 us':>9} {'max us':>9}",
+        f"{'kernel':<{width}}  {'op':<9} {'count':>8} {'total ms':>10} {'p50 us':>9} {'p95 us':>9} {'max us':>9}",
     ]
     for r in rows:
         lines.append(

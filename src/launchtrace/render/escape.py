@@ -6,7 +6,7 @@ they must render as inert text. Control characters (which Graphviz rejects or in
 Example::
 
     from launchtrace.render.escape import dot_quoted, dot_html, json_for_script
-    dot_quoted('a"b\\\\c')  # '"a\\\\"b\\\\\\\\c"'
+    dot_quoted('say "hi" & bye')  # '"say \\\\"hi\\\\" &amp; bye"'
 """
 
 from __future__ import annotations
@@ -28,14 +28,16 @@ def plain(text: object, limit: int = 400) -> str:
 
 
 def dot_quoted(text: object, limit: int = 400) -> str:
-    """A DOT double-quoted string (with its quotes) that Graphviz shows literally."""
-    s = plain(text, limit).replace("\\", "\\\\").replace('"', '\\"')
+    """A DOT double-quoted string (with its quotes) that Graphviz shows literally: Graphviz decodes entities
+    and escape sequences (``\\N``, ``\\l``) in quoted labels too, so ``&`` and ``\\`` are escaped."""
+    s = plain(text, limit).replace("&", "&amp;").replace("\\", "\\\\").replace('"', '\\"')
     return f'"{s}"'
 
 
 def dot_html(text: object, limit: int = 200) -> str:
-    """Text for inside a Graphviz HTML-like label (``<...>``): entities for markup characters."""
-    return html.escape(plain(text, limit), quote=True)
+    """Text for inside a Graphviz HTML-like label (``<...>``): entities for markup characters and for the
+    backslash (Graphviz expands ``\\N`` even there)."""
+    return html.escape(plain(text, limit), quote=True).replace("\\", "&#92;")
 
 
 def html_text(text: object, limit: int = 10_000) -> str:

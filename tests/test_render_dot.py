@@ -1,0 +1,104 @@
+"""DOT output: accepted by Graphviz, Tape.visualize style, and inert for strings from traces."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from launchtrace.analysis.dataflow import build_dataflow
+from launchtrace.model import BufferArg, LaunchRecord, ScopeRecord, Site, TraceData
+from launchtrace.render.dot import STATUS_COLORS, find_runs, render_dot
+from test_analysis_programs import run_program
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' not installed (CI installs it)")
+
+EVIL = 'm.<b>bold</b>"]; evil -> injected [label="x"]; } { \\N \\l &amp; <script>alert(1)</script>'
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _svg(text: str) -> ET.Element:
+    proc = subprocess.run(["dot", "-Tsvg"], input=text.encode(), capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert not proc.stderr.strip(), proc.stderr.decode()  # no warnings either
+    return ET.fromstring(proc.stdout)
+
+
+def _texts(svg: ET.Element) -> list[str]:
+    return ["".join(t.itertext()) for t in svg.iter(f"{SVG}text")]
+
+
+@needs_dot
+def test_a_real_program_graph_is_accepted_and_repeats_collapse() -> None:
+    trace = run_program("base", 5)
+    text = render_dot(trace, build_dataflow(trace))
+    svg = _svg(text)
+    assert text.count('label="repeated 5x"') == 1
+    titles = {"".join(t.itertext()) for t in svg.iter(f"{SVG}title")}
+    assert {"r0", "r1", "r2"} <= titles and "r3" not in titles  # later repetitions are folded into the first
+    texts = _texts(svg)
+    assert "step" in texts and "repeated 5x" in texts
+    assert any(t.endswith(".scale") for t in texts) and "wp.copy" in texts
+    flat = render_dot(trace, build_dataflow(trace), collapse_repeats=False)
+    assert "repeated" not in flat and "r14 [" in flat
+
+
+@needs_dot
+def test_read_only_buffers_hide_on_request() -> None:
+    trace = run_program("base", 1)
+    shown = _texts(_svg(render_dot(trace, build_dataflow(trace))))
+    hidden = _texts(_svg(render_dot(trace, build_dataflow(trace), hide_readonly=True)))
+    assert "sim.v" in shown and "sim.v" not in hidden  # only ever read
+    assert "sim.x" in hidden  # written by the copy
+
+
+def _evil_trace() -> TraceData:
+    site = Site('<b>f</b>".py', 1, "f")
+    buf = BufferArg(0, EVIL, 0x1000, (4,), "float32", 16, owner=EVIL, offset=0, access="rw")
+    rec = LaunchRecord(
+        "launch",
+        EVIL,
+        (4,),
+        None,
+        ((0, 0x1000),),
+        ((1, EVIL),),
+        site,
+        params=(EVIL, EVIL),
+        buffers=(buf,),
+        scope_id=1,
+    )
+    scope = ScopeRecord(1, EVIL, "user", attributes=(("k", EVIL),))
+    return TraceData([rec, dataclasses.replace(rec, dim=(8,))], {1: scope})
+
+
+@needs_dot
+def test_markup_and_dot_syntax_from_traces_render_as_inert_text() -> None:
+    trace = _evil_trace()
+    text = render_dot(trace, build_dataflow(trace), status={1: "changed"}, removed=[trace.records[0]])
+    svg = _svg(text)
+    titles = {"".join(t.itertext()) for t in svg.iter(f"{SVG}title")}
+    assert "evil" not in titles and "injected" not in titles  # no node was injected
+    texts = _texts(svg)
+    assert EVIL in texts  # the kernel and scope names, verbatim as text
+    assert not list(svg.iter(f"{SVG}script"))
+    assert "bold" not in {el.tag for el in svg.iter()}
+
+
+@needs_dot
+def test_diff_status_colours_launches() -> None:
+    trace = run_program("base", 1)
+    text = render_dot(trace, build_dataflow(trace), status={0: "added", 1: "changed"}, removed=[trace.records[2]])
+    _svg(text)
+    assert STATUS_COLORS["added"] in text and STATUS_COLORS["changed"] in text
+    assert "cluster_removed" in text and STATUS_COLORS["removed"] in text
+
+
+def test_runs_cover_every_key_once() -> None:
+    keys = list("xababababyzzz")
+    runs = find_runs(keys)
+    covered = [i for r in runs for i in range(r.start, r.start + r.length * r.count)]
+    assert covered == list(range(len(keys)))
+    assert [(r.start, r.length, r.count) for r in runs if r.count > 1] == [(1, 2, 4), (10, 1, 3)]
