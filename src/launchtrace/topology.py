@@ -25,7 +25,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from enum import Enum
 from typing import Any, Protocol
 
-from launchtrace.model import LaunchRecord
+from launchtrace.model import BufferArg, LaunchRecord
 
 __all__ = [
     "ALLOCATED",
@@ -68,9 +68,11 @@ def resolve_pointer(
     buffers: Locator | None = None,
     ignore: Locator | None = None,
     raw: bool = True,
+    buf: BufferArg | None = None,
 ) -> Any:
     """What an array argument stands for in a topology: ``(label, offset)``, ``"<foreign>"``,
-    ``"<allocated>"``, ``0`` for a null array, or (``raw=True`` and nothing else known) the raw pointer."""
+    ``"<allocated>"``, ``0`` for a null array, or (``raw=True`` and nothing else known) the raw pointer.
+    ``buf``: the argument's :class:`~launchtrace.model.BufferArg` when the caller has it at hand."""
     if not ptr:
         return 0
     if ignore is not None and ignore.locate(ptr) is not None:
@@ -78,10 +80,21 @@ def resolve_pointer(
     if buffers is not None:
         loc = buffers.locate(ptr)
         return (loc[0], loc[1]) if loc is not None else FOREIGN
-    buf = record.buffer(key) if record.buffers else None
+    if buf is None and record.buffers:
+        buf = record.buffer(key)
     if buf is not None and buf.owner is not None:
         return (buf.owner, buf.offset or 0)
     return ptr if raw else FOREIGN
+
+
+def _arrays(record: LaunchRecord, buffers: Locator | None, ignore: Locator | None, raw: bool) -> tuple:
+    arrays = record.arrays
+    bufs = record.buffers
+    if buffers is None and ignore is None and raw and not any(b.owner for b in bufs):
+        return tuple(arrays)  # nothing to resolve: (key, pointer) as recorded (a null array is already 0)
+    if len(bufs) == len(arrays):  # the usual case: one BufferArg per array, in the same order
+        return tuple((k, resolve_pointer(record, k, p, buffers, ignore, raw, b)) for (k, p), b in zip(arrays, bufs))
+    return tuple((k, resolve_pointer(record, k, p, buffers, ignore, raw)) for k, p in arrays)
 
 
 def topology_key(
@@ -104,8 +117,7 @@ def topology_key(
 
         topology_key(rec, owned)  # ("launch", "sim.integrate", (64,), ((0, ("sim.x", 0)),), ((1, 0.01),))
     """
-    arrays = tuple((k, resolve_pointer(record, k, p, buffers, ignore, raw)) for k, p in record.arrays)
-    key: tuple = (str(record.op), record.kernel, tuple(record.dim), arrays)
+    key: tuple = (str(record.op), record.kernel, tuple(record.dim), _arrays(record, buffers, ignore, raw))
     if scalars:
         key += (tuple(record.scalars),)
     if streams:
@@ -155,11 +167,13 @@ def fingerprint(
         fingerprint(trace.records)  # "3f1c..." (64 hex digits)
     """
     digest = hashlib.sha256()
+    lines: dict[tuple, bytes] = {}  # loops repeat their keys: encode each distinct key once
     for r in records:
         key = topology_key(r, buffers, scalars, streams, ignore, raw=False)
-        line = json.dumps(_canonical(key), separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
-        for _ in range(max(1, int(r.repeat or 1))):
-            digest.update(line)
+        line = lines.get(key)
+        if line is None:
+            line = lines[key] = json.dumps(_canonical(key), separators=(",", ":")).encode() + b"\n"
+        digest.update(line * max(1, int(r.repeat or 1)))
     return digest.hexdigest()
 
 
@@ -207,11 +221,14 @@ def align(a_keys: Sequence[Hashable], b_keys: Sequence[Hashable]) -> list[Opcode
     if lo:
         ops.append(("equal", 0, lo, 0, lo))
     mid_a, mid_b = a[lo : n - hi], b[lo : m - hi]
-    middle = _align_linear(mid_a, mid_b)
-    if len(mid_a) <= SMALL and len(mid_b) <= SMALL:
-        exact = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes()
-        if _matched(exact) >= _matched(middle):
-            middle = exact
+    if not mid_a or not mid_b or (len(mid_a) == 1 and len(mid_b) == 1):
+        middle = [("insert" if not mid_a else "delete" if not mid_b else "replace", 0, len(mid_a), 0, len(mid_b))]
+    else:
+        middle = _align_linear(mid_a, mid_b)
+        if len(mid_a) <= SMALL and len(mid_b) <= SMALL:
+            exact = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes()
+            if _matched(exact) >= _matched(middle):
+                middle = exact
     for tag, i1, i2, j1, j2 in middle:
         _push(ops, tag, i1 + lo, i2 + lo, j1 + lo, j2 + lo)
     if hi:
@@ -412,7 +429,7 @@ def diff_records(
             out.append(DiffEntry(ChangeKind.CHANGED, i, j, a[i], b[j], fields))
 
     def pair(i1: int, i2: int, j1: int, j2: int, level: int) -> None:
-        if level == len(_PAIRING):
+        if level == len(_PAIRING) or i1 == i2 or j1 == j2 or (i2 - i1 == 1 and j2 - j1 == 1):
             if i2 - i1 == j2 - j1:  # same length: pair up 1:1 (a different kernel is a kernel change)
                 for i, j in zip(range(i1, i2), range(j1, j2)):
                     changed(i, j)
