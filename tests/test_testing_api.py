@@ -281,3 +281,14 @@ def test_assert_pointers_within_names_at_most_eight_offenders() -> None:
     text = str(info.value)
     assert text.startswith("12 pointer(s) outside the allowed buffers:")
     assert text.count("m.k argument x -> 0x1000 (from sim.py:10 (step))") == 8 and "... and 4 more" in text
+
+
+def test_block_that_raises_keeps_its_records_and_restores_instrumentation(sim: Stepper) -> None:
+    trace = trace_launches()
+    with pytest.raises(RuntimeError, match="boom"), trace:
+        sim.step()
+        raise RuntimeError("boom")
+    assert len(trace) == 3 and not capture.is_instrumented()
+    with pytest.raises(RuntimeError, match="already recording"), trace:
+        trace.__enter__()
+    assert not capture.is_instrumented()
