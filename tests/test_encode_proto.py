@@ -185,7 +185,7 @@ spans = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(spans, max_size=6))
 def test_bytes_parse_to_the_field_by_field_message(batch: list[SpanData]) -> None:
     encoded = encode_spans(batch)

@@ -31,6 +31,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
 from launchtrace.spans import SpanData
 
 __all__ = [
@@ -144,6 +145,7 @@ class FileSink:
         self._fd: int | None = None
         self._acct = _Accounting(self.description)
         self._lock = threading.Lock()
+        self._encoder = JsonLinesEncoder()
         if truncate:  # now, not at the first write: a forked child may append before the parent writes
             try:
                 self._open()
@@ -161,14 +163,12 @@ class FileSink:
     def write(self, spans: Sequence[SpanData]) -> None:
         if not spans:
             return
-        from launchtrace.otlp.json_codec import encode_line
-
-        try:
-            data = (encode_line(spans) + "\n").encode("utf-8")
-        except (TypeError, ValueError) as exc:  # an attribute value orjson cannot write
-            self._acct.failed(len(spans), f"cannot encode: {exc}")
-            return
         with self._lock:
+            try:
+                data = self._encoder.encode(spans)
+            except (TypeError, ValueError) as exc:  # an attribute value orjson cannot write
+                self._acct.failed(len(spans), f"cannot encode: {exc}")
+                return
             try:
                 fd = self._fd if self._fd is not None else self._open()
             except OSError as exc:

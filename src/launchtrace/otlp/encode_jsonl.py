@@ -1,0 +1,215 @@
+"""Fast OTLP JSON Lines encoding of :class:`~launchtrace.spans.SpanData` for the file sink.
+
+:func:`launchtrace.otlp.json_codec.encode_line` builds a dict per span and per attribute, which costs several
+times a kernel launch per span. This encoder writes the same JSON directly as bytes and caches what repeats
+from span to span: the JSON of each (key, value) attribute, span names, resources and scopes. Values are
+rendered by ``json_codec.encode_any_value`` and ``orjson``, so the rules (hex ids, integer enums, 64-bit
+integers as strings, NaN as ``"NaN"``, base64 bytes) are the codec's own; ``tests/test_encode_jsonl.py``
+checks over random spans that each line loads to exactly what ``encode_line`` produces. A batch that
+``orjson`` cannot write (lone surrogates) falls back to ``encode_line``, which replaces them.
+
+Example::
+
+    from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
+    line = JsonLinesEncoder().encode(spans)  # b'{"resourceSpans":[...]}\\n'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from launchtrace.otlp.json_codec import encode_any_value, encode_line
+from launchtrace.spans import SpanData
+
+__all__ = ["JsonLinesEncoder"]
+
+_CACHE_LIMIT = 1 << 16
+_dumps = orjson.dumps
+
+
+def _attr_json(key: Any, value: Any) -> bytes:
+    return _dumps({"key": key if type(key) is str else str(key), "value": encode_any_value(value)})
+
+
+def _attrs_json(attributes: tuple) -> bytes:
+    return b"[" + b",".join([_attr_json(k, v) for k, v in attributes]) + b"]"
+
+
+def _event_json(e: Any) -> bytes:
+    d: dict[str, Any] = {"timeUnixNano": str(e.time_ns), "name": e.name}
+    out = _dumps(d)[:-1]
+    if e.attributes:
+        out += b',"attributes":' + _attrs_json(e.attributes)
+    if e.dropped_attributes_count:
+        out += b',"droppedAttributesCount":%d' % e.dropped_attributes_count
+    return out + b"}"
+
+
+def _link_json(k: Any) -> bytes:
+    out = b'{"traceId":"%s","spanId":"%s"' % (k.trace_id.hex().encode(), k.span_id.hex().encode())
+    if k.trace_state:
+        out += b',"traceState":' + _dumps(k.trace_state)
+    if k.attributes:
+        out += b',"attributes":' + _attrs_json(k.attributes)
+    if k.dropped_attributes_count:
+        out += b',"droppedAttributesCount":%d' % k.dropped_attributes_count
+    if k.flags:
+        out += b',"flags":%d' % k.flags
+    return out + b"}"
+
+
+def _value_key(*parts: Any) -> Any:
+    try:
+        hash(parts)
+    except TypeError:
+        return None
+    return parts
+
+
+class JsonLinesEncoder:
+    """Encodes batches of spans as OTLP JSON Lines, caching across batches (one encoder per thread)."""
+
+    def __init__(self) -> None:
+        self._attrs: dict[Any, bytes] = {}
+        self._names: dict[str, bytes] = {}
+        self._blocks: dict[int, tuple[tuple, bytes]] = {}  # id(attributes) -> (tuple, its JSON array)
+
+    def _attributes(self, attributes: tuple) -> bytes:
+        block = self._blocks.get(id(attributes))
+        if block is not None and block[0] is attributes:
+            return block[1]
+        cache = self._attrs
+        get = cache.get
+        parts = []
+        append = parts.append
+        for kv in attributes:
+            value = kv[1]
+            t = type(value)
+            if t is str:
+                ck: Any = kv
+            elif t is int or t is bool:
+                ck = (kv[0], value, t)
+            elif t is tuple:
+                ck = (kv[0], repr(value), t)
+            elif t is float and value != 0.0 and value == value:
+                ck = (kv[0], value, t)
+            else:
+                append(_attr_json(kv[0], value))
+                continue
+            frag = get(ck)
+            if frag is None:
+                if len(cache) > _CACHE_LIMIT:
+                    cache.clear()
+                frag = cache[ck] = _attr_json(kv[0], value)
+            append(frag)
+        encoded = b"[" + b",".join(parts) + b"]"
+        if len(self._blocks) >= 1024:
+            self._blocks.clear()
+        self._blocks[id(attributes)] = (attributes, encoded)
+        return encoded
+
+    def _span(self, s: SpanData) -> bytes:
+        out = b'{"traceId":"' + s.trace_id.hex().encode() + b'","spanId":"' + s.span_id.hex().encode() + b'"'
+        if s.trace_state:
+            out += b',"traceState":' + _dumps(s.trace_state)
+        if s.parent_span_id:
+            out += b',"parentSpanId":"' + s.parent_span_id.hex().encode() + b'"'
+        if s.flags:
+            out += b',"flags":%d' % s.flags
+        name = self._names.get(s.name)
+        if name is None:
+            if len(self._names) > _CACHE_LIMIT:
+                self._names.clear()
+            name = self._names[s.name] = b',"name":' + _dumps(s.name)
+        out += name
+        if s.kind:
+            out += b',"kind":%d' % s.kind
+        out += b',"startTimeUnixNano":"%d","endTimeUnixNano":"%d"' % (s.start_ns, s.end_ns)
+        if s.attributes:
+            out += b',"attributes":' + self._attributes(s.attributes)
+        if s.dropped_attributes_count:
+            out += b',"droppedAttributesCount":%d' % s.dropped_attributes_count
+        if s.events:
+            out += b',"events":[' + b",".join([_event_json(e) for e in s.events]) + b"]"
+        if s.dropped_events_count:
+            out += b',"droppedEventsCount":%d' % s.dropped_events_count
+        if s.links:
+            out += b',"links":[' + b",".join([_link_json(k) for k in s.links]) + b"]"
+        if s.dropped_links_count:
+            out += b',"droppedLinksCount":%d' % s.dropped_links_count
+        if s.status_code or s.status_message:
+            status: dict[str, Any] = {}
+            if s.status_message:
+                status["message"] = s.status_message
+            if s.status_code:
+                status["code"] = s.status_code
+            out += b',"status":' + _dumps(status)
+        return out + b"}"
+
+    def _groups(self, spans: Sequence[SpanData]) -> list[tuple[SpanData, list[tuple[SpanData, list[bytes]]]]]:
+        """Spans grouped as ``json_codec.encode_traces_data`` groups them (identity first, then value)."""
+        groups: list[tuple[SpanData, list[tuple[SpanData, list[bytes]]]]] = []
+        by_id: dict[tuple, tuple[list, dict]] = {}
+        by_value: dict[Any, tuple[list, dict]] = {}
+        for s in spans:
+            rid = (id(s.resource), s.resource_schema_url)
+            group = by_id.get(rid)
+            if group is None:
+                vkey = _value_key(s.resource, s.resource_schema_url)
+                group = by_value.get(vkey) if vkey is not None else None
+                if group is None:
+                    scopes_list: list[tuple[SpanData, list[bytes]]] = []
+                    groups.append((s, scopes_list))
+                    group = (scopes_list, {})
+                    if vkey is not None:
+                        by_value[vkey] = group
+                by_id[rid] = group
+            scopes_list, scopes = group
+            sid = (s.scope_name, s.scope_version, id(s.scope_attributes), s.schema_url)
+            span_list = scopes.get(sid)
+            if span_list is None:
+                vkey = _value_key("value", s.scope_name, s.scope_version, s.scope_attributes, s.schema_url)
+                span_list = scopes.get(vkey) if vkey is not None else None
+                if span_list is None:
+                    span_list = []
+                    scopes_list.append((s, span_list))
+                    if vkey is not None:
+                        scopes[vkey] = span_list
+                scopes[sid] = span_list
+            span_list.append(self._span(s))
+        return groups
+
+    def encode(self, spans: Sequence[SpanData]) -> bytes:
+        """One line (with its newline): a ``TracesData`` holding ``spans``."""
+        try:
+            return self._encode(spans)
+        except (orjson.JSONEncodeError, UnicodeEncodeError):
+            return (encode_line(spans) + "\n").encode("utf-8")
+
+    def _encode(self, spans: Sequence[SpanData]) -> bytes:
+        resource_parts = []
+        for first, scopes in self._groups(spans):
+            resource = b'{"attributes":' + _attrs_json(first.resource) + b"}" if first.resource else b"{}"
+            scope_parts = []
+            for sfirst, span_parts in scopes:
+                scope: dict[str, Any] = {}
+                if sfirst.scope_name:
+                    scope["name"] = sfirst.scope_name
+                if sfirst.scope_version:
+                    scope["version"] = sfirst.scope_version
+                body = _dumps(scope)
+                if sfirst.scope_attributes:
+                    body = body[:-1] + (b"," if scope else b"") + b'"attributes":'
+                    body += _attrs_json(sfirst.scope_attributes) + b"}"
+                part = b'{"scope":' + body + b',"spans":[' + b",".join(span_parts) + b"]"
+                if sfirst.schema_url:
+                    part += b',"schemaUrl":' + _dumps(sfirst.schema_url)
+                scope_parts.append(part + b"}")
+            part = b'{"resource":' + resource + b',"scopeSpans":[' + b",".join(scope_parts) + b"]"
+            if first.resource_schema_url:
+                part += b',"schemaUrl":' + _dumps(first.resource_schema_url)
+            resource_parts.append(part + b"}")
+        return b'{"resourceSpans":[' + b",".join(resource_parts) + b"]}\n"
