@@ -292,3 +292,33 @@ def test_block_that_raises_keeps_its_records_and_restores_instrumentation(sim: S
     with pytest.raises(RuntimeError, match="already recording"), trace:
         trace.__enter__()
     assert not capture.is_instrumented()
+
+
+def test_trace_rebuilt_from_spans_has_the_live_fingerprint(sim: Stepper) -> None:
+    """Live trace -> the exporter's SpanBuilder (folding the 6 repeated steps into a summary span) -> rebuild
+    -> LaunchTrace.from_data: the same topology and fingerprint as the live trace."""
+    from launchtrace.capture import bus
+    from launchtrace.export.config import ExportConfig
+    from launchtrace.export.spanbuilder import SpanBuilder
+    from launchtrace.rebuild import rebuild
+
+    launchtrace.own(sim, "sim")
+    try:
+        with trace_launches() as live:
+            sub = bus.subscribe(thread=threading.get_ident())
+            with launchtrace.scope("rollout"):
+                for _ in range(6):
+                    sim.step()
+            sim.step(drag=True)
+            sub.close()
+    finally:
+        launchtrace.disown("sim")
+    builder = SpanBuilder(ExportConfig.resolve(env={}), resource=(("service.name", "t"),))
+    spans = builder.feed(sub.drain()) + builder.flush()
+    assert len(spans) < len(live)  # folding did happen
+    records = sorted(rebuild(spans).records(), key=lambda r: r.seq)
+    stored = LaunchTrace.from_data(TraceData(records))
+    assert len(live) == 22 and stored.kernels() == live.kernels()
+    assert stored.fingerprint() == live.fingerprint()
+    assert stored.same_topology(live) and stored.diff(live) == []
+    assert stored[0].buffers[0].owner == "sim.pos"

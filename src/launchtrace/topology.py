@@ -159,8 +159,10 @@ def fingerprint(
     """A SHA-256 hex digest of the topology of ``records``: equal for equal topologies, on any run or machine.
 
     No raw pointer enters it (a pointer no owner covers counts as ``"<foreign>"``), nor times, threads or call
-    sites. A record that stands for folded repetitions (``repeat`` = n) counts as n records, so a trace
-    rebuilt from summary spans has the fingerprint of the live one.
+    sites. A record that stands for folded repetitions (``repeat`` = n) counts as n consecutive records: exact
+    for runs of one launch. A summary span of a longer unit rebuilt without expansion
+    (``rebuild(expand=False)``) does not say its period on the records, so fingerprint expanded traces (the
+    default) when comparing with live ones.
 
     Example::
 
