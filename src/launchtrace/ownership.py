@@ -39,7 +39,7 @@ import warp as wp
 
 from launchtrace.capture import bus
 
-__all__ = ["OWNERS", "BufferSet", "OwnerRegistry", "array_extent", "buffers_of", "disown", "own"]
+__all__ = ["OWNERS", "BufferSet", "OwnerRegistry", "array_extent", "buffers_of", "disown", "own", "walk_arrays"]
 
 _log = logging.getLogger(__name__)
 
@@ -213,9 +213,7 @@ def _attributes(obj: Any) -> dict[str, Any]:
     return attrs
 
 
-def walk_arrays(
-    objects: Sequence[Any], roots: Sequence[str], max_depth: int = 10
-) -> Iterator[tuple[str, Any]]:
+def walk_arrays(objects: Sequence[Any], roots: Sequence[str], max_depth: int = 10) -> Iterator[tuple[str, Any]]:
     """``(path, array)`` of each distinct ``wp.array`` reachable from ``objects`` (see :func:`buffers_of`)."""
     seen: set[int] = set()
     stack: list[tuple[Any, str, int]] = [(o, r, 0) for o, r in reversed(list(zip(objects, roots)))]

@@ -312,6 +312,4 @@ def assert_pointers_within(
     """
     foreign = trace.foreign_pointers(buffers, ignore=ignore)
     if foreign:
-        raise AssertionError(
-            f"{len(foreign)} pointer(s) outside the allowed buffers:\n  " + _offenders(trace, foreign)
-        )
+        raise AssertionError(f"{len(foreign)} pointer(s) outside the allowed buffers:\n  " + _offenders(trace, foreign))
