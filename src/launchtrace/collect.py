@@ -141,21 +141,32 @@ class Collector:
         self._threads: list[threading.Thread] = []
         self._file: Any = None
         self._stopped = False
+        self._closed = False  # the writer's end marker is queued: receive() refuses from now on
         self.write_errors = 0
 
     # -- receiving -------------------------------------------------------------------------------------------
-    def receive(self, message: Any) -> None:
-        """Count ``message`` (an ``ExportTraceServiceRequest``) and queue it for the file."""
+    def receive(self, message: Any) -> bool:
+        """Count ``message`` (an ``ExportTraceServiceRequest``) and queue it for the file.
+
+        Returns ``False`` (nothing counted or queued) once :meth:`stop` closed the writer: the receiver must
+        then refuse the request so the sender keeps the spans (a keep-alive HTTP connection outlives the
+        listening socket).
+        """
         n = _count_spans(message)
         with self._lock:
             while self.spans_received - self.spans_written > self._max_pending and self.out is not None:
+                if self._closed:
+                    break
                 self._lock.wait(0.5)  # back-pressure: the sender waits for the writer, nothing is dropped
+            if self._closed:
+                return False
             self.spans_received += n
             self.requests_received += 1
             if self.keep:
                 self.messages.append(message)
             self._lock.notify_all()
-        self._queue.put((message, n))
+            self._queue.put((message, n))  # under the lock: never behind the writer's end marker
+        return True
 
     def wait_for_spans(self, count: int, timeout: float = 10.0) -> bool:
         """Wait until at least ``count`` spans were received; whether they were."""
@@ -240,7 +251,8 @@ class Collector:
 
         class _Servicer(trace_service_pb2_grpc.TraceServiceServicer):
             def Export(self, request: Any, context: Any) -> Any:
-                collector.receive(request)
+                if not collector.receive(request):
+                    context.abort(grpc.StatusCode.UNAVAILABLE, "launchtrace collect is shutting down")
                 return trace_service_pb2.ExportTraceServiceResponse()
 
         server = grpc.server(
@@ -284,7 +296,10 @@ class Collector:
             self._http_server.server_close()
         if self._grpc_server is not None:
             self._grpc_server.stop(grace).wait()
-        self._queue.put(None)
+        with self._lock:
+            self._closed = True
+            self._queue.put(None)
+            self._lock.notify_all()
         for t in self._threads:
             t.join()
         if self._file is not None:
@@ -368,7 +383,10 @@ def _http_handler(collector: Collector) -> type[http.server.BaseHTTPRequestHandl
             except Exception as exc:  # any undecodable body is the sender's error: answer 400
                 self._error(400, f"cannot decode the {kind} body: {exc}")
                 return
-            collector.receive(message)
+            if not collector.receive(message):
+                self.close_connection = True
+                self._error(503, "launchtrace collect is shutting down")
+                return
             response = ExportTraceServiceResponse()
             if kind == "proto":
                 self._reply(200, response.SerializeToString(), "application/x-protobuf")
