@@ -78,6 +78,13 @@ def decode_id(text: str, size: int, encoding: str = "auto") -> bytes:
     Raises :class:`IdError` for an empty id, a wrong length, or text in neither encoding; an all-zero id is
     invalid in OTLP and rejected too.
     """
+    if (encoding == "auto" or encoding == "hex") and type(text) is str and len(text) == 2 * size:  # plain hex
+        try:
+            raw = bytes.fromhex(text)
+        except ValueError:
+            raw = b""
+        if len(raw) == size and any(raw):
+            return raw
     if not isinstance(text, str):
         raise IdError(f"{_what(size)} must be a string, got {type(text).__name__} {text!r}")
     if not text:
@@ -110,9 +117,7 @@ def padded_hex_trace_id(text: str) -> bytes:
     both are left-padded to 32 digits. Anything longer than 32 digits or not hex is an :class:`IdError`.
     """
     if not isinstance(text, str) or not text:
-        raise IdError(
-            f"empty trace id {text!r}" if isinstance(text, str) else f"trace id {text!r} not a string"
-        )
+        raise IdError(f"empty trace id {text!r}" if isinstance(text, str) else f"trace id {text!r} not a string")
     if not _HEX.fullmatch(text):
         raise IdError(f"trace id {text!r} is not hex")
     if len(text) > 2 * TRACE_ID_BYTES:

@@ -371,17 +371,60 @@ def _dec_value(v: Any) -> Any:
     return None  # an empty AnyValue
 
 
+def _scalar(v: Any) -> Any:
+    """An array element: the common string and integer forms inline, the rest by :func:`_dec_value`."""
+    if type(v) is dict and len(v) == 1:
+        ((vk, x),) = v.items()
+        if type(x) is str:
+            if vk == "stringValue":
+                return x
+            if vk == "intValue" and x.isdigit():
+                return int(x)
+    return _dec_value(v)
+
+
+def _dec_attr(kv: Any) -> tuple[str, Any]:
+    if type(kv) is not dict:
+        raise _Bad(f"attribute must be an object with key and value, got {kv!r}")
+    key = kv.get("key")
+    if type(key) is not str:
+        raise _Bad(f"attribute key must be a string, got {key!r}")
+    return key, _dec_value(kv.get("value"))
+
+
 def _dec_attrs(attrs: Any) -> tuple:
+    """Attributes as ``((key, value), ...)``; the common one-kind scalar values are decoded inline (this loop
+    is most of the decoder's time), everything else through :func:`_dec_attr`."""
     if type(attrs) is not list:
         raise _Bad(f"attributes must be a list, got {type(attrs).__name__}")
     out = []
+    append = out.append
     for kv in attrs:
-        if type(kv) is not dict:
-            raise _Bad(f"attribute must be an object with key and value, got {kv!r}")
-        key = kv.get("key")
-        if type(key) is not str:
-            raise _Bad(f"attribute key must be a string, got {key!r}")
-        out.append((key, _dec_value(kv.get("value"))))
+        if type(kv) is dict and len(kv) == 2:
+            key = kv.get("key")
+            v = kv.get("value")
+            if type(key) is str and type(v) is dict and len(v) == 1:
+                ((vk, x),) = v.items()
+                t = type(x)
+                if t is str:
+                    if vk == "stringValue":
+                        append((key, x))
+                        continue
+                    if vk == "intValue":
+                        try:
+                            append((key, int(x)))
+                            continue
+                        except ValueError:
+                            pass
+                elif (t is bool and vk == "boolValue") or (t is float and vk == "doubleValue"):
+                    append((key, x))
+                    continue
+                elif t is dict and vk == "arrayValue":
+                    values = x.get("values", ())
+                    if type(values) is list:
+                        append((key, tuple([_scalar(e) for e in values])))
+                        continue
+        append(_dec_attr(kv))
     return tuple(out)
 
 
