@@ -311,3 +311,79 @@ def test_module_level_own_feeds_the_singleton() -> None:
 
     assert OWNERS.locate(holder.x.ptr, bus.next_seq()) == ("singleton-test.x", 0)
     assert launchtrace.disown("singleton-test") == 1
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("own"), st.integers(0, 7), st.integers(1, 6), st.sampled_from(["a", "b", "c"])),
+        st.tuples(st.just("free"), st.integers(0, 20)),
+        st.tuples(st.just("disown"), st.sampled_from(["a", "b", "c"])),
+        st.tuples(st.just("reown"), st.integers(0, 20), st.sampled_from(["a", "b", "c"])),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(OPS)
+def test_registry_matches_a_naive_model_at_every_past_seq(ops: list) -> None:
+    """Arrays carved out of one pool at chosen offsets (so addresses are reused on purpose), owned, freed and
+    disowned in random order; at the end, every look-up at every past checkpoint must match a naive model that
+    keeps the full history: innermost live range wins, the latest registration among equal ranges."""
+    reg = OwnerRegistry()
+    pool = arr(64)
+    arrays: dict[int, wp.array] = {}
+    model: list[dict] = []  # entries in registration order: start, end, label, array id, alive flag
+    checkpoints: list[tuple[int, list[tuple[int, int, str, int]]]] = []
+    made = 0
+    for op in ops:
+        if op[0] == "own":
+            _, slot, length, label = op
+            a = wp.array(ptr=pool.ptr + 4 * slot, dtype=float, shape=(length,), device=DEVICE)
+            arrays[made] = a
+            reg.own(types.SimpleNamespace(buf=a), label)
+            model.append(
+                {
+                    "start": a.ptr,
+                    "end": a.ptr + 4 * length,
+                    "label": f"{label}.buf",
+                    "root": label,
+                    "id": made,
+                    "live": True,
+                }
+            )
+            made += 1
+        elif op[0] == "reown" and op[1] in arrays:
+            a = arrays[op[1]]
+            reg.own(types.SimpleNamespace(buf=a), op[2])
+            label = f"{op[2]}.buf"
+            if not any(m["live"] and m["id"] == op[1] and m["label"] == label for m in model[-8:]):
+                model.append(
+                    {
+                        "start": a.ptr,
+                        "end": a.ptr + a.capacity,
+                        "label": label,
+                        "root": op[2],
+                        "id": op[1],
+                        "live": True,
+                    }
+                )
+        elif op[0] == "free" and op[1] in arrays:
+            del arrays[op[1]]
+            gc.collect()
+            for m in model:
+                if m["id"] == op[1]:
+                    m["live"] = False
+        elif op[0] == "disown":
+            reg.disown(op[1])
+            for m in model:
+                if m["root"] == op[1]:
+                    m["live"] = False
+        live = [(i, m["start"], m["end"], m["label"]) for i, m in enumerate(model) if m["live"]]
+        checkpoints.append((bus.next_seq(), live))
+    for seq, live in checkpoints:
+        for slot in range(16):
+            ptr = pool.ptr + 4 * slot
+            hits = [(end - start, -i, label, ptr - start) for i, start, end, label in live if start <= ptr < end]
+            expected = (min(hits)[2], min(hits)[3]) if hits else None
+            assert reg.locate(ptr, seq) == expected, (seq, slot)

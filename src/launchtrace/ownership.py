@@ -297,22 +297,73 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
 
 
 class _Entry:
-    """One owned array: its range and label, live in sequence numbers ``[born, died)``."""
+    """One owned array: its label, live in sequence numbers ``[born, died)``."""
 
-    __slots__ = ("__weakref__", "born", "died", "died_at", "end", "group", "label", "ref", "start")
+    __slots__ = ("__weakref__", "born", "died", "died_at", "group", "label", "range", "ref")
 
-    def __init__(self, start: int, end: int, label: str, group: _Group, born: int) -> None:
-        self.start, self.end, self.label, self.group, self.born = start, end, label, group, born
+    def __init__(self, label: str, group: _Group, born: int, rng: _Range) -> None:
+        self.label, self.group, self.born, self.range = label, group, born, rng
         self.died = _NEVER
         self.died_at = 0.0  # time.monotonic() of the death, for the pruning grace period
         self.ref: weakref.ref | None = None
 
-    def end_now(self) -> None:
+    def end_now(self, seq: int | None = None) -> bool:
         # Runs in weakref callbacks (any thread, possibly inside GC): plain attribute stores only, no lock.
-        if self.died == _NEVER:
-            self.died = bus.next_seq()
-            self.died_at = time.monotonic()
-            self.group.registry._changed = next(_ticks)
+        if self.died != _NEVER:
+            return False
+        self.died = bus.next_seq() if seq is None else seq
+        self.died_at = time.monotonic()
+        self.range.dirty = True
+        self.group.registry._changed = next(_ticks)
+        return True
+
+
+class _Range:
+    """Every entry ever registered for one address range ``[start, end)``, in the order they were born.
+
+    An address reused by the allocator gets a new entry in the same range, so a look-up finds the entry live
+    at a sequence number by binary search over the births, and ``pmax`` (the running maximum of the deaths,
+    recomputed lazily after a death) stops the walk back as soon as nothing older can still be live.
+    """
+
+    __slots__ = ("borns", "dirty", "end", "entries", "pmax", "start")
+
+    def __init__(self, start: int, end: int, entries: list[_Entry] | None = None) -> None:
+        self.start, self.end = start, end
+        self.entries: list[_Entry] = entries or []  # appended under the registry lock; readers tolerate it
+        self.borns: list[int] = [e.born for e in self.entries]
+        self.pmax: list[int] = []
+        self.dirty = True
+
+    def add(self, entry: _Entry) -> None:
+        self.entries.append(entry)  # entries first: a reader bounds itself by the shorter list
+        self.borns.append(entry.born)
+        self.dirty = True
+
+    def _prefix_max(self) -> list[int]:
+        self.dirty = False  # before reading: a death meanwhile sets it again
+        out, top = [], 0
+        for e in list(self.entries):
+            top = max(top, e.died)
+            out.append(top)
+        self.pmax = out
+        return out
+
+    def live_at(self, seq: int) -> _Entry | None:
+        """The latest-born entry live at ``seq``, or ``None``."""
+        entries, borns = self.entries, self.borns
+        j = bisect.bisect_right(borns, seq, 0, min(len(entries), len(borns))) - 1
+        if j < 0:
+            return None
+        pmax = self.pmax
+        if self.dirty or len(pmax) <= j:
+            pmax = self._prefix_max()
+        while j >= 0 and pmax[j] > seq:  # some entry at or before j is still live at seq
+            e = entries[j]
+            if e.died > seq:
+                return e
+            j -= 1
+        return None
 
 
 class _Group:
@@ -345,20 +396,21 @@ def _entry_died(entry_ref: weakref.ref) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class _Snapshot:
-    """An immutable view of the registry, swapped in whole so readers never lock."""
+    """The address ranges in start order, swapped in whole so readers never lock."""
 
     starts: tuple[int, ...] = ()
-    entries: tuple[_Entry, ...] = ()
+    ranges: tuple[_Range, ...] = ()
     longest: int = 0
 
 
 class OwnerRegistry:
     """Labels of owned arrays over time, asked by sequence number.
 
-    Writers (:meth:`own`, :meth:`disown`, pruning) hold a lock and swap in a new immutable snapshot; readers
-    (:meth:`locate`, :meth:`any_at`) read the current snapshot without locking. An array's death is noted by
-    a weakref callback that only stores the current sequence number; dead entries stay queryable for records
-    made before the death and are pruned lazily once no open bus subscription can still deliver such a record.
+    Writers (:meth:`own`, :meth:`disown`, pruning) hold a lock; a new address range swaps in a new immutable
+    snapshot of the sorted ranges, a reused one just gets one more entry. Readers (:meth:`locate`,
+    :meth:`any_at`) never lock. An array's death is noted by a weakref callback that only stores the current
+    sequence number; dead entries stay queryable for records made before the death and are pruned lazily once
+    no open bus subscription can still deliver such a record.
 
     Example::
 
@@ -367,12 +419,13 @@ class OwnerRegistry:
         reg.locate(sim.x.ptr, bus.next_seq())  # ("sim.x", 0)
     """
 
-    prune_every = 256  # deaths between pruning passes
+    prune_every = 256  # changes between pruning passes
     grace_s = 5.0  # a dead entry is kept at least this long (covers events drained but not yet materialised)
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._snap = _Snapshot()
+        self._by_extent: dict[tuple[int, int], _Range] = {}
         self._groups: list[_Group] = []
         self._changed = 0
         self._intervals: tuple[tuple[int, int], ...] = ()
@@ -389,25 +442,29 @@ class OwnerRegistry:
         owned = BufferSet()
         with self._lock:
             group = _Group(label, bus.next_seq(), self)
-            live = {(id(e.ref()), e.label) for e in self._snap.entries if e.died == _NEVER and e.ref}
-            new: list[_Entry] = []
+            new_ranges = False
             for path, array in found:
                 ptr, size = array_extent(array)
                 if not ptr:
                     continue
                 owned.add_range(ptr, size, path)
-                if (id(array), path) in live:
+                rng = self._by_extent.get((ptr, ptr + size))
+                if rng is None:
+                    rng = self._by_extent[(ptr, ptr + size)] = _Range(ptr, ptr + size)
+                    new_ranges = True
+                elif any(e.died == _NEVER and e.label == path and e.ref() is array for e in rng.entries[-8:]):
                     continue  # owned already under the same label
-                entry = _Entry(ptr, ptr + size, path, group, group.born)
+                entry = _Entry(path, group, group.born, rng)
                 try:
                     entry.ref = weakref.ref(array, _entry_died(weakref.ref(entry)))
                 except TypeError:
                     _log.warning("ownership: %s cannot be weakly referenced; not registered", path)
                     continue
-                new.append(entry)
-            group.entries = new
+                group.entries.append(entry)
+                rng.add(entry)
             self._groups.append(group)
-            self._install(list(self._snap.entries) + new)
+            if new_ranges:
+                self._install()
             self._changed = next(_ticks)
         return owned
 
@@ -421,63 +478,58 @@ class OwnerRegistry:
                 for group in self._groups:
                     if group.label == obj_or_label and group.disowned == _NEVER:
                         group.disowned = now
-                        ended += self._end_entries(group.entries, now)
+                        ended += sum(e.end_now(now) for e in group.entries)
             else:
-                arrays = {id(a) for _, a in walk_arrays((obj_or_label,), ("",))}
-                hits = [e for e in self._snap.entries if e.ref is not None and id(e.ref()) in arrays]
-                ended = self._end_entries(hits, now)
+                for _, array in walk_arrays((obj_or_label,), ("",)):
+                    ptr, size = array_extent(array)
+                    rng = self._by_extent.get((ptr, ptr + size))
+                    if rng is not None:
+                        ended += sum(e.end_now(now) for e in rng.entries if e.ref is not None and e.ref() is array)
             self._changed = next(_ticks)
             return ended
-
-    @staticmethod
-    def _end_entries(entries: list[_Entry], now: int) -> int:
-        n = 0
-        for e in entries:
-            if e.died == _NEVER:
-                e.died, e.died_at = now, time.monotonic()
-                n += 1
-        return n
 
     def clear(self) -> None:
         """Forget everything (tests)."""
         with self._lock:
             self._groups = []
-            self._snap = _Snapshot()
+            self._by_extent = {}
+            self._install()
             self._changed = next(_ticks)
 
-    def _install(self, entries: list[_Entry]) -> None:
-        entries.sort(key=lambda e: e.start)
+    def _install(self) -> None:
+        ranges = sorted(self._by_extent.values(), key=lambda r: (r.start, r.end))
         self._snap = _Snapshot(
-            tuple(e.start for e in entries),
-            tuple(entries),
-            max((e.end - e.start for e in entries), default=0),
+            tuple(r.start for r in ranges), tuple(ranges), max((r.end - r.start for r in ranges), default=0)
         )
 
     # -- reading -------------------------------------------------------------------------------------
     def locate(self, ptr: int, seq: int) -> tuple[str, int] | None:
-        """``(label, byte offset)`` of the innermost entry holding ``ptr`` that was live at ``seq``, else
-        ``None``. Thread-safe and lock-free."""
+        """``(label, byte offset)`` of the innermost entry holding ``ptr`` that was live at ``seq`` (the one
+        registered last among equal ranges), else ``None``. Thread-safe and lock-free."""
         snap = self._snap
-        if not snap.entries:
+        if not snap.ranges:
             return None
         if self._changed - self._pruned_at >= self.prune_every:
             self.prune()
-        starts, entries = snap.starts, snap.entries
+        starts, ranges = snap.starts, snap.ranges
         i = bisect.bisect_right(starts, ptr)
         floor = ptr - snap.longest
         best: _Entry | None = None
+        best_size = 0
         while i > 0:
             i -= 1
-            e = entries[i]
-            if e.start < floor:
+            rng = ranges[i]
+            if rng.start < floor:
                 break
-            if (
-                ptr < e.end
-                and e.born <= seq < e.died
-                and (best is None or (e.end - e.start, -e.born) < (best.end - best.start, -best.born))
-            ):
-                best = e
-        return None if best is None else (best.label, ptr - best.start)
+            if ptr >= rng.end:
+                continue
+            size = rng.end - rng.start
+            if best is not None and size > best_size:
+                continue
+            e = rng.live_at(seq)
+            if e is not None and (best is None or size < best_size or e.born > best.born):
+                best, best_size = e, size
+        return None if best is None else (best.label, ptr - best.range.start)
 
     def any_at(self, seq: int) -> bool:
         """Whether any :func:`own` registration was live at ``seq`` (tells a foreign pointer from a program
@@ -507,11 +559,11 @@ class OwnerRegistry:
 
     def __len__(self) -> int:
         """Entries currently kept (live and not yet pruned dead ones)."""
-        return len(self._snap.entries)
+        return sum(len(r.entries) for r in self._snap.ranges)
 
     def live_labels(self) -> list[str]:
-        """Labels of the entries whose arrays are alive and owned now."""
-        return [e.label for e in self._snap.entries if e.died == _NEVER]
+        """Labels of the entries whose arrays are alive and owned now, in address order."""
+        return [e.label for r in self._snap.ranges for e in list(r.entries) if e.died == _NEVER]
 
     # -- pruning -------------------------------------------------------------------------------------
     def prune(self) -> int:
@@ -522,10 +574,20 @@ class OwnerRegistry:
             self._pruned_at = self._changed
             horizon = _oldest_pending_seq()
             cutoff = time.monotonic() - self.grace_s
-            keep = [e for e in self._snap.entries if not (e.died < horizon and e.died_at < cutoff)]
-            dropped = len(self._snap.entries) - len(keep)
+            dropped = 0
+            by_extent: dict[tuple[int, int], _Range] = {}
+            for extent, rng in self._by_extent.items():
+                keep = [e for e in rng.entries if not (e.died < horizon and e.died_at < cutoff)]
+                dropped += len(rng.entries) - len(keep)
+                if len(keep) == len(rng.entries):
+                    by_extent[extent] = rng
+                elif keep:  # a new range object: readers holding the old one keep consistent lists
+                    fresh = by_extent[extent] = _Range(rng.start, rng.end, keep)
+                    for e in keep:
+                        e.range = fresh
             if dropped:
-                self._install(keep)
+                self._by_extent = by_extent
+                self._install()
                 self._groups = [g for g in self._groups if not _group_gone(g, horizon, cutoff)]
                 self._changed = next(_ticks)
                 self._pruned_at = self._changed
