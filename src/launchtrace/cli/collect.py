@@ -65,9 +65,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"launchtrace collect: listening on {', '.join(parts)}; writing {args.out}", flush=True)
     try:
         while not stop.is_set():
-            if args.max_spans and collector.spans_received >= args.max_spans:
+            if args.max_spans and collector.wait_for_spans(args.max_spans, timeout=0.2):
+                print(f"launchtrace collect: reached {collector.spans_received} spans", flush=True)
                 break
-            stop.wait(0.2)
+            if not args.max_spans:
+                stop.wait(0.2)
     finally:
         collector.stop()
         for sig, handler in previous.items():

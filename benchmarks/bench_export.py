@@ -1,0 +1,239 @@
+"""Export cost and throughput, as ratios against a baseline measured in the same run.
+
+Three measurements, each alternating its two sides (A B A B ...) for ``--pairs`` pairs after one warm-up
+pair, reporting the median per-pair ratio with its min and max:
+
+1. total: a loop of ``--launches`` launches of a trivial compiled kernel with every launch exported as its own
+   span (folding off) to the JSON Lines file sink, final flush included, versus the same loop bare
+   (``uninstrument()``d). Target <= 1.5x.
+2. hot path: the same exported loop timed without the final flush (what the launching thread pays while the
+   export worker runs beside it) versus bare. Target <= 1.10x.
+3. OTLP/gRPC into ``launchtrace collect`` (a separate process) on loopback: spans per second counted at the
+   receiver (it parses every request and says when it has them all), our OtlpSink sending real launch spans
+   built by the SpanBuilder, versus the stock SDK (TracerProvider + BatchSpanProcessor + OTLPSpanExporter)
+   sending spans with the same attributes. Target >= 200,000 spans/s.
+
+Run: ``python benchmarks/bench_export.py`` (about a minute). Figures from a CPU-only machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import warp as wp
+
+import launchtrace.capture as capture
+from launchtrace.capture import bus
+from launchtrace.export.config import ExportConfig
+from launchtrace.export.pipeline import ExportPipeline
+from launchtrace.export.sinks import OtlpSink
+from launchtrace.export.spanbuilder import SpanBuilder
+
+wp.config.quiet = True
+
+
+@wp.kernel
+def _axpy(x: wp.array(dtype=float), y: wp.array(dtype=float), a: float):
+    i = wp.tid()
+    y[i] = a * x[i] + y[i]
+
+
+def summary(name: str, ratios: list[float], unit: str = "x") -> str:
+    return (
+        f"{name}: median {statistics.median(ratios):.3f}{unit} (min {min(ratios):.3f}, max {max(ratios):.3f}, "
+        f"{len(ratios)} pairs)"
+    )
+
+
+def alternate(a: Callable[[], float], b: Callable[[], float], pairs: int) -> list[tuple[float, float]]:
+    a(), b()  # warm-up pair
+    return [(a(), b()) for _ in range(pairs)]
+
+
+# -- 1 and 2: the launch loop ------------------------------------------------------------------------------------
+class LaunchLoop:
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.x = wp.ones(256, dtype=float, device="cpu")
+        self.y = wp.zeros(256, dtype=float, device="cpu")
+        wp.launch(_axpy, dim=256, inputs=[self.x, self.y, 0.5], device="cpu")  # compile
+        self.tmp = tempfile.mkdtemp(prefix="bench_export_")
+        self.hot: list[float] = []
+
+    def loop(self) -> None:
+        x, y = self.x, self.y
+        for _ in range(self.n):
+            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device="cpu")
+
+    def bare(self) -> float:
+        capture.uninstrument()
+        t0 = time.perf_counter()
+        self.loop()
+        return time.perf_counter() - t0
+
+    def captured(self) -> float:
+        """Instrumented with a bus subscription but no export worker: the capture hot path alone."""
+        with bus.subscribe(capacity=self.n + 10):
+            capture.instrument()
+            t0 = time.perf_counter()
+            self.loop()
+            t1 = time.perf_counter()
+            capture.uninstrument()
+        return t1 - t0
+
+    def exported(self) -> float:
+        path = os.path.join(self.tmp, "spans.jsonl")
+        config = ExportConfig.resolve(file_path=path, fold=False, export_interval_s=0.05)
+        pipeline = ExportPipeline(config, truncate=True).start()
+        capture.instrument()
+        t0 = time.perf_counter()
+        self.loop()
+        t1 = time.perf_counter()
+        stats = pipeline.stop(timeout=120)
+        t2 = time.perf_counter()
+        capture.uninstrument()
+        if stats.exported < self.n or stats.dropped:
+            raise SystemExit(f"lost spans in the benchmark: {stats}")
+        self.hot.append(t1 - t0)
+        return t2 - t0
+
+
+def bench_loop(n: int, pairs: int) -> None:
+    loop = LaunchLoop(n)
+    runs = alternate(loop.bare, loop.exported, pairs)
+    hot = loop.hot[1:]  # drop the warm-up
+    bare = [a for a, _ in runs]
+    print(f"bare loop: median {1e6 * statistics.median(bare) / n:.1f} us per launch ({n} launches)")
+    print(summary("1. total, file sink, folding off, final flush included / bare", [b / a for a, b in runs]))
+    print(summary("2. hot path with export running (loop only) / bare", [h / a for (a, _), h in zip(runs, hot)]))
+    capture_only = alternate(loop.bare, loop.captured, pairs)
+    print(summary("   (capture alone, subscribed, no export worker) / bare", [b / a for a, b in capture_only]))
+
+
+# -- 3: OTLP/gRPC throughput -----------------------------------------------------------------------------------
+def launch_spans(n: int) -> list:
+    """Real launch spans: ``n`` launches captured and built by the SpanBuilder (folding off)."""
+    x = wp.ones(256, dtype=float, device="cpu")
+    y = wp.zeros(256, dtype=float, device="cpu")
+    capture.instrument()
+    with bus.subscribe(capacity=n + 10) as sub:
+        for _ in range(n):
+            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device="cpu")
+        events = sub.drain()
+    capture.uninstrument()
+    builder = SpanBuilder(ExportConfig.resolve(fold=False, file_path=os.devnull))
+    spans = builder.feed(events) + builder.flush()
+    return [s for s in spans if s.attribute("launchtrace.op")][:n]
+
+
+class Receiver:
+    """``launchtrace collect`` in its own process, stopping by itself after ``n`` spans."""
+
+    def __init__(self, n: int, out: str) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "launchtrace",
+                "collect",
+                "--out",
+                out,
+                "--grpc",
+                "0",
+                "--http",
+                "off",
+                "--max-spans",
+                str(n),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        line = self.proc.stdout.readline()
+        self.port = int(line.split("grpc 127.0.0.1:")[1].split(";")[0])
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def wait_all(self) -> float:
+        """Block until the receiver says it has every span; the time then."""
+        line = self.proc.stdout.readline()
+        t = time.perf_counter()
+        if not line.startswith("launchtrace collect: reached"):
+            raise SystemExit(f"receiver ended early: {line!r}")
+        self.proc.kill()  # its file is not what we measure; do not wait for the JSON writer
+        self.proc.wait()
+        return t
+
+
+def ours(spans: list, tmp: str) -> float:
+    receiver = Receiver(len(spans), os.path.join(tmp, "ours.jsonl"))
+    sink = OtlpSink(receiver.endpoint, protocol="grpc")
+    t0 = time.perf_counter()
+    sink.write(spans)
+    t1 = receiver.wait_all()
+    sink.shutdown()
+    return len(spans) / (t1 - t0)
+
+
+def stock_sdk(template: list, n: int, tmp: str) -> float:
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    receiver = Receiver(n, os.path.join(tmp, "sdk.jsonl"))
+    provider = TracerProvider(resource=Resource.create(dict(template[0].resource)))
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=receiver.endpoint, insecure=True), max_queue_size=n)
+    )
+    tracer = provider.get_tracer("launchtrace-bench")
+    attrs = [dict(template[i % len(template)].attributes) for i in range(min(n, 64))]
+    t0 = time.perf_counter()
+    for i in range(n):
+        a = attrs[i % len(attrs)]
+        span = tracer.start_span(template[0].name, attributes=a)
+        span.end()
+    provider.force_flush()
+    t1 = receiver.wait_all()
+    provider.shutdown()
+    return n / (t1 - t0)
+
+
+def bench_otlp(n_ours: int, n_sdk: int, pairs: int) -> None:
+    spans = launch_spans(n_ours)
+    print(f"launch spans: {len(spans)} with {len(spans[0].attributes)} attributes each")
+    tmp = tempfile.mkdtemp(prefix="bench_otlp_")
+    runs = alternate(lambda: ours(spans, tmp), lambda: stock_sdk(spans, n_sdk, tmp), pairs)
+    print(
+        f"3. OTLP/gRPC into launchtrace collect, spans/s at the receiver: ours median "
+        f"{statistics.median(r for r, _ in runs):,.0f} (min {min(r for r, _ in runs):,.0f}, "
+        f"max {max(r for r, _ in runs):,.0f}); stock SDK median {statistics.median(s for _, s in runs):,.0f} "
+        f"(min {min(s for _, s in runs):,.0f}, max {max(s for _, s in runs):,.0f})"
+    )
+    print(summary("   ours / stock SDK", [r / s for r, s in runs]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--launches", type=int, default=3000)
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--otlp-spans", type=int, default=50_000)
+    parser.add_argument("--sdk-spans", type=int, default=5_000)
+    parser.add_argument("--only", choices=["loop", "otlp"])
+    args = parser.parse_args()
+    wp.init()
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; CPU device only")
+    if args.only in (None, "loop"):
+        bench_loop(args.launches, args.pairs)
+    if args.only in (None, "otlp"):
+        bench_otlp(args.otlp_spans, args.sdk_spans, args.pairs)
+
+
+if __name__ == "__main__":
+    main()
