@@ -25,6 +25,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Sequence
 
 from launchtrace.analysis.stats import (
@@ -117,8 +118,10 @@ def segments(traces: Sequence[TraceData], scope: str | None = None) -> list[Segm
     for t, trace in enumerate(traces):
         current: tuple[int | None, list[LaunchRecord]] | None = None
         cut: list[tuple[int | None, list[LaunchRecord]]] = []
+        tops: dict[int | None, int | None] = {}
         for rec in trace.records:
-            top = _top_scope(trace, rec.scope_id, scope)
+            sid = rec.scope_id
+            top = tops[sid] if sid in tops else tops.setdefault(sid, _top_scope(trace, sid, scope))
             if top is None and scope is not None:
                 continue
             if current is None or current[0] != top:
@@ -134,18 +137,20 @@ def segments(traces: Sequence[TraceData], scope: str | None = None) -> list[Segm
 
 
 def _durations(segs: Sequence[Segment]) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Duration samples per kernel and per (scope, position, kernel) of scopes seen more than once."""
     per_kernel: dict[str, list[float]] = {}
-    per_position: dict[str, list[float]] = {}
-    names = [s.name for s in segs]
-    repeated = {n for n in names if names.count(n) > 1 and n != NO_SCOPE}
+    per_position: dict = {}  # (scope, position, kernel) -> samples; named once at the end
+    counts = Counter(s.name for s in segs)
     for seg in segs:
+        by_position = counts[seg.name] > 1 and seg.name != NO_SCOPE
         for pos, rec in enumerate(seg.records):
             if rec.repeat > 1 or rec.end_ns <= 0:
                 continue  # folded summaries and untimed records carry no per-call sample
-            per_kernel.setdefault(rec.kernel, []).append(float(rec.duration_ns))
-            if seg.name in repeated:
-                per_position.setdefault(f"{seg.name} #{pos} {rec.kernel}", []).append(float(rec.duration_ns))
-    return per_kernel, per_position
+            duration = float(max(0, rec.end_ns - rec.start_ns))
+            per_kernel.setdefault(rec.kernel, []).append(duration)
+            if by_position:
+                per_position.setdefault((seg.name, pos, rec.kernel), []).append(duration)
+    return per_kernel, {f"{name} #{pos} {kernel}": v for (name, pos, kernel), v in per_position.items()}
 
 
 def diff_traces(

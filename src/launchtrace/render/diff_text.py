@@ -43,7 +43,8 @@ def _timing_line(t: TimingChange) -> str:
 
 
 def diff_as_text(result: TraceDiff, limit: int = 50) -> str:
-    """Lines for a terminal: the verdict, up to ``limit`` entries per segment, then notable timing changes."""
+    """Lines for a terminal: the verdict, up to ``limit`` entries per segment, then the timing of every kernel
+    with enough samples and the significant changes at scope positions."""
     lines = [_summary(result)]
     for seg in result.segments:
         if not seg.entries:
@@ -54,9 +55,10 @@ def diff_as_text(result: TraceDiff, limit: int = 50) -> str:
         if len(seg.entries) > limit:
             lines.append(f"  ... {len(seg.entries) - limit} more")
     notable = [t for t in (*result.timing, *result.position_timing) if t.verdict in _NOTABLE]
-    tested = sum(1 for t in result.timing if t.verdict not in (Verdict.TOO_FEW, Verdict.ONLY_A, Verdict.ONLY_B))
-    lines.append(f"timing: {len(notable)} significant change(s) over {tested} kernel(s) with enough samples")
-    lines.extend(_timing_line(t) for t in notable)
+    tested = [t for t in result.timing if t.verdict not in (Verdict.TOO_FEW, Verdict.ONLY_A, Verdict.ONLY_B)]
+    lines.append(f"timing: {len(notable)} significant change(s) over {len(tested)} kernel(s) with enough samples")
+    shown = tested[:limit] + [t for t in result.position_timing if t.verdict in _NOTABLE][:limit]
+    lines.extend(_timing_line(t) for t in shown)
     return "\n".join(lines) + "\n"
 
 

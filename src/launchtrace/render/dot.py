@@ -171,8 +171,8 @@ def _record_node(node_id: str, rec: LaunchRecord, status: str, accesses) -> str:
     ]
     for j, acc in enumerate(accesses):
         rows.append(
-            f'<TR><TD PORT="a{j}" ALIGN="LEFT">{dot_html(acc.name)}</TD>'
-            f'<TD ALIGN="LEFT">{dot_html(acc.region.label)} ({acc.mode})</TD></TR>'
+            f'<TR><TD PORT="i{j}" ALIGN="LEFT">{dot_html(acc.name)}</TD>'
+            f'<TD PORT="o{j}" ALIGN="LEFT">{dot_html(acc.region.label)} ({acc.mode})</TD></TR>'
         )
     for key, value in rec.scalars[:_MAX_SCALARS]:
         rows.append(
@@ -187,8 +187,8 @@ def _record_node(node_id: str, rec: LaunchRecord, status: str, accesses) -> str:
 def _port(flow: Dataflow, i: int, label: str, want: str) -> str:
     for j, acc in enumerate(flow.accesses_of(i)):
         if acc.region.label == label and want in acc.mode:
-            return f"a{j}"
-    return "a0"
+            return str(j)
+    return "0"
 
 
 def _edges(em: _Emitter, flow: Dataflow) -> list[str]:
@@ -211,7 +211,7 @@ def _edges(em: _Emitter, flow: Dataflow) -> list[str]:
         attrs = f"tooltip={dot_quoted(e.buffer)}"
         if src > dst:  # carried from one repetition to the next
             attrs += ', style=dashed, constraint=false, color="#3060c0"'
-        out.append(f"  r{src}:{sp} -> r{dst}:{dp} [{attrs}];")
+        out.append(f"  r{src}:o{sp}:e -> r{dst}:i{dp}:w [{attrs}];")
     buffers: dict[tuple[str, str], str] = {}
 
     def buffer_node(label: str, side: str) -> str:
@@ -228,11 +228,11 @@ def _edges(em: _Emitter, flow: Dataflow) -> list[str]:
             from_outside = acc.reads and (i, label) not in read_from_trace and em.rep.get(i, i) == i
             if from_outside and not (em.hide_readonly and label not in written) and ("in", label, i, j) not in seen:
                 seen.add(("in", label, i, j))
-                out.append(f"  {buffer_node(label, 'i')} -> r{i}:a{j};")
+                out.append(f"  {buffer_node(label, 'i')} -> r{i}:i{j}:w;")
             if acc.writes:
                 last_writer[label] = (em.rep.get(i, i), _port(flow, i, label, "w"))
     for label, (i, port) in last_writer.items():
-        out.append(f"  r{i}:{port} -> {buffer_node(label, 'o')};")
+        out.append(f"  r{i}:o{port}:e -> {buffer_node(label, 'o')};")
     for h in flow.hazards:
         src, dst = em.rep.get(h.edge.src, h.edge.src), em.rep.get(h.edge.dst, h.edge.dst)
         out.append(
