@@ -123,7 +123,8 @@ def render_report(
         parts.append(f'<p class="note">Showing the first {len(drawn):,} of {len(items):,} bars.</p>')
     parts.append('<div id="timeline"></div><div id="tip"></div>')
     if diff_text is not None:
-        parts.append(f'<h2>Diff</h2><pre class="diff">{html_text(diff_text, limit=2_000_000)}</pre>')
+        body = "\n".join(html_text(line) for line in diff_text.splitlines())
+        parts.append(f'<h2>Diff</h2><pre class="diff">{body}</pre>')
     parts.append("<h2>Dataflow graph</h2>")
     if graph_svg:
         b64 = base64.b64encode(graph_svg).decode("ascii")
