@@ -1,0 +1,57 @@
+"""Soak, scaled down for CI: 50,000 real Warp launches (CPU) through the exporter with the OTLP endpoint down
+and with ``launchtrace collect`` up, each in a fresh process (``scripts/soak.py``; the full run is a million
+launches, its figures are in docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SOAK = REPO / "scripts" / "soak.py"
+LAUNCHES = 50_000
+
+
+def soak(mode: str, protocol: str = "grpc") -> dict:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SOAK),
+            "--mode",
+            mode,
+            "--launches",
+            str(LAUNCHES),
+            "--steps",
+            "50",
+            "--protocol",
+            protocol,
+            "--exporter-timeout",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert lines, proc.stderr[-2000:]
+    return json.loads(lines[-1])
+
+
+def test_soak_with_the_sink_down_memory_stays_bounded_and_every_span_is_counted() -> None:
+    r = soak("down")
+    assert r["kernel_count_ok"]  # the program's own result: every launch ran
+    assert r["rss_growth_mb"] < 64, r
+    assert r["exported"] == 0 and r["built"] == r["dropped_sink"] > 0, r
+    assert r["dropped_queue"] == 0 and r["dropped_budget"] == 0, r
+
+
+def test_soak_with_the_sink_up_every_launch_arrives() -> None:
+    r = soak("up", "grpc")  # OTLP/HTTP under faults: test_reliability_sinks.py
+    assert r["kernel_count_ok"]
+    assert r["launches_arrived"] == LAUNCHES, r  # read back from collect's file, folded summaries expanded
+    assert r["dropped_sink"] == r["dropped_queue"] == r["dropped_budget"] == 0, r
+    assert r["rss_growth_mb"] < 64, r
