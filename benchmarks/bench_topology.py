@@ -79,9 +79,17 @@ def main() -> None:
     parser.add_argument("--launches", type=int, default=100_000)
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--owned", type=int, default=1000)
+    parser.add_argument("--part", choices=("all", "topology", "owners"), default="all")
     args = parser.parse_args()
     print(f"machine: {platform.machine()} {platform.processor() or ''} python {platform.python_version()}")
 
+    if args.part in ("all", "topology"):
+        bench_topology(args)
+    if args.part in ("all", "owners"):
+        bench_owners(args)
+
+
+def bench_topology(args: argparse.Namespace) -> None:
     steps = args.launches // 3
     a = step_records(steps)
     cases = {
@@ -107,7 +115,9 @@ def main() -> None:
     compare("fingerprint", lambda: topology_keys(a), lambda: fingerprint(a), args.pairs, "s")
     compare("find_repeats", lambda: topology_keys(a), lambda: find_repeats(ka), args.pairs, "s")
 
-    # Owner look-ups against a bare launch.
+
+def bench_owners(args: argparse.Namespace) -> None:
+    """Owner look-ups against a bare launch."""
     wp.init()
     x = wp.zeros(1, dtype=float, device="cpu")
     wp.launch(trivial, dim=1, inputs=[x, 1.0])
@@ -135,6 +145,31 @@ def main() -> None:
     compare("OWNERS.locate (hit)", launches, locates, args.pairs, "s")
     compare("OWNERS.locate (miss)", launches, misses, args.pairs, "s")
     compare("OWNERS.any_at", launches, lambda: [OWNERS.any_at(seq) for _ in range(n)], args.pairs, "s")
+
+    # One address owned, freed and reused 2,000 times (an arena or mempool handing the block out again):
+    # look-ups at a seq in the middle of that history and at the present.
+    pool = wp.zeros(4096, dtype=float, device="cpu")
+    history = []
+    for _ in range(2000):
+        block = {"buf": wp.array(ptr=pool.ptr, dtype=float, shape=(1024,), device="cpu")}
+        OWNERS.own(block, "arena")
+        history.append(bus.next_seq())
+        del block
+    old, now = history[1000], bus.next_seq()
+    compare(
+        "OWNERS.locate (reused 2000x, old seq)",
+        launches,
+        lambda: [OWNERS.locate(pool.ptr + 4, old) for _ in range(n)],
+        args.pairs,
+        "s",
+    )
+    compare(
+        "OWNERS.locate (reused 2000x, now)",
+        launches,
+        lambda: [OWNERS.locate(pool.ptr + 4, now) for _ in range(n)],
+        args.pairs,
+        "s",
+    )
 
 
 if __name__ == "__main__":

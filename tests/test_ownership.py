@@ -353,11 +353,13 @@ def test_registry_matches_a_naive_model_at_every_past_seq(ops: list) -> None:
                 }
             )
             made += 1
+            del a  # only `arrays` may keep it alive
         elif op[0] == "reown" and op[1] in arrays:
             a = arrays[op[1]]
             reg.own(types.SimpleNamespace(buf=a), op[2])
             label = f"{op[2]}.buf"
-            if not any(m["live"] and m["id"] == op[1] and m["label"] == label for m in model[-8:]):
+            same_range = [m for m in model if (m["start"], m["end"]) == (a.ptr, a.ptr + a.capacity)]
+            if not any(m["live"] and m["id"] == op[1] and m["label"] == label for m in same_range[-8:]):
                 model.append(
                     {
                         "start": a.ptr,
@@ -368,6 +370,7 @@ def test_registry_matches_a_naive_model_at_every_past_seq(ops: list) -> None:
                         "live": True,
                     }
                 )
+            del a
         elif op[0] == "free" and op[1] in arrays:
             del arrays[op[1]]
             gc.collect()

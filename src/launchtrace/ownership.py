@@ -352,7 +352,12 @@ class _Range:
     def live_at(self, seq: int) -> _Entry | None:
         """The latest-born entry live at ``seq``, or ``None``."""
         entries, borns = self.entries, self.borns
-        j = bisect.bisect_right(borns, seq, 0, min(len(entries), len(borns))) - 1
+        n = min(len(entries), len(borns))
+        if n:
+            last = entries[n - 1]  # the common case: the latest registration, still live
+            if last.born <= seq < last.died:
+                return last
+        j = bisect.bisect_right(borns, seq, 0, n) - 1
         if j < 0:
             return None
         pmax = self.pmax
@@ -526,7 +531,10 @@ class OwnerRegistry:
             size = rng.end - rng.start
             if best is not None and size > best_size:
                 continue
-            e = rng.live_at(seq)
+            entries = rng.entries
+            e = entries[-1] if entries else None  # inlined fast path: the latest registration, still live
+            if e is None or not (e.born <= seq < e.died):
+                e = rng.live_at(seq)
             if e is not None and (best is None or size < best_size or e.born > best.born):
                 best, best_size = e, size
         return None if best is None else (best.label, ptr - best.range.start)
