@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
 from launchtrace.otlp.json_codec import encode_line
 from launchtrace.spans import SpanData
-from test_encode_proto import spans
+from test_encode_proto import spans, tricky
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -35,3 +35,16 @@ def test_lone_surrogates_fall_back_to_the_codec() -> None:
     span = SpanData(b"\x01" * 16, b"\x02" * 8, None, "bad\ud800", attributes=(("k", "v\udfff"),))
     line = JsonLinesEncoder().encode([span])
     assert orjson.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"] == "bad?"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(tricky, min_size=3, max_size=3), min_size=2, max_size=8))
+def test_spans_with_the_same_keys_and_changing_values_stay_exact(rows: list[list]) -> None:
+    encoder = JsonLinesEncoder()
+    base = {"trace_id": b"\x01" * 16, "parent_span_id": None, "name": "k"}
+    batch = [
+        SpanData(**base, span_id=(i + 1).to_bytes(8, "big"), attributes=tuple(zip(("a", "b", "c"), row)))
+        for i, row in enumerate(rows)
+    ]
+    for span in batch:
+        assert orjson.loads(encoder.encode([span])) == orjson.loads(encode_line([span]))

@@ -233,7 +233,7 @@ def test_cache_stays_bounded_with_unique_values() -> None:
     base = {"trace_id": b"\x01" * 16, "span_id": b"\x02" * 8, "parent_span_id": None, "name": "k"}
     for i in range(70_000):
         encoder.encode([SpanData(**base, attributes=(("seq", i),))])
-    assert len(encoder._attr) <= (1 << 16) + 1
+    assert len(encoder._fields) <= (1 << 16) + 1
 
 
 def test_one_resource_spans_per_resource_value_not_per_object() -> None:
@@ -253,3 +253,24 @@ def test_lone_surrogates_are_replaced_not_raised() -> None:
     span = SpanData(b"\x01" * 16, b"\x02" * 8, None, "bad\ud800name", attributes=(("k", "v\udfff"),))
     msg = TracesData.FromString(encode_spans([span]))
     assert msg.resource_spans[0].scope_spans[0].spans[0].name == "bad?name"
+
+
+# -- the template path: same keys span after span, values changing among equal-but-different ones --
+tricky = st.sampled_from(
+    [0, 1, True, False, 1.0, 0.0, -0.0, float("nan"), "1", "", b"1", (1,), (True,), (1.0,), ((1,),)]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(tricky, min_size=3, max_size=3), min_size=2, max_size=8))
+def test_spans_with_the_same_keys_and_changing_values_stay_exact(rows: list[list]) -> None:
+    """Consecutive spans with one key sequence hit the template cache; every span must still encode exactly."""
+    encoder = ProtoEncoder()
+    base = {"trace_id": b"\x01" * 16, "parent_span_id": None, "name": "k"}
+    batch = [
+        SpanData(**base, span_id=(i + 1).to_bytes(8, "big"), attributes=tuple(zip(("a", "b", "c"), row)))
+        for i, row in enumerate(rows)
+    ]
+    for span in batch:
+        assert TracesData.FromString(encoder.encode([span])) == reference([span])
+    assert TracesData.FromString(encoder.encode(batch)) == reference(batch)

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from launchtrace.otlp.attrcache import AttributeBlocks, FieldCache
 from launchtrace.otlp.json_codec import encode_any_value, encode_line
 from launchtrace.spans import SpanData
 
@@ -73,43 +74,11 @@ class JsonLinesEncoder:
     """Encodes batches of spans as OTLP JSON Lines, caching across batches (one encoder per thread)."""
 
     def __init__(self) -> None:
-        self._attrs: dict[Any, bytes] = {}
         self._names: dict[str, bytes] = {}
-        self._blocks: dict[int, tuple[tuple, bytes]] = {}  # id(attributes) -> (tuple, its JSON array)
+        self._blocks = AttributeBlocks(FieldCache(_attr_json), separator=b",")
 
     def _attributes(self, attributes: tuple) -> bytes:
-        block = self._blocks.get(id(attributes))
-        if block is not None and block[0] is attributes:
-            return block[1]
-        cache = self._attrs
-        get = cache.get
-        parts = []
-        append = parts.append
-        for kv in attributes:
-            value = kv[1]
-            t = type(value)
-            if t is str:
-                ck: Any = kv
-            elif t is int or t is bool:
-                ck = (kv[0], value, t)
-            elif t is tuple:
-                ck = (kv[0], repr(value), t)
-            elif t is float and value != 0.0 and value == value:
-                ck = (kv[0], value, t)
-            else:
-                append(_attr_json(kv[0], value))
-                continue
-            frag = get(ck)
-            if frag is None:
-                if len(cache) > _CACHE_LIMIT:
-                    cache.clear()
-                frag = cache[ck] = _attr_json(kv[0], value)
-            append(frag)
-        encoded = b"[" + b",".join(parts) + b"]"
-        if len(self._blocks) >= 1024:
-            self._blocks.clear()
-        self._blocks[id(attributes)] = (attributes, encoded)
-        return encoded
+        return b"[" + self._blocks.block(attributes) + b"]"
 
     def _span(self, s: SpanData) -> bytes:
         out = b'{"traceId":"' + s.trace_id.hex().encode() + b'","spanId":"' + s.span_id.hex().encode() + b'"'

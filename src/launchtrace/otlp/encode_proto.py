@@ -30,6 +30,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from launchtrace.otlp.attrcache import AttributeBlocks, FieldCache
 from launchtrace.spans import SpanData
 
 __all__ = ["ProtoEncoder", "encode_spans"]
@@ -37,7 +38,6 @@ __all__ = ["ProtoEncoder", "encode_spans"]
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _CACHE_LIMIT = 1 << 16  # entries per cache before it is cleared (bounded memory for unique values)
-_BLOCK_LIMIT = 1024  # attribute tuples kept alive by the identity cache
 
 _pack_q = struct.Struct("<Q").pack
 _pack_d = struct.Struct("<d").pack
@@ -195,17 +195,17 @@ class ProtoEncoder:
 
     def __init__(self) -> None:
         self._keys: dict[str, bytes] = {}  # attribute key -> encoded KeyValue.key field
-        # cache key (see _span_attributes) -> the whole Span.attributes field (tag, length, KeyValue)
-        self._attr: dict[tuple, bytes] = {}
-        # id(attributes tuple) -> (that tuple, all its encoded fields): a span builder that reuses one tuple
-        # object per call site pays one dict lookup for all of a span's attributes. Holding the tuple keeps
-        # its id from being reused while cached.
-        self._blocks: dict[int, tuple[tuple, bytes]] = {}
+        # (key, value) -> the whole Span.attributes field (tag, length, KeyValue); blocks of them per span
+        self._fields = FieldCache(self._attribute_field)
+        self._blocks = AttributeBlocks(self._fields)
         self._names: dict[str, bytes] = {}  # span name -> Span.name field
         self._resources: dict[Any, bytes] = {}  # resource key -> ResourceSpans.resource field
         self._scopes: dict[Any, bytes] = {}  # scope key -> ScopeSpans.scope field
 
     # -- attributes -----------------------------------------------------------------------------------------
+    def _attribute_field(self, key: Any, value: Any) -> bytes:
+        return _field(b"\x4a", self._key_field(key) + _field(b"\x12", _any_value(value)))
+
     def _key_field(self, key: str) -> bytes:
         kb = self._keys.get(key)
         if kb is None:
@@ -213,41 +213,6 @@ class ProtoEncoder:
                 self._keys.clear()
             kb = self._keys[key] = _field(b"\x0a", _utf8(str(key)))
         return kb
-
-    def _span_attributes(self, attributes: tuple) -> list[bytes]:
-        """``Span.attributes`` fields (tag 9) for ``attributes``, from the cache where possible.
-
-        The cache key must tell apart values Python finds equal but OTLP encodes differently (``1``, ``True``,
-        ``1.0``; ``(1,)`` and ``(True,)``): strings key by the (key, value) pair itself, other scalars add
-        their type, tuples key by their ``repr``; ``0.0``/``-0.0`` and NaN are never cached.
-        """
-        cache = self._attr
-        get = cache.get
-        out = []
-        append = out.append
-        for kv in attributes:
-            value = kv[1]
-            t = type(value)
-            if t is str:
-                ck = kv
-            elif t is int or t is bool:
-                ck = (kv[0], value, t)
-            elif t is tuple:
-                ck = (kv[0], repr(value), t)
-            elif t is float and value != 0.0 and value == value:
-                ck = (kv[0], value, t)
-            else:
-                append(_field(b"\x4a", self._key_field(kv[0]) + _field(b"\x12", _any_value(value))))
-                continue
-            field = get(ck)
-            if field is None:
-                if len(cache) > _CACHE_LIMIT:
-                    cache.clear()
-                field = cache[ck] = _field(
-                    b"\x4a", self._key_field(kv[0]) + _field(b"\x12", _any_value(value))
-                )
-            append(field)
-        return out
 
     # -- spans ----------------------------------------------------------------------------------------------
     def _span(self, s: SpanData) -> bytes:
@@ -276,24 +241,9 @@ class ProtoEncoder:
             parts.append(b"\x39" + _pack_q(start))
         elif end:
             parts.append(b"\x41" + _pack_q(end))
-        attrs = s.attributes
-        if attrs:
-            block = self._blocks.get(id(attrs))
-            if block is not None and block[0] is attrs:  # the very same tuple object: exact by identity
-                parts.append(block[1])
-            else:
-                encoded = b"".join(self._span_attributes(attrs))
-                if len(self._blocks) >= _BLOCK_LIMIT:
-                    self._blocks.clear()
-                self._blocks[id(attrs)] = (attrs, encoded)
-                parts.append(encoded)
-        if (
-            s.events
-            or s.links
-            or s.dropped_attributes_count
-            or s.dropped_events_count
-            or s.dropped_links_count
-        ):
+        if s.attributes:
+            parts.append(self._blocks.block(s.attributes))
+        if s.events or s.links or s.dropped_attributes_count or s.dropped_events_count or s.dropped_links_count:
             _append_rare(parts, s)
         if s.status_code or s.status_message:
             status = _field(b"\x12", _utf8(s.status_message)) if s.status_message else b""
