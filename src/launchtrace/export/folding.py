@@ -36,9 +36,10 @@ _MAX_INTERNED = 1 << 16
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Single:
-    """One record passed through unfolded."""
+    """One record passed through unfolded (``key``: its fold key id, for callers that cache by it)."""
 
     record: LaunchRecord
+    key: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -189,13 +190,18 @@ class Folder:
         """Records held back, not yet handed out (the open run's completed repetitions not counted)."""
         return len(self._buf) + (len(self._run.partial) if self._run else 0)
 
-    def push(self, rec: LaunchRecord) -> list[Single | FoldedRun]:
-        """Take the next record; returns the groups that are now decided (often none)."""
+    def push(self, rec: LaunchRecord, key: int | None = None) -> list[Single | FoldedRun]:
+        """Take the next record; returns the groups that are now decided (often none).
+
+        ``key``: the record's fold key already interned by the caller as an int that is never reused for
+        another key (the span builder does this once per record); by default the folder interns it.
+        """
+        if key is None:
+            if len(self._ids) > _MAX_INTERNED:
+                self._reintern()
+            key = self._intern(fold_key(rec))
         if not self.enabled:
-            return [Single(rec)]
-        if len(self._ids) > _MAX_INTERNED:
-            self._reintern()
-        key = self._intern(fold_key(rec))
+            return [Single(rec, key)]
         out: list[Single | FoldedRun] = []
         if self._run is not None:
             if self._run.offer(key, rec):
@@ -262,7 +268,8 @@ class Folder:
         keys = [k for k, _ in buf]
         p, c = self._best_period(keys)
         if c == 0:
-            out.append(Single(buf.pop(0)[1]))
+            key, rec = buf.pop(0)
+            out.append(Single(rec, key))
             return
         tail = keys[c * p :]
         records = [r for _, r in buf[: c * p]]

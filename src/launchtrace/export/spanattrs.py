@@ -46,8 +46,12 @@ def _int64(value: Any) -> Any:
     return C.scalar_value(value)
 
 
-def record_attributes(rec: LaunchRecord, limit: int = C.MAX_VALUE_LENGTH) -> tuple:
-    """The attributes of the span of one record (times, parentage and status are not attributes)."""
+def record_attributes(rec: LaunchRecord, limit: int = C.MAX_VALUE_LENGTH, seq: bool = True) -> tuple:
+    """The attributes of the span of one record (times, parentage and status are not attributes).
+
+    ``seq=False`` leaves out ``launchtrace.seq``: what remains depends only on the record's fold key, so the
+    span builder caches it per key and appends the sequence number.
+    """
     kernel = C.bounded(rec.kernel, limit)
     attrs: list[tuple[str, Any]] = [(C.OP, str(rec.op)), (C.KERNEL, kernel), (C.DIM, tuple(rec.dim))]
     if rec.op == "launch":
@@ -77,7 +81,8 @@ def record_attributes(rec: LaunchRecord, limit: int = C.MAX_VALUE_LENGTH) -> tup
     if rec.repeat != 1:
         attrs.append((C.REPEAT, rec.repeat))
     attrs.append((C.BYTES, rec.nbytes))
-    attrs.append((C.SEQ, rec.seq))
+    if seq:
+        attrs.append((C.SEQ, rec.seq))
     attrs.append((C.THREAD_ID, rec.thread))
     if rec.thread_name:
         attrs.append((C.THREAD_NAME, rec.thread_name))

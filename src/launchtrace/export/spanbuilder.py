@@ -26,6 +26,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import random
@@ -49,7 +50,7 @@ _log = logging.getLogger(__name__)
 
 STEP_SPAN_NAME = "launchtrace.step"
 SCOPE_NAME = "launchtrace"
-_LINE_CACHE_LIMIT = 1 << 14
+_KEY_CACHE_LIMIT = 1 << 14
 
 
 class _Trace:
@@ -142,7 +143,10 @@ class SpanBuilder:
         self._steps: dict[int, _Node] = {}  # open step root per thread
         self._last_root: dict[str, tuple[bytes, bytes]] = {}
         self._step_counts: dict[int, int] = {}
-        self._lines: dict[Any, bytes] = {}
+        self._key_ids: dict[Any, int] = {}
+        self._next_key = itertools.count(1).__next__
+        self._lines: dict[int, bytes] = {}
+        self._attrs: dict[int, tuple] = {}
         self._out: list[SpanData] = []
         self.dropped_budget = 0
         self.dropped_unsampled = 0
@@ -202,9 +206,9 @@ class SpanBuilder:
         if not trace.sampled:
             self.dropped_unsampled += 1
             return
-        key = fold_key(rec)
+        key = self._key_id(rec)
         self._account(node, rec, key)
-        for group in node.folder.push(rec):
+        for group in node.folder.push(rec, key):
             self._emit_group(node, group)
 
     def _on_scope_begin(self, scope: ScopeRecord) -> None:
@@ -214,6 +218,9 @@ class SpanBuilder:
             return
         span_id = self._span_id()
         if parent is None:
+            step = self._steps.get(scope.thread)
+            if step is not None:  # "consecutive" means in the thread's order: no run spans this scope
+                self._flush_folder(step)
             node = self._new_root(scope.name, span_id)
         else:
             self._flush_folder(parent)
@@ -303,21 +310,47 @@ class SpanBuilder:
                 n.last_end = rec.end_ns
             n = n.parent
 
-    def _line(self, rec: LaunchRecord, key: Any) -> bytes:
-        """The record's line in :func:`launchtrace.topology.fingerprint`'s digest, cached by fold key."""
+    def _key_id(self, rec: LaunchRecord) -> int:
+        """The record's fold key as an int, hashed once per record and never reused for another key.
+
+        The topology line, the span attributes and the folder's comparisons all go by this id. A record with
+        an error gets a fresh negative id: it never folds and is never cached.
+        """
+        if rec.error is not None:
+            return -self._next_key()
+        key = fold_key(rec)
+        ids = self._key_ids
         try:
-            line = self._lines.get(key)
-        except TypeError:
-            line = None
-            key = None
+            found = ids.get(key)
+        except TypeError:  # an unhashable scalar value
+            key = repr(key)
+            found = ids.get(key)
+        if found is None:
+            if len(ids) >= _KEY_CACHE_LIMIT:  # forget old keys; ids stay unique, so no false fold
+                ids.clear()
+                self._lines.clear()
+                self._attrs.clear()
+            found = self._next_key()
+            ids[key] = found
+        return found
+
+    def _line(self, rec: LaunchRecord, key: int) -> bytes:
+        """The record's line in :func:`launchtrace.topology.fingerprint`'s digest, cached by key id."""
+        line = self._lines.get(key)
         if line is None:
             canon = topology._canonical(topology.topology_key(rec, raw=False))
             line = json.dumps(canon, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
-            if key is not None:
-                if len(self._lines) >= _LINE_CACHE_LIMIT:
-                    self._lines.clear()
+            if key > 0:
                 self._lines[key] = line
         return line
+
+    def _record_attributes(self, rec: LaunchRecord, key: int) -> tuple:
+        static = self._attrs.get(key)
+        if static is None:
+            static = record_attributes(rec, self._limit, seq=False)
+            if key > 0:
+                self._attrs[key] = static
+        return (*static, (C.SEQ, rec.seq))
 
     def _flush_folder(self, node: _Node) -> None:
         for group in node.folder.flush():
@@ -450,7 +483,7 @@ class SpanBuilder:
             return
         if isinstance(group, Single):
             rec = group.record
-            attrs = record_attributes(rec, self._limit)
+            attrs = self._record_attributes(rec, group.key)
             span = self._make(
                 trace.id,
                 self._span_id(),

@@ -1,0 +1,437 @@
+"""SpanBuilder on hand-built capture events: spans, parentage, traces, steps, budget, sampling, config."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import os
+
+import pytest
+
+from launchtrace import conventions as C
+from launchtrace import topology
+from launchtrace.export.config import ExportConfig, default_file_path
+from launchtrace.export.spanbuilder import STEP_SPAN_NAME, SpanBuilder
+from launchtrace.export.spanresource import build_resource
+from launchtrace.model import BufferArg, LaunchRecord, ScopeRecord, Site
+from launchtrace.spans import STATUS_ERROR, SpanData
+
+SITE = Site("sim.py", 12, "step", "sim")
+RESOURCE = (("service.name", "test"),)
+
+
+class Events:
+    """Builds an event stream the way capture emits it (seq increasing, times increasing)."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.t = 1_000_000
+        self.events: list[tuple[str, object]] = []
+        self.open: list[ScopeRecord] = []
+        self.next_id = 1
+
+    def _tick(self) -> tuple[int, int]:
+        self.seq += 1
+        self.t += 1000
+        return self.seq, self.t
+
+    def begin(self, name: str, kind: str = "user", internal: bool = False, **attrs) -> ScopeRecord:
+        seq, t = self._tick()
+        parent = self.open[-1].id if self.open else None
+        s = ScopeRecord(self.next_id, name, kind, parent, tuple(attrs.items()), start_ns=t, seq=seq,
+                        internal=internal, site=SITE)  # fmt: skip
+        self.next_id += 1
+        self.open.append(s)
+        self.events.append(("scope_begin", s))
+        return s
+
+    def end(self, error: str | None = None) -> None:
+        _, t = self._tick()
+        s = self.open.pop()
+        self.events.append(("scope_end", dataclasses.replace(s, end_ns=t, error=error)))
+
+    def launch(self, kernel: str = "sim.integrate", ptrs=(0x1000, 0x2000), dt: float = 0.01, **kw) -> LaunchRecord:
+        seq, t = self._tick()
+        buffers = tuple(
+            BufferArg(i, ("x", "y")[i], p, (16,), "float32", 64, owner=None if kw.get("foreign") else "sim.buf",
+                      offset=None if kw.get("foreign") else 64 * i, foreign=bool(kw.get("foreign")))
+            for i, p in enumerate(ptrs)
+        )  # fmt: skip
+        kw.pop("foreign", None)
+        r = LaunchRecord("launch", kernel, (16,), None, tuple(enumerate(ptrs)), ((2, dt),), SITE,
+                         params=("x", "y", "dt"), buffers=buffers, device="cpu", start_ns=t, end_ns=t + 500,
+                         seq=seq, scope_id=self.open[-1].id if self.open else None, **kw)  # fmt: skip
+        self.events.append(("record", r))
+        return r
+
+
+def build(events, **config) -> tuple[SpanBuilder, list[SpanData]]:
+    config.setdefault("file_path", "x.jsonl")
+    builder = SpanBuilder(ExportConfig.resolve(env={}, **config), resource=RESOURCE)
+    spans = builder.feed(events, now_ns=0)
+    return builder, spans + builder.flush(now_ns=10**18)
+
+
+def by_name(spans: list[SpanData], name: str) -> list[SpanData]:
+    return [s for s in spans if s.name == name]
+
+
+# --- spans and parentage ----------------------------------------------------------------------------------
+
+
+def test_one_span_per_record_named_by_kernel_under_its_scope():
+    ev = Events()
+    ev.begin("step")
+    a = ev.launch("sim.integrate")
+    ev.launch("wp.copy")
+    ev.end()
+    _, spans = build(ev.events, fold=False)
+    assert [s.name for s in spans] == ["sim.integrate", "wp.copy", "step"]
+    root = spans[-1]
+    assert root.parent_span_id is None
+    assert all(s.parent_span_id == root.span_id and s.trace_id == root.trace_id for s in spans[:2])
+    first = spans[0]
+    assert (first.start_ns, first.end_ns) == (a.start_ns, a.end_ns)
+    attrs = first.attributes_dict()
+    assert attrs[C.OP] == "launch" and attrs[C.KERNEL] == "sim.integrate" and attrs[C.MODULE] == "sim"
+    assert attrs[C.DIM] == (16,) and attrs[C.DEVICE] == "cpu" and attrs[C.BYTES] == 128
+    assert attrs[C.arg_attr("x", C.ARG_OWNER)] == "sim.buf" and attrs[C.arg_attr("y", C.ARG_OFFSET)] == 64
+    assert attrs[C.scalar_attr("dt")] == 0.01
+    assert attrs[C.CODE_FILEPATH] == attrs[C.CODE_FILE_PATH] == "sim.py"
+    assert attrs[C.CODE_LINENO] == attrs[C.CODE_LINE_NUMBER] == 12
+    assert attrs[C.CODE_FUNCTION] == attrs[C.CODE_FUNCTION_NAME] == "step" and attrs[C.CODE_NAMESPACE] == "sim"
+    assert first.resource == RESOURCE and first.scope_name == "launchtrace"
+    assert len(first.trace_id) == 16 and len(first.span_id) == 8
+
+
+def test_nested_scopes_nest_and_each_outermost_scope_is_its_own_trace():
+    ev = Events()
+    for step in range(3):
+        ev.begin("step", step=step)
+        ev.begin("collide")
+        ev.launch("sim.collide")
+        ev.end()
+        ev.launch("sim.integrate")
+        ev.end()
+    _, spans = build(ev.events, fold=False)
+    roots = by_name(spans, "step")
+    assert len({s.trace_id for s in spans}) == 3 == len(roots)
+    for root in roots:
+        members = [s for s in spans if s.trace_id == root.trace_id]
+        collide = next(s for s in members if s.name == "collide")
+        assert collide.parent_span_id == root.span_id
+        assert next(s for s in members if s.name == "sim.collide").parent_span_id == collide.span_id
+        assert next(s for s in members if s.name == "sim.integrate").parent_span_id == root.span_id
+    assert [r.attributes_dict()["step"] for r in roots] == [0, 1, 2]
+    # consecutive roots of the same name are linked
+    assert roots[0].links == ()
+    for prev, cur in itertools.pairwise(roots):
+        assert [(k.trace_id, k.span_id) for k in cur.links] == [(prev.trace_id, prev.span_id)]
+
+
+def test_scope_span_carries_topology_fingerprint_launch_count_and_foreign_pointers():
+    ev = Events()
+    ev.begin("step")
+    recs = [ev.launch("sim.a"), ev.launch("sim.b", ptrs=(0x5000, 0x6000), foreign=True)]
+    ev.begin("inner")
+    recs.append(ev.launch("sim.c", ptrs=(0x5000, 0x7000), foreign=True))
+    ev.end()
+    ev.end()
+    _, spans = build(ev.events, fold=False)
+    step = by_name(spans, "step")[0].attributes_dict()
+    inner = by_name(spans, "inner")[0].attributes_dict()
+    assert step[C.SCOPE_FINGERPRINT] == topology.fingerprint(recs)
+    assert inner[C.SCOPE_FINGERPRINT] == topology.fingerprint(recs[2:])
+    assert (step[C.SCOPE_LAUNCHES], inner[C.SCOPE_LAUNCHES]) == (3, 1)
+    assert (step[C.SCOPE_FOREIGN_POINTERS], inner[C.SCOPE_FOREIGN_POINTERS]) == (3, 2)
+    assert step[C.SCOPE_KIND] == "user" and isinstance(step[C.SCOPE_ID], int)
+
+
+def test_fingerprint_is_stable_across_runs_with_different_pointers():
+    """Owned buffers at other addresses (another run) give the same fingerprint; no pointer enters it."""
+
+    def run(base: int) -> str:
+        ev = Events()
+        ev.begin("step")
+        ev.launch("sim.a", ptrs=(base, base + 64))
+        ev.end()
+        _, spans = build(ev.events)
+        return by_name(spans, "step")[0].attribute(C.SCOPE_FINGERPRINT)
+
+    assert run(0x1000) == run(0x9000)
+
+
+def test_error_gives_status_and_exception_event():
+    ev = Events()
+    ev.begin("step")
+    ev.launch("sim.bad", error="RuntimeError: kernel launch failed")
+    ev.end(error="ValueError: bad step")
+    _, spans = build(ev.events)
+    bad, step = by_name(spans, "sim.bad")[0], by_name(spans, "step")[0]
+    assert bad.status_code == STATUS_ERROR and bad.status_message == "RuntimeError: kernel launch failed"
+    (event,) = bad.events
+    assert event.name == "exception"
+    assert dict(event.attributes) == {"exception.type": "RuntimeError", "exception.message": "kernel launch failed"}
+    assert step.status_code == STATUS_ERROR and step.status_message == "ValueError: bad step"
+
+
+# --- steps ------------------------------------------------------------------------------------------------
+
+
+def test_unscoped_launches_go_to_bounded_step_roots_by_count():
+    ev = Events()
+    for i in range(25):
+        ev.launch("sim.k", dt=float(i))  # distinct: nothing folds
+    _, spans = build(ev.events, step_max_spans=10)
+    steps = by_name(spans, STEP_SPAN_NAME)
+    assert [s.attribute(C.SCOPE_LAUNCHES) for s in steps] == [10, 10, 5]
+    assert [s.attribute(C.STEP_INDEX) for s in steps] == [0, 1, 2]
+    assert len({s.trace_id for s in steps}) == 3
+    for prev, cur in itertools.pairwise(steps):
+        assert cur.links[0].span_id == prev.span_id
+    for s in by_name(spans, "sim.k"):
+        assert s.parent_span_id in {st.span_id for st in steps if st.trace_id == s.trace_id}
+
+
+def test_step_roots_close_by_time_window_in_record_time_and_at_feed_time():
+    ev = Events()
+    ev.launch("sim.k")
+    ev.t += 2_000_000_000  # two seconds later
+    ev.launch("sim.k")
+    builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x", step_window_s=1.0), resource=RESOURCE)
+    spans = builder.feed(ev.events, now_ns=ev.t)  # the first step closed by the second record's time
+    assert [s.name for s in spans] == ["sim.k", STEP_SPAN_NAME]
+    assert builder.feed([], now_ns=ev.t + 500) == []  # the second is still inside its window
+    later = builder.feed([], now_ns=ev.t + 1_500_000_000)  # ... and past it at the next feed
+    assert [s.name for s in later] == ["sim.k", STEP_SPAN_NAME]
+
+
+# --- folding and budget -----------------------------------------------------------------------------------
+
+
+def test_repeats_fold_into_one_summary_span_with_the_topology_once():
+    ev = Events()
+    ev.begin("rollout")
+    for i in range(100):
+        ev.launch("sim.step", ptrs=(0x1000, 0x2000) if i % 2 == 0 else (0x2000, 0x1000))
+    ev.end()
+    _, spans = build(ev.events)
+    assert [s.name for s in spans] == ["fold sim.step +1", "rollout"]
+    summary = spans[0]
+    a = summary.attributes_dict()
+    assert (a[C.FOLD_COUNT], a[C.FOLD_PERIOD], a[C.FOLD_LAUNCHES]) == (50, 2, 100)
+    assert C.OP not in a
+    assert [e.name for e in summary.events] == [C.EVENT_FOLD_POSITION] * 2
+    p0, p1 = (dict(e.attributes) for e in summary.events)
+    assert (p0[C.FOLD_POSITION], p1[C.FOLD_POSITION]) == (0, 1)
+    assert p0[C.arg_attr("x", C.ARG_PTR)] == 0x1000 and p1[C.arg_attr("x", C.ARG_PTR)] == 0x2000
+    assert p0[C.FOLD_DURATION_COUNT] == 50 and p0[C.FOLD_DURATION_MEAN] == 500 == p0[C.FOLD_DURATION_P50]
+    assert spans[1].attribute(C.SCOPE_LAUNCHES) == 100
+
+
+def test_budget_cuts_a_trace_with_a_final_dropped_span():
+    ev = Events()
+    ev.begin("step")
+    for i in range(50):
+        ev.launch("sim.k", dt=float(i))
+    ev.end()
+    builder, spans = build(ev.events, span_budget=10)
+    assert len(spans) == 10
+    (dropped,) = by_name(spans, C.DROPPED_SPAN_NAME)
+    assert dropped.attribute(C.DROPPED_SPANS) == 42 == builder.dropped_budget
+    assert builder.dropped() == {"budget": 42, "unsampled": 0}
+    assert spans[-1].name == "step" and dropped.parent_span_id == spans[-1].span_id
+
+
+def test_budget_never_orphans_a_nested_scope_child():
+    ev = Events()
+    ev.begin("step")
+    for i in range(6):
+        ev.begin(f"inner{i}")
+        ev.launch("sim.k", dt=float(i))
+        ev.end()
+    ev.end()
+    _, spans = build(ev.events, span_budget=6)
+    ids = {s.span_id for s in spans}
+    assert all(s.parent_span_id is None or s.parent_span_id in ids for s in spans)
+    assert len(spans) <= 6
+
+
+def test_ten_thousand_step_loop_stays_within_budget_and_folds(tmp_path):
+    """A 10,000-iteration loop inside one scope, and the same loop unscoped: every trace within budget."""
+    ev = Events()
+    ev.begin("train")
+    for _ in range(10_000):
+        ev.launch("sim.integrate")
+        ev.launch("sim.collide", ptrs=(0x3000, 0x4000))
+        ev.launch("wp.copy", ptrs=(0x5000, 0x1000))
+    ev.end()
+    for _ in range(10_000):
+        ev.launch("sim.integrate")
+    builder, spans = build(ev.events)
+    traces: dict[bytes, int] = {}
+    for s in spans:
+        traces[s.trace_id] = traces.get(s.trace_id, 0) + 1
+    assert max(traces.values()) <= 2000
+    assert builder.dropped_budget == 0
+    folded = sum(s.attribute(C.FOLD_LAUNCHES, 0) for s in spans)
+    plain = sum(1 for s in spans if s.attribute(C.OP) is not None)
+    assert folded + plain == 40_000
+    assert len(spans) < 100
+
+
+# --- sampling ---------------------------------------------------------------------------------------------
+
+
+def test_sampler_off_drops_whole_traces_and_counts_them():
+    ev = Events()
+    for _ in range(3):
+        ev.begin("step")
+        ev.launch()
+        ev.launch("sim.other")
+        ev.end()
+    builder, spans = build(ev.events, sampler="always_off")
+    assert spans == []
+    assert builder.dropped_unsampled == 9 and builder.traces_started == 3
+
+
+def test_sample_every_keeps_every_nth_trace_in_full():
+    ev = Events()
+    for _ in range(6):
+        ev.begin("step")
+        for _ in range(5):
+            ev.launch()
+        ev.end()
+    builder, spans = build(ev.events, sampler="always_off", sample_every=3)
+    roots = by_name(spans, "step")
+    assert len(roots) == 2
+    assert len(by_name(spans, "sim.integrate")) == 10  # unfolded in the kept traces
+    assert builder.dropped_unsampled == 4 * 6
+
+
+def test_sample_every_with_sampler_on_folds_the_others():
+    ev = Events()
+    for _ in range(2):
+        ev.begin("step")
+        for _ in range(5):
+            ev.launch()
+        ev.end()
+    _, spans = build(ev.events, sample_every=2)
+    assert len(by_name(spans, "sim.integrate")) == 5 and len(by_name(spans, "fold sim.integrate")) == 1
+
+
+# --- internal work, incomplete scopes, odd streams ---------------------------------------------------------
+
+
+def test_internal_scopes_and_records_are_left_out_by_default():
+    ev = Events()
+    ev.begin("step")
+    ev.begin("Module sim load", kind="timer", internal=True)
+    ev.launch("sim.init", internal=True)
+    ev.launch("sim.user")  # a user launch under an internal timer: reparented to the step
+    ev.end()
+    ev.end()
+    _, spans = build(ev.events)
+    assert [s.name for s in spans] == ["sim.user", "step"]
+    assert spans[0].parent_span_id == spans[1].span_id
+    _, spans = build(ev.events, include_internal=True)
+    assert [s.name for s in spans] == ["sim.init", "sim.user", "Module sim load", "step"]
+
+
+def test_flush_ends_open_scopes_as_incomplete():
+    ev = Events()
+    ev.begin("step")
+    ev.begin("inner")
+    ev.launch()
+    builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x"), resource=RESOURCE)
+    assert builder.feed(ev.events, now_ns=0) == []
+    spans = builder.flush(now_ns=ev.t + 10)
+    assert [s.name for s in spans] == ["sim.integrate", "inner", "step"]
+    for s in spans[1:]:
+        assert s.attribute(C.SCOPE_INCOMPLETE) is True and s.end_ns == ev.t + 10
+
+
+def test_unknown_scope_end_and_unknown_event_kind_are_counted_not_raised(caplog):
+    end = ScopeRecord(99, "ghost", "user", end_ns=5)
+    with caplog.at_level(logging.WARNING):
+        builder, spans = build([("scope_end", end), ("weird", None)])
+    assert spans == [] and builder.unknown_scope_ends == 1
+    assert "unknown kind" in caplog.text
+
+
+def test_long_strings_are_cut_to_the_limit():
+    ev = Events()
+    ev.begin("step")
+    ev.launch("sim." + "k" * 5000)
+    ev.end()
+    _, spans = build(ev.events)
+    assert len(spans[0].name) == 2048 and len(spans[0].attribute(C.KERNEL)) == 2048
+
+
+# --- config and resource ----------------------------------------------------------------------------------
+
+
+def test_config_keyword_beats_env_beats_default():
+    env = {"LAUNCHTRACE_SPAN_BUDGET": "500", "LAUNCHTRACE_FOLD": "off", "OTEL_TRACES_SAMPLER": "traceidratio",
+           "OTEL_TRACES_SAMPLER_ARG": "0.25", "LAUNCHTRACE_FILE": "/tmp/t.jsonl"}  # fmt: skip
+    c = ExportConfig.resolve(env=env)
+    assert (c.span_budget, c.fold, c.sampler, c.sampler_arg, c.file_path) == (
+        500, False, "traceidratio", 0.25, "/tmp/t.jsonl")  # fmt: skip
+    c = ExportConfig.resolve(env=env, span_budget=99, fold=True)
+    assert (c.span_budget, c.fold) == (99, True)
+    d = ExportConfig.resolve(env={})
+    assert (d.span_budget, d.fold, d.sampler, d.endpoint, d.sink) == (2000, True, "parentbased_always_on", None, "file")
+
+
+def test_config_bad_env_warns_and_falls_back(caplog):
+    with caplog.at_level(logging.WARNING):
+        c = ExportConfig.resolve(env={"LAUNCHTRACE_SPAN_BUDGET": "lots", "OTEL_TRACES_SAMPLER": "sometimes",
+                                      "LAUNCHTRACE_STEP_WINDOW": "-3"})  # fmt: skip
+    assert (c.span_budget, c.sampler, c.step_window_s) == (2000, "parentbased_always_on", 1.0)
+    assert "LAUNCHTRACE_SPAN_BUDGET" in caplog.text and "OTEL_TRACES_SAMPLER" in caplog.text
+    assert "LAUNCHTRACE_STEP_WINDOW" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [({"span_budget": 0}, "span_budget"), ({"protocol": "udp"}, "protocol"), ({"fold": "yes"}, "fold"),
+     ({"sampler_arg": 2.0}, "sampler_arg"), ({"colour": 1}, "colour")],
+)  # fmt: skip
+def test_config_bad_keyword_raises_naming_it(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        ExportConfig.resolve(env={}, **kwargs)
+
+
+def test_config_endpoint_and_protocol():
+    c = ExportConfig.resolve(env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318"})
+    assert (c.endpoint, c.protocol, c.sink) == ("http://h:4318/v1/traces", "http/protobuf", "otlp")
+    c = ExportConfig.resolve(
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+    )
+    assert (c.endpoint, c.protocol) == ("http://h:4317", "grpc")
+    c = ExportConfig.resolve(env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318",
+                                  "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:1/x"})  # fmt: skip
+    assert c.endpoint == "http://t:1/x"
+
+
+def test_default_file_name():
+    path = default_file_path(now=0, pid=42)
+    name = os.path.basename(path)
+    assert (
+        name.startswith("launchtrace-19")
+        and name.endswith("-42.jsonl")
+        and len(name) == len("launchtrace-19700101-000000-42.jsonl")
+    )
+    assert os.path.dirname(path) == os.getcwd()
+
+
+def test_resource_honours_otel_env_and_adds_ours(monkeypatch):
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "sim-service")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci,host.name=override")
+    res = dict(build_resource())
+    assert res["service.name"] == "sim-service" and res["deployment.environment"] == "ci"
+    assert res["host.name"] == "override"  # the environment wins over our defaults
+    assert res[C.RESOURCE_LAUNCHTRACE_VERSION] and res[C.RESOURCE_WARP_VERSION].startswith("1.")
+    assert isinstance(res["process.pid"], int)
+    assert dict(build_resource(service_name="kw"))["service.name"] == "kw"  # keyword beats environment
