@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 import warp as wp
 
-import launchtrace
 from launchtrace.analysis.dataflow import EdgeKind, build_dataflow
 from launchtrace.model import BufferArg, LaunchRecord, Site
 from launchtrace.testing import trace_launches
@@ -55,7 +55,6 @@ def test_the_critical_path_follows_measured_durations() -> None:
 
 
 def test_views_of_an_unowned_array_connect_by_pointer_range() -> None:
-    launchtrace.disown("sim")
     big = wp.array(np.zeros(4 * N, dtype=np.float32), dtype=float, device=DEVICE)
     src = wp.array(np.ones(N, dtype=np.float32), dtype=float, device=DEVICE)
     with trace_launches() as trace:
@@ -147,3 +146,21 @@ def test_unknown_access_is_assumed_read_and_write() -> None:
     flow = build_dataflow([a, b])
     assert {str(e.kind) for e in flow.edges} == {"RAW", "WAW", "WAR"}
     assert all(acc.inferred and acc.mode == "rw" for acc in flow.accesses)
+
+
+@pytest.mark.gpu
+def test_two_real_cuda_streams_sharing_a_buffer_are_a_hazard() -> None:
+    """Needs a CUDA device: skipped on the CPU-only machines this project is tested on."""
+    if not wp.is_cuda_available():
+        pytest.skip("no CUDA device")
+    device = "cuda:0"
+    x = wp.zeros(N, dtype=float, device=device)
+    y = wp.zeros(N, dtype=float, device=device)
+    s1, s2 = wp.Stream(device), wp.Stream(device)
+    with trace_launches() as trace:
+        wp.launch(scale, dim=N, inputs=[y, 2.0], outputs=[x], device=device, stream=s1)  # writes x
+        wp.launch(scale, dim=N, inputs=[x, 3.0], outputs=[y], device=device, stream=s2)  # reads x: unordered
+    wp.synchronize_device(device)
+    flow = build_dataflow(trace.to_data())
+    assert [(h.edge.src, h.edge.dst) for h in flow.hazards] == [(0, 1), (0, 1)]  # RAW on x, WAR on y
+    assert {str(h.edge.kind) for h in flow.hazards} == {"RAW", "WAR"}

@@ -119,3 +119,16 @@ def test_names_from_traces_cannot_escape_the_output_folder(tmp_path) -> None:
     assert safe_name("../../etc/passwd") == "etc_passwd"
     assert safe_name("..") == "trace" and safe_name("") == "trace"
     assert safe_child(tmp_path, "../x/../../y.dot").parent == tmp_path.resolve()  # slashes never survive
+
+
+def test_graph_without_graphviz_still_writes_dot(files, tmp_path) -> None:
+    """A real subprocess whose PATH holds no ``dot``: DOT text only, a warning, exit 0."""
+    out = tmp_path / "nodot"
+    env = {"PATH": str(Path(sys.executable).parent), "HOME": str(Path.home())}
+    proc = subprocess.run(
+        [sys.executable, "-m", "launchtrace", "graph", str(files["base"]), "--out", str(out)],
+        capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.suffix for p in out.iterdir()) == [".dot"] * 3
+    assert "Graphviz 'dot' is not installed" in proc.stderr
