@@ -71,21 +71,22 @@ def make_spans(n: int) -> list[SpanData]:
     return spans
 
 
-def ours(path: str) -> tuple[float, int]:
-    t0 = time.perf_counter()
+def ours(path: str) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds of this process, spans)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     with SpanFile(path) as f:
         n = sum(1 for _ in f)
-    return time.perf_counter() - t0, n
+    return time.perf_counter() - t0, time.process_time() - c0, n
 
 
-def baseline(path: str) -> tuple[float, int]:
-    t0 = time.perf_counter()
+def baseline(path: str) -> tuple[float, float, int]:
+    t0, c0 = time.perf_counter(), time.process_time()
     n = 0
     with open(path, encoding="utf-8") as f:
         for line in f:
             msg = json_format.Parse(line, TracesData())
             n += sum(len(ss.spans) for rs in msg.resource_spans for ss in rs.scope_spans)
-    return time.perf_counter() - t0, n
+    return time.perf_counter() - t0, time.process_time() - c0, n
 
 
 def main() -> None:
@@ -103,18 +104,20 @@ def main() -> None:
     del spans
     try:
         ours(path), baseline(path)  # warm-up
-        ratios, ours_rates, base_rates = [], [], []
+        ratios, ours_rates, base_rates, ours_cpu_rates = [], [], [], []
         for _ in range(args.pairs):
-            t_ours, n_ours = ours(path)
-            t_base, n_base = baseline(path)
+            t_ours, c_ours, n_ours = ours(path)
+            t_base, _, n_base = baseline(path)
             assert n_ours == n_base == args.spans, (n_ours, n_base)
             ours_rates.append(n_ours / t_ours)
+            ours_cpu_rates.append(n_ours / c_ours)
             base_rates.append(n_base / t_base)
             ratios.append(t_base / t_ours)
     finally:
         os.unlink(path)
 
-    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus, load {load:.1f}")
     print(f"file: {args.spans} spans, {size_mb:.1f} MB, {BATCH} spans per line")
     for i, (a, b) in enumerate(zip(ours_rates, base_rates), 1):
         print(f"pair {i}: launchtrace {a:>10,.0f} spans/s   json_format {b:>10,.0f} spans/s")
@@ -122,6 +125,7 @@ def main() -> None:
         f"launchtrace reader: median {statistics.median(ours_rates):,.0f} spans/s "
         f"(min {min(ours_rates):,.0f}, max {max(ours_rates):,.0f})"
     )
+    print(f"launchtrace reader per CPU second of this process: median {statistics.median(ours_cpu_rates):,.0f}")
     print(f"json_format baseline: median {statistics.median(base_rates):,.0f} spans/s")
     print(
         f"speed ratio (launchtrace / json_format): median {statistics.median(ratios):.2f}x "

@@ -36,9 +36,7 @@ def test_unpadded_and_urlsafe_base64_are_read():
 def test_hex_read_as_base64_is_rejected_not_accepted_as_24_bytes():
     hex_id = TRACE.hex()
     assert len(base64.b64decode(hex_id)) == 24  # the trap itself
-    with pytest.raises(
-        IdError, match=r"gives 24 bytes, expected 16 \(a hex id where base64 was expected\?\)"
-    ):
+    with pytest.raises(IdError, match=r"gives 24 bytes, expected 16 \(a hex id where base64 was expected\?\)"):
         trace_id_from_text(hex_id, encoding="base64")
 
 

@@ -68,7 +68,7 @@ def test_malformed_file_exit_2_names_file_and_line_and_keeps_the_valid_rest(tmp_
     out = tmp_path / "out.jsonl"
     assert pull("--from", "file", str(bad), "--out", str(out)) == 2
     err = capsys.readouterr().err
-    assert f"  error: {bad}:2: not JSON: " in err
+    assert f"  error: {bad}:2: truncated line: unexpected end of data: line 1 column 31 (char 30)" in err
     assert f"  error: {bad}:3: resourceSpans[0].scopeSpans[0].spans[0]: span 'eee19b7ec3c1b100'" in err
     assert "unknown span kind 9" in err and "2 errors, 0 warnings; skipped 1 span, 1 line" in err
     assert "Traceback" not in err
@@ -149,3 +149,19 @@ def test_backend_down_is_one_line_and_keeps_the_old_output(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"launchtrace pull: error: {url}/api/v3/traces/{'0' * 31}1: cannot connect (")
     assert err.count("\n") == 1 and out.read_text() == "old\n"
+
+
+def test_jaeger_by_ids_shows_progress_and_options_for_other_sources_are_refused(tmp_path, capsys):
+    out = tmp_path / "j.jsonl"
+    with Backend() as b:
+        b.routes["/api/v3/traces/" + "0" * 31 + "1"] = Answer(
+            200, (FIXTURES / "jaeger_apiv3_GetTrace.json").read_bytes()
+        )
+        assert pull("--from", "jaeger", b.url, "--trace-id", "1", "--trace-id", "2", "--out", str(out)) == 0
+        err = capsys.readouterr().err
+        assert "fetched 2/2 traces" in err and "trace 00000000000000000000000000000002 not found" in err
+        assert pull("--from", "jaeger", b.url, "--protobuf", "--trace-id", "1", "--out", str(out)) == 2
+        assert "--protobuf is for tempo" in capsys.readouterr().err
+    src = str(FIXTURES / "otlp_examples_trace.json")
+    assert pull("--from", "file", src, "--api", "v1", "--out", str(out)) == 2
+    assert "--api and --protobuf are for jaeger and tempo" in capsys.readouterr().err

@@ -365,7 +365,7 @@ def test_duplicates_cycles_and_missing_parents(tmp_path):
 
 
 def test_strict_mode_raises_user_error_at_the_first_problem(tmp_path):
-    path = _write_lines(tmp_path, _line(_span_json("0000000000000001")), "{truncated")
+    path = _write_lines(tmp_path, _line(_span_json("0000000000000001")), '{"resourceSpans": [{')
     with pytest.raises(UserError, match=rf"^{path}:2: truncated line: "):
         read_spans(path, strict=True)
 

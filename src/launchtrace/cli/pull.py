@@ -135,6 +135,8 @@ def _pull_file(args: argparse.Namespace) -> ReadResult:
 
     if args.service or args.operation or args.query or args.attribute or args.since or args.until:
         raise UserError("--service/--operation/--query/--attribute/--since/--until are for jaeger and tempo")
+    if args.api or args.protobuf:
+        raise UserError("--api and --protobuf are for jaeger and tempo")
     result = read_spans(args.source, strict=args.strict)
     if args.trace_id:
         wanted = {parse_trace_id(t) for t in args.trace_id}
@@ -148,9 +150,11 @@ def _pull_jaeger(args: argparse.Namespace) -> ReadResult:
 
     if args.query:
         raise UserError("--query is TraceQL, for tempo; for jaeger use --service/--operation/--attribute")
+    if args.protobuf:
+        raise UserError("--protobuf is for tempo (its v1 API)")
     source = JaegerSource(_client(args), api=args.api or "v3")
     if args.trace_id:
-        return source.traces(args.trace_id, strict=args.strict)
+        return source.traces(args.trace_id, strict=args.strict, progress=_progress(args.quiet))
     return source.search(_search_query(args), strict=args.strict)
 
 

@@ -174,10 +174,20 @@ class SpanFile:
             try:
                 obj = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
-                reason = "truncated line" if not line.endswith(b"\n") else "not JSON"
-                self.log.add(Problem(where, f"{reason}: {exc}"), skipped_lines=1)
+                self.log.add(Problem(where, _json_error(line, exc)), skipped_lines=1)
                 continue
             yield self._decoded(where, spans_from_document(obj, where=where, id_encoding=self.id_encoding))
+
+
+def _json_error(line: bytes, exc: orjson.JSONDecodeError) -> str:
+    """Why a line is not JSON; a line that stops mid-value (the newline counted out) is called truncated."""
+    try:
+        orjson.loads(line.rstrip())
+    except orjson.JSONDecodeError as bare:
+        if str(bare).startswith("unexpected end of data"):
+            return f"truncated line: {bare}"
+        return f"not JSON: {bare}"
+    return f"not JSON: {exc}"  # pragma: no cover (only the trailing whitespace differs)
 
 
 def _document_format(doc: object) -> str:

@@ -20,7 +20,7 @@ Example::
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import orjson
 
@@ -52,11 +52,17 @@ class JaegerSource:
         """One trace by id (hex, leading zeros optional, or base64)."""
         return self.traces([trace_id], strict=strict)
 
-    def traces(self, trace_ids: Iterable[str], *, strict: bool = False) -> ReadResult:
+    def traces(
+        self, trace_ids: Iterable[str], *, strict: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> ReadResult:
+        """Several traces by id, fetched one by one; ``progress(done, total)`` after each."""
         log = ProblemLog(strict=strict)
+        ids = list(trace_ids)
         spans: list[SpanData] = []
-        for trace_id in trace_ids:
+        for i, trace_id in enumerate(ids, 1):
             spans.extend(self.fetch_trace(trace_id, log))
+            if progress:
+                progress(i, len(ids))
         return _finish(spans, log, self.client.base_url)
 
     def search(self, query: SearchQuery, *, strict: bool = False) -> ReadResult:
