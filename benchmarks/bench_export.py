@@ -208,6 +208,17 @@ def stock_sdk(template: list, n: int, tmp: str) -> float:
 def bench_otlp(n_ours: int, n_sdk: int, pairs: int) -> None:
     spans = launch_spans(n_ours)
     print(f"launch spans: {len(spans)} with {len(spans[0].attributes)} attributes each")
+    from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
+    from launchtrace.otlp.encode_proto import ProtoEncoder
+
+    for encoder in (ProtoEncoder(), JsonLinesEncoder()):
+        rates = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for i in range(0, len(spans), 2048):
+                encoder.encode(spans[i : i + 2048])
+            rates.append(len(spans) / (time.perf_counter() - t0))
+        print(f"   {type(encoder).__name__} alone: median {statistics.median(rates):,.0f} spans/s (3 runs)")
     tmp = tempfile.mkdtemp(prefix="bench_otlp_")
     runs = alternate(lambda: ours(spans, tmp), lambda: stock_sdk(spans, n_sdk, tmp), pairs)
     print(
