@@ -92,7 +92,6 @@ __all__ = [
     "SCOPE_INTERNAL",
     "SCOPE_KIND",
     "SCOPE_LAUNCHES",
-    "SCOPE_NAME",
     "SEQ",
     "STEP_INDEX",
     "STREAM",
@@ -170,7 +169,6 @@ ARG_FIELDS = (
 # --- scope spans --------------------------------------------------------------------------------------------
 SCOPE_KIND = "launchtrace.scope.kind"  # "tape" | "timer" | "user" | "step": marks a scope span
 SCOPE_ID = "launchtrace.scope.id"  # int: the scope's id in the capture (unique per process)
-SCOPE_NAME = "launchtrace.scope.name"
 SCOPE_FINGERPRINT = "launchtrace.scope.fingerprint"  # hex: topology of everything that ran under the scope
 SCOPE_LAUNCHES = "launchtrace.scope.launches"  # int: records under the scope (nested scopes included)
 SCOPE_FOREIGN_POINTERS = "launchtrace.scope.foreign_pointers"  # int: distinct foreign pointers under it
