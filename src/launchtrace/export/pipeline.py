@@ -35,7 +35,7 @@ from typing import Any
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.sinks import EXPORT_THREAD_PREFIX, FileSink, OtlpSink, Sink
 
-__all__ = ["ExportPipeline", "ExportStats", "sink_for"]
+__all__ = ["DEFAULT_DUTY_CYCLE", "ExportPipeline", "ExportStats", "sink_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,10 +83,18 @@ def sink_for(config: ExportConfig, *, truncate: bool = False) -> Sink:
     return OtlpSink(endpoint, protocol=config.protocol)
 
 
+DEFAULT_DUTY_CYCLE = 0.25
+"""Share of the time the worker may be busy while it keeps up (see :class:`ExportPipeline`)."""
+
+
 class ExportPipeline:
     """One subscription, one SpanBuilder, one sink, one daemon thread; see the module docstring.
 
     ``sink`` and ``builder_factory`` default to what ``config`` asks for (tests pass their own).
+    ``duty_cycle``: with CPython's GIL, every second the worker spends building spans is taken from the
+    launching thread. While the capture queue is less than half full and nobody waits on a flush, the
+    worker rests between chunks so that it is busy at most this share of the time; past half full, at a
+    flush and at exit it runs flat out. The work is the same, spread so that the program runs first.
     """
 
     def __init__(
@@ -96,8 +104,12 @@ class ExportPipeline:
         sink: Sink | None = None,
         builder_factory: Callable[[ExportConfig], Any] | None = None,
         truncate: bool = False,
+        duty_cycle: float = DEFAULT_DUTY_CYCLE,
     ) -> None:
+        if not 0.0 < duty_cycle <= 1.0:
+            raise ValueError(f"duty_cycle must be in (0, 1], got {duty_cycle!r}")
         self.config = config if config is not None else ExportConfig.resolve()
+        self._duty = duty_cycle
         self._builder_factory = builder_factory or _default_builder
         self._truncate = truncate
         self.sink: Sink = sink if sink is not None else sink_for(self.config, truncate=truncate)
@@ -244,6 +256,7 @@ class ExportPipeline:
         chunk = self.config.max_export_batch
         sub, builder = self._sub, self._builder
         while True:
+            started = time.perf_counter()
             try:
                 events = sub.drain(max_items=chunk)
             except Exception:  # a materialisation bug: never let it kill the worker
@@ -254,6 +267,8 @@ class ExportPipeline:
                 self._write(spans)
             if len(events) < chunk and not sub.queue:
                 break
+            if not final:
+                self._rest(time.perf_counter() - started)
         if final:
             spans = self._build(lambda _events: builder.flush(), ())
             if spans:
@@ -262,6 +277,18 @@ class ExportPipeline:
     def _write(self, spans: list) -> None:
         self._built += len(spans)
         self.sink.write(spans)
+
+    def _rest(self, busy_s: float) -> None:
+        """Rest so the worker's share stays at ``duty_cycle``, unless behind, flushing or stopping."""
+        if self._duty >= 1.0 or self._stopping:
+            return
+        queue = self._sub.queue
+        if queue.maxlen is not None and len(queue) > queue.maxlen // 2:
+            return
+        with self._cond:
+            if self._requested > self._done:
+                return
+        self._wake.wait(busy_s * (1.0 - self._duty) / self._duty)
 
     def _build(self, step: Callable[[Any], list], events: Any) -> list:
         try:
