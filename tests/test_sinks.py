@@ -273,3 +273,32 @@ def test_otlp_sink_down_at_start_then_up_counts_drops_logs_once_then_recovery(
     assert "could not export 4 spans" in ours[0]
     assert "works again; 6 spans were dropped" in ours[1]
     assert sink.stats().exported == 5 and sink.stats().dropped == 6
+
+
+def test_otlp_partial_success_rejections_are_counted_as_drops(caplog: pytest.LogCaptureFixture) -> None:
+    """A real gRPC server that accepts the request but rejects 3 spans (OTLP partial success)."""
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as pb
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc as pb_grpc
+
+    class Rejecting(pb_grpc.TraceServiceServicer):
+        def Export(self, request, context):
+            return pb.ExportTraceServiceResponse(
+                partial_success=pb.ExportTracePartialSuccess(rejected_spans=3, error_message="too old")
+            )
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    pb_grpc.add_TraceServiceServicer_to_server(Rejecting(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        sink = OtlpSink(f"http://127.0.0.1:{port}", protocol="grpc")
+        with caplog.at_level(logging.WARNING, logger="launchtrace.export.sinks"):
+            sink.write(make_spans(9))
+        sink.shutdown()
+    finally:
+        server.stop(0)
+    assert sink.stats().dropped == 3 and sink.stats().exported == 10 - 3
+    assert any("rejected 3 spans: too old" in r.getMessage() for r in caplog.records)

@@ -40,7 +40,6 @@ __all__ = [
     "OtlpSink",
     "Sink",
     "SinkStats",
-    "make_sink",
 ]
 
 logger = logging.getLogger(__name__)
@@ -118,8 +117,9 @@ class _Accounting:
             )
 
     def rejected(self, n: int, reason: str) -> None:
-        """Spans the receiver accepted the request for but rejected (OTLP partial success)."""
+        """Spans of an accepted request that the receiver rejected (OTLP partial success): not exported."""
         with self._lock:
+            self._exported -= n
             self._dropped += n
         logger.warning("launchtrace: %s rejected %d spans: %s", self.description, n, reason or "no reason given")
 
@@ -375,36 +375,3 @@ class OtlpSink:
             self._exporter.shutdown()
         except Exception:  # never raise into the user's program at exit
             logger.debug("launchtrace: exporter shutdown failed", exc_info=True)
-
-
-def make_sink(
-    *,
-    file_path: str | os.PathLike[str] | None = None,
-    endpoint: str | None = None,
-    protocol: str | None = None,
-    truncate: bool = False,
-) -> FileSink | OtlpSink:
-    """The sink the settings ask for: OTLP when an endpoint is given or set in ``OTEL_EXPORTER_OTLP_*``,
-    else the JSON Lines file (``file_path`` required then).
-
-    ``protocol`` ``None`` reads ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` / ``OTEL_EXPORTER_OTLP_PROTOCOL``
-    (default ``grpc``; the SDK's default would be ``http/protobuf``, but gRPC is what ``4317`` endpoints speak).
-    """
-    env_endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    if endpoint or env_endpoint:
-        proto = protocol or (
-            os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        )
-        proto = (proto or "grpc").strip().lower()
-        if proto == "http/json":
-            logger.warning("launchtrace: OTLP protocol http/json is not supported; using http/protobuf")
-            proto = "http/protobuf"
-        if proto not in ("grpc", "http/protobuf"):
-            logger.warning("launchtrace: unknown OTLP protocol %r; using grpc", proto)
-            proto = "grpc"
-        if endpoint and proto == "http/protobuf" and not endpoint.rstrip("/").endswith("/v1/traces"):
-            endpoint = endpoint.rstrip("/") + "/v1/traces"
-        return OtlpSink(endpoint, protocol=proto)
-    if file_path is None:
-        raise ValueError("file_path is required when no OTLP endpoint is configured")
-    return FileSink(file_path, truncate=truncate)
