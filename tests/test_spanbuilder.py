@@ -8,14 +8,17 @@ import logging
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from launchtrace import conventions as C
 from launchtrace import topology
 from launchtrace.export.config import ExportConfig, default_file_path
 from launchtrace.export.spanbuilder import STEP_SPAN_NAME, SpanBuilder
+from launchtrace.export.spanfactory import make_span
 from launchtrace.export.spanresource import build_resource
 from launchtrace.model import BufferArg, LaunchRecord, ScopeRecord, Site
-from launchtrace.spans import STATUS_ERROR, SpanData
+from launchtrace.spans import STATUS_ERROR, SpanData, SpanEvent, SpanLink
 
 SITE = Site("sim.py", 12, "step", "sim")
 RESOURCE = (("service.name", "test"),)
@@ -435,3 +438,32 @@ def test_resource_honours_otel_env_and_adds_ours(monkeypatch):
     assert res[C.RESOURCE_LAUNCHTRACE_VERSION] and res[C.RESOURCE_WARP_VERSION].startswith("1.")
     assert isinstance(res["process.pid"], int)
     assert dict(build_resource(service_name="kw"))["service.name"] == "kw"  # keyword beats environment
+
+
+# --- the hand-written SpanData constructor ----------------------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.binary(min_size=16, max_size=16),
+    st.binary(min_size=8, max_size=8),
+    st.one_of(st.none(), st.binary(min_size=8, max_size=8)),
+    st.text(max_size=10),
+    st.integers(0, 2**63),
+    st.integers(0, 2**63),
+    st.lists(st.tuples(st.text(max_size=5), st.integers()), max_size=4).map(tuple),
+    st.sampled_from([0, 1, 2]),
+    st.text(max_size=5),
+)
+def test_make_span_equals_the_dataclass_constructor(tid, sid, parent, name, start, end, attrs, status, message):
+    """spanfactory.make_span (generated for speed) builds exactly what SpanData(...) builds."""
+    events = (SpanEvent("e", start, attrs),)
+    links = (SpanLink(tid, sid),)
+    fast = make_span(tid, sid, parent, name, start, end, attrs, status, message, events, links, RESOURCE, "s", "1")
+    slow = SpanData(tid, sid, parent, name, start, end, attrs, status_code=status, status_message=message,
+                    events=events, links=links, resource=RESOURCE, scope_name="s", scope_version="1")  # fmt: skip
+    assert fast == slow and type(fast) is SpanData
+    for field in dataclasses.fields(SpanData):
+        assert getattr(fast, field.name) == getattr(slow, field.name)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.name = "changed"  # still frozen

@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import operator
 import random
 from typing import Any
 
@@ -73,32 +74,29 @@ class FoldedRun:
         return self.count * len(self.sequence)
 
 
+_RECORD_FIELDS = operator.attrgetter(
+    "op", "kernel", "dim", "stream", "arrays", "scalars", "params", "block_dim", "max_blocks", "device", "thread",
+    "thread_name", "graph_id", "captured", "adjoint", "api", "internal", "repeat", "module_hash",
+)  # fmt: skip
+_BUFFER_FIELDS = operator.attrgetter(
+    "key", "name", "ptr", "shape", "dtype", "nbytes", "owner", "offset", "foreign", "access"
+)
+_SITE_FIELDS = operator.attrgetter("file", "line", "function", "module")
+
+
 def fold_key(rec: LaunchRecord) -> Any:
-    """What must be equal for two records to fold together: all but times, seq and scope."""
+    """What must be equal for two records to fold together: all but times, seq and scope.
+
+    Plain tuples built by ``operator.attrgetter`` (C code), not the dataclasses themselves: hashing and
+    comparing a record's ``BufferArg`` and ``Site`` objects runs their Python-level ``__hash__``/``__eq__``.
+    """
     if rec.error is not None:
         return object()  # unique: never equal to another
+    site = rec.site
     return (
-        rec.op,
-        rec.kernel,
-        rec.dim,
-        rec.stream,
-        rec.arrays,
-        rec.scalars,
-        rec.site,
-        rec.params,
-        rec.buffers,
-        rec.block_dim,
-        rec.max_blocks,
-        rec.device,
-        rec.thread,
-        rec.thread_name,
-        rec.graph_id,
-        rec.captured,
-        rec.adjoint,
-        rec.api,
-        rec.internal,
-        rec.repeat,
-        rec.module_hash,
+        _RECORD_FIELDS(rec),
+        tuple(map(_BUFFER_FIELDS, rec.buffers)),
+        _SITE_FIELDS(site) if site is not None else None,
     )
 
 

@@ -40,6 +40,7 @@ from launchtrace.export.config import ExportConfig
 from launchtrace.export.folding import FoldedRun, Folder, Single, fold_key
 from launchtrace.export.sampling import TraceSampler
 from launchtrace.export.spanattrs import record_attributes, scope_attributes
+from launchtrace.export.spanfactory import make_span
 from launchtrace.export.spanresource import build_resource
 from launchtrace.model import LaunchRecord, ScopeKind, ScopeRecord
 from launchtrace.spans import STATUS_ERROR, SpanData, SpanEvent, SpanLink
@@ -138,6 +139,9 @@ class SpanBuilder:
         self._rng = random.Random()
         self._sampler = TraceSampler(self.config.sampler, self.config.sampler_arg, self.config.sample_every)
         self._limit = self.config.max_attribute_length
+        self._include_internal = self.config.include_internal
+        self._step_max = self.config.step_max_spans
+        self._step_window_ns = int(self.config.step_window_s * 1e9)
         self._scopes: dict[int, _Node] = {}  # open, exported scopes by scope id
         self._aliases: dict[int, _Node | None] = {}  # left-out internal scopes -> nearest exported ancestor
         self._steps: dict[int, _Node] = {}  # open step root per thread
@@ -170,9 +174,8 @@ class SpanBuilder:
                 continue
             handler(item)
         now = self._clock() if now_ns is None else now_ns
-        window = int(self.config.step_window_s * 1e9)
         for thread, step in list(self._steps.items()):
-            if now - step.first_start >= window:
+            if now - step.first_start >= self._step_window_ns:
                 del self._steps[thread]
                 self._close_step(step)
         return self._take()
@@ -197,7 +200,8 @@ class SpanBuilder:
     # --- events -------------------------------------------------------------------------------------------
 
     def _on_record(self, rec: LaunchRecord) -> None:
-        if rec.internal and not self.config.include_internal:
+        # The hot path of the export worker: one call per record, so settings are read from locals.
+        if rec.internal and not self._include_internal:
             return
         node = self._resolve(rec.scope_id)
         if node is None:
@@ -208,7 +212,11 @@ class SpanBuilder:
             return
         key = self._key_id(rec)
         self._account(node, rec, key)
-        for group in node.folder.push(rec, key):
+        folder = node.folder
+        if not folder.enabled:
+            self._emit_record(node, rec, key)
+            return
+        for group in folder.push(rec, key):
             self._emit_group(node, group)
 
     def _on_scope_begin(self, scope: ScopeRecord) -> None:
@@ -278,8 +286,7 @@ class SpanBuilder:
     def _step_for(self, rec: LaunchRecord) -> _Node:
         step = self._steps.get(rec.thread)
         if step is not None and (
-            step.records >= self.config.step_max_spans
-            or rec.start_ns - step.first_start >= int(self.config.step_window_s * 1e9)
+            step.records >= self._step_max or rec.start_ns - step.first_start >= self._step_window_ns
         ):
             del self._steps[rec.thread]
             self._close_step(step)
@@ -460,7 +467,7 @@ class SpanBuilder:
                 (C.EXCEPTION_MESSAGE, C.bounded(emsg, self._limit)),
             )
             events = (*events, SpanEvent(C.EVENT_EXCEPTION, end, exception))
-        return SpanData(
+        return make_span(
             trace_id,
             span_id,
             parent,
@@ -468,34 +475,36 @@ class SpanBuilder:
             start,
             end,
             attrs,
-            status_code=status,
-            status_message=message,
-            events=events,
-            links=links,
-            resource=self.resource,
-            scope_name=SCOPE_NAME,
-            scope_version=__version__,
+            status,
+            message,
+            events,
+            links,
+            self.resource,
+            SCOPE_NAME,
+            __version__,
         )
 
     def _emit_group(self, node: _Node, group: Single | FoldedRun) -> None:
-        trace = node.trace
-        if not trace.reserve():
-            return
         if isinstance(group, Single):
-            rec = group.record
-            attrs = self._record_attributes(rec, group.key)
-            span = self._make(
-                trace.id,
-                self._span_id(),
-                node.span_id,
-                rec.kernel,
-                rec.start_ns,
-                rec.end_ns,
-                attrs,
-                rec.error,
-            )
+            self._emit_record(node, group.record, group.key)
+        elif node.trace.reserve():
+            self._out.append(self._summary_span(node, group))
+
+    def _emit_record(self, node: _Node, rec: LaunchRecord, key: int) -> None:
+        trace = node.trace
+        if trace.used >= trace.limit:
+            trace.dropped += 1
+            return
+        trace.used += 1
+        attrs = self._record_attributes(rec, key)
+        span_id = (self._rng.getrandbits(64) or 1).to_bytes(8, "big")
+        if rec.error is None and len(rec.kernel) <= self._limit:  # the common case, without _make's checks
+            span = make_span(
+                trace.id, span_id, node.span_id, rec.kernel, rec.start_ns, rec.end_ns, attrs, 0, "", (), (),
+                self.resource, SCOPE_NAME, __version__,
+            )  # fmt: skip
         else:
-            span = self._summary_span(node, group)
+            span = self._make(trace.id, span_id, node.span_id, rec.kernel, rec.start_ns, rec.end_ns, attrs, rec.error)
         self._out.append(span)
 
     def _summary_span(self, node: _Node, run: FoldedRun) -> SpanData:
