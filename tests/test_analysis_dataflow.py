@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 import pytest
 import warp as wp
 
 from launchtrace.analysis.dataflow import EdgeKind, build_dataflow
+from launchtrace.capture import bus
+from launchtrace.loading import trace_from_events
 from launchtrace.model import BufferArg, LaunchRecord, Site
 from launchtrace.testing import trace_launches
 from test_analysis_programs import DEVICE, N, Sim, add, busy, run_program, scale
@@ -137,6 +140,42 @@ def test_an_unordered_write_after_read_on_two_cpu_threads_is_a_hazard() -> None:
     assert [(h.edge.kind, h.edge.src, h.edge.dst) for h in flow.hazards] == [(EdgeKind.WAR, 0, 1)]
     later = dataclasses.replace(writer, start_ns=500, end_ns=600)
     assert build_dataflow([reader, later]).hazards == ()  # one after the other: ordered by time
+
+
+def test_two_cpu_threads_racing_on_one_buffer_is_a_hazard() -> None:
+    """Real threads on the CPU device: Warp releases the GIL while a CPU kernel runs, so a reader and a
+    writer of ``sim.x`` started together overlap (each runs for tens of milliseconds). Whether they did is
+    read back from the records, and the hazard must be reported exactly when they did."""
+    sim = Sim()
+    barrier = threading.Barrier(2)
+
+    def reader() -> None:
+        barrier.wait()
+        wp.launch(busy, dim=N, inputs=[sim.x, 20000], outputs=[sim.tmp], device=DEVICE)
+
+    def writer() -> None:
+        barrier.wait()
+        wp.launch(busy, dim=N, inputs=[sim.v, 20000], outputs=[sim.x], device=DEVICE)
+
+    with trace_launches():  # holds the instrumentation; the subscription below sees every thread
+        sub = bus.subscribe()
+        threads = [threading.Thread(target=reader, name="reader"), threading.Thread(target=writer, name="writer")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        sub.close()
+        trace = trace_from_events(sub.drain())
+    a, b = trace.records
+    assert {a.thread_name, b.thread_name} == {"reader", "writer"}
+    overlapped = a.start_ns < b.end_ns and b.start_ns < a.end_ns
+    flow = build_dataflow(trace)
+    if overlapped:  # the usual case
+        assert [(h.edge.src, h.edge.dst, h.edge.buffer) for h in flow.hazards] == [(0, 1, "sim.x")]
+        assert str(flow.hazards[0].edge.kind) in ("RAW", "WAR")  # which one finished first decides the order
+        assert "reader" in flow.hazards[0].reason and "ran at the same time" in flow.hazards[0].reason
+    else:  # one ran wholly before the other: ordered by time, no hazard
+        assert flow.hazards == ()
 
 
 def test_unknown_access_is_assumed_read_and_write() -> None:

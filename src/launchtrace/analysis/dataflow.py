@@ -304,8 +304,8 @@ def _hazards(records: Sequence[LaunchRecord], edges: Sequence[Edge]) -> list[Haz
             )
         elif a.start_ns < b.end_ns and b.start_ns < a.end_ns:
             reason = (
-                f"{e.kind} on {e.buffer}: {a.kernel} (thread {a.thread}) and {b.kernel} (thread {b.thread}) "
-                "ran at the same time"
+                f"{e.kind} on {e.buffer}: {a.kernel} (thread {a.thread_name or a.thread}) and {b.kernel} "
+                f"(thread {b.thread_name or b.thread}) ran at the same time"
             )
         else:
             continue
