@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 
 import orjson
+import pytest
 from google.protobuf import json_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -309,3 +311,16 @@ def test_values_json_cannot_carry_are_written_the_way_the_protobuf_encoder_write
         {"key": "big", "value": {"stringValue": str(2**70)}},
         {"key": "s", "value": {"stringValue": "x?y"}},
     ]
+
+
+@settings(max_examples=30, deadline=None)
+@given(spans)
+def test_fast_span_constructor_builds_what_the_dataclass_builds(span):
+    from launchtrace.otlp.json_codec import _new_span
+
+    values = [getattr(span, f.name) for f in dataclasses.fields(SpanData)]
+    built = _new_span(*values)
+    assert type(built) is SpanData and built == span and hash(built.span_id) == hash(span.span_id)
+    assert _new_span(span.trace_id, span.span_id, None, "n") == SpanData(span.trace_id, span.span_id, None, "n")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.name = "changed"

@@ -394,3 +394,23 @@ def test_protobuf_that_starts_like_json_is_still_read(tmp_path):
     (tmp_path / "odd.bin").write_bytes(data)
     r = read_spans(tmp_path / "odd.bin")
     assert (r.format, r.spans, r.problems) == ("otlp-proto", spans, ())
+
+
+def test_garbage_collector_is_left_as_found_and_on_while_the_caller_runs(tmp_path):
+    """The reader pauses the collector while it parses a line, never while the caller holds a span."""
+    import gc
+
+    path = tmp_path / "s.jsonl"
+    path.write_text((encode_line(_spans(3)) + "\n") * 3)
+    assert gc.isenabled()
+    with SpanFile(path) as f:
+        for _ in f:
+            assert gc.isenabled()
+            break
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert len(read_spans(path, check=False).spans) == 9
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
