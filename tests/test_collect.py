@@ -18,6 +18,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.sdk.resources import Resource
@@ -28,6 +30,7 @@ from opentelemetry.trace import StatusCode
 from launchtrace.collect import Collector
 from launchtrace.otlp.encode_proto import encode_spans
 from launchtrace.otlp.json_codec import encode_line
+from test_encode_proto import spans as spans_strategy
 from test_sinks import make_spans, parse_jsonl
 
 
@@ -188,3 +191,41 @@ def test_cli_max_spans_stops_by_itself(tmp_path: Path) -> None:
         os.kill(proc.pid, signal.SIGKILL)
     assert proc.wait() == 0
     assert len(parse_jsonl(out)) == 1
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(spans_strategy, max_size=5), st.lists(spans_strategy, max_size=3))
+def test_fast_transcoding_matches_json_format(batch: list, other: list) -> None:
+    """The collector's line equals json_format's (hex ids, integer enums), caches warmed by another batch."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from launchtrace.otlp.transcode import json_line, reference_line
+
+    json_line(ExportTraceServiceRequest.FromString(encode_spans(other)))
+    message = ExportTraceServiceRequest.FromString(encode_spans(batch))
+    assert orjson.loads(json_line(message)) == orjson.loads(reference_line(message))
+
+
+def test_fast_transcoding_of_every_span_field_set_to_one() -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from launchtrace.otlp.transcode import json_line, reference_line
+    from launchtrace.spans import SpanData, SpanEvent, SpanLink
+
+    one = SpanData(
+        b"\x01" * 16, b"\x02" * 8, b"\x03" * 8, "n", 1, 1, (("a", 1),), kind=1, status_code=1, status_message="m",
+        events=(SpanEvent("e", 1, (("b", 1),), 1),),
+        links=(SpanLink(b"\x04" * 16, b"\x05" * 8, (("c", 1),), "s", 1, 1),),
+        trace_state="t", flags=1, dropped_attributes_count=1, dropped_events_count=1, dropped_links_count=1,
+        resource=(("r", 1),), resource_schema_url="u", scope_name="s", scope_version="v", scope_attributes=(("d", 1),),
+        schema_url="w",
+    )  # fmt: skip
+    message = ExportTraceServiceRequest.FromString(encode_spans([one, *make_spans(3)]))
+    fast, ref = orjson.loads(json_line(message)), orjson.loads(reference_line(message))
+    assert fast == ref
+    span = fast["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    assert {k for k in span} == {
+        "traceId", "spanId", "parentSpanId", "traceState", "flags", "name", "kind", "startTimeUnixNano",
+        "endTimeUnixNano", "attributes", "droppedAttributesCount", "events", "droppedEventsCount", "links",
+        "droppedLinksCount", "status",
+    }  # fmt: skip

@@ -4,8 +4,9 @@ For local multi-process runs (every process exports over OTLP to one ``launchtra
 project's own end-to-end tests. It speaks OTLP/gRPC (grpcio with the opentelemetry-proto ``TraceService``) and
 OTLP/HTTP (``POST /v1/traces`` with protobuf or JSON bodies, optionally gzip or deflate encoded), on loopback by
 default. Every request is parsed and counted as it arrives and queued for a writer thread, which appends one
-OTLP/JSON ``TracesData`` per request (hex ids, integer enums, 64-bit integers as strings), so what the file
-holds is exactly what was received. :meth:`Collector.stop` stops accepting, writes everything queued, and
+OTLP/JSON ``TracesData`` per request (hex ids, integer enums, 64-bit integers as strings: ``json_format``'s
+conversion, sped up by :mod:`launchtrace.otlp.transcode`), so what the file holds is exactly what was
+received. :meth:`Collector.stop` stops accepting, writes everything queued, and
 ``fsync``\\ s the file: nothing received is lost.
 
 Example::
@@ -45,13 +46,6 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 
 
-def _ids_to_hex(obj: dict) -> None:
-    for key in _ID_KEYS:
-        value = obj.get(key)
-        if value:
-            obj[key] = base64.b64decode(value).hex()
-
-
 def _ids_to_base64(obj: dict) -> None:
     for key in _ID_KEYS:
         value = obj.get(key)
@@ -72,19 +66,11 @@ def _walk_spans(d: dict, fix: Callable[[dict], None]) -> None:
 
 
 def message_to_json_line(message: Any) -> bytes:
-    """One OTLP JSON Lines line (with its newline) for a ``TracesData`` / ``ExportTraceServiceRequest``.
+    """One OTLP JSON Lines line (with its newline) for a ``TracesData`` / ``ExportTraceServiceRequest``:
+    ``json_format``'s conversion with integer enums and hex ids (see :mod:`launchtrace.otlp.transcode`)."""
+    from launchtrace.otlp.transcode import json_line
 
-    ``google.protobuf.json_format`` does the work (lowerCamelCase, 64-bit integers as strings); enums are
-    written as integers and ids turned from base64 into hex, as the OTLP/JSON specification asks.
-    """
-    import orjson
-    from google.protobuf import json_format
-
-    d = json_format.MessageToDict(message, use_integers_for_enums=True)
-    _walk_spans(d, _ids_to_hex)
-    if "resourceSpans" not in d:
-        d["resourceSpans"] = []
-    return orjson.dumps(d) + b"\n"
+    return json_line(message)
 
 
 def _parse_json_request(body: bytes) -> Any:
