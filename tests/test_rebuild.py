@@ -7,6 +7,8 @@ import json
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from launchtrace import conventions as C
 from launchtrace import topology
@@ -15,7 +17,7 @@ from launchtrace.export.spanbuilder import SpanBuilder
 from launchtrace.model import BufferArg, LaunchRecord, ScopeRecord, Site
 from launchtrace.otlp.json_codec import decode_traces_data, encode_line
 from launchtrace.rebuild import TRACE_ID, rebuild, scope_traces
-from launchtrace.spans import SpanData
+from launchtrace.spans import SpanData, SpanEvent
 
 SITE = Site("/home/u/sim.py", 40, "step", "sim")
 RESOURCE = (("service.name", "test"),)
@@ -260,3 +262,56 @@ def test_real_warp_program_round_trips_through_otlp_json(instrumented, fold):
     in_rollout = [r for r in captured if r.scope_id in scopes]
     assert rollout.attribute(C.SCOPE_FINGERPRINT) == topology.fingerprint(in_rollout)
     assert rollout.attribute(C.SCOPE_LAUNCHES) == 100
+
+
+# --- hostile input ------------------------------------------------------------------------------------------
+
+JUNK = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8), st.binary(max_size=4),
+    st.lists(st.one_of(st.integers(), st.text(max_size=3), st.floats()), max_size=3).map(tuple),
+)  # fmt: skip
+OUR_KEYS = [C.OP, C.KERNEL, C.DIM, C.STREAM, C.SEQ, C.PARAMS, C.ARRAY_KEYS, C.SCALAR_KEYS, C.THREAD_ID,
+            C.CODE_LINENO, C.SCOPE_KIND, C.SCOPE_ID, C.SCOPE_ATTRIBUTE_KEYS, C.FOLD_COUNT, C.FOLD_PERIOD,
+            C.arg_attr("0", C.ARG_PTR), C.arg_attr("0", C.ARG_SHAPE), C.arg_attr("0", C.ARG_OFFSET),
+            C.DROPPED_SPANS, C.BLOCK_DIM, C.REPEAT]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(OUR_KEYS), JUNK), max_size=8), st.booleans())
+def test_rebuild_never_raises_on_junk_values_under_our_names(attrs, as_event):
+    """Spans that use our attribute names with values of any type: warnings (one line each), never a raise."""
+    attrs = tuple(dict(attrs).items())
+    events = (SpanEvent(C.EVENT_FOLD_POSITION, 0, attrs),) if as_event else ()
+    spans = [
+        SpanData(b"\x01" * 16, b"\x02" * 8, None, "root", 0, 1, ((C.SCOPE_KIND, "user"), (C.SCOPE_ID, 1))),
+        SpanData(b"\x01" * 16, b"\x03" * 8, b"\x02" * 8, "junk", 0, 1, attrs, events=events),
+    ]
+    result = rebuild(spans)
+    assert all("\n" not in w for w in result.warnings)
+    assert result.malformed <= 1 and result.skipped <= 1
+
+
+def test_a_huge_fold_count_is_not_expanded(monkeypatch):
+    import launchtrace.rebuild as rebuild_module
+
+    scope = ScopeRecord(1, "rollout", "user", start_ns=0, seq=1)
+    recs = [LaunchRecord("launch", "k", (1,), None, (), (), SITE, start_ns=i, end_ns=i + 1, seq=i + 2, scope_id=1)
+            for i in range(50)]  # fmt: skip
+    spans = export([("scope_begin", scope), *[("record", r) for r in recs],
+                    ("scope_end", dataclasses.replace(scope, end_ns=100))])  # fmt: skip
+    monkeypatch.setattr(rebuild_module, "MAX_EXPANDED", 10)
+    result = rebuild(spans)
+    assert [r.repeat for r in result.records()] == [50]
+    assert any("not expanded" in w for w in result.warnings)
+
+
+def test_an_unreadable_value_names_the_span_and_keeps_the_rest():
+    events, records, _ = scoped(rich_records)
+    spans = export(events, fold=False, include_internal=True)
+    bad = next(s for s in spans if s.attribute(C.KERNEL) == "wp.copy")
+    broken = dataclasses.replace(bad, attributes=((C.OP, "copy"), (C.DIM, "not a dim")))
+    result = rebuild([broken if s is bad else s for s in spans])
+    assert result.malformed == 1 and result.skipped == 0
+    assert len(result.records()) == len(records) - 1
+    (warning,) = result.warnings
+    assert bad.span_id.hex() in warning and "wp.copy" in warning

@@ -29,8 +29,11 @@ from launchtrace import conventions as C
 from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, ScopeKind, ScopeRecord, Site, TraceData
 from launchtrace.spans import STATUS_ERROR, SpanData
 
-__all__ = ["TRACE_ID", "RebuildResult", "rebuild", "scope_traces"]
+__all__ = ["MAX_EXPANDED", "TRACE_ID", "RebuildResult", "rebuild", "scope_traces"]
 
+MAX_EXPANDED = 10_000_000
+"""A summary span standing for more records than this is not expanded (one record per position with
+``repeat`` set instead), so a corrupt or hostile count cannot exhaust memory."""
 TRACE_ID = "trace_id"
 """Key of the trace id (hex) in :attr:`TraceData.attributes` of a rebuilt trace."""
 ROOT_NAME = "root"
@@ -44,6 +47,7 @@ class RebuildResult:
     traces: dict[str, TraceData]
     skipped: int = 0
     warnings: list[str] = dataclasses.field(default_factory=list)
+    malformed: int = 0  # spans of ours whose values could not be read (each also has a warning)
 
     def records(self) -> list[LaunchRecord]:
         """Every rebuilt record, trace after trace."""
@@ -57,15 +61,16 @@ def rebuild(spans: Iterable[SpanData], *, expand: bool = True) -> RebuildResult:
     for span in spans:
         by_trace.setdefault(span.trace_id, []).append(span)
     traces: dict[str, TraceData] = {}
-    skipped = 0
+    skipped = malformed = 0
     warnings: list[str] = []
     for trace_id, members in by_trace.items():
         builder = _TraceRebuilder(trace_id.hex(), members, expand, warnings)
         data = builder.build()
         skipped += builder.skipped
+        malformed += builder.malformed
         if data is not None:
             traces[trace_id.hex()] = data
-    return RebuildResult(traces, skipped, warnings)
+    return RebuildResult(traces, skipped, warnings, malformed)
 
 
 def scope_traces(data: TraceData, name: str | None = None) -> list[TraceData]:
@@ -99,6 +104,7 @@ class _TraceRebuilder:
         self.expand = expand
         self.warnings = warnings
         self.skipped = 0
+        self.malformed = 0
         self.spans: dict[bytes, SpanData] = {}
         self.attrs: dict[bytes, dict[str, Any]] = {}
         for span in spans:
@@ -119,29 +125,13 @@ class _TraceRebuilder:
         ours = 0
         for span_id, span in self.spans.items():
             d = self.attrs[span_id]
-            if C.OP in d:
+            try:
+                ours += self._take(span, d, keyed, scopes, attributes)
+            except (ValueError, TypeError, KeyError, OverflowError) as exc:  # our names, unreadable values
                 ours += 1
-                rec = _record(d, span.start_ns, span.end_ns, _error(span), self._parent_scope(span))
-                keyed.append(((rec.seq, 0), rec))
-            elif C.FOLD_COUNT in d:
-                ours += 1
-                keyed.extend(self._expand(span, d))
-            elif C.SCOPE_KIND in d:
-                ours += 1
-                if span.parent_span_id is None or span.parent_span_id not in self.spans:
-                    attributes.setdefault(ROOT_NAME, span.name)
-                if d[C.SCOPE_KIND] == STEP:
-                    attributes[C.STEP_INDEX] = d.get(C.STEP_INDEX, 0)
-                    continue
-                scope = self._scope(span, d)
-                if scope is not None:
-                    scopes[scope.id] = scope
-            elif span.name == C.DROPPED_SPAN_NAME and C.DROPPED_SPANS in d:
-                ours += 1
-                attributes[C.DROPPED_SPANS] = d[C.DROPPED_SPANS]
-                self._warn(f"{d[C.DROPPED_SPANS]} spans were left out by the span budget")
-            else:
-                self.skipped += 1
+                self.malformed += 1
+                reason = " ".join(str(exc).split())[:200]
+                self._warn(f"span {span_id.hex()} ({span.name!r}): unreadable launchtrace attributes ({reason})")
         if not ours:
             return None
         keyed.sort(key=lambda item: item[0])
@@ -149,19 +139,45 @@ class _TraceRebuilder:
         attrs = {**dict(first.resource), **attributes, TRACE_ID: self.trace_hex}
         return TraceData([rec for _, rec in keyed], scopes, attrs)
 
+    def _take(self, span: SpanData, d: dict[str, Any], keyed: list, scopes: dict, attributes: dict) -> int:
+        """Add what ``span`` holds; 1 when it is one of ours, 0 when skipped as someone else's."""
+        if C.OP in d:
+            rec = _record(d, span.start_ns, span.end_ns, _error(span), self._parent_scope(span))
+            keyed.append(((rec.seq, 0), rec))
+        elif C.FOLD_COUNT in d:
+            keyed.extend(self._expand(span, d))
+        elif C.SCOPE_KIND in d:
+            if span.parent_span_id is None or span.parent_span_id not in self.spans:
+                attributes.setdefault(ROOT_NAME, span.name)
+            if d[C.SCOPE_KIND] == STEP:
+                attributes[C.STEP_INDEX] = d.get(C.STEP_INDEX, 0)
+                return 1
+            scope = self._scope(span, d)
+            if scope is not None:
+                scopes[scope.id] = scope
+        elif span.name == C.DROPPED_SPAN_NAME and C.DROPPED_SPANS in d:
+            attributes[C.DROPPED_SPANS] = d[C.DROPPED_SPANS]
+            self._warn(f"{d[C.DROPPED_SPANS]} spans were left out by the span budget")
+        else:
+            self.skipped += 1
+            return 0
+        return 1
+
     def _parent_scope(self, span: SpanData) -> int | None:
         """The scope id of the nearest scope span above ``span`` (foreign spans in between are skipped)."""
         parent = span.parent_span_id
         seen: list[bytes] = []
+        seen_set: set[bytes] = set()
         result: int | None = None
         while parent is not None:
             if parent in self._scope_of:
                 result = self._scope_of[parent]
                 break
-            if parent in seen:
+            if parent in seen_set:
                 self._warn(f"parent cycle through span {parent.hex()}")
                 break
             seen.append(parent)
+            seen_set.add(parent)
             above = self.spans.get(parent)
             if above is None:
                 self._warn(f"span {span.span_id.hex()}: parent {parent.hex()} is missing")
@@ -212,7 +228,9 @@ class _TraceRebuilder:
         means = [max(0, _int(p.get(C.FOLD_DURATION_MEAN, 0))) for p in positions]
         bases = [_record(p, 0, 0, None, scope_id) for p in positions]
         anchor = bases[0].seq
-        if not self.expand:
+        if not self.expand or count * period > MAX_EXPANDED:
+            if self.expand:
+                self._warn(f"summary span {span.span_id.hex()}: {count} x {period} records not expanded (repeat set)")
             out = []
             for j, (base, mean) in enumerate(zip(bases, means)):
                 start = events[j][1]
