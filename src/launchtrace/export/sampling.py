@@ -20,6 +20,8 @@ from opentelemetry.sdk.trace import sampling as otel_sampling
 
 __all__ = ["Decision", "TraceSampler"]
 
+_MAX_NAMES = 10_000
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Decision:
@@ -49,6 +51,8 @@ class TraceSampler:
     def decide(self, trace_id: bytes, name: str) -> Decision:
         """The decision for a new trace whose root span is called ``name``."""
         index = self._seen.get(name, 0)
+        if index == 0 and len(self._seen) >= _MAX_NAMES:  # root names made per step ("step 17"): stay bounded
+            self._seen.clear()
         self._seen[name] = index + 1
         if self._every and index % self._every == 0:
             return Decision(True, True)

@@ -52,6 +52,7 @@ _log = logging.getLogger(__name__)
 STEP_SPAN_NAME = "launchtrace.step"
 SCOPE_NAME = "launchtrace"
 _KEY_CACHE_LIMIT = 1 << 14
+_MAX_ROOT_NAMES = 10_000
 
 
 class _Trace:
@@ -278,6 +279,8 @@ class SpanBuilder:
             previous = self._last_root.get(name)
             if previous is not None:
                 node.links = (SpanLink(previous[0], previous[1]),)
+            if name not in self._last_root and len(self._last_root) >= _MAX_ROOT_NAMES:
+                self._last_root.clear()  # root names made per step ("step 17"): stay bounded
             self._last_root[name] = (trace_id, span_id)
         else:
             self.dropped_unsampled += 1
