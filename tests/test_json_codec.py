@@ -324,3 +324,13 @@ def test_fast_span_constructor_builds_what_the_dataclass_builds(span):
     assert _new_span(span.trace_id, span.span_id, None, "n") == SpanData(span.trace_id, span.span_id, None, "n")
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.name = "changed"
+
+
+def test_values_nested_beyond_the_recursion_limit_skip_the_span_not_the_reader():
+    value: dict = {"stringValue": "x"}
+    for _ in range(2000):
+        value = {"arrayValue": {"values": [value]}}
+    obj = _one_span_doc(attributes=[{"key": "deep", "value": value}])
+    spans, problems = decode_traces_data(obj, where="f.jsonl:1")
+    assert [s.span_id for s in spans] == [S2]
+    assert str(problems[0]).endswith("skipped: attribute values nested too deeply") and problems[0].skipped == 1

@@ -414,3 +414,10 @@ def test_garbage_collector_is_left_as_found_and_on_while_the_caller_runs(tmp_pat
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_jaeger_errors_that_are_not_a_list_are_still_reported():
+    from launchtrace.sources.documents import spans_from_document
+
+    spans, problems = spans_from_document({"data": [], "errors": "storage timeout"}, where="j.json")
+    assert spans == [] and [str(p) for p in problems] == ["j.json: Jaeger error: storage timeout"]

@@ -580,6 +580,9 @@ def _dec_scope_spans(
             out.append(_dec_span(d, ctx, id_encoding, link_problems))
         except (_Bad, IdError) as exc:
             problems.append(Problem(where, f"{path}.spans[{i}]: {_span_label(d)} skipped: {exc}", skipped=1))
+        except RecursionError:
+            msg = f"{path}.spans[{i}]: {_span_label(d)} skipped: attribute values nested too deeply"
+            problems.append(Problem(where, msg, skipped=1))
         if link_problems:
             for msg in link_problems:
                 problems.append(Problem(where, f"{path}.spans[{i}]: {_span_label(d)}: {msg}"))

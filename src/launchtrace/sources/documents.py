@@ -48,7 +48,8 @@ def _tempo_v2(obj: dict, where: str, id_encoding: str) -> Result:
 
 def _jaeger_classic(obj: dict, where: str, id_encoding: str) -> Result:
     spans, problems = spans_from_jaeger_traces(obj["data"], where=where)
-    for err in obj.get("errors") or ():
+    errors = obj.get("errors")
+    for err in errors if type(errors) is list else ([] if errors is None else [errors]):
         problems.append(Problem(where, f"Jaeger error: {err}"))
     return spans, problems
 
