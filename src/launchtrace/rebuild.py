@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from launchtrace import conventions as C
@@ -254,6 +255,8 @@ class _TraceRebuilder:
 
 def _int(value: Any) -> int:
     """An int attribute as readers deliver it (int, integral float, or a decimal string)."""
+    if type(value) is int:
+        return value
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
@@ -265,6 +268,8 @@ def _int(value: Any) -> int:
 
 def _tuple(value: Any) -> tuple:
     """An array attribute; Jaeger's classic API turns arrays into JSON strings, so those are parsed back."""
+    if type(value) is tuple:
+        return value
     if isinstance(value, tuple | list):
         return tuple(value)
     if isinstance(value, str) and value.startswith("["):
@@ -294,7 +299,33 @@ def _site(d: Mapping[str, Any]) -> Site | None:
         return None
     line = d.get(C.CODE_LINE_NUMBER, d.get(C.CODE_LINENO, 0))
     function = d.get(C.CODE_FUNCTION_NAME, d.get(C.CODE_FUNCTION, ""))
-    return Site(str(file), _int(line), str(function), str(d.get(C.CODE_NAMESPACE, "")))
+    return _shared_site(str(file), _int(line), str(function), str(d.get(C.CODE_NAMESPACE, "")))
+
+
+@lru_cache(maxsize=8192)
+def _shared_site(file: str, line: int, function: str, module: str) -> Site:
+    """One Site object per distinct call site (a program has few), as capture shares them."""
+    return Site(file, line, function, module)
+
+
+@lru_cache(maxsize=8192)
+def _arg_names(label: str) -> tuple[str, ...]:
+    """The attribute names of array argument ``label``, in :data:`conventions.ARG_FIELDS` order."""
+    return tuple(C.arg_attr(label, field) for field in C.ARG_FIELDS)
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    items = _tuple(value)
+    if all(type(x) is str for x in items):
+        return items
+    return tuple(str(x) for x in items)
+
+
+def _ints(value: Any) -> tuple[int, ...]:
+    items = _tuple(value)
+    if all(type(x) is int for x in items):
+        return items
+    return tuple(_int(x) for x in items)
 
 
 def _value(value: Any) -> Any:
@@ -303,33 +334,34 @@ def _value(value: Any) -> Any:
 
 def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None) -> LaunchRecord:
     """A record from the attributes of its span (or of a folded position's event)."""
-    params = tuple(str(p) for p in _tuple(d.get(C.PARAMS, ())))
-    array_keys = tuple(str(k) for k in _tuple(d.get(C.ARRAY_KEYS, ())))
-    scalar_keys = tuple(str(k) for k in _tuple(d.get(C.SCALAR_KEYS, ())))
+    params = _strings(d.get(C.PARAMS, ()))
+    array_keys = _strings(d.get(C.ARRAY_KEYS, ()))
+    scalar_keys = _strings(d.get(C.SCALAR_KEYS, ()))
     array_labels, scalar_labels = C.arg_labels(params, array_keys, scalar_keys)
     arrays = []
     buffers = []
     for text, label in zip(array_keys, array_labels):
         key = C.decode_key(text)
-        ptr = _int(d.get(C.arg_attr(label, C.ARG_PTR), 0))
+        n_ptr, n_owner, n_offset, n_shape, n_dtype, n_bytes, n_foreign, n_access, n_name = _arg_names(label)
+        ptr = _int(d.get(n_ptr, 0))
         arrays.append((key, ptr))
-        shape = d.get(C.arg_attr(label, C.ARG_SHAPE))
+        shape = d.get(n_shape)
         if shape is None:
             continue
-        offset = d.get(C.arg_attr(label, C.ARG_OFFSET))
-        owner = d.get(C.arg_attr(label, C.ARG_OWNER))
+        offset = d.get(n_offset)
+        owner = d.get(n_owner)
         buffers.append(
             BufferArg(
-                key=key,
-                name=str(d.get(C.arg_attr(label, C.ARG_NAME), label)),
-                ptr=ptr,
-                shape=tuple(_int(x) for x in _tuple(shape)),
-                dtype=str(d.get(C.arg_attr(label, C.ARG_DTYPE), "")),
-                nbytes=_int(d.get(C.arg_attr(label, C.ARG_BYTES), 0)),
-                owner=None if owner is None else str(owner),
-                offset=None if offset is None else _int(offset),
-                foreign=bool(d.get(C.arg_attr(label, C.ARG_FOREIGN), False)),
-                access=str(d.get(C.arg_attr(label, C.ARG_ACCESS), "")),
+                key,
+                str(d.get(n_name, label)),
+                ptr,
+                _ints(shape),
+                str(d.get(n_dtype, "")),
+                _int(d.get(n_bytes, 0)),
+                None if owner is None else str(owner),
+                None if offset is None else _int(offset),
+                bool(d.get(n_foreign, False)),
+                str(d.get(n_access, "")),
             )
         )
     scalars = tuple(
@@ -339,7 +371,7 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
     return LaunchRecord(
         op=str(d[C.OP]),
         kernel=str(d.get(C.KERNEL, "")),
-        dim=tuple(_int(x) for x in _tuple(d.get(C.DIM, ()))),
+        dim=_ints(d.get(C.DIM, ())),
         stream=None if stream is None else _int(stream),
         arrays=tuple(arrays),
         scalars=scalars,
