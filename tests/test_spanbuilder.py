@@ -467,3 +467,35 @@ def test_make_span_equals_the_dataclass_constructor(tid, sid, parent, name, star
         assert getattr(fast, field.name) == getattr(slow, field.name)
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.name = "changed"  # still frozen
+
+
+def test_ids_do_not_repeat_after_random_seed_or_fork():
+    """A program that seeds ``random`` does not make our ids repeat, nor does a forked child."""
+    import random
+
+    def ids() -> list[bytes]:
+        ev = Events()
+        ev.begin("step")
+        ev.launch()
+        ev.end()
+        _, spans = build(ev.events)
+        return [s.trace_id for s in spans] + [s.span_id for s in spans]
+
+    random.seed(0)
+    first = ids()
+    random.seed(0)
+    assert not set(first) & set(ids())
+
+    builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x"), resource=RESOURCE)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: ids from the inherited builder, sent to the parent
+        os.close(read)
+        os.write(write, b"".join(builder._span_id() for _ in range(16)))
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 8 * 16)
+    os.close(read)
+    os.waitpid(pid, 0)
+    parent = b"".join(builder._span_id() for _ in range(16))
+    assert len(child) == 128 and child != parent

@@ -29,8 +29,10 @@ import hashlib
 import itertools
 import json
 import logging
+import os
 import random
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -52,6 +54,17 @@ _log = logging.getLogger(__name__)
 STEP_SPAN_NAME = "launchtrace.step"
 SCOPE_NAME = "launchtrace"
 _KEY_CACHE_LIMIT = 1 << 14
+_RNGS: weakref.WeakSet[random.Random] = weakref.WeakSet()
+"""Every builder's id generator: reseeded in a forked child, so parent and child never share ids."""
+
+
+def _reseed_after_fork() -> None:
+    for rng in list(_RNGS):
+        rng.seed()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reseed_after_fork)
 _MAX_ROOT_NAMES = 10_000
 
 
@@ -137,7 +150,8 @@ class SpanBuilder:
         self.config = config if config is not None else ExportConfig.resolve()
         self.resource = resource if resource is not None else build_resource(self.config.service_name)
         self._clock = clock_ns
-        self._rng = random.Random()
+        self._rng = random.Random()  # our own: a program's random.seed(0) must not make ids repeat
+        _RNGS.add(self._rng)
         self._sampler = TraceSampler(self.config.sampler, self.config.sampler_arg, self.config.sample_every)
         self._limit = self.config.max_attribute_length
         self._include_internal = self.config.include_internal
