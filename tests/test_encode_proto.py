@@ -274,3 +274,14 @@ def test_spans_with_the_same_keys_and_changing_values_stay_exact(rows: list[list
     for span in batch:
         assert TracesData.FromString(encoder.encode([span])) == reference([span])
     assert TracesData.FromString(encoder.encode(batch)) == reference(batch)
+
+
+def test_a_dict_value_changed_in_place_is_re_encoded() -> None:
+    encoder = ProtoEncoder()
+    base = {"trace_id": b"\x01" * 16, "parent_span_id": None, "name": "k"}
+    value = {"a": 1}
+    first = SpanData(**base, span_id=b"\x00" * 7 + b"\x01", attributes=(("m", value), ("n", 2)))
+    encoder.encode([first])
+    value["a"] = 2  # same object, new content
+    second = SpanData(**base, span_id=b"\x00" * 7 + b"\x02", attributes=(("m", value), ("n", 2)))
+    assert TracesData.FromString(encoder.encode([second])) == reference([second])

@@ -8,10 +8,12 @@ few change from launch to launch (a sequence number, a pointer, a scalar argumen
    strings, adds the type for other scalars, and uses ``repr`` for tuples; ``0.0``/``-0.0`` and NaN are never
    cached.
 2. :class:`AttributeBlocks` by identity: the very same attributes tuple object encoded before.
-3. :class:`AttributeBlocks` by template: for the previous span with the same key sequence and the same value
-   types, only the positions whose value changed are re-encoded, compared with C-level ``map(operator.ne)``.
-   Positions of types where equality does not imply an identical encoding (floats, tuples, lists, dicts,
-   anything but ``str``/``int``/``bool``/``bytes``/``None``) are always re-encoded through level 1.
+3. :class:`AttributeBlocks` by template: against the previous span with the same key sequence, only the
+   positions holding another value *object* are re-encoded (through level 1), found at C speed with
+   ``map(operator.is_not)``. The same object has the same encoding, so this is exact without comparing
+   values; spans built from one call site share most value objects (names, shapes, sites come from caches).
+   Lists, dicts and other mutable values are re-encoded every time (tuples are trusted to hold immutable
+   values, as :mod:`launchtrace.spans` requires).
 
 Example::
 
@@ -24,14 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import compress
-from operator import itemgetter, ne
+from operator import is_not, itemgetter
 from typing import Any
 
 __all__ = ["AttributeBlocks", "FieldCache"]
 
 _CACHE_LIMIT = 1 << 16
 _BLOCK_LIMIT = 1024
-_EXACT_TYPES = frozenset({str, int, bool, bytes, type(None)})  # == between equal types means same encoding
+_IMMUTABLE = frozenset({str, int, float, bool, bytes, type(None), tuple})  # tuples hold immutable values
 _first = itemgetter(0)
 _second = itemgetter(1)
 
@@ -68,16 +70,6 @@ class FieldCache:
         return encoded
 
 
-class _Template:
-    __slots__ = ("fields", "suspects", "types", "values")
-
-    def __init__(self, types: list, values: list, fields: list, suspects: list) -> None:
-        self.types = types
-        self.values = values
-        self.fields = fields
-        self.suspects = suspects
-
-
 class AttributeBlocks:
     """Whole attribute blocks (the fields joined by ``separator``), reused by identity or by template."""
 
@@ -85,38 +77,38 @@ class AttributeBlocks:
         self.fields = fields
         self.separator = separator
         self._ids: dict[int, tuple[tuple, bytes]] = {}  # id(attributes) -> (the tuple kept alive, block)
-        self._templates: dict[tuple, _Template] = {}  # key sequence -> the last span's state
+        # key sequence -> [the last span's fields, its values, positions holding mutable values]; the values are
+        # kept alive, so an object seen at the same position again is the same object, with the same encoding
+        # unless it can change in place (lists, dicts: always re-encoded)
+        self._templates: dict[tuple, list] = {}
 
     def block(self, attrs: tuple) -> bytes:
         hit = self._ids.get(id(attrs))
         if hit is not None and hit[0] is attrs:
             return hit[1]
         field = self.fields.field
+        values = list(map(_second, attrs))
         try:
             keys = tuple(map(_first, attrs))
             template = self._templates.get(keys)
         except TypeError:  # an unhashable key: no template
             keys, template = None, None
-        values = list(map(_second, attrs))
-        types = list(map(type, values))
-        if template is not None and template.types == types:
-            fields = template.fields
-            try:
-                changed = list(compress(range(len(values)), map(ne, values, template.values)))
-            except (TypeError, ValueError):  # a value whose != is not a plain bool (an array)
-                changed = range(len(values))
-            for i in changed:
+        if template is not None:
+            fields, previous, mutable = template
+            for i in compress(range(len(values)), map(is_not, values, previous)):
+                fields[i] = field(attrs[i])  # only where the value is another object
+                if type(values[i]) not in _IMMUTABLE:
+                    mutable.add(i)
+            for i in mutable:  # a list or dict may have changed in place: always re-encode
                 fields[i] = field(attrs[i])
-            for i in template.suspects:
-                fields[i] = field(attrs[i])
-            template.values = values
+            template[1] = values
         else:
             fields = [field(kv) for kv in attrs]
             if keys is not None:
                 if len(self._templates) >= _BLOCK_LIMIT:
                     self._templates.clear()
-                suspects = [i for i, t in enumerate(types) if t not in _EXACT_TYPES]
-                self._templates[keys] = _Template(types, values, list(fields), suspects)
+                mutable = {i for i, v in enumerate(values) if type(v) not in _IMMUTABLE}
+                self._templates[keys] = [list(fields), values, mutable]
         encoded = self.separator.join(fields)
         if len(self._ids) >= _BLOCK_LIMIT:
             self._ids.clear()
