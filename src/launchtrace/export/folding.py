@@ -181,12 +181,15 @@ class Folder:
         self.enabled = enabled
         self.lookahead = max(lookahead, 2 * MAX_PERIOD)
         self._ids: dict[Any, int] = {}
-        self._buf: list[tuple[int, LaunchRecord]] = []
+        # Undecided records from index _at on, keys and records in parallel lists (no pop(0), no re-listing).
+        self._keys: list[int] = []
+        self._recs: list[LaunchRecord] = []
+        self._at = 0
         self._run: _OpenRun | None = None
 
     def __len__(self) -> int:
         """Records held back, not yet handed out (the open run's completed repetitions not counted)."""
-        return len(self._buf) + (len(self._run.partial) if self._run else 0)
+        return len(self._keys) - self._at + (len(self._run.partial) if self._run else 0)
 
     def push(self, rec: LaunchRecord, key: int | None = None) -> list[Single | FoldedRun]:
         """Take the next record; returns the groups that are now decided (often none).
@@ -205,8 +208,9 @@ class Folder:
             if self._run.offer(key, rec):
                 return out
             self._close_run(out)
-        self._buf.append((key, rec))
-        while len(self._buf) >= self.lookahead and self._run is None:
+        self._keys.append(key)
+        self._recs.append(rec)
+        while len(self._keys) - self._at >= self.lookahead and self._run is None:
             self._decide(out, final=False)
         return out
 
@@ -215,8 +219,9 @@ class Folder:
         out: list[Single | FoldedRun] = []
         if self._run is not None:
             self._close_run(out)
-        while self._buf:
+        while self._at < len(self._keys):
             self._decide(out, final=True)
+        self._compact()
         self._ids.clear()
         return out
 
@@ -232,53 +237,67 @@ class Folder:
             ids[key] = found
         return found
 
+    def _compact(self) -> None:
+        if self._at:
+            del self._keys[: self._at]
+            del self._recs[: self._at]
+            self._at = 0
+
     def _close_run(self, out: list) -> None:
         run = self._run
         assert run is not None
         self._run = None
         out.append(run.result())
-        self._buf = list(run.partial)  # an open run holds the buffer's records: the buffer is empty here
+        # An open run holds the buffer's records: the buffer is empty here; its partial repetition goes back.
+        self._keys = [k for k, _ in run.partial]
+        self._recs = [r for _, r in run.partial]
+        self._at = 0
 
     def _reintern(self) -> None:
         """Forget keys no pending record uses (a loop whose scalars change every step makes many)."""
         self._ids = {}
-        self._buf = [(self._intern(fold_key(rec)), rec) for _, rec in self._buf]
+        self._compact()
+        self._keys = [self._intern(fold_key(rec)) for rec in self._recs]
         run = self._run
         if run is not None:
             run.keys = [self._intern(fold_key(rec)) for rec in run.sequence]
             run.partial = [(self._intern(fold_key(rec)), rec) for _, rec in run.partial]
 
-    def _best_period(self, keys: list[int]) -> tuple[int, int]:
-        """(period, count) covering the most records from the start of ``keys``; count 0 when none."""
+    def _best_period(self) -> tuple[int, int]:
+        """(period, count) covering the most undecided records from the first on; count 0 when none."""
+        keys, at = self._keys, self._at
+        n = len(keys) - at
         best_p, best_c, best_cover = 0, 0, 0
-        n = len(keys)
         for p in range(1, min(MAX_PERIOD, n // 2) + 1):
-            head = keys[:p]
+            if keys[at + p] != keys[at]:  # cheap reject: the second repetition must start like the first
+                continue
+            head = keys[at : at + p]
             c = 1
-            while (c + 1) * p <= n and keys[c * p : (c + 1) * p] == head:
+            while (c + 1) * p <= n and keys[at + c * p : at + (c + 1) * p] == head:
                 c += 1
             if c >= self.min_repeats and c * p > best_cover:
                 best_p, best_c, best_cover = p, c, c * p
         return best_p, best_c
 
     def _decide(self, out: list, final: bool) -> None:
-        buf = self._buf
-        keys = [k for k, _ in buf]
-        p, c = self._best_period(keys)
+        keys, recs, at = self._keys, self._recs, self._at
+        p, c = self._best_period()
         if c == 0:
-            key, rec = buf.pop(0)
-            out.append(Single(rec, key))
+            out.append(Single(recs[at], keys[at]))
+            self._at = at + 1
+            if self._at >= self.lookahead:
+                self._compact()
             return
-        tail = keys[c * p :]
-        records = [r for _, r in buf[: c * p]]
-        if not final and len(tail) < p and tail == keys[: len(tail)]:
-            run = _OpenRun(keys[:p], records, c)
-            rest = buf[c * p :]
-            self._buf = []
+        end = at + c * p
+        tail = keys[end:]
+        run = _OpenRun(keys[at : at + p], recs[at:end], c)
+        if not final and len(tail) < p and tail == keys[at : at + len(tail)]:
+            rest = list(zip(tail, recs[end:]))
+            self._keys, self._recs, self._at = [], [], 0
             self._run = run
             for key, rec in rest:
                 run.offer(key, rec)
             return
-        run = _OpenRun(keys[:p], records, c)
         out.append(run.result())
-        del buf[: c * p]
+        self._at = end
+        self._compact()
