@@ -54,6 +54,10 @@ _log = logging.getLogger(__name__)
 STEP_SPAN_NAME = "launchtrace.step"
 SCOPE_NAME = "launchtrace"
 _KEY_CACHE_LIMIT = 1 << 14
+# The per-record line of topology.fingerprint's digest, so a scope's fingerprint is computed as records arrive
+# (topology exposes only the whole-list function). If topology stops providing it, the fallback keeps export
+# working and tests/test_spanbuilder.py's comparison with topology.fingerprint fails loudly.
+_canonical: Callable[[Any], Any] = getattr(topology, "_canonical", lambda key: repr(key))
 _RNGS: weakref.WeakSet[random.Random] = weakref.WeakSet()
 """Every builder's id generator: reseeded in a forked child, so parent and child never share ids."""
 
@@ -362,7 +366,7 @@ class SpanBuilder:
         """The record's line in :func:`launchtrace.topology.fingerprint`'s digest, cached by key id."""
         line = self._lines.get(key)
         if line is None:
-            canon = topology._canonical(topology.topology_key(rec, raw=False))
+            canon = _canonical(topology.topology_key(rec, raw=False))
             line = json.dumps(canon, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
             if key > 0:
                 self._lines[key] = line
