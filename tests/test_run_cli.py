@@ -154,3 +154,12 @@ def test_instrumentor_is_symmetric_and_repeatable(tmp_path: Path, warp_cpu) -> N
             assert not capture.is_instrumented() and export._pipeline is None
     finally:
         inst.uninstrument()
+
+
+def test_run_a_module_with_dash_m(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text("import sys\nprint('argv', sys.argv[1:])\nsys.exit(4)\n")
+    proc = run("--out", str(tmp_path / "m.jsonl"), "-m", "pkg.mod", "a", "b", cwd=tmp_path)
+    assert proc.returncode == 4 and "argv ['a', 'b']" in proc.stdout
