@@ -1,4 +1,8 @@
-"""Property: random capture event streams -> SpanBuilder -> (OTLP/JSON) -> rebuild give the records back.
+"""Property: random capture event streams -> SpanBuilder -> a transport -> rebuild give the records back.
+
+Transports: none, OTLP/JSON (``otlp.json_codec``), OTLP protobuf (``otlp.encode_proto`` -> ``proto_decode``)
+and the default file sink (``export.sinks.FileSink`` writing JSON Lines, ``sources.files.read_spans``
+reading them), so what a backend or the file holds rebuilds exactly.
 
 With folding off every record comes back equal field for field (times, seq and scope included); with folding
 on, equal except the times and seqs of folded repetitions, which are derived from the summary's statistics.
@@ -9,6 +13,8 @@ per thread in seq order, because a trace belongs to one thread.
 from __future__ import annotations
 
 import dataclasses
+import os
+import tempfile
 
 import orjson
 from hypothesis import HealthCheck, given, settings
@@ -16,10 +22,15 @@ from hypothesis import strategies as st
 
 from launchtrace import topology
 from launchtrace.export.config import ExportConfig
+from launchtrace.export.sinks import FileSink
 from launchtrace.export.spanbuilder import SpanBuilder
 from launchtrace.model import BufferArg, LaunchRecord, ScopeRecord, Site
+from launchtrace.otlp.encode_proto import encode_spans
 from launchtrace.otlp.json_codec import decode_traces_data, encode_line
+from launchtrace.otlp.proto_decode import decode_traces_bytes
 from launchtrace.rebuild import rebuild
+from launchtrace.sources.files import read_spans
+from launchtrace.spans import SpanData
 
 SITES = [
     Site("sim.py", 10, "step", "sim"),
@@ -143,6 +154,35 @@ def streams(draw) -> tuple[list, list[LaunchRecord], dict[int, ScopeRecord]]:
     return events, recs, scopes
 
 
+def _via_json(spans: list[SpanData]) -> list[SpanData]:
+    decoded, problems = decode_traces_data(orjson.loads(encode_line(spans)), where="prop") if spans else ([], [])
+    assert not problems
+    return decoded
+
+
+def _via_protobuf(spans: list[SpanData]) -> list[SpanData]:
+    decoded, problems = decode_traces_bytes(encode_spans(spans), where="prop") if spans else ([], [])
+    assert not problems
+    return decoded
+
+
+def _via_file_sink(spans: list[SpanData]) -> list[SpanData]:
+    """The default sink (OTLP JSON Lines file) written by the exporter, read back by the file reader."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "spans.jsonl")
+        sink = FileSink(path)
+        for i in range(0, len(spans), 7):  # several batches: several lines
+            sink.write(spans[i : i + 7])
+        sink.shutdown()
+        assert sink.stats().dropped == 0
+        result = read_spans(path)
+    assert not result.problems
+    return result.spans
+
+
+TRANSPORTS = {"direct": list, "otlp-json": _via_json, "otlp-protobuf": _via_protobuf, "file-sink": _via_file_sink}
+
+
 def types(value):
     """The type tree of a value: ``3 == 3.0 == True`` in Python, so equality alone hides a lost type."""
     if isinstance(value, tuple | list):
@@ -166,8 +206,8 @@ def _by_thread(records: list[LaunchRecord]) -> dict[int, list[LaunchRecord]]:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(streams(), st.booleans(), st.booleans(), st.integers(1, 40), st.data())
-def test_export_then_rebuild_gives_the_records_back(stream, fold, via_json, step_max, data):
+@given(streams(), st.booleans(), st.sampled_from(list(TRANSPORTS)), st.integers(1, 40), st.data())
+def test_export_then_rebuild_gives_the_records_back(stream, fold, transport, step_max, data):
     events, recs, scopes = stream
     config = ExportConfig.resolve(env={}, file_path="x", fold=fold, include_internal=True, span_budget=10**6,
                                   step_max_spans=step_max, step_window_s=1e6)  # fmt: skip
@@ -180,10 +220,7 @@ def test_export_then_rebuild_gives_the_records_back(stream, fold, via_json, step
         i += n
     spans += builder.flush(now_ns=10**15)
     assert builder.dropped() == {"budget": 0, "unsampled": 0}
-    if via_json:
-        decoded, problems = decode_traces_data(orjson.loads(encode_line(spans)), where="prop") if spans else ([], [])
-        assert not problems
-        spans = decoded
+    spans = TRANSPORTS[transport](spans)
     result = rebuild(spans)
     assert result.skipped == 0
 
