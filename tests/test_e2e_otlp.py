@@ -200,3 +200,25 @@ print("done", flush=True)
     exported = int(summary.split()[1])
     assert 0 < exported < 40 * 6 + 1
     assert len([s for s in file_spans(out) if s.attribute(C.OP)]) <= exported
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_receiver_down_from_the_start_costs_every_span_counted_never_results(
+    sim, monkeypatch: pytest.MonkeyPatch, protocol: str
+) -> None:
+    import warp_programs
+    from test_sinks import free_port
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")
+    bare = warp_programs.Sim()
+    for _ in range(10):
+        bare.step()
+    cfg = ExportConfig.resolve(
+        endpoint=f"http://127.0.0.1:{free_port()}", protocol=protocol, export_interval_s=0.05, fold=False
+    )
+    pipeline = ExportPipeline(cfg).start()
+    sim2 = warp_programs.Sim()
+    run_steps(sim2, 10, pipeline, flush_every=5)
+    stats = pipeline.stop(timeout=30)
+    np.testing.assert_array_equal(sim2.result(), bare.result())
+    assert stats.exported == 0 and stats.built == stats.dropped_sink == 10 * (5 + 1)
