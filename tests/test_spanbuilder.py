@@ -261,17 +261,25 @@ def test_budget_never_orphans_a_nested_scope_child():
     assert len(spans) <= 6
 
 
-def test_ten_thousand_step_loop_stays_within_budget_and_folds(tmp_path):
-    """A 10,000-iteration loop inside one scope, and the same loop unscoped: every trace within budget."""
+def test_ten_thousand_step_loop_stays_within_budget_and_folds():
+    """A 10,000-iteration loop inside one scope (ping-pong buffers, dt changing every 500 steps, a checkpoint
+    launch every 1,000) and 10,000 unscoped launches: every trace within budget, nothing dropped, and the
+    rebuilt records have exactly the captured topology (owners and scalars included), in order."""
+    from launchtrace.rebuild import rebuild
+
     ev = Events()
     ev.begin("train")
-    for _ in range(10_000):
-        ev.launch("sim.integrate")
+    for i in range(10_000):
+        a, b = (0x1000, 0x2000) if i % 2 == 0 else (0x2000, 0x1000)
+        ev.launch("sim.integrate", ptrs=(a, b), dt=0.01 * (1 + i // 500))
         ev.launch("sim.collide", ptrs=(0x3000, 0x4000))
-        ev.launch("wp.copy", ptrs=(0x5000, 0x1000))
+        ev.launch("wp.copy", ptrs=(0x5000, a))
+        if i % 1000 == 999:
+            ev.launch("sim.checkpoint", ptrs=(0x6000, 0x7000))
     ev.end()
     for _ in range(10_000):
         ev.launch("sim.integrate")
+    captured = [r for kind, r in ev.events if kind == "record"]
     builder, spans = build(ev.events)
     traces: dict[bytes, int] = {}
     for s in spans:
@@ -280,8 +288,15 @@ def test_ten_thousand_step_loop_stays_within_budget_and_folds(tmp_path):
     assert builder.dropped_budget == 0
     folded = sum(s.attribute(C.FOLD_LAUNCHES, 0) for s in spans)
     plain = sum(1 for s in spans if s.attribute(C.OP) is not None)
-    assert folded + plain == 40_000
-    assert len(spans) < 100
+    assert folded + plain == len(captured) == 40_010
+    assert len(spans) < 200
+    result = rebuild(spans)
+    assert result.warnings == [] and result.skipped == 0
+    rebuilt = sorted(result.records(), key=lambda r: r.seq)
+    assert topology.topology_keys(rebuilt) == topology.topology_keys(captured)
+    assert [r.buffers for r in rebuilt] == [r.buffers for r in captured]
+    train = next(s for s in spans if s.name == "train")
+    assert train.attribute(C.SCOPE_FINGERPRINT) == topology.fingerprint([r for r in rebuilt if r.scope_id is not None])
 
 
 # --- sampling ---------------------------------------------------------------------------------------------
