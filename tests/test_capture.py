@@ -426,3 +426,25 @@ def test_fem_integration_recorded(sub, launch_log):
 @fem.integrand
 def _mass_form(s: fem.Sample, u: fem.Field, v: fem.Field):
     return u(s) * v(s)
+
+
+def test_access_comes_from_the_kernel_not_the_inputs_outputs_split(sub):
+    """Programs pass written arrays in ``inputs=``; the record must still say which arguments are written."""
+    sim = wpp.Sim(n=4)
+    sim.step()
+    p = wpp.Particles()
+    p.pos = wp.zeros(4, dtype=wp.vec3, device="cpu")
+    wp.launch(wpp.drift, dim=4, inputs=[p, 0.1])
+    access = {r.kernel.rsplit(".", 1)[1]: {b.name: b.access for b in r.buffers} for r in launches(sub)}
+    assert access["integrate"] == {"pos": "rw", "vel": "rw"}
+    assert access["scale"] == {"x": "r", "y": "w"}
+    assert access["square_sum"] == {"x": "r", "out": "rw"}  # an atomic add reads and writes
+    assert access["drift"] == {"p.pos": "rw"}
+
+
+def test_kernel_access_rules():
+    from launchtrace.capture.access import kernel_access
+
+    assert kernel_access(wpp.scale) == {"x": "r", "y": "w"}
+    assert kernel_access(wpp.tiled_copy) == {"x": "r", "y": "w"}
+    assert kernel_access(object()) is None

@@ -1,7 +1,8 @@
 """Raw capture tuples -> :class:`LaunchRecord` / :class:`ScopeRecord`, off the hot path.
 
 Names (``"<module>.<key>"``), parameter labels (``kernel.adj.args[i].label``), read/write access (what Warp's
-code generator recorded in ``adj.args[i].is_read / is_write``, else the inputs/outputs split), owners (the owner
+code generator recorded in ``adj.args[i].is_read / is_write``, else the kernel's syntax tree
+(:mod:`launchtrace.capture.access`), else the inputs/outputs split), owners (the owner
 registry as it stood at the record's sequence number) and NaN normalisation all happen here, so the launching
 thread only paid for copying plain values.
 """
@@ -13,6 +14,7 @@ import math
 from typing import Any
 
 from launchtrace.capture import bus
+from launchtrace.capture.access import kernel_access
 from launchtrace.capture.hotpath import ARR, STRUCT, is_warp_code
 from launchtrace.capture.state import THREAD_NAMES
 from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, Op, ScopeRecord, Site
@@ -37,7 +39,7 @@ _COPY_APIS = {
 
 
 class _KernelInfo:
-    __slots__ = ("access", "name", "params")
+    __slots__ = ("access", "name", "params", "syntax")
 
     def __init__(self, kernel: Any) -> None:
         module = getattr(getattr(kernel, "module", None), "name", None)
@@ -46,6 +48,7 @@ class _KernelInfo:
         args = getattr(getattr(kernel, "adj", None), "args", None) or ()
         self.params = tuple(str(getattr(a, "label", i)) for i, a in enumerate(args))
         self.access = None
+        self.syntax = kernel_access(kernel)  # {"x": "r", "p.pos": "w"} from the kernel's AST, or None
 
     def access_of(self, kernel: Any) -> tuple | None:
         """Per parameter ``"r"``/``"w"``/``"rw"``/``""`` from the code generator, once it has run."""
@@ -238,7 +241,8 @@ class _Args:
             return text
         return f"{base}.{rest}"
 
-    def add(self, key: Any, value: Any, access: str = "") -> None:
+    def add(self, key: Any, value: Any, access: str | None = "", syntax: dict | None = None) -> None:
+        """Add one argument; ``access`` ``None`` means: look the argument's name up in ``syntax``."""
         if type(value) is tuple and value and value[0] is ARR:
             _, ptr, shape, dtype, nbytes, device, _indexed = value
             owner = offset = None
@@ -252,11 +256,14 @@ class _Args:
                     foreign = bool(registry.any_at(self.seq))
             if not self.device and device is not None:
                 self.device = _device_name(device)
+            name = self.name(key)
+            if access is None:
+                access = (syntax or {}).get(name) or (syntax or {}).get(name.split(".")[0], "")
             self.arrays.append((key, ptr))
             self.buffers.append(
                 BufferArg(
                     key,
-                    self.name(key),
+                    name,
                     ptr,
                     tuple(shape or ()),
                     _dtype_name(dtype),
@@ -269,7 +276,7 @@ class _Args:
             )
         elif type(value) is tuple and value and value[0] is STRUCT:
             for field, inner in value[1]:
-                self.add(f"{key}.{field}", inner, access)
+                self.add(f"{key}.{field}", inner, access, syntax)
         else:
             self.scalars.append((key, _normalise(value)))
 
@@ -278,15 +285,18 @@ def _build_launch(payload: tuple, seq: int, caller: Any, common: dict) -> Launch
     kernel, dim, values, n_inputs, device, stream, block_dim, max_blocks, adjoint, adj = payload
     info = _kernel_info(kernel)
     access = info.access_of(kernel)
+    syntax = info.syntax
     args = _Args(info.params, seq)
     for i, value in enumerate(values):
-        if access is not None and i < len(access):
+        if access is not None and i < len(access):  # Warp's code generator tracked it: best
             mode = access[i]
-        elif n_inputs >= 0:
+        elif syntax is not None:  # the kernel's syntax tree; per struct field in _Args.add
+            mode = None
+        elif n_inputs >= 0:  # Warp's inputs / outputs split
             mode = "r" if i < n_inputs else "w"
         else:
             mode = ""
-        args.add(i, value, mode)
+        args.add(i, value, mode, syntax)
     for i, value in enumerate(adj):
         if type(value) is tuple and value and value[0] in (ARR, STRUCT):  # adjoint scalars are zeros
             args.add(f"adj:{i}", value, "rw")
