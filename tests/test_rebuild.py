@@ -315,3 +315,13 @@ def test_an_unreadable_value_names_the_span_and_keeps_the_rest():
     assert len(result.records()) == len(records) - 1
     (warning,) = result.warnings
     assert bad.span_id.hex() in warning and "wp.copy" in warning
+
+
+def test_with_times_equals_dataclasses_replace():
+    import launchtrace.rebuild as rebuild_module
+
+    for rec in rich_records(7):
+        fast = rebuild_module._with_times(rec, 11, 22, 33)
+        assert fast == dataclasses.replace(rec, start_ns=11, end_ns=22, seq=33) and type(fast) is LaunchRecord
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            fast.seq = 1

@@ -248,9 +248,31 @@ class _TraceRebuilder:
             j = k % period
             seq = anchor + (k * (last_seq - anchor)) // (total - 1) if total > 1 else anchor
             end = cursor + means[j]
-            out.append(((anchor, k), dataclasses.replace(bases[j], start_ns=cursor, end_ns=end, seq=seq)))
+            out.append(((anchor, k), _with_times(bases[j], cursor, end, seq)))
             cursor = end + gap
         return out
+
+
+_TIMED = ("start_ns", "end_ns", "seq")
+_COPIED = tuple(
+    (LaunchRecord.__dict__[f.name].__get__, LaunchRecord.__dict__[f.name].__set__)
+    for f in dataclasses.fields(LaunchRecord)
+    if f.name not in _TIMED
+)
+_SET_TIMED = tuple(LaunchRecord.__dict__[name].__set__ for name in _TIMED)
+
+
+def _with_times(base: LaunchRecord, start: int, end: int, seq: int) -> LaunchRecord:
+    """``dataclasses.replace(base, start_ns=start, end_ns=end, seq=seq)``, several times faster: an expanded
+    summary makes one record per repetition (``test_rebuild`` checks the two agree)."""
+    rec = object.__new__(LaunchRecord)
+    for get, put in _COPIED:
+        put(rec, get(base))
+    set_start, set_end, set_seq = _SET_TIMED
+    set_start(rec, start)
+    set_end(rec, end)
+    set_seq(rec, seq)
+    return rec
 
 
 def _int(value: Any) -> int:
