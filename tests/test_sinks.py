@@ -302,3 +302,17 @@ def test_otlp_partial_success_rejections_are_counted_as_drops(caplog: pytest.Log
         server.stop(0)
     assert sink.stats().dropped == 3 and sink.stats().exported == 10 - 3
     assert any("rejected 3 spans: too old" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_otlp_sink_sends_the_standard_headers_variable(protocol: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=team-a,authorization=Bearer%20t0ken")
+    with Collector(None, grpc_port=0, http_port=0) as c:
+        port = c.grpc_port if protocol == "grpc" else c.http_port
+        suffix = "" if protocol == "grpc" else "/v1/traces"
+        sink = OtlpSink(f"http://127.0.0.1:{port}{suffix}", protocol=protocol)
+        sink.write(make_spans(2))
+        assert c.wait_for_spans(3)
+        headers = c.last_headers
+    sink.shutdown()
+    assert headers["x-tenant"] == "team-a" and headers["authorization"] == "Bearer t0ken"

@@ -112,6 +112,7 @@ class Collector:
         self.host = host
         self.keep = keep
         self.messages: list[Any] = []
+        self.last_headers: dict[str, str] = {}
         self.spans_received = 0
         self.requests_received = 0
         self.spans_written = 0
@@ -131,14 +132,19 @@ class Collector:
         self.write_errors = 0
 
     # -- receiving -------------------------------------------------------------------------------------------
-    def receive(self, message: Any) -> bool:
+    def receive(self, message: Any, headers: dict[str, str] | None = None) -> bool:
         """Count ``message`` (an ``ExportTraceServiceRequest``) and queue it for the file.
+
+        ``headers``: the request's gRPC metadata or HTTP headers (lower-case names), kept as
+        :attr:`last_headers` (tests check that the standard header variables arrive).
 
         Returns ``False`` (nothing counted or queued) once :meth:`stop` closed the writer: the receiver must
         then refuse the request so the sender keeps the spans (a keep-alive HTTP connection outlives the
         listening socket).
         """
         n = _count_spans(message)
+        if headers is not None:
+            self.last_headers = headers
         with self._lock:
             while self.spans_received - self.spans_written > self._max_pending and self.out is not None:
                 if self._closed:
@@ -237,7 +243,8 @@ class Collector:
 
         class _Servicer(trace_service_pb2_grpc.TraceServiceServicer):
             def Export(self, request: Any, context: Any) -> Any:
-                if not collector.receive(request):
+                metadata = {k.lower(): v for k, v in context.invocation_metadata() if isinstance(v, str)}
+                if not collector.receive(request, metadata):
                     context.abort(grpc.StatusCode.UNAVAILABLE, "launchtrace collect is shutting down")
                 return trace_service_pb2.ExportTraceServiceResponse()
 
@@ -369,7 +376,7 @@ def _http_handler(collector: Collector) -> type[http.server.BaseHTTPRequestHandl
             except Exception as exc:  # any undecodable body is the sender's error: answer 400
                 self._error(400, f"cannot decode the {kind} body: {exc}")
                 return
-            if not collector.receive(message):
+            if not collector.receive(message, {k.lower(): v for k, v in self.headers.items()}):
                 self.close_connection = True
                 self._error(503, "launchtrace collect is shutting down")
                 return
