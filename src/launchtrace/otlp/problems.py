@@ -16,7 +16,15 @@ from __future__ import annotations
 import dataclasses
 from enum import Enum
 
-__all__ = ["Problem", "Severity"]
+__all__ = ["Problem", "Severity", "one_line"]
+
+
+def one_line(text: str) -> str:
+    """``text`` with control and separator characters escaped (``"a\\nb"`` for a newline), so that text
+    quoted from someone else's trace can never break a one-line message or forge a log line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 class Severity(str, Enum):
@@ -38,6 +46,11 @@ class Problem:
     message: str
     severity: Severity = Severity.ERROR
     skipped: int = 0
+
+    def __post_init__(self) -> None:
+        # messages quote the input (keys, names, values): a newline in it must not break the one line
+        object.__setattr__(self, "where", one_line(self.where))
+        object.__setattr__(self, "message", one_line(self.message))
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message

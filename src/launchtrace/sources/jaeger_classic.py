@@ -64,6 +64,12 @@ class _Bad(ValueError):
     pass
 
 
+def _warnings(obj: dict) -> list:
+    """Jaeger's ``warnings``: a list of strings, or null; anything else is not warnings (and not iterated)."""
+    w = obj.get("warnings")
+    return w if type(w) is list else ([] if w is None else [repr(w)])
+
+
 def _tag_value(tag: Any) -> tuple[str, Any]:
     if type(tag) is not dict or type(tag.get("key")) is not str:
         raise _Bad(f"tag must be an object with a string key, got {tag!r}")
@@ -117,6 +123,8 @@ def _resources(processes: Any) -> dict[str, tuple]:
 def _links_and_parent(refs: Any, trace_id: bytes) -> tuple[bytes | None, tuple]:
     parent = None
     links = []
+    if refs is not None and type(refs) is not list:
+        raise _Bad(f"references must be a list, got {type(refs).__name__}")
     for ref in refs or ():
         if type(ref) is not dict:
             raise _Bad(f"reference must be an object, got {ref!r}")
@@ -134,6 +142,8 @@ def _links_and_parent(refs: Any, trace_id: bytes) -> tuple[bytes | None, tuple]:
 
 def _events(logs: Any) -> tuple:
     events = []
+    if logs is not None and type(logs) is not list:
+        raise _Bad(f"logs must be a list, got {type(logs).__name__}")
     for log in logs or ():
         if type(log) is not dict:
             raise _Bad(f"log must be an object, got {log!r}")
@@ -200,11 +210,12 @@ def spans_from_jaeger_traces(traces: Any, *, where: str = "") -> tuple[list[Span
         label = f"data[{t}] (trace {trace.get('traceID')!r})"
         try:
             resources = _resources(trace.get("processes"))
-        except _Bad as exc:
-            n = len(trace.get("spans") or ())
+        except (_Bad, TypeError, ValueError) as exc:
+            raw = trace.get("spans")
+            n = len(raw) if type(raw) is list else 0
             problems.append(Problem(where, f"{label}: {n} span(s) skipped: {exc}", skipped=n))
             continue
-        for w in trace.get("warnings") or ():
+        for w in _warnings(trace):
             problems.append(Problem(where, f"{label}: Jaeger warning: {w}", Severity.WARNING))
         raw_spans = trace.get("spans") or []
         if type(raw_spans) is not list:
@@ -216,9 +227,9 @@ def spans_from_jaeger_traces(traces: Any, *, where: str = "") -> tuple[list[Span
                 span_label += f" span {d.get('spanID')!r}"
             try:
                 spans.append(_span(d, resources))
-            except (_Bad, IdError) as exc:
+            except (_Bad, IdError, TypeError, ValueError) as exc:  # TypeError: e.g. an unhashable processID
                 problems.append(Problem(where, f"{span_label} skipped: {exc}", skipped=1))
                 continue
-            for w in d.get("warnings") or ():
+            for w in _warnings(d):
                 problems.append(Problem(where, f"{span_label}: Jaeger warning: {w}", Severity.WARNING))
     return spans, problems
