@@ -168,6 +168,8 @@ def _via_protobuf(spans: list[SpanData]) -> list[SpanData]:
 
 def _via_file_sink(spans: list[SpanData]) -> list[SpanData]:
     """The default sink (OTLP JSON Lines file) written by the exporter, read back by the file reader."""
+    if not spans:
+        return []  # the sink creates its file on the first batch
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "spans.jsonl")
         sink = FileSink(path)
