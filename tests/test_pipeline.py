@@ -230,3 +230,22 @@ def test_a_forked_child_exports_its_own_spans_never_the_parents(tmp_path: Path, 
     assert parent_names == ["parent-step"] and child_names == ["child-step"]
     assert len([s for s in by_pid[os.getpid()] if s.attribute(C.OP)]) == 5
     assert len([s for s in by_pid[child_pid] if s.attribute(C.OP)]) == 5
+
+
+class RaisingSink(FileSink):
+    """A third-party sink with a bug: every write raises."""
+
+    def write(self, spans) -> None:
+        raise RuntimeError("sink bug")
+
+
+def test_a_sink_that_raises_costs_its_spans_counted_never_the_worker(tmp_path: Path, sim, caplog) -> None:
+    pipeline = ExportPipeline(config(tmp_path, fold=False), sink=RaisingSink(tmp_path / "x.jsonl")).start()
+    with caplog.at_level("ERROR", logger="launchtrace.export.pipeline"):
+        for i in range(3):
+            with launchtrace.scope("step", i=i):
+                sim.step()
+            assert pipeline.flush(20)
+        stats = pipeline.stop()
+    assert stats.built == stats.dropped_sink == 3 * 6 and stats.exported == 0
+    assert len([r for r in caplog.records if r.name == "launchtrace.export.pipeline"]) == 1

@@ -111,7 +111,6 @@ class ExportPipeline:
         self.config = config if config is not None else ExportConfig.resolve()
         self._duty = duty_cycle
         self._builder_factory = builder_factory or _default_builder
-        self._truncate = truncate
         self.sink: Sink = sink if sink is not None else sink_for(self.config, truncate=truncate)
         self._own_sink = sink is None
         self._sub: Any = None
@@ -124,11 +123,10 @@ class ExportPipeline:
         self._final_requested = False
         self._stopping = False
         self._stopped = False
-        self._bus_dropped_base = 0
         self._abandoned = 0
         self._build_errors = 0
         self._built = 0
-        self._pid = os.getpid()
+        self._lost_in_sink = 0  # spans of writes where the sink itself raised (a third-party sink's bug)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> ExportPipeline:
@@ -202,7 +200,7 @@ class ExportPipeline:
         return ExportStats(
             built=self._built,
             exported=sink.exported,
-            dropped_sink=sink.dropped,
+            dropped_sink=sink.dropped + self._lost_in_sink,
             dropped_queue=queue,
             dropped_budget=budget,
             unsampled=unsampled,
@@ -222,8 +220,7 @@ class ExportPipeline:
         self._cond = threading.Condition()
         self._requested = self._done = 0
         self._final_requested = self._stopping = self._stopped = False
-        self._abandoned = self._build_errors = self._built = 0
-        self._pid = os.getpid()
+        self._abandoned = self._build_errors = self._built = self._lost_in_sink = 0
         if self._own_sink:
             if isinstance(self.sink, FileSink):
                 self.sink.reopen_after_fork()
@@ -260,7 +257,7 @@ class ExportPipeline:
             try:
                 events = sub.drain(max_items=chunk)
             except Exception:  # a materialisation bug: never let it kill the worker
-                self._log_build_error("draining the capture bus")
+                self._log_worker_error("draining the capture bus")
                 events = []
             spans = self._build(builder.feed, events)
             if spans:
@@ -276,7 +273,11 @@ class ExportPipeline:
 
     def _write(self, spans: list) -> None:
         self._built += len(spans)
-        self.sink.write(spans)
+        try:
+            self.sink.write(spans)
+        except Exception:  # sinks never raise; a custom one that does must not kill the worker
+            self._lost_in_sink += len(spans)
+            self._log_worker_error(f"writing to {self.sink.description}")
 
     def _rest(self, busy_s: float) -> None:
         """Rest so the worker's share stays at ``duty_cycle``, unless behind, flushing or stopping."""
@@ -294,10 +295,10 @@ class ExportPipeline:
         try:
             return step(events)
         except Exception:  # a span-building bug: log once, keep exporting the rest
-            self._log_build_error("building spans")
+            self._log_worker_error("building spans")
             return []
 
-    def _log_build_error(self, what: str) -> None:
+    def _log_worker_error(self, what: str) -> None:
         self._build_errors += 1
         if self._build_errors == 1:
             logger.exception("launchtrace: export failed while %s; continuing (logged once)", what)
