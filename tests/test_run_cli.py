@@ -163,3 +163,8 @@ def test_run_a_module_with_dash_m(tmp_path: Path) -> None:
     (pkg / "mod.py").write_text("import sys\nprint('argv', sys.argv[1:])\nsys.exit(4)\n")
     proc = run("--out", str(tmp_path / "m.jsonl"), "-m", "pkg.mod", "a", "b", cwd=tmp_path)
     assert proc.returncode == 4 and "argv ['a', 'b']" in proc.stdout
+
+
+def test_run_out_in_a_missing_folder_is_one_line_exit_2(tmp_path: Path, program: Path) -> None:
+    proc = run("--out", str(tmp_path / "nope" / "s.jsonl"), str(program), cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "does not exist" in proc.stderr

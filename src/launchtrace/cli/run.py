@@ -58,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
     settings = {"fold": False} if args.no_fold else {}
     if args.out:
         settings["file_path"] = os.path.abspath(args.out)
+        folder = os.path.dirname(settings["file_path"])
+        if not os.path.isdir(folder):
+            raise UserError(f"--out {args.out}: folder {folder} does not exist")
     try:
         pipeline = start_export(truncate=bool(args.out), **settings)
     except (ValueError, OSError) as exc:
