@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import queue
 import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -333,16 +334,57 @@ class OtlpSink:
         self.endpoint = where
         self.description = f"OTLP {protocol} {where}"
         self._acct = _Accounting(self.description)
+        self._sender: threading.Thread | None = None
+        self._queue: queue.Queue = queue.Queue(maxsize=2)
 
     def write(self, spans: Sequence[SpanData]) -> None:
-        for i in range(0, len(spans), MAX_SPANS_PER_REQUEST):
-            chunk = spans[i : i + MAX_SPANS_PER_REQUEST]
-            try:
-                payload = _Payload(self._encoder.encode(chunk), len(chunk))
-            except (TypeError, ValueError, OverflowError) as exc:
-                self._acct.failed(len(chunk), f"cannot encode: {exc}")
-                continue
-            self._send(payload)
+        """Send ``spans`` in requests of at most 2,048; returns when every request is answered or given up.
+
+        With more than one request, a sender thread sends request k while this thread encodes request k+1
+        (the gRPC and HTTP clients release the GIL while they wait), at most two requests ahead.
+        """
+        chunks = [spans[i : i + MAX_SPANS_PER_REQUEST] for i in range(0, len(spans), MAX_SPANS_PER_REQUEST)]
+        if len(chunks) <= 1:
+            for chunk in chunks:
+                payload = self._encode(chunk)
+                if payload is not None:
+                    self._send(payload)
+            return
+        queue = self._sender_queue()
+        for chunk in chunks:
+            payload = self._encode(chunk)
+            if payload is not None:
+                queue.put(payload)
+        done = threading.Event()
+        queue.put(done)
+        done.wait()
+
+    def _encode(self, chunk: Sequence[SpanData]) -> _Payload | None:
+        try:
+            return _Payload(self._encoder.encode(chunk), len(chunk))
+        except (TypeError, ValueError, OverflowError) as exc:
+            self._acct.failed(len(chunk), f"cannot encode: {exc}")
+            return None
+
+    def _sender_queue(self) -> queue.Queue:
+        if self._sender is None or not self._sender.is_alive():
+            self._queue = queue.Queue(maxsize=2)
+            self._sender = threading.Thread(
+                target=self._send_loop, name=f"{EXPORT_THREAD_PREFIX}-send-{os.getpid()}", daemon=True
+            )
+            self._sender.start()
+        return self._queue
+
+    def _send_loop(self) -> None:
+        q = self._queue
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            if isinstance(item, threading.Event):
+                item.set()
+            else:
+                self._send(item)
 
     def _send(self, payload: _Payload) -> None:
         from opentelemetry.sdk.trace.export import SpanExportResult
@@ -370,8 +412,13 @@ class OtlpSink:
         return self._acct.stats()
 
     def shutdown(self) -> None:
-        """Close the channel or session and abort retries in progress."""
+        """Close the channel or session and abort retries in progress; the sender thread ends."""
         try:
             self._exporter.shutdown()
         except Exception:  # never raise into the user's program at exit
             logger.debug("launchtrace: exporter shutdown failed", exc_info=True)
+        if self._sender is not None and self._sender.is_alive():
+            try:
+                self._queue.put(None, timeout=5.0)
+            except queue.Full:
+                logger.debug("launchtrace: the OTLP sender thread did not take its stop marker")
