@@ -316,3 +316,14 @@ def test_otlp_sink_sends_the_standard_headers_variable(protocol: str, monkeypatc
         headers = c.last_headers
     sink.shutdown()
     assert headers["x-tenant"] == "team-a" and headers["authorization"] == "Bearer t0ken"
+
+
+def test_otlp_sink_keeps_working_after_shutdown_counts_and_never_hangs() -> None:
+    """After shutdown() the sender thread ends; a later multi-request write restarts it and fails fast."""
+    with Collector(None, grpc_port=0, http_port=None, keep=True) as c:
+        sink = OtlpSink(f"http://127.0.0.1:{c.grpc_port}", protocol="grpc")
+        sink.write(make_spans(5000))  # three requests through the sender thread
+        assert c.wait_for_spans(5001)
+        sink.shutdown()
+        sink.write(make_spans(5000, start=5000))  # exporter shut down: every request fails, counted
+    assert sink.stats().exported == 5001 and sink.stats().dropped == 5000

@@ -336,6 +336,7 @@ class OtlpSink:
         self._acct = _Accounting(self.description)
         self._sender: threading.Thread | None = None
         self._queue: queue.Queue = queue.Queue(maxsize=2)
+        self._closing = False
 
     def write(self, spans: Sequence[SpanData]) -> None:
         """Send ``spans`` in requests of at most 2,048; returns when every request is answered or given up.
@@ -350,14 +351,15 @@ class OtlpSink:
                 if payload is not None:
                     self._send(payload)
             return
-        queue = self._sender_queue()
+        pending = self._sender_queue()
         for chunk in chunks:
             payload = self._encode(chunk)
             if payload is not None:
-                queue.put(payload)
+                self._put(pending, payload)
         done = threading.Event()
-        queue.put(done)
-        done.wait()
+        self._put(pending, done)
+        while not done.wait(1.0):
+            self._sender_queue()  # restarts the sender if it ever died; the queued items are still there
 
     def _encode(self, chunk: Sequence[SpanData]) -> _Payload | None:
         try:
@@ -366,9 +368,16 @@ class OtlpSink:
             self._acct.failed(len(chunk), f"cannot encode: {exc}")
             return None
 
+    def _put(self, q: queue.Queue, item: object) -> None:
+        while True:
+            try:
+                q.put(item, timeout=1.0)
+                return
+            except queue.Full:
+                self._sender_queue()  # the sender may have ended after shutdown(): start another
+
     def _sender_queue(self) -> queue.Queue:
         if self._sender is None or not self._sender.is_alive():
-            self._queue = queue.Queue(maxsize=2)
             self._sender = threading.Thread(
                 target=self._send_loop, name=f"{EXPORT_THREAD_PREFIX}-send-{os.getpid()}", daemon=True
             )
@@ -378,9 +387,12 @@ class OtlpSink:
     def _send_loop(self) -> None:
         q = self._queue
         while True:
-            item = q.get()
-            if item is None:
-                return
+            try:
+                item = q.get(timeout=0.5)
+            except queue.Empty:
+                if self._closing:
+                    return  # idle after shutdown(); a later write() starts a new sender
+                continue
             if isinstance(item, threading.Event):
                 item.set()
             else:
@@ -417,8 +429,4 @@ class OtlpSink:
             self._exporter.shutdown()
         except Exception:  # never raise into the user's program at exit
             logger.debug("launchtrace: exporter shutdown failed", exc_info=True)
-        if self._sender is not None and self._sender.is_alive():
-            try:
-                self._queue.put(None, timeout=5.0)
-            except queue.Full:
-                logger.debug("launchtrace: the OTLP sender thread did not take its stop marker")
+        self._closing = True  # the sender thread ends once nothing is queued
