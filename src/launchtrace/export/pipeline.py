@@ -86,6 +86,10 @@ def sink_for(config: ExportConfig, *, truncate: bool = False) -> Sink:
 DEFAULT_DUTY_CYCLE = 0.25
 """Share of the time the worker may be busy while it keeps up (see :class:`ExportPipeline`)."""
 
+DRAIN_CHUNK = 512
+"""Capture events drained and built at a time: small, so the worker can rest between chunks; spans are still
+written in batches of up to ``max_export_batch``."""
+
 
 class ExportPipeline:
     """One subscription, one SpanBuilder, one sink, one daemon thread; see the module docstring.
@@ -249,9 +253,12 @@ class ExportPipeline:
                 return
 
     def _cycle(self, final: bool) -> None:
-        """Drain the bus in chunks, build spans, write them; with ``final`` end everything open."""
-        chunk = self.config.max_export_batch
+        """Drain the bus in small chunks, build spans, write them in batches of up to ``max_export_batch``;
+        with ``final`` end everything open. Resting (see ``duty_cycle``) happens between chunks."""
+        batch = self.config.max_export_batch
+        chunk = min(batch, DRAIN_CHUNK)
         sub, builder = self._sub, self._builder
+        pending: list = []
         while True:
             started = time.perf_counter()
             try:
@@ -259,10 +266,12 @@ class ExportPipeline:
             except Exception:  # a materialisation bug: never let it kill the worker
                 self._log_worker_error("draining the capture bus")
                 events = []
-            spans = self._build(builder.feed, events)
-            if spans:
-                self._write(spans)
-            if len(events) < chunk and not sub.queue:
+            pending += self._build(builder.feed, events)
+            more = len(events) >= chunk or bool(sub.queue)
+            if pending and (len(pending) >= batch or not more):
+                self._write(pending)
+                pending = []
+            if not more:
                 break
             if not final:
                 self._rest(time.perf_counter() - started)
