@@ -159,11 +159,11 @@ class JsonLinesEncoder:
             return (encode_line(spans) + "\n").encode("utf-8")
 
     def _encode(self, spans: Sequence[SpanData]) -> bytes:
-        resource_parts = []
-        for first, scopes in self._groups(spans):
+        out = [b'{"resourceSpans":[']  # pieces joined once: a batch's line can be megabytes
+        for r, (first, scopes) in enumerate(self._groups(spans)):
             resource = b'{"attributes":' + _attrs_json(first.resource) + b"}" if first.resource else b"{}"
-            scope_parts = []
-            for sfirst, span_parts in scopes:
+            out.append(b'%s{"resource":%s,"scopeSpans":[' % (b"," if r else b"", resource))
+            for k, (sfirst, span_parts) in enumerate(scopes):
                 scope: dict[str, Any] = {}
                 if sfirst.scope_name:
                     scope["name"] = sfirst.scope_name
@@ -173,12 +173,15 @@ class JsonLinesEncoder:
                 if sfirst.scope_attributes:
                     body = body[:-1] + (b"," if scope else b"") + b'"attributes":'
                     body += _attrs_json(sfirst.scope_attributes) + b"}"
-                part = b'{"scope":' + body + b',"spans":[' + b",".join(span_parts) + b"]"
+                out.append(b'%s{"scope":%s,"spans":[' % (b"," if k else b"", body))
+                out.append(b",".join(span_parts))
+                out.append(b"]")
                 if sfirst.schema_url:
-                    part += b',"schemaUrl":' + _dumps(sfirst.schema_url)
-                scope_parts.append(part + b"}")
-            part = b'{"resource":' + resource + b',"scopeSpans":[' + b",".join(scope_parts) + b"]"
+                    out.append(b',"schemaUrl":' + _dumps(sfirst.schema_url))
+                out.append(b"}")
+            out.append(b"]")
             if first.resource_schema_url:
-                part += b',"schemaUrl":' + _dumps(first.resource_schema_url)
-            resource_parts.append(part + b"}")
-        return b'{"resourceSpans":[' + b",".join(resource_parts) + b"]}\n"
+                out.append(b',"schemaUrl":' + _dumps(first.resource_schema_url))
+            out.append(b"}")
+        out.append(b"]}\n")
+        return b"".join(out)
