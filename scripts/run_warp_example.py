@@ -33,6 +33,7 @@ import time
 from typing import Any
 
 MARKER = "LAUNCHTRACE-EXAMPLE-RESULT "
+NOT_STATE = {"id", "ptr", "handle", "device", "stream", "context"}
 
 
 class LaunchLog:
@@ -115,8 +116,9 @@ def state_hashes(root: Any, max_depth: int = 2) -> dict[str, str]:
         if attrs is None or isinstance(obj, type) or type(obj).__module__.startswith(("builtins", "numpy")):
             return
         for k, v in sorted(attrs.items()):
-            if not k.startswith("__") and "render" not in k and "graph" not in k:
-                walk(v, f"{path}.{k}", depth + 1)
+            if k.startswith("__") or "render" in k or "graph" in k or k in NOT_STATE or k.endswith(("_id", "_ptr")):
+                continue  # renderers, graph handles, and native handles / pointers (differ every run)
+            walk(v, f"{path}.{k}", depth + 1)
 
     walk(root, "example", 0)
     return out
