@@ -306,6 +306,36 @@ def _quiet_sdk_exporter_logs() -> None:
             lg.addFilter(_QUIET_FILTER)
 
 
+def _session_keeping_its_ca(exporter_kwargs: dict[str, Any]) -> Any:
+    """A ``requests.Session`` for the SDK's HTTP exporter that keeps the CA it is given, or ``None``.
+
+    The exporter sets ``session.verify`` to ``OTEL_EXPORTER_OTLP_(TRACES_)CERTIFICATE``, but ``requests`` lets
+    ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` from the environment win over ``session.verify``, so with
+    either set (common: distributions and CI images set them) the OTLP certificate was silently ignored and
+    TLS to a private CA failed. Only used when a certificate is configured and no credential-provider session
+    is (``OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER``).
+    """
+    configured = (
+        exporter_kwargs.get("certificate_file")
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE")
+        or os.environ.get("OTEL_EXPORTER_OTLP_CERTIFICATE")
+    )
+    if not configured or "session" in exporter_kwargs:
+        return None
+    if os.environ.get("OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER"):
+        return None
+    import requests
+
+    class _Session(requests.Session):
+        def merge_environment_settings(self, url, proxies, stream, verify, cert):  # type: ignore[no-untyped-def]
+            merged = super().merge_environment_settings(url, proxies, stream, verify, cert)
+            if verify is None and isinstance(self.verify, str):
+                merged["verify"] = self.verify  # the configured CA, not the environment's bundle
+            return merged
+
+    return _Session()
+
+
 class OtlpSink:
     """Sends spans over OTLP/gRPC (``protocol="grpc"``) or OTLP/HTTP protobuf (``"http/protobuf"``).
 
@@ -329,6 +359,9 @@ class OtlpSink:
         else:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+            session = _session_keeping_its_ca(exporter_kwargs)
+            if session is not None:
+                exporter_kwargs = {**exporter_kwargs, "session": session}
             self._exporter = OTLPSpanExporter(endpoint=endpoint, **exporter_kwargs)
             where = self._exporter._endpoint
         self.endpoint = where
