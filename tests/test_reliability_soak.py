@@ -5,10 +5,14 @@ launches, its figures are in docs/reliability.md).
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SOAK = REPO / "scripts" / "soak.py"
@@ -55,3 +59,38 @@ def test_soak_with_the_sink_up_every_launch_arrives() -> None:
     assert r["launches_arrived"] == LAUNCHES, r  # read back from collect's file, folded summaries expanded
     assert r["dropped_sink"] == r["dropped_queue"] == r["dropped_budget"] == 0, r
     assert r["rss_growth_mb"] < 64, r
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding (docs/reliability.md, Soak): the default queue_capacity (1,000,000 events) times ~520 B per "
+    "queued event is ~500 MB, and the export worker (~110 us/event) is slower than a hot launch loop (~50 us), so "
+    "the queue fills to capacity even with the sink up; the 1M-launch soak grew RSS by ~470 MB. Needs a decision: "
+    "a smaller default capacity (drops under sustained overload), a faster worker, or back-pressure.",
+)
+def test_the_default_queue_bound_fits_the_64_mb_memory_budget(warp_cpu) -> None:
+    """However long the sink is down and however fast the program launches, what the exporter holds is bounded
+    by ``queue_capacity`` events; measured here with tracemalloc on real launches, that bound must fit 64 MB."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import soak as soak_module
+
+    import launchtrace.capture as capture
+    from launchtrace.capture import bus
+    from launchtrace.export.config import ExportConfig
+
+    run, issued = soak_module.program(5_000, 10)
+    capture.instrument()
+    try:
+        with bus.subscribe(capacity=10 * issued) as sub:
+            gc.collect()
+            tracemalloc.start()
+            before = tracemalloc.get_traced_memory()[0]
+            run()
+            held = tracemalloc.get_traced_memory()[0] - before
+            tracemalloc.stop()
+            events = len(sub.queue)
+    finally:
+        capture.uninstrument()
+    assert events >= issued
+    per_event = held / events
+    assert ExportConfig.resolve().queue_capacity * per_event < 64 << 20, f"{per_event:.0f} B per queued event"
