@@ -45,6 +45,7 @@ _LAZY = {
     "start_export": "launchtrace.export",
     "stop_export": "launchtrace.export",
     "flush": "launchtrace.export",
+    "stats": "launchtrace.export",
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]
