@@ -170,8 +170,9 @@ class LaunchRecord:
         """The parameter name of argument ``key`` (``3`` -> ``"state"``, ``"3.pos"`` -> ``"state.pos"``)."""
         if isinstance(key, int):
             return self.params[key] if 0 <= key < len(self.params) else str(key)
-        if str(key).startswith("adj:"):  # the adjoint of argument i in an adjoint launch
-            return "adj_" + self.arg_name(int(str(key)[4:]))
+        if str(key).startswith("adj:"):  # the adjoint of argument i ("adj:3"), or of a struct field ("adj:3.pos")
+            inner = str(key)[4:]
+            return "adj_" + self.arg_name(int(inner) if inner.isdigit() else inner)
         head, _, rest = str(key).partition(".")
         try:
             base = self.params[int(head)]

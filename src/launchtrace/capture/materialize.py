@@ -232,8 +232,9 @@ class _Args:
         if isinstance(key, int):
             return self.params[key] if key < len(self.params) else str(key)
         text = str(key)
-        if text.startswith("adj:"):
-            return "adj_" + self.name(int(text[4:]))
+        if text.startswith("adj:"):  # "adj:3", or "adj:3.pos" for a field of a struct argument's adjoint
+            inner = text[4:]
+            return "adj_" + self.name(int(inner) if inner.isdigit() else inner)
         head, _, rest = text.partition(".")
         try:
             base = self.params[int(head)]
