@@ -9,8 +9,11 @@ thread only paid for copying plain values.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 from launchtrace.capture import bus
@@ -39,7 +42,7 @@ _COPY_APIS = {
 
 
 class _KernelInfo:
-    __slots__ = ("access", "name", "params", "syntax")
+    __slots__ = ("access", "checked_in", "name", "params", "syntax")
 
     def __init__(self, kernel: Any) -> None:
         module = getattr(getattr(kernel, "module", None), "name", None)
@@ -48,11 +51,16 @@ class _KernelInfo:
         args = getattr(getattr(kernel, "adj", None), "args", None) or ()
         self.params = tuple(str(getattr(a, "label", i)) for i, a in enumerate(args))
         self.access = None
+        self.checked_in = -1  # the drain (Materializer.run) in which the code generator last had nothing
         self.syntax = kernel_access(kernel)  # {"x": "r", "p.pos": "w"} from the kernel's AST, or None
 
-    def access_of(self, kernel: Any) -> tuple | None:
-        """Per parameter ``"r"``/``"w"``/``"rw"``/``""`` from the code generator, once it has run."""
-        if self.access is None:
+    def access_of(self, kernel: Any, run: int = -1) -> tuple | None:
+        """Per parameter ``"r"``/``"w"``/``"rw"``/``""`` from the code generator, once it has run.
+
+        A kernel loaded from Warp's cache never runs the code generator, so "nothing yet" is asked again
+        only once per drain ``run`` (the answer is read at drain time either way)."""
+        if self.access is None and (run < 0 or run != self.checked_in):
+            self.checked_in = run
             args = getattr(getattr(kernel, "adj", None), "args", None) or ()
             flags = [(bool(getattr(a, "is_read", False)), bool(getattr(a, "is_write", False))) for a in args]
             if any(r or w for r, w in flags):
@@ -61,6 +69,69 @@ class _KernelInfo:
 
 
 _kernels: dict[int, tuple[Any, _KernelInfo]] = {}
+
+
+def _slot_constructor(cls: type, passed: tuple[str, ...]) -> Callable[..., Any]:
+    """A positional constructor for the frozen slots dataclass ``cls`` that builds the same object as
+    ``cls(...)`` but sets each slot through its descriptor's bound ``__set__`` (a frozen dataclass's own
+    ``__init__`` looks ``object.__setattr__`` up anew per field: measured ~2x slower for ``LaunchRecord``).
+    Fields not in ``passed`` get the dataclass's defaults, so a field added later is picked up.
+    ``tests/test_materialize_fast.py`` checks it equals the dataclass constructor."""
+    env: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    lines = []
+    for f in dataclasses.fields(cls):
+        env[f"_set_{f.name}"] = cls.__dict__[f.name].__set__
+        if f.name in passed:
+            value = f.name
+        elif f.default is not dataclasses.MISSING:
+            env[f"_default_{f.name}"] = f.default
+            value = f"_default_{f.name}"
+        elif f.default_factory is not dataclasses.MISSING:
+            env[f"_factory_{f.name}"] = f.default_factory
+            value = f"_factory_{f.name}()"
+        else:
+            raise TypeError(f"{cls.__name__}.{f.name} has no default and is not passed")
+        lines.append(f"    _set_{f.name}(obj, {value})")
+    defaults = ", ".join(f"{k}={k}" for k in env)
+    source = f"def make({', '.join(passed)}, *, {defaults}):\n    obj = _new(_cls)\n"
+    source += "\n".join(lines) + "\n    return obj\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(source, f"<launchtrace.capture.materialize.{cls.__name__}>", "exec"), env, namespace)
+    return namespace["make"]
+
+
+LAUNCH_FIELDS = (
+    "op",
+    "kernel",
+    "dim",
+    "stream",
+    "arrays",
+    "scalars",
+    "site",
+    "params",
+    "buffers",
+    "block_dim",
+    "max_blocks",
+    "device",
+    "thread",
+    "thread_name",
+    "start_ns",
+    "end_ns",
+    "scope_id",
+    "graph_id",
+    "captured",
+    "adjoint",
+    "api",
+    "internal",
+    "error",
+    "seq",
+)
+"""The fields :func:`make_launch_record` takes, in its positional order."""
+
+make_launch_record: Callable[..., LaunchRecord] = _slot_constructor(LaunchRecord, LAUNCH_FIELDS)
+make_buffer_arg: Callable[..., BufferArg] = _slot_constructor(
+    BufferArg, ("key", "name", "ptr", "shape", "dtype", "nbytes", "owner", "offset", "foreign", "access")
+)
 
 
 def _kernel_info(kernel: Any) -> _KernelInfo:
@@ -130,13 +201,58 @@ class _Owners:
 _owners = _Owners()
 
 
+_runs = itertools.count()
+_device_names: dict[int, tuple[Any, str]] = {}
+
+
+def _device_name_cached(device: Any) -> str:
+    hit = _device_names.get(id(device))
+    if hit is None or hit[0] is not device:
+        hit = _device_names[id(device)] = (device, _device_name(device))
+    return hit[1]
+
+
+class _LaunchLayout:
+    """What stays the same between launches of one kernel with one argument layout: parameter names and the
+    access mode of each position, resolved once exactly as :class:`_Args` would per record."""
+
+    __slots__ = ("modes", "names")
+
+    def __init__(self, info: _KernelInfo, access: tuple | None, n_values: int, n_inputs: int) -> None:
+        params, syntax = info.params, info.syntax
+        self.names = tuple(params[i] if i < len(params) else str(i) for i in range(n_values))
+        modes = []
+        for i, name in enumerate(self.names):
+            if access is not None and i < len(access):
+                modes.append(access[i])
+            elif syntax is not None:
+                modes.append(syntax.get(name) or syntax.get(name.split(".")[0], ""))
+            elif n_inputs >= 0:
+                modes.append("r" if i < n_inputs else "w")
+            else:
+                modes.append("")
+        self.modes = tuple(modes)
+
+
 class Materializer:
-    """Turns one subscription's raw events into records; remembers open scopes between drains."""
+    """Turns one subscription's raw events into records; remembers open scopes between drains.
+
+    Repeated launches take a fast path (:meth:`_launch`): the per-kernel layout is computed once, and equal
+    array arguments (same position, pointer, shape, dtype, size and owner answer) share one frozen
+    :class:`BufferArg`, so a repeated launch only looks up owners and fills pointers, scalars and times.
+    """
+
+    max_interned = 50_000
 
     def __init__(self) -> None:
         self.open_scopes: dict[int, ScopeRecord] = {}
+        self._layouts: dict[tuple, _LaunchLayout] = {}
+        self._interned: dict[tuple, tuple[BufferArg, tuple]] = {}
+        self._apis: dict[Any, str] = {}
+        self._run = -1
 
     def run(self, raw: list[tuple]) -> list[tuple[str, object]]:
+        self._run = next(_runs)
         out: list[tuple[str, object]] = []
         for event in raw:
             kind = event[0]
@@ -195,6 +311,10 @@ class Materializer:
     # -- records -----------------------------------------------------------------------------------------------
 
     def record(self, e: tuple) -> LaunchRecord:
+        if e[3] == "launch" and not e[4][9]:  # a launch without adjoint arrays: the fast path
+            rec = self._launch(e)
+            if rec is not None:
+                return rec
         _, seq, tid, kind, payload, code, line, module, caller, t0, t1, scope, graph, error = e
         site = _site(code, line, module) if code is not None else UNKNOWN_SITE
         internal = is_warp_code(caller) if caller is not None else False
@@ -212,6 +332,101 @@ class Materializer:
         if graph is not None and kind != "graph_launch":
             common.update(graph_id=graph, captured=True)
         return _BUILDERS[kind](payload, seq, caller, common)
+
+    def _launch(self, e: tuple) -> LaunchRecord | None:
+        """:func:`_build_launch` for the common case, or ``None`` (struct arguments, unhashable values) to
+        take the general path. Same record, field for field (tested against the general path)."""
+        _, seq, tid, _kind, payload, code, line, module, caller, t0, t1, scope, graph, error = e
+        kernel, dim, values, n_inputs, device, stream, block_dim, max_blocks, adjoint, _adj = payload
+        info = _kernel_info(kernel)
+        access = info.access_of(kernel, self._run)
+        n_values = len(values)
+        lkey = (info, n_values, n_inputs, access)
+        layout = self._layouts.get(lkey)
+        if layout is None:
+            layout = self._layouts[lkey] = _LaunchLayout(info, access, n_values, n_inputs)
+        names, modes = layout.names, layout.modes
+        registry = _owners.get()
+        interned = self._interned
+        arrays: list[tuple] = []
+        scalars: list[tuple] = []
+        buffers: list[BufferArg] = []
+        arg_device = ""
+        for i, v in enumerate(values):
+            t = type(v)
+            if t is tuple and v:
+                head = v[0]
+                if head is ARR:
+                    _, ptr, shape, dtype, nbytes, dev, _indexed = v
+                    owner = offset = None
+                    foreign = False
+                    if registry is not None and ptr:
+                        hit = registry.locate(ptr, seq)
+                        if hit is not None:
+                            owner, offset = hit
+                        else:
+                            foreign = bool(registry.any_at(seq))
+                    if not arg_device and dev is not None:
+                        arg_device = _device_name_cached(dev)
+                    bkey = (layout, i, ptr, shape, dtype, nbytes, owner, offset, foreign)
+                    try:
+                        entry = interned.get(bkey)
+                    except TypeError:  # an unhashable shape or dtype: the general path
+                        return None
+                    if entry is None:
+                        if len(interned) >= self.max_interned:
+                            interned.clear()
+                        buf = make_buffer_arg(
+                            i,
+                            names[i],
+                            ptr,
+                            tuple(shape or ()),
+                            _dtype_name(dtype),
+                            int(nbytes),
+                            owner,
+                            offset,
+                            foreign,
+                            modes[i],
+                        )
+                        entry = interned[bkey] = (buf, (i, ptr))
+                    arrays.append(entry[1])
+                    buffers.append(entry[0])
+                    continue
+                if head is STRUCT:
+                    return None
+            if t is int or t is str or t is bool or v is None:
+                scalars.append((i, v))
+            else:
+                scalars.append((i, _normalise(v)))
+        api = self._apis.get(caller)
+        if api is None:
+            api = self._apis[caller] = _launch_api(caller)
+        return make_launch_record(
+            "launch",
+            info.name,
+            (dim,) if type(dim) is int else _dim(dim),
+            stream,
+            tuple(arrays),
+            tuple(scalars),
+            _site(code, line, module) if code is not None else UNKNOWN_SITE,
+            info.params,
+            tuple(buffers),
+            block_dim,
+            int(max_blocks or 0),
+            (_device_name_cached(device) if device is not None else "") or arg_device,
+            tid,
+            THREAD_NAMES.get(tid, ""),
+            t0,
+            t1,
+            scope,
+            graph,
+            graph is not None,
+            adjoint,
+            api,
+            is_warp_code(caller) if caller is not None else False,
+            error,
+            seq,
+        )
 
 
 class _Args:

@@ -1,0 +1,117 @@
+"""The materializer's fast launch path builds exactly the records the general path builds.
+
+Real Warp kernels on the CPU device, captured through the real bus; the same raw events are materialised twice,
+once as shipped and once with the fast path switched off (``Materializer._launch`` returning ``None`` sends every
+launch through the general builder), and the records must be equal field for field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from launchtrace.capture import bus
+from launchtrace.capture.materialize import (
+    LAUNCH_FIELDS,
+    Materializer,
+    make_buffer_arg,
+    make_launch_record,
+)
+from launchtrace.model import BufferArg, LaunchRecord, Site
+
+
+def _raw_events(wp, tests_programs, owned: bool) -> list[tuple]:
+    import launchtrace
+
+    p = tests_programs
+    x = wp.array(np.arange(8, dtype=np.float32), dtype=float, device=p.DEVICE)
+    y = wp.zeros(8, dtype=float, device=p.DEVICE)
+    pos = wp.zeros(4, dtype=wp.vec3, device=p.DEVICE)
+    vel = wp.zeros(4, dtype=wp.vec3, device=p.DEVICE)
+    parts = p.Particles()
+    parts.pos = pos
+    parts.mass = 2.0
+    if owned:
+        launchtrace.own({"x": x}, "sim")
+    with bus.subscribe() as sub:
+        for s in (0.5, 0.5, float("nan"), np.float32(2.0), 3):
+            wp.launch(p.scale, dim=8, inputs=[x, y, s], device=p.DEVICE)
+        wp.launch(p.scale, dim=(8,), inputs=[x], outputs=[y, 1.0])
+        wp.launch(p.scale, 4, [x[2:6], y[0:4], 1.5])  # slices: other pointers and shapes
+        wp.launch(p.integrate, dim=4, inputs=[pos, vel, wp.vec3(0.0, -9.8, 0.0), 0.01], device=p.DEVICE)
+        wp.launch(p.drift, dim=4, inputs=[parts, 0.1], device=p.DEVICE)  # a struct: the general path
+        with pytest.raises(RuntimeError):
+            wp.launch(p.scale, dim=8, inputs=[x, y, "not a float"], device=p.DEVICE)
+        raw = sub.drain_raw()
+    if owned:
+        launchtrace.disown("sim")
+    return raw
+
+
+@pytest.fixture
+def programs(warp_cpu):
+    from tests import warp_programs
+
+    return warp_programs
+
+
+@pytest.mark.parametrize("owned", [False, True])
+def test_fast_path_equals_general_path(instrumented, warp_cpu, programs, monkeypatch, owned):
+    raw = _raw_events(warp_cpu, programs, owned)
+    assert sum(1 for e in raw if e[0] == bus.RECORD) == 10
+    fast = Materializer().run(raw)
+    monkeypatch.setattr(Materializer, "_launch", lambda self, e: None)
+    general = Materializer().run(raw)
+    assert len(fast) == len(general) == len(raw)
+    for (kind_a, a), (kind_b, b) in zip(fast, general):
+        assert kind_a == kind_b
+        assert a == b
+    records = [r for k, r in fast if k == "record"]
+    assert records[2].scalars[0] == (2, "nan")
+    assert records[-1].error is not None
+    if owned:
+        assert records[0].buffers[0].owner == "sim['x']"
+        assert records[0].buffers[1].foreign is True
+    # equal repeated arguments share one frozen BufferArg
+    assert records[0].buffers[0] is records[1].buffers[0]
+
+
+def test_generated_constructors_equal_the_dataclass():
+    site = Site("f.py", 3, "main", "m")
+    values = dict(
+        op="launch",
+        kernel="m.k",
+        dim=(4,),
+        stream=None,
+        arrays=((0, 16),),
+        scalars=((1, 0.5),),
+        site=site,
+        params=("x", "s"),
+        buffers=(),
+        block_dim=256,
+        max_blocks=0,
+        device="cpu",
+        thread=7,
+        thread_name="MainThread",
+        start_ns=1,
+        end_ns=2,
+        scope_id=None,
+        graph_id=3,
+        captured=True,
+        adjoint=False,
+        api="wp.launch",
+        internal=False,
+        error="ValueError: x",
+        seq=9,
+    )
+    assert tuple(values) == LAUNCH_FIELDS
+    made = make_launch_record(*values.values())
+    assert type(made) is LaunchRecord
+    assert made == LaunchRecord(**values)
+    assert made.repeat == 1 and made.module_hash == ""
+    buf = make_buffer_arg(0, "x", 16, (4,), "float32", 16, "sim.x", 0, False, "r")
+    assert buf == BufferArg(0, "x", 16, (4,), "float32", 16, "sim.x", 0, False, "r")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.kernel = "other"  # type: ignore[misc]
