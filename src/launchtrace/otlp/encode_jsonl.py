@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+from binascii import hexlify as _hex
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,7 +32,20 @@ _CACHE_LIMIT = 1 << 16
 _dumps = orjson.dumps
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_key_prefixes: dict[str, bytes] = {}
+
+
 def _attr_json(key: Any, value: Any) -> bytes:
+    if type(value) is int and type(key) is str and _INT64_MIN <= value <= _INT64_MAX:
+        # the codec's own encoding of an int64 (a decimal string), without building dicts: sequence numbers
+        # and pointers change on every span, so this runs once per span
+        prefix = _key_prefixes.get(key)
+        if prefix is None:
+            if len(_key_prefixes) > _CACHE_LIMIT:
+                _key_prefixes.clear()
+            prefix = _key_prefixes[key] = _dumps({"key": key})[:-1] + b',"value":{"intValue":"'
+        return b'%b%d"}}' % (prefix, value)
     return _dumps({"key": key if type(key) is str else str(key), "value": encode_any_value(value)})
 
 
@@ -81,11 +95,11 @@ class JsonLinesEncoder:
         return b"[" + self._blocks.block(attributes) + b"]"
 
     def _span(self, s: SpanData) -> bytes:
-        out = b'{"traceId":"' + s.trace_id.hex().encode() + b'","spanId":"' + s.span_id.hex().encode() + b'"'
+        out = b'{"traceId":"%b","spanId":"%b"' % (_hex(s.trace_id), _hex(s.span_id))
         if s.trace_state:
             out += b',"traceState":' + _dumps(s.trace_state)
         if s.parent_span_id:
-            out += b',"parentSpanId":"' + s.parent_span_id.hex().encode() + b'"'
+            out += b',"parentSpanId":"%b"' % _hex(s.parent_span_id)
         if s.flags:
             out += b',"flags":%d' % s.flags
         name = self._names.get(s.name)
