@@ -115,3 +115,43 @@ def test_generated_constructors_equal_the_dataclass():
     assert buf == BufferArg(0, "x", 16, (4,), "float32", 16, "sim.x", 0, False, "r")
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.kernel = "other"  # type: ignore[misc]
+
+
+def test_flat_launch_events_equal_the_nested_payload(instrumented, warp_cpu, programs):
+    """``wp.launch``'s flat event (kernel, dtypes, devices by id) materialises to the same record as the
+    generic wrapper's nested ``extract_launch`` payload for the same call."""
+    import gc
+
+    from launchtrace.capture.hotpath import FLAT, wrap
+    from launchtrace.capture.warp import extract_launch, fix_tape_caller
+
+    wp, p = warp_cpu, programs
+    generic = wrap(wp.launch.__wrapped__, "launch", extract_launch, post=fix_tape_caller)
+    x = wp.array(np.arange(8, dtype=np.float32), dtype=float, device=p.DEVICE)
+    y = wp.zeros(8, dtype=float, device=p.DEVICE)
+    pos = wp.zeros(4, dtype=wp.vec3, device=p.DEVICE)
+    calls = [
+        ((p.scale,), dict(dim=8, inputs=[x, y, 0.5], device=p.DEVICE)),
+        ((p.scale, 8, [x], [y, float("nan")]), {}),
+        ((p.scale, 8), dict(inputs=(x, y, True), outputs=[])),
+        ((p.scale,), dict(dim=4, inputs=[x[2:6], y[0:4], 7])),  # a slice is still a plain wp.array
+        ((p.integrate,), dict(dim=4, inputs=[pos, pos, wp.vec3(1.0, 2.0, 3.0), 0.5])),  # not flat: a vec3
+        ((p.scale,), dict(dim=8, inputs=[x, y, 2.0], device=wp.get_device(p.DEVICE))),  # a Device, by id
+        ((p.scale,), dict(dim=8, inputs=[x, y, 2.0], stream=None)),  # not flat: another keyword
+    ]
+    with bus.subscribe() as sub:
+        for args, kwargs in calls:
+            wp.launch(*args, **kwargs)
+            generic(*args, **kwargs)
+        raw = sub.drain_raw()
+    flat_taken = [e[4] is FLAT for e in raw[::2]]
+    assert flat_taken == [True, True, True, True, False, True, False]
+    assert all(e[4] is not FLAT for e in raw[1::2])
+    gc.collect()
+    gc.collect()  # a tuple is untracked once what it holds is: nested ones take a pass per level
+    assert not any(gc.is_tracked(e) for e, taken in zip(raw[::2], flat_taken) if taken)  # what it is for
+    records = [r for _, r in Materializer().run(raw)]
+    for flat, nested in zip(records[::2], records[1::2]):
+        same_call = dict(seq=flat.seq, start_ns=flat.start_ns, end_ns=flat.end_ns, site=flat.site)
+        assert flat.site.line + 1 == nested.site.line
+        assert flat == dataclasses.replace(nested, **same_call)

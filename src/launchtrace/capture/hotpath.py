@@ -30,12 +30,32 @@ from launchtrace.capture import bus
 from launchtrace.capture.patching import wraps_like
 from launchtrace.capture.state import _local, next_scope_id
 
-__all__ = ["ARR", "STRUCT", "emit_scope_begin", "emit_scope_end", "is_library_code", "is_warp_code", "wrap"]
+__all__ = [
+    "ARR",
+    "FLAT",
+    "HANDLES",
+    "STRUCT",
+    "emit_scope_begin",
+    "emit_scope_end",
+    "is_library_code",
+    "is_warp_code",
+    "wrap",
+]
 
 _log = logging.getLogger("launchtrace.capture")
 
 ARR = object()  # marks an array argument in a payload: (ARR, ptr, shape, dtype, capacity, device, indexed)
 STRUCT = object()  # marks a flattened wp.struct argument: (STRUCT, ((field, value), ...))
+FLAT = object()  # in a record's payload slot: a launch written flat (see launchtrace.capture.warp.wrap_launch)
+
+HANDLES: dict[int, Any] = {}
+"""``id(obj) -> obj`` for the kernels, dtypes and devices a flat launch event names by id.
+
+Why: a queued event that refers to a kernel, dtype or ``Device`` object stays tracked by Python's cyclic garbage
+collector, and thousands of queued events trigger full collections that cost the launching thread ~2.5 us per
+launch here. Events made only of ints, strings, code objects and tuples of those are untracked by the collector
+at its first pass. The objects named here are long-lived (modules' kernels, Warp's dtypes, the runtime's
+devices) and are kept alive, so an id is never reused for another object."""
 RECORD = bus.RECORD
 
 _LIB_PREFIXES: tuple[str, ...] = ()

@@ -18,7 +18,7 @@ from typing import Any
 
 from launchtrace.capture import bus
 from launchtrace.capture.access import kernel_access
-from launchtrace.capture.hotpath import ARR, STRUCT, is_warp_code
+from launchtrace.capture.hotpath import ARR, FLAT, HANDLES, STRUCT, is_warp_code
 from launchtrace.capture.state import THREAD_NAMES
 from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, Op, ScopeRecord, Site
 
@@ -311,6 +311,8 @@ class Materializer:
     # -- records -----------------------------------------------------------------------------------------------
 
     def record(self, e: tuple) -> LaunchRecord:
+        if e[4] is FLAT:
+            e = unflatten(e)
         if e[3] == "launch" and not e[4][9]:  # a launch without adjoint arrays: the fast path
             rec = self._launch(e)
             if rec is not None:
@@ -427,6 +429,31 @@ class Materializer:
             error,
             seq,
         )
+
+
+def unflatten(e: tuple) -> tuple:
+    """A flat launch event (``wrap_launch``'s common case) as the nested event ``extract_launch`` would give:
+    ``(..., (kernel, dim, values, n_inputs, device, None, None, 0, False, ()), ...)`` with arrays as
+    ``(ARR, ptr, shape, dtype, capacity, device, False)``."""
+    handles = HANDLES
+    values: list[Any] = []
+    flat = e[18:]
+    i, n = 0, len(flat)
+    while i < n:
+        v = flat[i]
+        if v is ARR:
+            values.append(
+                (ARR, flat[i + 1], flat[i + 2], handles[flat[i + 3]], flat[i + 4], handles[flat[i + 5]], False)
+            )
+            i += 6
+        else:
+            values.append(v)
+            i += 1
+    device = e[17]
+    if type(device) is int:  # a Device, by id
+        device = handles[device]
+    payload = (handles[e[14]], e[15], tuple(values), e[16], device, None, None, 0, False, ())
+    return (*e[:4], payload, *e[5:14])
 
 
 class _Args:

@@ -29,6 +29,8 @@ from launchtrace.capture import bus
 from launchtrace.capture.hotpath import (
     _USER_MODULE,
     ARR,
+    FLAT,
+    HANDLES,
     STRUCT,
     _append,
     _warn_once,
@@ -78,7 +80,7 @@ def graph_id_of(graph: Any) -> int | None:
 
 
 def _setup_types() -> None:
-    global _array_type, _noncontig_type, _struct_instance_type, _ctx
+    global _array_type, _noncontig_type, _struct_instance_type, _ctx, _device_type
     import warp._src.codegen as codegen
     import warp._src.context as ctx
     import warp._src.types as wtypes
@@ -87,12 +89,14 @@ def _setup_types() -> None:
 
     _array_type = wtypes.array
     _noncontig_type = wtypes.noncontiguous_array_base
+    _device_type = ctx.Device
     _struct_instance_type = codegen.StructInstance
 
 
 _ctx: Any = None
 _array_type: Any = None
 _noncontig_type: Any = None
+_device_type: Any = None
 _struct_instance_type: Any = None
 
 
@@ -154,6 +158,7 @@ def _arg(args: tuple, kwargs: dict, i: int, name: str, default: Any = None) -> A
 
 
 _BASIC_LAUNCH_KEYS = frozenset(("kernel", "dim", "inputs", "outputs", "record_tape"))
+_FLAT_LAUNCH_KEYS = _BASIC_LAUNCH_KEYS | {"device"}
 
 
 def extract_launch(args: tuple, kwargs: dict, result: Any) -> tuple | None:
@@ -211,6 +216,9 @@ def wrap_launch(original: Callable) -> Callable:
     user_module = _USER_MODULE
     next_seq = bus.next_seq
     record = bus.RECORD
+    handles = HANDLES
+    flat_keys = _FLAT_LAUNCH_KEYS
+    plain = _PLAIN
 
     def launch(*args: Any, **kwargs: Any) -> Any:
         st = _local.st
@@ -243,22 +251,70 @@ def wrap_launch(original: Callable) -> Callable:
             else:
                 line, caller = frame.f_lineno, code
             stack = st.stack
-            event = (
-                record,
-                next_seq(),
-                st.tid,
-                "launch",
-                extract_launch(args, kwargs, None),
-                code,
-                line,
-                module,
-                caller,
-                t0,
-                t1,
-                stack[-1] if stack else None,
-                st.capture_graph,
-                None,
-            )
+            seq = next_seq()
+            event = None
+            n = len(args)
+            if n <= 4 and flat_keys.issuperset(kwargs):
+                # The common call: written flat, kernel / dtype / device by id (see hotpath.HANDLES), so the
+                # queued event holds no object the garbage collector must keep visiting. Anything but plain
+                # arrays and plain scalars takes the nested payload of extract_launch below.
+                get = kwargs.get
+                kernel = args[0] if n else get("kernel")
+                inputs = (args[2] if n > 2 else get("inputs")) or ()
+                outputs = (args[3] if n > 3 else get("outputs")) or ()
+                kid = id(kernel)
+                if kid not in handles:
+                    handles[kid] = kernel
+                device = get("device")
+                simple = True
+                if device is not None and type(device) is not str:  # a Device: by id; else not flat
+                    if type(device) is _device_type:
+                        device_id = device = id(device)
+                        if device_id not in handles:
+                            handles[device_id] = kwargs["device"]
+                    else:
+                        simple = False
+                flat = [
+                    record, seq, st.tid, "launch", FLAT, code, line, module, caller, t0, t1,
+                    stack[-1] if stack else None, st.capture_graph, None,
+                    kid, args[1] if n > 1 else get("dim"), len(inputs), device,
+                ]  # fmt: skip
+                append = flat.append
+                for group in (inputs, outputs) if simple else ():
+                    for v in group:
+                        t = type(v)
+                        if t is _array_type:
+                            dtype, device = v.dtype, v.device
+                            did, vid = id(dtype), id(device)
+                            if did not in handles:
+                                handles[did] = dtype
+                            if vid not in handles:
+                                handles[vid] = device
+                            flat += (ARR, v.ptr or 0, v.shape, did, v.capacity or 0, vid)
+                        elif t in plain:
+                            append(v)
+                        else:
+                            simple = False
+                            break
+                if simple:
+                    event = tuple(flat)
+            if event is None:
+                event = (
+                    record,
+                    seq,
+                    st.tid,
+                    "launch",
+                    extract_launch(args, kwargs, None),
+                    code,
+                    line,
+                    module,
+                    caller,
+                    t0,
+                    t1,
+                    stack[-1] if stack else None,
+                    st.capture_graph,
+                    None,
+                )
             for sub in subs:
                 q = sub.queue
                 if len(q) < sub.capacity:
