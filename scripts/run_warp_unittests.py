@@ -34,19 +34,14 @@ ALL = [
     "test_copy",
     "test_tape",
     "test_indexedarray",
-    "test_array",
     "test_array_reduce",
     "test_runlength_encode",
     "test_utils",
     "test_sparse",
-    "test_linear_solvers",
     "test_adam",
-    "test_grad",
     "test_graph",
     "test_struct",
-    "test_atomic",
     "test_fixedarray",
-    "test_generics",
     "test_lerp",
     "test_smoothstep",
     "test_noise",
@@ -57,9 +52,14 @@ ALL = [
     "geometry.test_hash_grid",
     "geometry.test_bvh",
     "geometry.test_mesh_query_point",
+    "test_generics",
+    "test_array",
+    "test_grad",
+    "test_atomic",
+    "matrix.test_mat_linalg",
     "fem.test_fem_linalg",
     "fem.test_fem_field",
-    "matrix.test_mat_linalg",
+    "test_linear_solvers",
 ]
 
 
@@ -134,7 +134,7 @@ def run_process(modules: list[str], instrument: bool, timeout: float) -> dict:
     return json.loads(lines[-1][len(MARKER) :])
 
 
-def compare(modules: list[str], timeout: float) -> tuple[str, bool, list[dict]]:
+def compare(modules: list[str], timeout: float, progress: str | None = None) -> tuple[str, bool, list[dict]]:
     rows = []
     for module in modules:
         bare = run_process([module], False, timeout)
@@ -156,6 +156,8 @@ def compare(modules: list[str], timeout: float) -> tuple[str, bool, list[dict]]:
             }
         )
         print(f"{module}: {len(a)} tests, {len(differ)} differ", file=sys.stderr, flush=True)
+        if progress is not None:  # rows so far, so a long sweep stopped early still has its results
+            Path(progress).write_text(json.dumps(rows, indent=1))
     head = (
         "| module | tests | passed bare | passed instrumented | skipped | outcomes that differ | spans exported "
         "| dropped | bare s | instrumented s |\n|---|---|---|---|---|---|---|---|---|---|\n"
@@ -182,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     if not modules:
         parser.error("name modules of warp.tests or pass --all")
     if args.compare:
-        table, same, rows = compare(modules, args.timeout)
+        table, same, rows = compare(modules, args.timeout, args.json)
         print(table)
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=1))
