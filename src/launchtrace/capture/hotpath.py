@@ -59,8 +59,11 @@ devices) and are kept alive, so an id is never reused for another object."""
 RECORD = bus.RECORD
 
 _LIB_PREFIXES: tuple[str, ...] = ()
-_LIB_CACHE: dict[Any, bool] = {}
-_USER_MODULE: dict[Any, str] = {}  # code object outside Warp/launchtrace -> its module's name
+# Caches per code object are keyed by id(code) and hold the code object itself, checked with ``is``: hashing a
+# code object hashes its constants and names every time (0.1 us for a small function, about 1 us for a long
+# one), and the hot path asks once per launch. Holding the code keeps its id from being reused.
+_LIB_CACHE: dict[int, tuple[Any, bool]] = {}
+_USER_MODULE: dict[int, tuple[Any, str]] = {}  # id(code) outside Warp/launchtrace -> (code, module name)
 _THIS_FILE = os.path.normcase(os.path.abspath(__file__))
 _failures_logged: set[str] = set()
 
@@ -79,24 +82,24 @@ def set_library_prefixes(warp_dir: str, ours: str, exempt: tuple[str, ...] = ())
 
 def is_library_code(code: Any) -> bool:
     """Whether ``code`` lives in Warp or launchtrace (cached per code object)."""
-    hit = _LIB_CACHE.get(code)
-    if hit is None:
+    hit = _LIB_CACHE.get(id(code))
+    if hit is None or hit[0] is not code:
         name = code.co_filename
-        hit = _LIB_CACHE[code] = name.startswith(_LIB_PREFIXES) and not name.startswith(_EXEMPT)
-    return hit
+        hit = _LIB_CACHE[id(code)] = (code, name.startswith(_LIB_PREFIXES) and not name.startswith(_EXEMPT))
+    return hit[1]
 
 
 def is_warp_code(code: Any) -> bool:
     """Whether ``code`` is Warp's own (its device work is "internal": wp.clone's copy, fem's launches)."""
-    hit = _WARP_CACHE.get(code)
-    if hit is None:
-        hit = _WARP_CACHE[code] = bool(_WARP_PREFIX) and code.co_filename.startswith(_WARP_PREFIX)
-    return hit
+    hit = _WARP_CACHE.get(id(code))
+    if hit is None or hit[0] is not code:
+        hit = _WARP_CACHE[id(code)] = (code, bool(_WARP_PREFIX) and code.co_filename.startswith(_WARP_PREFIX))
+    return hit[1]
 
 
 _WARP_PREFIX = ""
 _EXEMPT: tuple[str, ...] = ()
-_WARP_CACHE: dict[Any, bool] = {}
+_WARP_CACHE: dict[int, tuple[Any, bool]] = {}
 
 
 def _warn_once(what: str) -> None:
@@ -108,19 +111,16 @@ def _warn_once(what: str) -> None:
 def find_site(frame: Any) -> tuple[Any, int, str, Any]:
     """``(site code, site line, site module, immediate caller code)`` for the frame that called a wrapper."""
     caller_code = frame.f_code
-    module = _USER_MODULE.get(caller_code)
-    if module is not None:  # the common case: user code called Warp directly
-        return caller_code, frame.f_lineno, module, caller_code
+    hit = _USER_MODULE.get(id(caller_code))
+    if hit is not None and hit[0] is caller_code:  # the common case: user code called Warp directly
+        return caller_code, frame.f_lineno, hit[1], caller_code
     f = frame
     while f is not None:
         code = f.f_code
-        hit = _LIB_CACHE.get(code)
-        if hit is None:
-            hit = is_library_code(code)
-        if not hit:
+        if not is_library_code(code):
             module = f.f_globals.get("__name__", "")
             if len(_USER_MODULE) < 100_000:
-                _USER_MODULE[code] = module
+                _USER_MODULE[id(code)] = (code, module)
             return code, f.f_lineno, module, caller_code
         f = f.f_back
     return caller_code, frame.f_lineno, frame.f_globals.get("__name__", ""), caller_code

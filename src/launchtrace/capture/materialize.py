@@ -142,17 +142,17 @@ def _kernel_info(kernel: Any) -> _KernelInfo:
     return hit[1]
 
 
-_sites: dict[tuple, Site] = {}
+_sites: dict[tuple, tuple[Any, Site]] = {}
 
 
 def _site(code: Any, line: int, module: str) -> Site:
-    key = (code, line)
-    site = _sites.get(key)
-    if site is None:
+    key = (id(code), line)  # by id, checked with ``is``: hashing a code object is slow (see hotpath)
+    hit = _sites.get(key)
+    if hit is None or hit[0] is not code:
         if len(_sites) > 100_000:
             _sites.clear()
-        site = _sites[key] = Site(code.co_filename, int(line), code.co_name, module or "")
-    return site
+        hit = _sites[key] = (code, Site(code.co_filename, int(line), code.co_name, module or ""))
+    return hit[1]
 
 
 def _normalise(value: Any) -> Any:
@@ -248,7 +248,7 @@ class Materializer:
         self.open_scopes: dict[int, ScopeRecord] = {}
         self._layouts: dict[tuple, _LaunchLayout] = {}
         self._interned: dict[tuple, tuple[BufferArg, tuple]] = {}
-        self._apis: dict[Any, str] = {}
+        self._apis: dict[int, tuple[Any, str]] = {}  # id(caller code) -> (code, api)
         self._run = -1
 
     def run(self, raw: list[tuple]) -> list[tuple[str, object]]:
@@ -312,6 +312,9 @@ class Materializer:
 
     def record(self, e: tuple) -> LaunchRecord:
         if e[4] is FLAT:
+            rec = self._launch_flat(e)
+            if rec is not None:
+                return rec
             e = unflatten(e)
         if e[3] == "launch" and not e[4][9]:  # a launch without adjoint arrays: the fast path
             rec = self._launch(e)
@@ -400,9 +403,10 @@ class Materializer:
                 scalars.append((i, v))
             else:
                 scalars.append((i, _normalise(v)))
-        api = self._apis.get(caller)
-        if api is None:
-            api = self._apis[caller] = _launch_api(caller)
+        api = self._apis.get(id(caller))
+        if api is None or api[0] is not caller:
+            api = self._apis[id(caller)] = (caller, _launch_api(caller))
+        api = api[1]
         return make_launch_record(
             "launch",
             info.name,
@@ -424,6 +428,107 @@ class Materializer:
             graph,
             graph is not None,
             adjoint,
+            api,
+            is_warp_code(caller) if caller is not None else False,
+            error,
+            seq,
+        )
+
+    def _launch_flat(self, e: tuple) -> LaunchRecord | None:
+        """:meth:`_launch` straight from a flat event (no nested payload rebuilt), or ``None``."""
+        handles = HANDLES
+        flat = e[18:]
+        kernel = handles[e[14]]
+        n_inputs = e[16]
+        info = _kernel_info(kernel)
+        access = info.access_of(kernel, self._run)
+        n_values = len(flat) - 5 * flat.count(ARR)  # holds only plain scalars, ARR marks and array fields
+        lkey = (info, n_values, n_inputs, access)
+        layout = self._layouts.get(lkey)
+        if layout is None:
+            layout = self._layouts[lkey] = _LaunchLayout(info, access, n_values, n_inputs)
+        names, modes = layout.names, layout.modes
+        seq = e[1]
+        registry = _owners.get()
+        interned = self._interned
+        arrays: list[tuple] = []
+        scalars: list[tuple] = []
+        buffers: list[BufferArg] = []
+        arg_device = ""
+        i = j = 0
+        n = len(flat)
+        while j < n:
+            v = flat[j]
+            if v is ARR:
+                ptr, shape, dtype_id, nbytes, device_id = flat[j + 1 : j + 6]
+                j += 6
+                owner = offset = None
+                foreign = False
+                if registry is not None and ptr:
+                    hit = registry.locate(ptr, seq)
+                    if hit is not None:
+                        owner, offset = hit
+                    else:
+                        foreign = bool(registry.any_at(seq))
+                if not arg_device:
+                    arg_device = _device_name_cached(handles[device_id])
+                bkey = (layout, i, ptr, shape, dtype_id, nbytes, owner, offset, foreign)
+                entry = interned.get(bkey)
+                if entry is None:
+                    if len(interned) >= self.max_interned:
+                        interned.clear()
+                    buf = make_buffer_arg(
+                        i,
+                        names[i],
+                        ptr,
+                        tuple(shape or ()),
+                        _dtype_name(handles[dtype_id]),
+                        int(nbytes),
+                        owner,
+                        offset,
+                        foreign,
+                        modes[i],
+                    )
+                    entry = interned[bkey] = (buf, (i, ptr))
+                arrays.append(entry[1])
+                buffers.append(entry[0])
+            else:
+                j += 1
+                t = type(v)
+                if t is int or t is str or t is bool or v is None:
+                    scalars.append((i, v))
+                else:
+                    scalars.append((i, _normalise(v)))
+            i += 1
+        _, seq, tid, _kind, _flat, code, line, module, caller, t0, t1, scope, graph, error = e[:14]
+        dim, device = e[15], e[17]
+        if type(device) is int:  # a Device, by id
+            device = handles[device]
+        api = self._apis.get(id(caller))
+        if api is None or api[0] is not caller:
+            api = self._apis[id(caller)] = (caller, _launch_api(caller))
+        api = api[1]
+        return make_launch_record(
+            "launch",
+            info.name,
+            (dim,) if type(dim) is int else _dim(dim),
+            None,
+            tuple(arrays),
+            tuple(scalars),
+            _site(code, line, module) if code is not None else UNKNOWN_SITE,
+            info.params,
+            tuple(buffers),
+            None,
+            0,
+            (_device_name_cached(device) if device is not None else "") or arg_device,
+            tid,
+            THREAD_NAMES.get(tid, ""),
+            t0,
+            t1,
+            scope,
+            graph,
+            graph is not None,
+            False,
             api,
             is_warp_code(caller) if caller is not None else False,
             error,

@@ -245,11 +245,11 @@ def wrap_launch(original: Callable) -> Callable:
             if _ctx.runtime.tape is not None:
                 fix_tape_caller(args, kwargs, result, frame)
             code = frame.f_code
-            module = user_module.get(code)
-            if module is None:
-                code, line, module, caller = find_site(frame)
+            hit = user_module.get(id(code))
+            if hit is not None and hit[0] is code:
+                module, line, caller = hit[1], frame.f_lineno, code
             else:
-                line, caller = frame.f_lineno, code
+                code, line, module, caller = find_site(frame)
             stack = st.stack
             seq = next_seq()
             event = None
