@@ -156,3 +156,43 @@ def test_flat_launch_events_equal_the_nested_payload(instrumented, warp_cpu, pro
         same_call = dict(seq=flat.seq, start_ns=flat.start_ns, end_ns=flat.end_ns, site=flat.site)
         assert flat.site.line + 1 == nested.site.line
         assert flat == dataclasses.replace(nested, **same_call)
+
+
+def test_owner_answers_cached_across_registry_changes_equal_the_registry(instrumented, warp_cpu, programs, monkeypatch):
+    """One drain holding launches before and after own, a death, an address reused by a new array and a
+    disown: the materializer's per-pointer owner cache answers as the registry does at each record's seq."""
+    import gc
+
+    import launchtrace
+
+    wp, p = warp_cpu, programs
+    y = wp.zeros(8, dtype=float, device=p.DEVICE)
+    with bus.subscribe() as sub:
+        x = wp.zeros(8, dtype=float, device=p.DEVICE)
+        for _ in range(2):
+            wp.launch(p.scale, dim=8, inputs=[x, y, 1.0])  # nothing owned yet
+        launchtrace.own({"x": x}, "a")
+        for _ in range(2):
+            wp.launch(p.scale, dim=8, inputs=[x, y, 1.0])  # x owned, y foreign
+        old_ptr = x.ptr
+        del x
+        gc.collect()  # its label ends with it
+        for _ in range(20):  # the allocator tends to hand the address out again
+            x = wp.zeros(8, dtype=float, device=p.DEVICE)
+            if x.ptr == old_ptr:
+                break
+        wp.launch(p.scale, dim=8, inputs=[x, y, 1.0])
+        launchtrace.own({"x2": x}, "b")
+        for _ in range(2):
+            wp.launch(p.scale, dim=8, inputs=[x, y, 1.0])
+        launchtrace.disown("b")
+        wp.launch(p.scale, dim=8, inputs=[x, y, 1.0])
+        raw = sub.drain_raw()
+    fast = [r for _, r in Materializer().run(raw)]
+    monkeypatch.setattr(Materializer, "_launch", lambda self, e: None)
+    monkeypatch.setattr(Materializer, "_launch_flat", lambda self, e: None)
+    general = [r for _, r in Materializer().run(raw)]
+    assert fast == general
+    owners = [(r.buffers[0].owner, r.buffers[1].foreign) for r in fast if r.op == "launch"]
+    assert owners[:4] == [(None, False), (None, False), ("a['x']", True), ("a['x']", True)]
+    assert owners[4][0] is None and owners[5:7] == [("b['x2']", True)] * 2 and owners[7][0] is None

@@ -311,10 +311,13 @@ class _Entry:
         # Runs in weakref callbacks (any thread, possibly inside GC): plain attribute stores only, no lock.
         if self.died != _NEVER:
             return False
+        registry = self.group.registry
+        registry._version = next(_versions)  # before and after: a reader caching answers sees a change begin
         self.died = bus.next_seq() if seq is None else seq
         self.died_at = time.monotonic()
         self.range.dirty = True
-        self.group.registry._changed = next(_ticks)
+        registry._changed = next(_ticks)
+        registry._version = next(_versions)
         return True
 
 
@@ -388,6 +391,7 @@ class _Group:
 
 
 _ticks = itertools.count(1)
+_versions = itertools.count(1)  # registry versions for readers that cache answers (see OwnerRegistry.changed)
 
 
 def _entry_died(entry_ref: weakref.ref) -> Any:
@@ -433,6 +437,8 @@ class OwnerRegistry:
         self._by_extent: dict[tuple[int, int], _Range] = {}
         self._groups: list[_Group] = []
         self._changed = 0
+        self._last_change_seq = 0  # see last_change_seq(): only grows (pruned entries stay counted)
+        self._version = 0  # see changed(): moves before and after every change
         self._intervals: tuple[tuple[int, int], ...] = ()
         self._intervals_at = -1
         self._pruned_at = 0
@@ -446,6 +452,7 @@ class OwnerRegistry:
         found = list(walk_arrays((obj,), (label,), max_depth))
         owned = BufferSet()
         with self._lock:
+            self._version = next(_versions)  # before and after (see changed())
             group = _Group(label, bus.next_seq(), self)
             new_ranges = False
             for path, array in found:
@@ -471,12 +478,14 @@ class OwnerRegistry:
             if new_ranges:
                 self._install()
             self._changed = next(_ticks)
+            self._version = next(_versions)
         return owned
 
     def disown(self, obj_or_label: Any) -> int:
         """End the labels of every array reachable from ``obj`` (or registered under root ``label``);
         returns how many entries ended."""
         with self._lock:
+            self._version = next(_versions)  # before and after (see changed())
             now = bus.next_seq()
             ended = 0
             if isinstance(obj_or_label, str):
@@ -491,15 +500,18 @@ class OwnerRegistry:
                     if rng is not None:
                         ended += sum(e.end_now(now) for e in rng.entries if e.ref is not None and e.ref() is array)
             self._changed = next(_ticks)
+            self._version = next(_versions)
             return ended
 
     def clear(self) -> None:
         """Forget everything (tests)."""
         with self._lock:
+            self._version = next(_versions)
             self._groups = []
             self._by_extent = {}
             self._install()
             self._changed = next(_ticks)
+            self._version = next(_versions)
 
     def _install(self) -> None:
         ranges = sorted(self._by_extent.values(), key=lambda r: (r.start, r.end))
@@ -508,6 +520,26 @@ class OwnerRegistry:
         )
 
     # -- reading -------------------------------------------------------------------------------------
+    def changed(self) -> int:
+        """A tick that moves whenever the registry changes (own, disown, an array's death, pruning), before
+        and after the change, so a reader that caches answers (the materializer) can tell it must drop them."""
+        return self._version
+
+    def last_change_seq(self) -> int:
+        """The largest sequence number at which a registration began or ended so far. Between two moves of
+        :meth:`changed`, :meth:`locate` and :meth:`any_at` answer the same for every ``seq`` at or after it."""
+        with self._lock:
+            top = self._last_change_seq
+            for group in self._groups:
+                top = max(top, group.born)
+                if group.disowned != _NEVER:
+                    top = max(top, group.disowned)
+                for e in group.entries:
+                    if e.died != _NEVER and e.died > top:
+                        top = e.died
+            self._last_change_seq = top
+            return top
+
     def locate(self, ptr: int, seq: int) -> tuple[str, int] | None:
         """``(label, byte offset)`` of the innermost entry holding ``ptr`` that was live at ``seq`` (the one
         registered last among equal ranges), else ``None``. Thread-safe and lock-free."""
@@ -598,6 +630,7 @@ class OwnerRegistry:
                 self._install()
                 self._groups = [g for g in self._groups if not _group_gone(g, horizon, cutoff)]
                 self._changed = next(_ticks)
+                self._version = next(_versions)
                 self._pruned_at = self._changed
             return dropped
         finally:
