@@ -12,8 +12,6 @@ import sys
 import tracemalloc
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 SOAK = REPO / "scripts" / "soak.py"
 LAUNCHES = 50_000
@@ -61,13 +59,6 @@ def test_soak_with_the_sink_up_every_launch_arrives() -> None:
     assert r["rss_growth_mb"] < 64, r
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding (docs/reliability.md, Soak): the default queue_capacity (1,000,000 events) times ~520 B per "
-    "queued event is ~500 MB, and the export worker is slower than a hot launch loop, so the queue grows toward "
-    "that bound even with the sink up: the 1M-launch soak grew RSS by 336-347 MB (sink up / down). Needs a "
-    "decision: a smaller default capacity (drops under sustained overload), a faster worker, or back-pressure.",
-)
 def test_the_default_queue_bound_fits_the_64_mb_memory_budget(warp_cpu) -> None:
     """However long the sink is down and however fast the program launches, what the exporter holds is bounded
     by ``queue_capacity`` events; measured here with tracemalloc on real launches, that bound must fit 64 MB."""

@@ -124,7 +124,9 @@ class ExportConfig:
     - ``endpoint``: OTLP traces endpoint (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, else
       ``OTEL_EXPORTER_OTLP_ENDPOINT``); ``None`` means the file sink.
     - ``protocol``: ``grpc`` or ``http/protobuf`` (``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` / ``_PROTOCOL``).
-    - ``queue_capacity``: capture events buffered between the launching thread and the export worker.
+    - ``queue_capacity``: capture events buffered between the launching thread and the export worker
+      (default 100,000: a few hundred bytes each, so the buffer stays within a 64 MB memory budget; past it,
+      new events are dropped and counted).
     - ``export_interval_s``: how often the worker drains and exports; ``max_export_batch``: spans per export.
     - ``span_budget``: most spans in one trace; ``fold`` / ``fold_min_repeats``: fold consecutive repeats.
     - ``step_max_spans`` / ``step_window_s``: bounds of the synthetic "step" roots for unscoped launches.
@@ -139,7 +141,7 @@ class ExportConfig:
     file_path: str = ""
     endpoint: str | None = None
     protocol: str = "http/protobuf"
-    queue_capacity: int = 1_000_000
+    queue_capacity: int = 100_000
     export_interval_s: float = 1.0
     max_export_batch: int = 8192
     span_budget: int = 2000
