@@ -131,7 +131,8 @@ class ExportConfig:
     - ``span_budget``: most spans in one trace; ``fold`` / ``fold_min_repeats``: fold consecutive repeats.
     - ``step_max_spans`` / ``step_window_s``: bounds of the synthetic "step" roots for unscoped launches.
     - ``include_internal``: export Warp's own timers and launches too.
-    - ``value_stats``: output value statistics as attributes; ``device_timing``: CUDA event timing.
+    - ``value_stats`` / ``device_timing``: reserved for output value statistics and CUDA event timing; not
+      implemented yet (nothing reads them).
     - ``sampler`` / ``sampler_arg``: ``OTEL_TRACES_SAMPLER`` / ``_ARG``, decided once per trace.
     - ``sample_every``: every N-th trace of each root name is kept in full (unfolded) whatever the sampler.
     - ``service_name``: overrides ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` when given.
