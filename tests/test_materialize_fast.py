@@ -196,3 +196,20 @@ def test_owner_answers_cached_across_registry_changes_equal_the_registry(instrum
     owners = [(r.buffers[0].owner, r.buffers[1].foreign) for r in fast if r.op == "launch"]
     assert owners[:4] == [(None, False), (None, False), ("a['x']", True), ("a['x']", True)]
     assert owners[4][0] is None and owners[5:7] == [("b['x2']", True)] * 2 and owners[7][0] is None
+
+
+def test_interned_arguments_stay_bounded(instrumented, warp_cpu, programs):
+    """New arrays on every launch: the interning tables are cleared at their bound, records stay right."""
+    wp, p = warp_cpu, programs
+    keep = []
+    with bus.subscribe() as sub:
+        for i in range(12):
+            x = wp.full(8, float(i), dtype=float, device=p.DEVICE)
+            keep.append(x)  # distinct live pointers
+            wp.launch(p.scale, dim=8, inputs=[x, x, 1.0])
+        raw = [e for e in sub.drain_raw() if e[3] == "launch"]
+    m = Materializer()
+    m.max_interned = 4
+    records = [r for _, r in m.run(raw)]
+    assert len(m._interned) <= 4 and len(m._owners_cache) <= 4
+    assert [r.buffers[0].ptr for r in records] == [x.ptr for x in keep]

@@ -242,7 +242,7 @@ class Materializer:
     :class:`BufferArg`, so a repeated launch only looks up owners and fills pointers, scalars and times.
     """
 
-    max_interned = 50_000
+    max_interned = 8192  # distinct array arguments (and owner answers) remembered: a few MB at most
 
     def __init__(self) -> None:
         self.open_scopes: dict[int, ScopeRecord] = {}
