@@ -219,10 +219,11 @@ def scalar_attr(label: str) -> str:
 _RESERVED_PREFIXES = (PREFIX, "code.", "thread.", "exception.")
 
 
-def scope_user_attr(key: str) -> str:
+def scope_user_attr(key: object) -> str:
     """Where a user's scope attribute ``key`` is written: under its own name, unless the name is one of
     ours (``launchtrace.*``, ``code.*``, ``thread.*``, ``exception.*``): then under
     ``launchtrace.scope.attr.<key>``."""
+    key = str(key)
     return f"launchtrace.scope.attr.{key}" if key.startswith(_RESERVED_PREFIXES) else key
 
 

@@ -89,12 +89,13 @@ class BufferSet:
         v.ptr in owned           # True
     """
 
-    __slots__ = ("_ends", "_labels", "_longest", "_starts")
+    __slots__ = ("_ends", "_labels", "_longest", "_orders", "_starts")
 
     def __init__(self) -> None:
         self._starts: list[int] = []  # sorted
         self._ends: list[int] = []
         self._labels: list[str] = []
+        self._orders: list[int] = []  # insertion order: breaks ties between ranges of equal size
         self._longest = 0
 
     def add(self, array: Any, label: str = "") -> BufferSet:
@@ -111,6 +112,7 @@ class BufferSet:
         self._starts.insert(i, ptr)
         self._ends.insert(i, ptr + nbytes)
         self._labels.insert(i, label)
+        self._orders.insert(i, len(self._orders))
         self._longest = max(self._longest, nbytes)
         return self
 
@@ -122,9 +124,9 @@ class BufferSet:
 
     def locate(self, ptr: int) -> tuple[str, int] | None:
         """``(label, byte offset)`` of the buffer holding ``ptr`` (the innermost one when buffers overlap,
-        the one added last among equal ranges), or ``None``."""
+        the one added last among ranges of equal size), or ``None``."""
         ptr = int(ptr)
-        starts, ends = self._starts, self._ends
+        starts, ends, orders = self._starts, self._ends, self._orders
         i = bisect.bisect_right(starts, ptr)
         floor = ptr - self._longest
         best = -1
@@ -134,8 +136,10 @@ class BufferSet:
             start = starts[i]
             if start < floor:
                 break
-            if ptr < ends[i] and (best < 0 or ends[i] - start < best_size):
-                best, best_size = i, ends[i] - start
+            if ptr < ends[i]:
+                size = ends[i] - start
+                if best < 0 or size < best_size or (size == best_size and orders[i] > orders[best]):
+                    best, best_size = i, size
         return None if best < 0 else (self._labels[best], ptr - starts[best])
 
     def ranges(self) -> list[tuple[int, int, str]]:
