@@ -11,7 +11,7 @@ The program is ``steps`` steps of ``launches // steps`` tiny kernel launches, ea
 
 Example::
 
-    python scripts/soak.py --launches 1000000            # both modes, ~2 x 1 minute on 2 cores
+    python scripts/soak.py --launches 1000000            # both modes, ~2 x 1.5 minutes on 2 cores
     python scripts/soak.py --launches 50000 --mode up
 """
 

@@ -15,7 +15,7 @@ or repeats a step (``launchtrace.analysis.static.check_static`` over its step sc
 Prints a Markdown table (the one in ``docs/reliability.md``); ``--json`` writes the rows too. Exit code 1 when
 any example differs. Example::
 
-    python scripts/sweep_warp_examples.py                 # every example below, ~10 minutes warm
+    python scripts/sweep_warp_examples.py                 # every example below: ~40 minutes on 2 cores
     python scripts/sweep_warp_examples.py example_fluid example_wave
 """
 
