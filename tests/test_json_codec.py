@@ -274,6 +274,30 @@ def test_bad_spans_are_skipped_with_a_problem_naming_place_and_span():
     assert "span id '!!' is neither hex nor base64" in _problems(parentSpanId="!!")
 
 
+def test_digits_int_cannot_read_skip_the_span_instead_of_stopping_the_reader():
+    # "²".isdigit() is true but int("²") fails: these used to escape as a bare ValueError
+    assert "startTimeUnixNano '²' is not an integer" in _problems(startTimeUnixNano="²")
+    assert "intValue '²' is not an integer" in _problems(
+        attributes=[{"key": "a", "value": {"arrayValue": {"values": [{"intValue": "²"}]}}}]
+    )
+    assert "unknown span kind '²'" in _problems(kind="²")
+    # other Unicode decimal digits are read as int() reads them, on the fast path as before
+    spans, _ = decode_traces_data(_one_span_doc(startTimeUnixNano="\u0663"))
+    assert spans[0].start_ns == 3
+
+
+def test_an_id_text_remembered_for_one_id_size_is_not_reused_for_the_other():
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": T1.hex(), "spanId": S1.hex(), "parentSpanId": S2.hex(), "name": "a"},
+        {"traceId": S2.hex(), "spanId": S2.hex(), "name": "b"},  # a span id's text where a trace id belongs
+        {"traceId": T1.hex(), "spanId": S2.hex(), "parentSpanId": T1.hex(), "name": "c"},
+        {"traceId": T1.hex(), "spanId": S2.hex(), "parentSpanId": S2.hex(), "name": "d"},
+    ]}]}]}  # fmt: skip
+    spans, problems = decode_traces_data(doc, where="f:1")
+    assert [(s.name, s.trace_id, s.parent_span_id) for s in spans] == [("a", T1, S2), ("d", T1, S2)]
+    assert ["trace id" in str(problems[0]), "span id" in str(problems[1])] == [True, True]
+
+
 def test_hex_id_posing_as_base64_is_an_error_when_the_producer_writes_base64():
     obj = _one_span_doc()
     spans, problems = decode_traces_data(obj, id_encoding="base64")

@@ -298,7 +298,7 @@ def _enum(v: Any, names: tuple[str, ...], what: str) -> int:
         try:
             return names.index(v)
         except ValueError:
-            if v.isdigit() and int(v) < len(names):
+            if v.isdecimal() and int(v) < len(names):
                 return int(v)
             raise _Bad(f"unknown {what} {v!r}") from None
     raise _Bad(f"{what} must be an integer or an enum name, got {type(v).__name__} {v!r}")
@@ -379,7 +379,7 @@ def _scalar(v: Any) -> Any:
         if type(x) is str:
             if vk == "stringValue":
                 return x
-            if vk == "intValue" and x.isdigit():
+            if vk == "intValue" and x.isdecimal():
                 return int(x)
     return _dec_value(v)
 
@@ -424,8 +424,20 @@ def _dec_attrs(attrs: Any) -> tuple:
                 continue
             elif t is dict and vk == "arrayValue":
                 values = x.get("values", ())
-                if type(values) is list:
-                    append((key, tuple([_scalar(e) for e in values])))
+                if type(values) is list:  # the elements as _scalar reads them, without a call per element
+                    items = []
+                    for e in values:
+                        if type(e) is dict and len(e) == 1:
+                            ((ek, ex),) = e.items()
+                            if type(ex) is str:
+                                if ek == "stringValue":
+                                    items.append(ex)
+                                    continue
+                                if ek == "intValue" and ex.isdecimal():
+                                    items.append(int(ex))
+                                    continue
+                        items.append(_dec_value(e))
+                    append((key, tuple(items)))
                     continue
         append(_dec_attr(kv))
     return tuple(out)
@@ -503,13 +515,25 @@ class _Context:
         self.schema_url = ""
 
 
-def _dec_span(d: Any, ctx: _Context, id_encoding: str, link_problems: list[str]) -> SpanData:
+def _dec_span(d: Any, ctx: _Context, id_encoding: str, link_problems: list[str], id_cache: dict) -> SpanData:
     if type(d) is not dict:
         raise _Bad(f"span must be an object, got {type(d).__name__}")
-    trace_id = decode_id(d.get("traceId", ""), TRACE_ID_BYTES, id_encoding)
+    # ids: spans of one line share their trace id (and children their parent's id), so each id text is
+    # decoded once per line; only ids that decode_id accepts are remembered
+    text = d.get("traceId", "")
+    trace_id = id_cache.get(text) if type(text) is str else None
+    if trace_id is None or len(trace_id) != TRACE_ID_BYTES:
+        trace_id = decode_id(text, TRACE_ID_BYTES, id_encoding)
+        id_cache[text] = trace_id
     span_id = decode_id(d.get("spanId", ""), SPAN_ID_BYTES, id_encoding)
     parent = d.get("parentSpanId")
-    parent_id = decode_id(parent, SPAN_ID_BYTES, id_encoding) if parent else None
+    if parent:
+        parent_id = id_cache.get(parent) if type(parent) is str else None
+        if parent_id is None or len(parent_id) != SPAN_ID_BYTES:
+            parent_id = decode_id(parent, SPAN_ID_BYTES, id_encoding)
+            id_cache[parent] = parent_id
+    else:
+        parent_id = None
     status = d.get("status")
     if status:
         status = _dict(status, "status")
@@ -528,24 +552,32 @@ def _dec_span(d: Any, ctx: _Context, id_encoding: str, link_problems: list[str])
                 link_problems.append(f"link {i} dropped: {exc}")
     name = d.get("name", "")
     kind = d.get("kind", 0)
+    start = d.get("startTimeUnixNano", 0)
+    end = d.get("endTimeUnixNano", 0)
+    # the rarely present fields in one lookup each; _int only for a value that is not already an int
+    trace_state = d.get("traceState", "")
+    flags = d.get("flags", 0)
+    dropped_attrs = d.get("droppedAttributesCount", 0)
+    dropped_events = d.get("droppedEventsCount", 0)
+    dropped_links = d.get("droppedLinksCount", 0)
     return _new_span(
         trace_id,
         span_id,
         parent_id,
         name if type(name) is str else _str(name, "name"),
-        _int(d.get("startTimeUnixNano", 0), "startTimeUnixNano"),
-        _int(d.get("endTimeUnixNano", 0), "endTimeUnixNano"),
+        int(start) if type(start) is str and start.isdecimal() else _int(start, "startTimeUnixNano"),
+        int(end) if type(end) is str and end.isdecimal() else _int(end, "endTimeUnixNano"),
         _dec_attrs(d["attributes"]) if "attributes" in d else (),
         kind if type(kind) is int and 0 <= kind <= 5 else _enum(kind, KIND_NAMES, "span kind"),
         code,
         message,
         tuple(_dec_event(e) for e in _list(events, "events")) if events else (),
         tuple(decoded_links),
-        _str(d.get("traceState", ""), "traceState"),
-        _int(d.get("flags", 0), "flags"),
-        _int(d.get("droppedAttributesCount", 0), "droppedAttributesCount"),
-        _int(d.get("droppedEventsCount", 0), "droppedEventsCount"),
-        _int(d.get("droppedLinksCount", 0), "droppedLinksCount"),
+        trace_state if type(trace_state) is str else _str(trace_state, "traceState"),
+        flags if type(flags) is int else _int(flags, "flags"),
+        dropped_attrs if type(dropped_attrs) is int else _int(dropped_attrs, "droppedAttributesCount"),
+        dropped_events if type(dropped_events) is int else _int(dropped_events, "droppedEventsCount"),
+        dropped_links if type(dropped_links) is int else _int(dropped_links, "droppedLinksCount"),
         ctx.resource,
         ctx.resource_schema_url,
         ctx.scope_name,
@@ -575,9 +607,10 @@ def _dec_scope_spans(
         ctx.scope_name, ctx.scope_version, ctx.scope_attributes = "", "", ()
     ctx.schema_url = _str(ss.get("schemaUrl", ""), f"{path}.schemaUrl")
     link_problems: list[str] = []
+    id_cache: dict = {}
     for i, d in enumerate(_list(ss.get("spans", ()), f"{path}.spans")):
         try:
-            out.append(_dec_span(d, ctx, id_encoding, link_problems))
+            out.append(_dec_span(d, ctx, id_encoding, link_problems, id_cache))
         except (_Bad, IdError) as exc:
             problems.append(Problem(where, f"{path}.spans[{i}]: {_span_label(d)} skipped: {exc}", skipped=1))
         except RecursionError:
