@@ -4,7 +4,9 @@ The launching thread pays one ``deque.append`` per event (the capture bus); ever
 every ``export_interval_s`` (or when :meth:`ExportPipeline.flush` wakes it) the worker drains the subscription
 in chunks of ``max_export_batch`` events, feeds them to the :class:`~launchtrace.export.spanbuilder.SpanBuilder`
 and writes the completed spans to the sink. Memory is bounded by the bus capacity (``queue_capacity``; the
-oldest events are dropped past it, and counted) plus one chunk in flight.
+new events are refused past it, and counted) plus one chunk in flight. When the queue is more than half
+full the worker stops resting and runs flat out: under the GIL that slows the launching thread instead of
+losing spans (back-pressure by CPU share, never by blocking).
 
 Nothing here raises into the user's program: a sink failure is counted by the sink, a bug in span building is
 logged once and the worker keeps going. At process exit the pipeline flushes (open scopes end, marked
@@ -292,8 +294,8 @@ class ExportPipeline:
         """Rest so the worker's share stays at ``duty_cycle``, unless behind, flushing or stopping."""
         if self._duty >= 1.0 or self._stopping:
             return
-        queue = self._sub.queue
-        if queue.maxlen is not None and len(queue) > queue.maxlen // 2:
+        sub = self._sub
+        if len(sub.queue) > sub.capacity // 2:  # falling behind: run flat out (the GIL then slows the program)
             return
         with self._cond:
             if self._requested > self._done:
