@@ -360,3 +360,41 @@ def test_values_nested_beyond_the_recursion_limit_skip_the_span_not_the_reader()
     spans, problems = decode_traces_data(obj, where="f.jsonl:1")
     assert [s.span_id for s in spans] == [S2]
     assert str(problems[0]).endswith("skipped: attribute values nested too deeply") and problems[0].skipped == 1
+
+
+# the fast paths of _dec_attrs against the one-attribute-at-a-time path they shortcut
+_json_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=6),
+    st.sampled_from(["12", "-3", "²", "\u0663", " 7", "1_0", "NaN", "AQI="]),
+)  # fmt: skip
+_value_obj = st.dictionaries(
+    st.sampled_from(["stringValue", "intValue", "boolValue", "doubleValue", "bytesValue", "arrayValue", "x"]),
+    st.one_of(_json_leaf, st.builds(lambda vs: {"values": vs}, st.lists(st.dictionaries(
+        st.sampled_from(["stringValue", "intValue", "boolValue", "x"]), _json_leaf, max_size=2), max_size=3))),
+    max_size=2,
+)  # fmt: skip
+_attr_obj = st.one_of(
+    st.builds(lambda k, v: {"key": k, "value": v}, st.one_of(st.text(max_size=3), st.integers()), _value_obj),
+    st.builds(lambda k: {"key": k}, st.text(max_size=3)),
+    _json_leaf,
+)
+
+
+def _outcome(fn, arg):
+    try:
+        return ("ok", fn(arg))
+    except ValueError as exc:  # _Bad, or the bare ValueError a bug would let out
+        return (type(exc).__name__, str(exc))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_attr_obj, max_size=4))
+def test_attribute_fast_paths_decode_what_the_general_path_decodes(attrs):
+    from launchtrace.otlp.json_codec import _dec_attr, _dec_attrs
+
+    def one_by_one(items):
+        return tuple(_dec_attr(kv) for kv in items)
+
+    fast, general = _outcome(_dec_attrs, attrs), _outcome(one_by_one, attrs)
+    assert fast[0] == general[0] and (fast[0] != "ok" or repr(fast[1]) == repr(general[1]))
+    assert fast[0] in ("ok", "_Bad")
