@@ -448,3 +448,33 @@ def test_kernel_access_rules():
     assert kernel_access(wpp.scale) == {"x": "r", "y": "w"}
     assert kernel_access(wpp.tiled_copy) == {"x": "r", "y": "w"}
     assert kernel_access(object()) is None
+
+
+def test_a_full_queue_waits_for_its_consumer_then_gives_up_once(instrumented):
+    """Back-pressure: with ``wait_s`` a full queue lets a draining consumer make room instead of dropping; with
+    no consumer the launching thread waits once, then drops (counted) without waiting per event."""
+    import time
+
+    x = wp.zeros(1, dtype=float, device="cpu")
+    with bus.subscribe(capacity=8, wait_s=0.5) as sub:
+        stop = threading.Event()
+        drained: list = []
+
+        def consume() -> None:
+            while not stop.is_set():
+                drained.extend(sub.drain_raw())
+                time.sleep(0.002)
+
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+        for _ in range(200):
+            wp.launch(wpp.scale, dim=1, inputs=[x, x, 1.0])
+        stop.set()
+        consumer.join()
+        drained.extend(sub.drain_raw())
+        assert sub.dropped == 0 and len(drained) == 200 and sub.waits > 0
+
+    with bus.subscribe(capacity=4, wait_s=0.2) as stuck:
+        for _ in range(50):
+            wp.launch(wpp.scale, dim=1, inputs=[x, x, 1.0])
+        assert stuck.waits == 1 and stuck.dropped == 46 and stuck.pending() == 4  # one wait, not one per drop

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -53,13 +54,13 @@ def queues() -> tuple[Subscription, ...]:
 
 
 def offer(event: tuple) -> None:
-    """Queue ``event`` for every open subscription, counting it as dropped where a queue is full."""
+    """Queue ``event`` for every open subscription (:meth:`Subscription.full` where a queue is full)."""
     for sub in _subs:
         q = sub.queue
         if len(q) < sub.capacity:
             q.append(event)
         else:
-            sub.dropped += 1
+            sub.full(event)
 
 
 class Subscription:
@@ -68,17 +69,43 @@ class Subscription:
     ``thread``: only events emitted by that thread id (``None``: every thread).
     ``drain()`` returns ``(kind, item)`` pairs in emission order, ``kind`` one of ``"record"``,
     ``"scope_begin"``, ``"scope_end"``; ``dropped`` counts events refused because the queue was full.
+    ``wait_s``: when the queue is full, how long the emitting thread may wait for a consumer to make room
+    (sleeping, so a consumer thread gets the GIL) before the event is dropped; 0 (the default) drops at once.
+    A wait that runs out is not repeated until the queue has drained to half its capacity, so a consumer that
+    stopped costs the program one wait, not one per event.
     """
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY, thread: int | None = None) -> None:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, thread: int | None = None, wait_s: float = 0.0) -> None:
         if not isinstance(capacity, int) or capacity <= 0:
             raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        if not 0.0 <= wait_s <= 10.0:
+            raise ValueError(f"wait_s must be within [0, 10] seconds, got {wait_s!r}")
         self.queue: deque = deque()
         self.capacity = capacity
         self.thread = thread
+        self.wait_s = wait_s
         self.dropped = 0
+        self.waits = 0  # times the emitting thread waited for room
         self.closed = False
+        self._gave_up = False
         self._materializer: Any = None
+
+    def full(self, event: tuple) -> None:
+        """The queue is full: wait up to ``wait_s`` for room (back-pressure), else drop ``event`` and count it.
+
+        Off the hot path: only called when the queue is at capacity.
+        """
+        q = self.queue
+        if self.wait_s > 0.0 and not self._gave_up:
+            self.waits += 1
+            deadline = time.monotonic() + self.wait_s
+            while time.monotonic() < deadline:
+                time.sleep(0.0005)  # releases the GIL: the consumer thread runs
+                if len(q) < self.capacity:
+                    q.append(event)
+                    return
+            self._gave_up = True
+        self.dropped += 1
 
     def drain_raw(self, max_items: int | None = None) -> list[tuple]:
         """Take the raw tuples queued so far, oldest first."""
@@ -91,6 +118,8 @@ class Subscription:
                 out.append(popleft())
             except IndexError:  # pragma: no cover - raced with a concurrent drain
                 break
+        if self._gave_up and len(q) <= self.capacity // 2:
+            self._gave_up = False  # the consumer is back: waiting for room is worth it again
         if self.thread is not None:
             out = [r for r in out if r[2] == self.thread]
         return out
@@ -120,10 +149,10 @@ class Subscription:
         self.close()
 
 
-def subscribe(capacity: int = DEFAULT_CAPACITY, thread: int | None = None) -> Subscription:
+def subscribe(capacity: int = DEFAULT_CAPACITY, thread: int | None = None, wait_s: float = 0.0) -> Subscription:
     """Open a subscription: every capture event from now on is queued for it until it is closed."""
     global _subs
-    sub = Subscription(capacity, thread)
+    sub = Subscription(capacity, thread, wait_s)
     with _lock:
         _subs = (*_subs, sub)
     return sub

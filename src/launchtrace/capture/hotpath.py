@@ -194,7 +194,7 @@ def _append(kind: str, payload: tuple, frame: Any, t0: int, t1: int, error: Base
         if len(q) < sub.capacity:
             q.append(event)
         else:
-            sub.dropped += 1
+            sub.full(event)
 
 
 _next_seq = bus.next_seq

@@ -320,7 +320,7 @@ def wrap_launch(original: Callable) -> Callable:
                 if len(q) < sub.capacity:
                     q.append(event)
                 else:
-                    sub.dropped += 1
+                    sub.full(event)
         except Exception:
             _warn_once("launch")
         return result

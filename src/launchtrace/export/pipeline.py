@@ -6,7 +6,8 @@ in chunks of ``max_export_batch`` events, feeds them to the :class:`~launchtrace
 and writes the completed spans to the sink. Memory is bounded by the bus capacity (``queue_capacity``; the
 new events are refused past it, and counted) plus one chunk in flight. When the queue is more than half
 full the worker stops resting and runs flat out: under the GIL that slows the launching thread instead of
-losing spans (back-pressure by CPU share, never by blocking).
+losing spans; and when the queue is full a launching thread waits up to ``FULL_QUEUE_WAIT_S`` for room
+before an event is dropped (back-pressure, bounded).
 
 Nothing here raises into the user's program: a sink failure is counted by the sink, a bug in span building is
 logged once and the worker keeps going. At process exit the pipeline flushes (open scopes end, marked
@@ -85,6 +86,11 @@ def sink_for(config: ExportConfig, *, truncate: bool = False) -> Sink:
     return OtlpSink(endpoint, protocol=config.protocol)
 
 
+FULL_QUEUE_WAIT_S = 0.1
+"""When the capture queue is full, how long a launching thread waits for the worker to make room before the
+event is dropped (counted). A worker that keeps failing to make room costs one such wait, not one per event,
+until the queue has drained to half (see :class:`launchtrace.capture.bus.Subscription`)."""
+
 DEFAULT_DUTY_CYCLE = 0.25
 """Share of the time the worker may be busy while it keeps up (see :class:`ExportPipeline`)."""
 
@@ -139,7 +145,7 @@ class ExportPipeline:
         """Subscribe to the capture bus and start the worker thread."""
         from launchtrace.capture import bus
 
-        self._sub = bus.subscribe(capacity=self.config.queue_capacity)
+        self._sub = bus.subscribe(capacity=self.config.queue_capacity, wait_s=FULL_QUEUE_WAIT_S)
         self._builder = self._builder_factory(self.config)
         self._thread = threading.Thread(target=self._run, name=f"{EXPORT_THREAD_PREFIX}-{os.getpid()}", daemon=True)
         self._thread.start()
