@@ -45,8 +45,6 @@ _lock = threading.Lock()
 # snapshot without locking.
 _subs: tuple[Subscription, ...] = ()
 
-EventKinds = {RECORD: "record", SCOPE_BEGIN: "scope_begin", SCOPE_END: "scope_end"}
-
 
 def queues() -> tuple[Subscription, ...]:
     """The open subscriptions (read once per event by the hot path; empty means "nobody listens")."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 from collections.abc import Callable
 from time import time_ns
 from typing import Any
@@ -248,8 +247,3 @@ def emit_scope_end(sid: int, error: BaseException | None = None) -> None:
             bus.offer((bus.SCOPE_END, bus.next_seq(), loc.tid, top, t1, err))
         if top == sid:
             break
-
-
-def thread_names() -> dict[int, str]:
-    """Thread id -> name, for the threads alive now."""
-    return {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
