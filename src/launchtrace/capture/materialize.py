@@ -9,7 +9,6 @@ thread only paid for copying plain values.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import math
@@ -20,6 +19,7 @@ from launchtrace.capture import bus
 from launchtrace.capture.access import kernel_access
 from launchtrace.capture.hotpath import ARR, FLAT, HANDLES, STRUCT, is_warp_code
 from launchtrace.capture.state import THREAD_NAMES
+from launchtrace.fastinit import slot_constructor
 from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, Op, ScopeRecord, Site
 
 __all__ = ["Materializer", "materialize"]
@@ -71,35 +71,6 @@ class _KernelInfo:
 _kernels: dict[int, tuple[Any, _KernelInfo]] = {}
 
 
-def _slot_constructor(cls: type, passed: tuple[str, ...]) -> Callable[..., Any]:
-    """A positional constructor for the frozen slots dataclass ``cls`` that builds the same object as
-    ``cls(...)`` but sets each slot through its descriptor's bound ``__set__`` (a frozen dataclass's own
-    ``__init__`` looks ``object.__setattr__`` up anew per field: measured ~2x slower for ``LaunchRecord``).
-    Fields not in ``passed`` get the dataclass's defaults, so a field added later is picked up.
-    ``tests/test_materialize_fast.py`` checks it equals the dataclass constructor."""
-    env: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    lines = []
-    for f in dataclasses.fields(cls):
-        env[f"_set_{f.name}"] = cls.__dict__[f.name].__set__
-        if f.name in passed:
-            value = f.name
-        elif f.default is not dataclasses.MISSING:
-            env[f"_default_{f.name}"] = f.default
-            value = f"_default_{f.name}"
-        elif f.default_factory is not dataclasses.MISSING:
-            env[f"_factory_{f.name}"] = f.default_factory
-            value = f"_factory_{f.name}()"
-        else:
-            raise TypeError(f"{cls.__name__}.{f.name} has no default and is not passed")
-        lines.append(f"    _set_{f.name}(obj, {value})")
-    defaults = ", ".join(f"{k}={k}" for k in env)
-    source = f"def make({', '.join(passed)}, *, {defaults}):\n    obj = _new(_cls)\n"
-    source += "\n".join(lines) + "\n    return obj\n"
-    namespace: dict[str, Any] = {}
-    exec(compile(source, f"<launchtrace.capture.materialize.{cls.__name__}>", "exec"), env, namespace)
-    return namespace["make"]
-
-
 LAUNCH_FIELDS = (
     "op",
     "kernel",
@@ -128,8 +99,8 @@ LAUNCH_FIELDS = (
 )
 """The fields :func:`make_launch_record` takes, in its positional order."""
 
-make_launch_record: Callable[..., LaunchRecord] = _slot_constructor(LaunchRecord, LAUNCH_FIELDS)
-make_buffer_arg: Callable[..., BufferArg] = _slot_constructor(
+make_launch_record: Callable[..., LaunchRecord] = slot_constructor(LaunchRecord, LAUNCH_FIELDS)
+make_buffer_arg: Callable[..., BufferArg] = slot_constructor(
     BufferArg, ("key", "name", "ptr", "shape", "dtype", "nbytes", "owner", "offset", "foreign", "access")
 )
 

@@ -17,10 +17,9 @@ Example::
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from typing import Any
 
+from launchtrace.fastinit import slot_constructor
 from launchtrace.spans import SpanData
 
 __all__ = ["PASSED", "make_span"]
@@ -44,29 +43,4 @@ PASSED = (
 """The fields :func:`make_span` takes, in its positional order; the others get their defaults."""
 
 
-def _generate() -> Callable[..., SpanData]:
-    fields = dataclasses.fields(SpanData)
-    env: dict[str, Any] = {"_new": object.__new__, "_cls": SpanData}
-    lines = []
-    for f in fields:
-        env[f"_set_{f.name}"] = SpanData.__dict__[f.name].__set__
-        if f.name in PASSED:
-            value = f.name
-        elif f.default is not dataclasses.MISSING:
-            env[f"_default_{f.name}"] = f.default
-            value = f"_default_{f.name}"
-        elif f.default_factory is not dataclasses.MISSING:
-            env[f"_factory_{f.name}"] = f.default_factory
-            value = f"_factory_{f.name}()"
-        else:
-            raise TypeError(f"SpanData.{f.name} has no default and is not passed by make_span")
-        lines.append(f"    _set_{f.name}(span, {value})")
-    defaults = ", ".join(f"{k}={k}" for k in env)
-    source = f"def make_span({', '.join(PASSED)}, *, {defaults}):\n    span = _new(_cls)\n"
-    source += "\n".join(lines) + "\n    return span\n"
-    namespace: dict[str, Any] = {}
-    exec(compile(source, "<launchtrace.export.spanfactory>", "exec"), env, namespace)
-    return namespace["make_span"]
-
-
-make_span: Callable[..., SpanData] = _generate()
+make_span: Callable[..., SpanData] = slot_constructor(SpanData, PASSED)
