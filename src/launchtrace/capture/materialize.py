@@ -397,10 +397,60 @@ class Materializer:
                 scalars.append((i, v))
             else:
                 scalars.append((i, _normalise(v)))
+        return self._record_of(
+            info,
+            dim,
+            stream,
+            arrays,
+            scalars,
+            code,
+            line,
+            module,
+            caller,
+            buffers,
+            block_dim,
+            max_blocks,
+            device,
+            arg_device,
+            tid,
+            t0,
+            t1,
+            scope,
+            graph,
+            adjoint,
+            error,
+            seq,
+        )
+
+    def _record_of(
+        self,
+        info: _KernelInfo,
+        dim: Any,
+        stream: Any,
+        arrays: list,
+        scalars: list,
+        code: Any,
+        line: int,
+        module: str,
+        caller: Any,
+        buffers: list,
+        block_dim: Any,
+        max_blocks: Any,
+        device: Any,
+        arg_device: str,
+        tid: int,
+        t0: int,
+        t1: int,
+        scope: Any,
+        graph: Any,
+        adjoint: bool,
+        error: Any,
+        seq: int,
+    ) -> LaunchRecord:
+        """The ``LaunchRecord`` both fast paths end in (the flat one passes no stream, block_dim or adjoint)."""
         api = self._apis.get(id(caller))
         if api is None or api[0] is not caller:
             api = self._apis[id(caller)] = (caller, _launch_api(caller))
-        api = api[1]
         return make_launch_record(
             "launch",
             info.name,
@@ -422,7 +472,7 @@ class Materializer:
             graph,
             graph is not None,
             adjoint,
-            api,
+            api[1],
             is_warp_code(caller) if caller is not None else False,
             error,
             seq,
@@ -494,33 +544,27 @@ class Materializer:
         dim, device = e[15], e[17]
         if type(device) is int:  # a Device, by id
             device = handles[device]
-        api = self._apis.get(id(caller))
-        if api is None or api[0] is not caller:
-            api = self._apis[id(caller)] = (caller, _launch_api(caller))
-        api = api[1]
-        return make_launch_record(
-            "launch",
-            info.name,
-            (dim,) if type(dim) is int else _dim(dim),
+        return self._record_of(
+            info,
+            dim,
             None,
-            tuple(arrays),
-            tuple(scalars),
-            _site(code, line, module) if code is not None else UNKNOWN_SITE,
-            info.params,
-            tuple(buffers),
+            arrays,
+            scalars,
+            code,
+            line,
+            module,
+            caller,
+            buffers,
             None,
             0,
-            (_device_name_cached(device) if device is not None else "") or arg_device,
+            device,
+            arg_device,
             tid,
-            THREAD_NAMES.get(tid, ""),
             t0,
             t1,
             scope,
             graph,
-            graph is not None,
             False,
-            api,
-            is_warp_code(caller) if caller is not None else False,
             error,
             seq,
         )
