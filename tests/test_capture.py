@@ -35,29 +35,9 @@ def sub(instrumented):
     s.close()
 
 
-class _LaunchLog:
-    """A Warp logger (``wp.set_logger``) that keeps the print_launches lines: the oracle for executed launches."""
-
-    def __init__(self) -> None:
-        self.kernels: list[str] = []
-
-    def info(self, message: str) -> None:
-        if message.startswith("kernel: "):
-            self.kernels.append(message.split()[1])
-
-    def debug(self, message: str) -> None:
-        pass
-
-    def warning(self, message: str, category=None, stacklevel: int = 1) -> None:
-        pass
-
-    def error(self, message: str) -> None:
-        pass
-
-
 @pytest.fixture
 def launch_log():
-    log = _LaunchLog()
+    log = wpp.LaunchLog()
     wp.set_logger(log)
     wp.config.print_launches = True
     yield log

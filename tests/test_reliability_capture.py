@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import warp as wp
+from tests.warp_programs import LaunchLog
 
 import launchtrace.capture as capture
 import launchtrace.export as export
@@ -31,26 +32,6 @@ def weigh(mesh: Mesh, out: wp.array(dtype=float)):
     wp.atomic_add(out, 0, mesh.points[i] * mesh.scale)
 
 
-class LaunchCount:
-    """Warp's ``print_launches`` log as the oracle: one ``kernel: ...`` line per ``wp.launch`` call."""
-
-    def __init__(self) -> None:
-        self.kernels: list[str] = []
-
-    def info(self, message: str) -> None:
-        if message.startswith("kernel: "):
-            self.kernels.append(message.split()[1])
-
-    def debug(self, message: str) -> None:
-        pass
-
-    def warning(self, message: str, category=None, stacklevel: int = 1) -> None:
-        pass
-
-    def error(self, message: str) -> None:
-        pass
-
-
 def test_adjoint_launch_of_a_struct_argument_kernel_is_exported(warp_cpu, tmp_path: Path) -> None:
     mesh = Mesh()
     mesh.points = wp.array([1.0, 2.0, 3.0], dtype=float, requires_grad=True, device="cpu")
@@ -59,7 +40,7 @@ def test_adjoint_launch_of_a_struct_argument_kernel_is_exported(warp_cpu, tmp_pa
     wp.launch(weigh, dim=3, inputs=[mesh, out], device="cpu")  # compile
     out.zero_()
     path = tmp_path / "tape.jsonl"
-    log = LaunchCount()
+    log = LaunchLog()
     export.start_export(file_path=str(path), truncate=True, fold=False, include_internal=True)
     wp.set_logger(log)
     wp.config.print_launches = True

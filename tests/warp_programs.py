@@ -72,3 +72,24 @@ class Sim:
 
     def result(self) -> np.ndarray:
         return np.concatenate([self.pos.numpy().ravel(), self.vel.numpy().ravel(), self.energy.numpy()])
+
+
+class LaunchLog:
+    """A Warp logger (``wp.set_logger``) that keeps the ``print_launches`` lines: the independent oracle for
+    executed ``wp.launch`` calls (one ``kernel: <key> ...`` line each)."""
+
+    def __init__(self) -> None:
+        self.kernels: list[str] = []
+
+    def info(self, message: str) -> None:
+        if message.startswith("kernel: "):
+            self.kernels.append(message.split()[1])
+
+    def debug(self, message: str) -> None:
+        pass
+
+    def warning(self, message: str, category=None, stacklevel: int = 1) -> None:
+        pass
+
+    def error(self, message: str) -> None:
+        pass
