@@ -30,7 +30,6 @@ from launchtrace.sources.documents import spans_from_document
 from launchtrace.sources.http import HttpAnswer, HttpClient
 from launchtrace.sources.query import SearchQuery, parse_trace_id, rfc3339_nano
 from launchtrace.sources.report import ProblemLog, ReadResult
-from launchtrace.sources.structure import check_structure
 from launchtrace.spans import SpanData
 
 __all__ = ["JaegerSource"]
@@ -63,11 +62,11 @@ class JaegerSource:
             spans.extend(self.fetch_trace(trace_id, log))
             if progress:
                 progress(i, len(ids))
-        return _finish(spans, log, self.client.base_url)
+        return ReadResult.checked(spans, log, source=self.client.base_url, format="jaeger")
 
     def search(self, query: SearchQuery, *, strict: bool = False) -> ReadResult:
         log = ProblemLog(strict=strict)
-        return _finish(self.fetch_search(query, log), log, self.client.base_url)
+        return ReadResult.checked(self.fetch_search(query, log), log, source=self.client.base_url, format="jaeger")
 
     # -- building blocks that add to a caller's ProblemLog
     def fetch_trace(self, trace_id: str, log: ProblemLog) -> list[SpanData]:
@@ -124,9 +123,3 @@ def _decode(answer: HttpAnswer, log: ProblemLog) -> list[SpanData]:
     spans, problems = spans_from_document(answer.json(), where=answer.url)
     log.extend(problems)
     return spans
-
-
-def _finish(spans: list[SpanData], log: ProblemLog, source: str) -> ReadResult:
-    kept, problems = check_structure(spans)
-    log.extend(problems)
-    return ReadResult.from_log(kept, log, source=source, format="jaeger")

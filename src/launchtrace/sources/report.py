@@ -99,6 +99,15 @@ class ReadResult:
             format,
         )
 
+    @classmethod
+    def checked(cls, spans: list[SpanData], log: ProblemLog, *, source: str, format: str) -> ReadResult:
+        """The result of a backend read: whole-trace checks (duplicates, cycles, missing parents) first."""
+        from launchtrace.sources.structure import check_structure
+
+        kept, problems = check_structure(spans)
+        log.extend(problems)
+        return cls.from_log(kept, log, source=source, format=format)
+
     def summary(self) -> str:
         """One line: errors, warnings, and what was skipped."""
         text = f"{plural(self.errors, 'error')}, {plural(self.warnings, 'warning')}"

@@ -31,7 +31,6 @@ from launchtrace.sources.documents import spans_from_document
 from launchtrace.sources.http import HttpAnswer, HttpClient
 from launchtrace.sources.query import SearchQuery, parse_trace_id
 from launchtrace.sources.report import ProblemLog, ReadResult
-from launchtrace.sources.structure import check_structure
 from launchtrace.spans import SpanData
 
 __all__ = ["TempoSource", "traceql_for"]
@@ -83,7 +82,7 @@ class TempoSource:
             spans.extend(self.fetch_trace(trace_id, log))
             if progress:
                 progress(i, len(ids))
-        return _finish(spans, log, self.client.base_url)
+        return ReadResult.checked(spans, log, source=self.client.base_url, format="tempo")
 
     def search(self, query: SearchQuery, *, strict: bool = False, progress: Progress | None = None) -> ReadResult:
         log = ProblemLog(strict=strict)
@@ -93,7 +92,7 @@ class TempoSource:
             spans.extend(self.fetch_trace(hex_id, log))
             if progress:
                 progress(i, len(ids))
-        return _finish(spans, log, self.client.base_url)
+        return ReadResult.checked(spans, log, source=self.client.base_url, format="tempo")
 
     # -- building blocks that add to a caller's ProblemLog
     def search_ids(self, query: SearchQuery, log: ProblemLog) -> list[str]:
@@ -140,9 +139,3 @@ def _decode(answer: HttpAnswer, log: ProblemLog) -> list[SpanData]:
         spans, problems = spans_from_document(answer.json(), where=answer.url)
     log.extend(problems)
     return spans
-
-
-def _finish(spans: list[SpanData], log: ProblemLog, source: str) -> ReadResult:
-    kept, problems = check_structure(spans)
-    log.extend(problems)
-    return ReadResult.from_log(kept, log, source=source, format="tempo")
