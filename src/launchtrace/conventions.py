@@ -51,6 +51,9 @@ __all__ = [
     "CODE_LINE_NUMBER",
     "CODE_NAMESPACE",
     "DEVICE",
+    "DEVICE_TIME_DURATION",
+    "DEVICE_TIME_END",
+    "DEVICE_TIME_START",
     "DIM",
     "DROPPED_SPANS",
     "DROPPED_SPAN_NAME",
@@ -93,12 +96,14 @@ __all__ = [
     "SCOPE_KIND",
     "SCOPE_LAUNCHES",
     "SEQ",
+    "STATS_FIELDS",
     "STEP_INDEX",
     "STREAM",
     "THREAD_ID",
     "THREAD_NAME",
     "arg_attr",
     "arg_labels",
+    "arg_stats_attr",
     "bounded",
     "decode_key",
     "encode_key",
@@ -166,6 +171,15 @@ ARG_FIELDS = (
     ARG_NAME,
 )
 
+# --- optional measurements (off by default: value_stats, device_timing settings) ---------------------------
+STATS_FIELDS = ("mean", "std", "min", "max", "skipped")
+"""Value statistics of a written array argument: ``launchtrace.arg.<param>.stats.<field>`` (see
+:func:`arg_stats_attr`): mean / std (double), min / max (double, or int for integer arrays), skipped (string:
+why there are none: ``too_large``, ``dtype``, ``error``)."""
+DEVICE_TIME_START = "launchtrace.device_time.start_ns"  # int: when the CUDA device began the launch (host clock)
+DEVICE_TIME_END = "launchtrace.device_time.end_ns"  # int: when it finished (host clock)
+DEVICE_TIME_DURATION = "launchtrace.device_time.duration_ns"  # int: elapsed between the two CUDA events
+
 # --- scope spans --------------------------------------------------------------------------------------------
 SCOPE_KIND = "launchtrace.scope.kind"  # "tape" | "timer" | "user" | "step": marks a scope span
 SCOPE_ID = "launchtrace.scope.id"  # int: the scope's id in the capture (unique per process)
@@ -209,6 +223,11 @@ RESOURCE_DEVICE_NAMES = "launchtrace.device.names"  # string[]: their names, sam
 def arg_attr(label: str, field: str) -> str:
     """The attribute name of ``field`` of the array argument with parameter name ``label``."""
     return f"launchtrace.arg.{label}.{field}"
+
+
+def arg_stats_attr(label: str, field: str) -> str:
+    """The attribute name of value statistic ``field`` (one of :data:`STATS_FIELDS`) of array argument ``label``."""
+    return f"launchtrace.arg.{label}.stats.{field}"
 
 
 def scalar_attr(label: str) -> str:

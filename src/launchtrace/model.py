@@ -23,12 +23,14 @@ from typing import Any
 __all__ = [
     "ArgKey",
     "BufferArg",
+    "DeviceTime",
     "LaunchRecord",
     "Op",
     "ScopeKind",
     "ScopeRecord",
     "Site",
     "TraceData",
+    "ValueStats",
 ]
 
 ArgKey = "int | str"
@@ -101,6 +103,41 @@ class BufferArg:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ValueStats:
+    """Statistics of the values one array argument holds right after a launch wrote it (``value_stats`` on).
+
+    Computed as Warp's ``ArrayStatsVisitor`` does: numpy's ``mean``/``std``/``min``/``max`` over every scalar of
+    ``array.numpy()`` (vector and matrix components included; a NaN makes all four NaN). ``key`` is the
+    argument's key, as in :attr:`LaunchRecord.arrays`. ``skipped`` says why there are no numbers:
+    ``"too_large"`` (more values than ``value_stats_max_elements``), ``"dtype"`` (structs, raw bfloat16 bits),
+    ``"error"`` (computing them failed; logged once).
+    """
+
+    key: Any
+    mean: float | None = None
+    std: float | None = None
+    min: float | int | None = None
+    max: float | int | None = None
+    skipped: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeviceTime:
+    """When a CUDA device ran a launch (``device_timing`` on), from two CUDA events around it.
+
+    ``start_ns`` / ``end_ns`` are host wall-clock nanoseconds (mapped through a reference event, see
+    ``docs/traces.md``); ``end_ns - start_ns`` is the events' elapsed time (resolution about 0.5 us).
+    """
+
+    start_ns: int
+    end_ns: int
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class LaunchRecord:
     """One recorded launch, copy, fill, primitive or graph launch.
 
@@ -147,6 +184,7 @@ class LaunchRecord:
     seq: int = 0  # process-wide order of capture events
     repeat: int = 1  # > 1 only for a record standing for folded repetitions (rebuilt from a summary span)
     module_hash: str = ""  # the compiled module's content hash, when known: tells builds apart
+    probes: tuple = ()  # ValueStats / DeviceTime measured for this launch (optional, off by default)
 
     def __str__(self) -> str:
         return f"{self.op} {self.kernel} dim={self.dim} from {self.site}"

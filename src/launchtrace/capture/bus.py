@@ -36,6 +36,7 @@ DEFAULT_CAPACITY = 1_000_000
 RECORD = 0
 SCOPE_BEGIN = 1
 SCOPE_END = 2
+PROBED = 3  # (PROBED, seq, tid, record event, probe results): a record measured by launchtrace.capture.probes
 
 next_seq: Callable[[], int] = itertools.count(1).__next__
 """The next process-wide sequence number (thread-safe under the GIL)."""

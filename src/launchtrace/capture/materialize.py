@@ -261,9 +261,23 @@ class Materializer:
                     out.append(("scope_begin", self.scope_begin(event)))
                 elif kind == bus.SCOPE_END:
                     out.append(("scope_end", self.scope_end(event)))
+                elif kind == bus.PROBED:
+                    out.append(("record", self.probed(event)))
             except Exception:
                 _log.warning("launchtrace: could not materialise a capture event; skipped", exc_info=True)
         return out
+
+    _probe_run = -1  # the drain whose wait deadline for device timing is _probe_deadline
+    _probe_deadline = 0.0
+
+    def probed(self, e: tuple) -> LaunchRecord:
+        """A record measured by :mod:`launchtrace.capture.probes`: its record, plus the measurements (device
+        timing waits for the CUDA events at most until one deadline per drain, then goes without)."""
+        from launchtrace.capture import probes
+
+        if self._probe_run != self._run:
+            self._probe_run, self._probe_deadline = self._run, probes.wait_deadline()
+        return probes.attach(self.record(e[3]), e[4], self._probe_deadline)
 
     # -- scopes ------------------------------------------------------------------------------------------------
 

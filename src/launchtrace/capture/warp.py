@@ -25,7 +25,7 @@ from collections.abc import Callable
 from time import time_ns
 from typing import Any
 
-from launchtrace.capture import bus
+from launchtrace.capture import bus, probes
 from launchtrace.capture.hotpath import (
     _USER_MODULE,
     ARR,
@@ -65,6 +65,7 @@ SPARSE_NATIVES = (
 )
 
 _GRAPH_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PROBES = False  # a measurement (value statistics, device timing) is on: see launchtrace.capture.probes
 _PLAIN = frozenset((int, float, bool, str, type(None)))
 
 
@@ -219,6 +220,7 @@ def wrap_launch(original: Callable) -> Callable:
     handles = HANDLES
     flat_keys = _FLAT_LAUNCH_KEYS
     plain = _PLAIN
+    probed = probes.wrap_launch(original, extract_launch, fix_tape_caller)
 
     def launch(*args: Any, **kwargs: Any) -> Any:
         st = _local.st
@@ -228,6 +230,8 @@ def wrap_launch(original: Callable) -> Callable:
             if _ctx.runtime.tape is not None:
                 fix_tape_caller(args, kwargs, result, sys._getframe(1))
             return result
+        if _PROBES:
+            return probed(*args, **kwargs)
         st.busy = True
         t0 = time_ns()
         try:
@@ -433,7 +437,8 @@ def _runtime() -> Any:
 
 
 _WRAPPER_FILES = frozenset(
-    os.path.normcase(os.path.abspath(f)) for f in (sys.modules["launchtrace.capture.hotpath"].__file__, __file__)
+    os.path.normcase(os.path.abspath(f))
+    for f in (sys.modules["launchtrace.capture.hotpath"].__file__, __file__, probes.__file__)
 )
 
 

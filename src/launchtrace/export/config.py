@@ -37,6 +37,7 @@ __all__ = [
     "LAUNCHTRACE_STEP_MAX_SPANS",
     "LAUNCHTRACE_STEP_WINDOW",
     "LAUNCHTRACE_VALUE_STATS",
+    "LAUNCHTRACE_VALUE_STATS_MAX_ELEMENTS",
     "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_PROTOCOL",
@@ -65,6 +66,7 @@ LAUNCHTRACE_STEP_MAX_SPANS = "LAUNCHTRACE_STEP_MAX_SPANS"
 LAUNCHTRACE_STEP_WINDOW = "LAUNCHTRACE_STEP_WINDOW"
 LAUNCHTRACE_INCLUDE_INTERNAL = "LAUNCHTRACE_INCLUDE_INTERNAL"
 LAUNCHTRACE_VALUE_STATS = "LAUNCHTRACE_VALUE_STATS"
+LAUNCHTRACE_VALUE_STATS_MAX_ELEMENTS = "LAUNCHTRACE_VALUE_STATS_MAX_ELEMENTS"
 LAUNCHTRACE_DEVICE_TIMING = "LAUNCHTRACE_DEVICE_TIMING"
 LAUNCHTRACE_SAMPLE_EVERY = "LAUNCHTRACE_SAMPLE_EVERY"
 # Standard OpenTelemetry variables.
@@ -131,8 +133,12 @@ class ExportConfig:
     - ``span_budget``: most spans in one trace; ``fold`` / ``fold_min_repeats``: fold consecutive repeats.
     - ``step_max_spans`` / ``step_window_s``: bounds of the synthetic "step" roots for unscoped launches.
     - ``include_internal``: export Warp's own timers and launches too.
-    - ``value_stats`` / ``device_timing``: reserved for output value statistics and CUDA event timing; not
-      implemented yet (nothing reads them).
+    - ``value_stats``: mean / std / min / max of every array a launch writes, computed right after it on the
+      launching thread (on CUDA: a synchronize and a copy to host per launch); arrays of more than
+      ``value_stats_max_elements`` scalars are skipped (marked, never sampled). See
+      :mod:`launchtrace.capture.probes`.
+    - ``device_timing``: on CUDA devices, when the device ran each launch, from pooled CUDA events polled by
+      the export worker (never a synchronize on the launching thread); nothing on the CPU.
     - ``sampler`` / ``sampler_arg``: ``OTEL_TRACES_SAMPLER`` / ``_ARG``, decided once per trace.
     - ``sample_every``: every N-th trace of each root name is kept in full (unfolded) whatever the sampler.
     - ``service_name``: overrides ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` when given.
@@ -152,6 +158,7 @@ class ExportConfig:
     step_window_s: float = 1.0
     include_internal: bool = False
     value_stats: bool = False
+    value_stats_max_elements: int = 10_000_000
     device_timing: bool = False
     sampler: str = "parentbased_always_on"
     sampler_arg: float | None = None
@@ -250,6 +257,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "step_window_s": (_positive_number, "a positive number of seconds"),
     "include_internal": (_is_bool, "a bool"),
     "value_stats": (_is_bool, "a bool"),
+    "value_stats_max_elements": (_positive_int, "a positive int"),
     "device_timing": (_is_bool, "a bool"),
     "sampler": (lambda v: v in SAMPLERS, f"one of {', '.join(SAMPLERS)}"),
     "sampler_arg": (_ratio_or_none, "a ratio in [0, 1] or None"),
@@ -272,6 +280,7 @@ ENV: dict[str, tuple[tuple[str, ...], Callable[[str], Any]]] = {
     "step_window_s": ((LAUNCHTRACE_STEP_WINDOW,), float),
     "include_internal": ((LAUNCHTRACE_INCLUDE_INTERNAL,), _parse_bool),
     "value_stats": ((LAUNCHTRACE_VALUE_STATS,), _parse_bool),
+    "value_stats_max_elements": ((LAUNCHTRACE_VALUE_STATS_MAX_ELEMENTS,), int),
     "device_timing": ((LAUNCHTRACE_DEVICE_TIMING,), _parse_bool),
     "sampler": ((OTEL_TRACES_SAMPLER,), _parse_choice(SAMPLERS)),
     "sampler_arg": ((OTEL_TRACES_SAMPLER_ARG,), float),

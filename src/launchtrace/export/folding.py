@@ -76,7 +76,7 @@ class FoldedRun:
 
 _RECORD_FIELDS = operator.attrgetter(
     "op", "kernel", "dim", "stream", "arrays", "scalars", "params", "block_dim", "max_blocks", "device", "thread",
-    "thread_name", "graph_id", "captured", "adjoint", "api", "internal", "repeat", "module_hash",
+    "thread_name", "graph_id", "captured", "adjoint", "api", "internal", "repeat", "module_hash", "probes",
 )  # fmt: skip
 _BUFFER_FIELDS = operator.attrgetter(
     "key", "name", "ptr", "shape", "dtype", "nbytes", "owner", "offset", "foreign", "access"
@@ -86,6 +86,9 @@ _SITE_FIELDS = operator.attrgetter("file", "line", "function", "module")
 
 def fold_key(rec: LaunchRecord) -> Any:
     """What must be equal for two records to fold together: all but times, seq and scope.
+
+    Measured values (``probes``: value statistics, device times) are part of it: launches whose outputs or
+    device times differ are not repetitions of one another, so each keeps its own span.
 
     Plain tuples built by ``operator.attrgetter`` (C code), not the dataclasses themselves: hashing and
     comparing a record's ``BufferArg`` and ``Site`` objects runs their Python-level ``__hash__``/``__eq__``.

@@ -139,6 +139,7 @@ class ExportPipeline:
         self._build_errors = 0
         self._built = 0
         self._lost_in_sink = 0  # spans of writes where the sink itself raised (a third-party sink's bug)
+        self._probes_on = False  # this pipeline turned measurements on (probes.configure)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> ExportPipeline:
@@ -147,9 +148,23 @@ class ExportPipeline:
 
         self._sub = bus.subscribe(capacity=self.config.queue_capacity, wait_s=FULL_QUEUE_WAIT_S)
         self._builder = self._builder_factory(self.config)
+        self._start_probes()
         self._thread = threading.Thread(target=self._run, name=f"{EXPORT_THREAD_PREFIX}-{os.getpid()}", daemon=True)
         self._thread.start()
         return self
+
+    def _start_probes(self) -> None:
+        """Turn on the measurements the config asks for (``value_stats``, ``device_timing``); stop turns them off."""
+        config = self.config
+        if config.value_stats or config.device_timing:
+            from launchtrace.capture import probes
+
+            probes.configure(
+                value_stats=config.value_stats,
+                device_timing=config.device_timing,
+                max_elements=config.value_stats_max_elements,
+            )
+            self._probes_on = True
 
     @property
     def running(self) -> bool:
@@ -195,6 +210,11 @@ class ExportPipeline:
         if self._thread.is_alive():
             logger.warning("launchtrace: the export worker did not stop; its pending spans are lost")
         self._stopped = True
+        if self._probes_on:
+            from launchtrace.capture import probes
+
+            probes.configure(value_stats=False, device_timing=False)
+            self._probes_on = False
         if self._sub is not None:
             self._sub.close()
             self._abandoned += len(self._sub.queue)

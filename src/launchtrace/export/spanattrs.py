@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from launchtrace import conventions as C
-from launchtrace.model import LaunchRecord, ScopeRecord, Site
+from launchtrace.model import DeviceTime, LaunchRecord, ScopeRecord, Site, ValueStats
 
 __all__ = ["record_attributes", "scope_attributes", "site_attributes"]
 
@@ -102,7 +102,29 @@ def record_attributes(rec: LaunchRecord, limit: int = C.MAX_VALUE_LENGTH, seq: b
     for label, (_key, value) in zip(scalar_labels, rec.scalars):
         value = C.scalar_value(value)
         attrs.append((C.scalar_attr(label), C.bounded(value, limit) if isinstance(value, str) else value))
+    if rec.probes:
+        _probe_attributes(attrs, rec, array_labels)
     return tuple(attrs)
+
+
+def _probe_attributes(attrs: list, rec: LaunchRecord, array_labels: tuple) -> None:
+    """The optional measurements (``value_stats``, ``device_timing``): statistics under the array argument's
+    label, device times under ``launchtrace.device_time.*``. NaN and infinities stay doubles (OTLP has them)."""
+    labels = {key: array_labels[i] for i, (key, _ptr) in enumerate(rec.arrays)}
+    for probe in rec.probes:
+        if type(probe) is ValueStats:
+            label = labels.get(probe.key)
+            if label is None:
+                continue
+            if probe.skipped:
+                attrs.append((C.arg_stats_attr(label, "skipped"), probe.skipped))
+                continue
+            for field, value in (("mean", probe.mean), ("std", probe.std), ("min", probe.min), ("max", probe.max)):
+                attrs.append((C.arg_stats_attr(label, field), _int64(value) if type(value) is int else value))
+        elif type(probe) is DeviceTime:
+            attrs.append((C.DEVICE_TIME_START, probe.start_ns))
+            attrs.append((C.DEVICE_TIME_END, probe.end_ns))
+            attrs.append((C.DEVICE_TIME_DURATION, probe.duration_ns))
 
 
 def _array_attributes(attrs: list, label: str, ptr: int, buf: Any, limit: int) -> None:
