@@ -292,3 +292,45 @@ def test_bad_settings_are_one_clear_error(warp_cpu):
         ExportConfig.resolve(value_stats_max_elements=0)
     with pytest.raises(ValueError, match="max_elements must be a positive int"):
         probes.configure(max_elements=-1)
+
+
+def test_launchtrace_run_takes_the_flags(tmp_path):
+    """``launchtrace run --value-stats --device-timing`` as a real subprocess: stats on the spans; on the CPU
+    device no device times (host time is exact)."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    from launchtrace.sources.files import read_spans
+
+    program = tmp_path / "prog.py"
+    program.write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            import warp as wp
+
+            wp.config.quiet = True
+
+            @wp.kernel
+            def ramp(y: wp.array(dtype=float), s: float):
+                i = wp.tid()
+                y[i] = s * float(i)
+
+            y = wp.zeros(10, dtype=float)
+            wp.launch(ramp, dim=10, inputs=[y, 0.5])
+            np.save("values.npy", y.numpy())
+            """
+        )
+    )
+    out = tmp_path / "spans.jsonl"
+    launchtrace_bin = Path(sys.executable).parent / "launchtrace"
+    cmd = [str(launchtrace_bin), "run", "--value-stats", "--device-timing", "--out", str(out), str(program)]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (span,) = [s for s in read_spans(str(out)).spans if s.name.endswith("ramp")]
+    values = np.load(tmp_path / "values.npy")
+    assert span.attribute(C.arg_stats_attr("y", "mean")) == pytest.approx(float(values.mean()))
+    assert span.attribute(C.arg_stats_attr("y", "max")) == pytest.approx(float(values.max()))
+    assert span.attribute(C.DEVICE_TIME_START) is None

@@ -21,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--substeps", type=int, default=4, help="substeps per step (default 4)")
     parser.add_argument("--device", default="cpu", help="Warp device (default cpu)")
     parser.add_argument("--out", help="OTLP JSON Lines file to write (default: launchtrace-<time>-<pid>.jsonl here)")
+    parser.add_argument("--value-stats", action="store_true", help="add value statistics of each launch's outputs")
+    parser.add_argument("--device-timing", action="store_true", help="add CUDA event times (with --device cuda:0)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +36,11 @@ def run(args: argparse.Namespace) -> int:
     from launchtrace.capture import bus
     from launchtrace.demo.particles import ParticleSim
 
-    settings = {"file_path": args.out} if args.out else {}
+    settings: dict = {"file_path": args.out} if args.out else {}
+    if args.value_stats:
+        settings["value_stats"] = True
+    if args.device_timing:
+        settings["device_timing"] = True
     try:
         pipeline = launchtrace.start_export(**settings)
     except ValueError as exc:

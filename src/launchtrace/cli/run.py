@@ -27,6 +27,12 @@ HELP = "run a Python program with Warp instrumented, exporting every launch as a
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", "-o", metavar="FILE", help="the OTLP JSON Lines file to write (emptied first)")
     parser.add_argument("--no-fold", action="store_true", help="export every launch as its own span")
+    parser.add_argument(
+        "--value-stats", action="store_true", help="add mean/std/min/max of every array a launch writes (slower)"
+    )
+    parser.add_argument(
+        "--device-timing", action="store_true", help="add CUDA event times of each launch (CUDA devices only)"
+    )
     parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module (as python -m) instead of a script")
     parser.add_argument("script", nargs="?", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the program")
@@ -55,7 +61,11 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{args.script}: no such file")
         program_args = list(args.args)
         target = args.script
-    settings = {"fold": False} if args.no_fold else {}
+    settings: dict = {"fold": False} if args.no_fold else {}
+    if args.value_stats:
+        settings["value_stats"] = True
+    if args.device_timing:
+        settings["device_timing"] = True
     if args.out:
         settings["file_path"] = os.path.abspath(args.out)
         folder = os.path.dirname(settings["file_path"])
