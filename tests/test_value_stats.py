@@ -334,3 +334,48 @@ def test_launchtrace_run_takes_the_flags(tmp_path):
     assert span.attribute(C.arg_stats_attr("y", "mean")) == pytest.approx(float(values.mean()))
     assert span.attribute(C.arg_stats_attr("y", "max")) == pytest.approx(float(values.max()))
     assert span.attribute(C.DEVICE_TIME_START) is None
+
+
+def test_rebuilt_records_carry_the_measurements_back(measured):
+    """capture -> spans -> OTLP/JSON line -> spans -> records: the probes come back equal (NaN as NaN)."""
+    import json
+
+    from launchtrace.export.config import ExportConfig
+    from launchtrace.export.spanbuilder import SpanBuilder
+    from launchtrace.model import DeviceTime
+    from launchtrace.otlp.json_codec import decode_traces_data, encode_line
+    from launchtrace.rebuild import rebuild
+
+    x, v = _inputs(4)
+    y = wp.zeros(N, dtype=float)
+    out = wp.zeros(N, dtype=wp.vec3)
+    counts = wp.zeros(N, dtype=wp.int32)
+    with trace_launches() as trace:
+        wp.launch(scale_into, dim=N, inputs=[x, 2.0, y])
+        wp.launch(poison, dim=N, inputs=[y, 3])
+        wp.launch(count_up, dim=N, inputs=[counts, 2])
+        measured.configure(max_elements=N)
+        wp.launch(spin_vectors, dim=N, inputs=[v], outputs=[out])
+    records = list(trace)
+    records[0] = dataclasses.replace(records[0], probes=(DeviceTime(1_000, 5_500), *records[0].probes))
+    builder = SpanBuilder(ExportConfig.resolve(fold=False))
+    spans = builder.feed([("record", r) for r in records]) + builder.flush()
+    decoded, problems = decode_traces_data(json.loads(encode_line(spans)))
+    assert not problems
+    result = rebuild(decoded)
+    (data,) = result.traces.values()
+    back = sorted(data.records, key=lambda r: r.seq)
+    assert [[type(p).__name__ for p in r.probes] for r in back] == [
+        ["DeviceTime", "ValueStats"],
+        ["ValueStats"],
+        ["ValueStats"],
+        ["ValueStats"],
+    ]
+    for ours, theirs in zip(records, back):
+        for a, b in zip(ours.probes, theirs.probes):
+            if isinstance(a, ValueStats) and not a.skipped:
+                assert a.key == b.key and _same(_as_tuple(a), _as_tuple(b))
+                assert [type(n) for n in (a.min, a.max)] == [type(n) for n in (b.min, b.max)]
+            else:
+                assert a == b
+    assert back[3].probes == (ValueStats(1, skipped="too_large"),)

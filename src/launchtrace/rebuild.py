@@ -27,7 +27,17 @@ from functools import lru_cache
 from typing import Any
 
 from launchtrace import conventions as C
-from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, ScopeKind, ScopeRecord, Site, TraceData
+from launchtrace.model import (
+    UNKNOWN_SITE,
+    BufferArg,
+    DeviceTime,
+    LaunchRecord,
+    ScopeKind,
+    ScopeRecord,
+    Site,
+    TraceData,
+    ValueStats,
+)
 from launchtrace.spans import STATUS_ERROR, SpanData
 
 __all__ = ["MAX_EXPANDED", "TRACE_ID", "RebuildResult", "rebuild", "scope_traces"]
@@ -362,11 +372,16 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
     array_labels, scalar_labels = C.arg_labels(params, array_keys, scalar_keys)
     arrays = []
     buffers = []
+    start_ns = d.get(C.DEVICE_TIME_START)
+    probes: list = [] if start_ns is None else [DeviceTime(_int(start_ns), _int(d.get(C.DEVICE_TIME_END, start_ns)))]
     for text, label in zip(array_keys, array_labels):
         key = C.decode_key(text)
         n_ptr, n_owner, n_offset, n_shape, n_dtype, n_bytes, n_foreign, n_access, n_name = _arg_names(label)
         ptr = _int(d.get(n_ptr, 0))
         arrays.append((key, ptr))
+        n_mean, n_std, n_min, n_max, n_skipped = _stats_names(label)
+        if n_mean in d or n_skipped in d:
+            probes.append(_value_stats(d, key, n_mean, n_std, n_min, n_max, n_skipped))
         shape = d.get(n_shape)
         if shape is None:
             continue
@@ -417,4 +432,29 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
         seq=_int(d.get(C.SEQ, 0)),
         repeat=_int(d.get(C.REPEAT, 1)),
         module_hash=str(d.get(C.MODULE_HASH, "")),
+        probes=tuple(probes),
     )
+
+
+@lru_cache(maxsize=8192)
+def _stats_names(label: str) -> tuple[str, ...]:
+    """The value-statistics attribute names of array argument ``label``, in :data:`conventions.STATS_FIELDS` order."""
+    return tuple(C.arg_stats_attr(label, field) for field in C.STATS_FIELDS)
+
+
+def _value_stats(d: Mapping[str, Any], key: Any, *names: str) -> ValueStats:
+    n_mean, n_std, n_min, n_max, n_skipped = names
+    if n_skipped in d:
+        return ValueStats(key, skipped=str(d[n_skipped]))
+    return ValueStats(key, _float(d.get(n_mean)), _float(d.get(n_std)), _number(d.get(n_min)), _number(d.get(n_max)))
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _number(value: Any) -> float | int | None:
+    """A min / max as written: an int for integer arrays (readers may hand a decimal string), else a double."""
+    if value is None or isinstance(value, float):
+        return value
+    return _int(value)
