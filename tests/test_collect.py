@@ -229,3 +229,55 @@ def test_fast_transcoding_of_every_span_field_set_to_one() -> None:
         "endTimeUnixNano", "attributes", "droppedAttributesCount", "events", "droppedEventsCount", "links",
         "droppedLinksCount", "status",
     }  # fmt: skip
+
+
+def _request_with_span_bytes(span_bytes: bytes) -> bytes:
+    """An ExportTraceServiceRequest whose only span is ``span_bytes`` (hand-framed: fields the walk must refuse)."""
+
+    def field(tag: int, payload: bytes) -> bytes:
+        n, length = len(payload), b""
+        while True:
+            length += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+            n >>= 7
+            if not n:
+                break
+        return bytes([tag]) + length + payload
+
+    return field(0x0A, field(0x12, field(0x12, span_bytes)))
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param(b"\x7a\x02\x18\x02" + b"\x7a\x04\x12\x02ok", id="status-twice-merged"),
+        pytest.param(b"\xa8\x01\x05", id="unknown-field-21"),
+        pytest.param(b"\x2a\x03two", id="name-twice-last-wins"),
+        pytest.param(b"\x30\xff\xff\xff\xff\x0f", id="kind-negative"),
+    ],
+)
+def test_wire_walk_leaves_what_protobuf_would_merge_or_keep_to_json_format(extra: bytes) -> None:
+    """A span the wire walk cannot copy field by field (a singular field twice: protobuf merges or keeps the
+    last; an unknown field; a negative enum) is converted by the slower paths, and the line still equals
+    ``json_format``'s."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from launchtrace.otlp.transcode import _attrs, _blocks, json_line, reference_line
+    from launchtrace.otlp.transcode_wire import wire_line
+
+    base = ExportTraceServiceRequest.FromString(encode_spans(make_spans(1))).resource_spans[0].scope_spans[0]
+    raw = _request_with_span_bytes(base.spans[0].SerializeToString() + extra)
+    message = ExportTraceServiceRequest.FromString(raw)
+    assert wire_line(raw, _attrs.json_raws, _blocks.json_raw) is None  # the bytes as they came, refused
+    assert orjson.loads(json_line(message)) == orjson.loads(reference_line(message))
+
+
+def test_wire_walk_is_taken_for_ordinary_spans() -> None:
+    """The fast path really runs for what launchtrace's exporter sends (else the speed-up would be silent)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from launchtrace.otlp.transcode import _attrs, _blocks, reference_line
+    from launchtrace.otlp.transcode_wire import wire_line
+
+    message = ExportTraceServiceRequest.FromString(encode_spans(make_spans(20)))
+    line = wire_line(message.SerializeToString(), _attrs.json_raws, _blocks.json_raw)
+    assert line is not None and orjson.loads(line) == orjson.loads(reference_line(message))

@@ -21,6 +21,9 @@ from typing import Any
 
 import orjson
 from google.protobuf import json_format
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+
+from launchtrace.otlp.transcode_wire import wire_line
 
 __all__ = ["json_line", "reference_line"]
 
@@ -83,8 +86,62 @@ class _Cache:
             out = self._d[raw] = orjson.dumps(_to_dict(message))
         return out
 
+    def json_raw(self, raw: bytes, cls: Any) -> bytes:
+        """:meth:`json` of the ``cls`` message serialized as ``raw`` (parsed only when not cached)."""
+        out = self._d.get(raw)
+        if out is None:
+            out = self._d[raw] = self.json(cls.FromString(raw))
+        return out
 
-_attrs = _Cache()
+
+def _scalar_json(v: Any) -> bytes | None:
+    """``json_format``'s JSON of an ``AnyValue`` holding a string, bool, int or finite double; else ``None``.
+
+    A launch span's attributes hold a few values that change every launch (its sequence number, a pointer, a
+    scalar argument): every one is a cache miss, and ``json_format`` costs ~25 us for one. These four kinds
+    are written here as ``json_format`` writes them (int64 as a decimal string, doubles as JSON numbers);
+    bytes, arrays, key-value lists, NaN and infinities go to the reference.
+    """
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return b'{"stringValue":' + orjson.dumps(v.string_value) + b"}"
+    if kind == "int_value":
+        return b'{"intValue":"%d"}' % v.int_value
+    if kind == "bool_value":
+        return b'{"boolValue":true}' if v.bool_value else b'{"boolValue":false}'
+    if kind == "double_value":
+        x = v.double_value
+        if x - x == 0.0:  # finite
+            return b'{"doubleValue":' + orjson.dumps(x) + b"}"
+    return None
+
+
+class _AttributeCache(_Cache):
+    """:class:`_Cache` for ``KeyValue`` attributes: a miss on a scalar value is written by hand."""
+
+    def json_raws(self, raws: list[bytes]) -> list[bytes]:
+        """:meth:`json_raw` of each serialized ``KeyValue`` (hits at C speed, one call per miss)."""
+        out = list(map(self._d.get, raws))
+        if None in out:
+            out = [o if o is not None else self.json_raw(r, KeyValue) for o, r in zip(out, raws)]
+        return out
+
+    def json(self, message: Any) -> bytes:
+        raw = message.SerializeToString()
+        out = self._d.get(raw)
+        if out is None:
+            value = _scalar_json(message.value) if message.key and message.HasField("value") else None
+            if value is None:
+                out = orjson.dumps(_to_dict(message))
+            else:
+                out = b'{"key":' + orjson.dumps(message.key) + b',"value":' + value + b"}"
+            if len(self._d) > _CACHE_LIMIT:
+                self._d.clear()
+            self._d[raw] = out
+        return out
+
+
+_attrs = _AttributeCache()
 _blocks = _Cache()
 
 
@@ -159,10 +216,17 @@ _FAST = _span_fields_known()  # a newer opentelemetry-proto with new span fields
 
 
 def json_line(message: Any) -> bytes:
-    """One OTLP JSON Lines line (with its newline) for a ``TracesData`` / ``ExportTraceServiceRequest``."""
+    """One OTLP JSON Lines line (with its newline) for a ``TracesData`` / ``ExportTraceServiceRequest``.
+
+    Tries the wire walk of :mod:`launchtrace.otlp.transcode_wire` over the message's serialized bytes first
+    (several times faster: no message object per attribute), then the message walk, then the reference.
+    """
     if not _FAST:
         return reference_line(message)
     try:
+        line = wire_line(message.SerializeToString(), _attrs.json_raws, _blocks.json_raw)
+        if line is not None:
+            return line
         return _fast_line(message)
     except (orjson.JSONEncodeError, ValueError, TypeError):
         return reference_line(message)
