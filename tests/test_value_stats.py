@@ -379,3 +379,11 @@ def test_rebuilt_records_carry_the_measurements_back(measured):
             else:
                 assert a == b
     assert back[3].probes == (ValueStats(1, skipped="too_large"),)
+
+
+def test_every_statistic_is_in_the_conventions_table():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "semantic-conventions.md").read_text(encoding="utf-8")
+    for field in C.STATS_FIELDS:
+        assert f"| `{C.arg_stats_attr('<param>', field)}` |" in doc
