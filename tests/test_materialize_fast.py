@@ -213,3 +213,45 @@ def test_interned_arguments_stay_bounded(instrumented, warp_cpu, programs):
     records = [r for _, r in m.run(raw)]
     assert len(m._interned) <= 4 and len(m._owners_cache) <= 4
     assert [r.buffers[0].ptr for r in records] == [x.ptr for x in keep]
+
+
+def test_launch_templates_are_exact_copies(instrumented, warp_cpu, programs, monkeypatch):
+    """A launch equal to an earlier one of the same drain is a copy of that record (the template path); the
+    copy is exact where Python's equality is not: ``1``, ``1.0`` and ``True`` differ in a span, and so do
+    ``0.0`` and ``-0.0``. Each record is compared by ``repr`` with the general path's (``==`` would not see
+    those differences), and the copies name their template."""
+    wp, p = warp_cpu, programs
+    x = wp.array(np.arange(8, dtype=np.float32), dtype=float, device=p.DEVICE)
+    y = wp.zeros(8, dtype=float, device=p.DEVICE)
+    values = [2.5, 2.5, 1, 1.0, True, 1, 0.0, -0.0, -0.0, 0.0, 1.0]
+    with bus.subscribe() as sub:
+        for s in values:
+            wp.launch(p.scale, dim=8, inputs=[x, y, s], device=p.DEVICE)
+        raw = sub.drain_raw()
+    fast = [r for _, r in Materializer().run(raw)]
+    monkeypatch.setattr(Materializer, "_launch", lambda self, e: None)
+    monkeypatch.setattr(Materializer, "_launch_flat", lambda self, e: None)
+    general = [r for _, r in Materializer().run(raw)]
+    assert [repr(r) for r in fast] == [repr(r) for r in general]
+    assert [repr(r.scalars[0][1]) for r in fast] == [repr(v) for v in values]
+    # copied: the second 2.5, the second int 1, the last 1.0 (a float zero is never a template)
+    assert [r.template is not None for r in fast] == [False, True, False, False, False, True] + [False] * 4 + [True]
+    assert fast[1].template is fast[0] and fast[10].template is fast[3]
+    assert [(r.seq, r.start_ns, r.end_ns) for r in fast] == [(r.seq, r.start_ns, r.end_ns) for r in general]
+
+
+def test_launch_templates_last_one_drain(instrumented, warp_cpu, programs):
+    """Templates are dropped at each drain (access modes can become known between drains), so a record is never
+    a copy of one from an earlier drain."""
+    wp, p = warp_cpu, programs
+    x = wp.zeros(8, dtype=float, device=p.DEVICE)
+    materializer = Materializer()
+    drains = []
+    with bus.subscribe() as sub:
+        for n in (1, 2):
+            for _ in range(n):
+                wp.launch(p.scale, dim=8, inputs=[x, x, 2.0], device=p.DEVICE)  # one call site
+            drains.append([r for _, r in materializer.run(sub.drain_raw())])
+    first, second = drains
+    assert first[0].template is None and second[0].template is None
+    assert second[1].template is second[0]

@@ -185,6 +185,9 @@ class LaunchRecord:
     repeat: int = 1  # > 1 only for a record standing for folded repetitions (rebuilt from a summary span)
     module_hash: str = ""  # the compiled module's content hash, when known: tells builds apart
     probes: tuple = ()  # ValueStats / DeviceTime measured for this launch (optional, off by default)
+    # The materializer's earlier record this one was copied from (equal in all but start / end, seq and scope,
+    # see capture.materialize), or None. The span builder reuses the template's fold key. Not compared.
+    template: LaunchRecord | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.op} {self.kernel} dim={self.dim} from {self.site}"

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
 from launchtrace import conventions as C
+from launchtrace.fastinit import slot_copier
 from launchtrace.model import (
     UNKNOWN_SITE,
     BufferArg,
@@ -263,26 +264,11 @@ class _TraceRebuilder:
         return out
 
 
-_TIMED = ("start_ns", "end_ns", "seq")
-_COPIED = tuple(
-    (LaunchRecord.__dict__[f.name].__get__, LaunchRecord.__dict__[f.name].__set__)
-    for f in dataclasses.fields(LaunchRecord)
-    if f.name not in _TIMED
+_with_times: Callable[[LaunchRecord, int, int, int], LaunchRecord] = slot_copier(
+    LaunchRecord, ("start_ns", "end_ns", "seq")
 )
-_SET_TIMED = tuple(LaunchRecord.__dict__[name].__set__ for name in _TIMED)
-
-
-def _with_times(base: LaunchRecord, start: int, end: int, seq: int) -> LaunchRecord:
-    """``dataclasses.replace(base, start_ns=start, end_ns=end, seq=seq)``, several times faster: an expanded
-    summary makes one record per repetition (``test_rebuild`` checks the two agree)."""
-    rec = object.__new__(LaunchRecord)
-    for get, put in _COPIED:
-        put(rec, get(base))
-    set_start, set_end, set_seq = _SET_TIMED
-    set_start(rec, start)
-    set_end(rec, end)
-    set_seq(rec, seq)
-    return rec
+"""``dataclasses.replace(base, start_ns=start, end_ns=end, seq=seq)``, several times faster: an expanded summary
+makes one record per repetition (``test_rebuild`` checks the two agree)."""
 
 
 def _int(value: Any) -> int:

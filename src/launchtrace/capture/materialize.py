@@ -19,7 +19,7 @@ from launchtrace.capture import bus
 from launchtrace.capture.access import kernel_access
 from launchtrace.capture.hotpath import ARR, FLAT, HANDLES, STRUCT, is_warp_code
 from launchtrace.capture.state import THREAD_NAMES
-from launchtrace.fastinit import slot_constructor
+from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, Op, ScopeRecord, Site
 
 __all__ = ["Materializer", "materialize"]
@@ -100,6 +100,9 @@ LAUNCH_FIELDS = (
 """The fields :func:`make_launch_record` takes, in its positional order."""
 
 make_launch_record: Callable[..., LaunchRecord] = slot_constructor(LaunchRecord, LAUNCH_FIELDS)
+_copy_launch: Callable[..., LaunchRecord] = slot_copier(
+    LaunchRecord, ("start_ns", "end_ns", "scope_id", "seq", "template")
+)
 make_buffer_arg: Callable[..., BufferArg] = slot_constructor(
     BufferArg, ("key", "name", "ptr", "shape", "dtype", "nbytes", "owner", "offset", "foreign", "access")
 )
@@ -224,6 +227,9 @@ class Materializer:
         self._owners_version = -1  # the owner registry's version the cached answers belong to
         self._owners_since = 0  # its last change seq: cached answers hold for records at or after it
         self._owners_cache: dict[int, tuple] = {}  # ptr -> (owner, offset, foreign)
+        self._templates: dict[tuple, tuple] = {}  # see _launch_flat: key -> (record, code, caller)
+        self._templates_version = -1
+        self._templates_since = 0
 
     def _owner_of(self, registry: Any, ptr: int, seq: int) -> tuple:
         """``(owner, offset, foreign)`` of ``ptr`` at ``seq``, as ``registry.locate`` / ``any_at`` answer.
@@ -251,6 +257,7 @@ class Materializer:
 
     def run(self, raw: list[tuple]) -> list[tuple[str, object]]:
         self._run = next(_runs)
+        self._templates.clear()  # access modes may have become known since the last drain
         out: list[tuple[str, object]] = []
         for event in raw:
             kind = event[0]
@@ -493,6 +500,49 @@ class Materializer:
         )
 
     def _launch_flat(self, e: tuple) -> LaunchRecord | None:
+        """:meth:`_launch_flat_built` through this drain's launch templates.
+
+        A launch equal to an earlier one of the same drain in everything but its sequence number, times and
+        scope (same thread, call site, kernel, dims, device, array pointers / shapes / dtypes / sizes, scalar
+        values *and types*) is a copy of that record with those four changed, and points to it as its
+        ``template`` (the span builder then reuses the template's fold key). Exact by construction:
+
+        - the key holds every other part of the event, and each value's type (``1``, ``1.0`` and ``True`` are
+          equal in Python but not in a span); a float zero never enters the cache (``0.0 == -0.0``);
+        - owner answers: templates are dropped when the owner registry changes, and used only for events at
+          or after its last change (as :meth:`_owner_of` caches answers);
+        - access modes can become known between drains (Warp's code generator ran): templates last one drain;
+        - code objects are keyed by identity and kept, so a reused ``id`` cannot match.
+        """
+        tail = e[12:]  # graph, error, kernel, dim, n_inputs, device, arguments...
+        if tail[1] is not None:  # an error: unique, and rare
+            return self._launch_flat_built(e)
+        seq = e[1]
+        registry = _owners.get()
+        if registry is not None:
+            version = registry.changed()
+            if version != self._templates_version:
+                self._templates_version = version
+                self._templates_since = registry.last_change_seq()
+                self._templates.clear()
+            if seq < self._templates_since:
+                return self._launch_flat_built(e)
+        code, caller, tid = e[5], e[8], e[2]
+        key = (tid, id(code), e[6], e[7], id(caller), *tail, *map(type, tail))
+        templates = self._templates
+        hit = templates.get(key)
+        if hit is not None:
+            proto = hit[0]
+            if hit[1] is code and hit[2] is caller and proto.thread_name == THREAD_NAMES.get(tid, ""):
+                return _copy_launch(proto, e[9], e[10], e[11], seq, proto)
+        rec = self._launch_flat_built(e)
+        if rec is not None and not any(type(v) is float and v == 0.0 for v in tail):
+            if len(templates) >= self.max_interned:
+                templates.clear()
+            templates[key] = (rec, code, caller)
+        return rec
+
+    def _launch_flat_built(self, e: tuple) -> LaunchRecord | None:
         """:meth:`_launch` straight from a flat event (no nested payload rebuilt), or ``None``."""
         handles = HANDLES
         flat = e[18:]

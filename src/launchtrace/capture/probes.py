@@ -141,7 +141,8 @@ def attach(rec: LaunchRecord, results: tuple, deadline: float) -> LaunchRecord:
                 if item is None:
                     continue
             probes.append(item)
-        return dataclasses.replace(rec, probes=tuple(probes)) if probes else rec
+        # template None: the measurements make it unlike the record it was copied from (its fold key differs)
+        return dataclasses.replace(rec, probes=tuple(probes), template=None) if probes else rec
     except Exception:
         _warn_once("attaching measurements")
         return rec
