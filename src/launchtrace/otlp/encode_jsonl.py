@@ -137,7 +137,20 @@ class JsonLinesEncoder:
         groups: list[tuple[SpanData, list[tuple[SpanData, list[bytes]]]]] = []
         by_id: dict[tuple, tuple[list, dict]] = {}
         by_value: dict[Any, tuple[list, dict]] = {}
+        last: SpanData | None = None  # the previous span, and the span list it went to
+        last_list: list[bytes] = []
         for s in spans:
+            if (  # a batch from the span builder shares one resource and scope: the previous span's list
+                last is not None
+                and s.resource is last.resource
+                and s.scope_attributes is last.scope_attributes
+                and s.scope_name is last.scope_name
+                and s.scope_version is last.scope_version
+                and s.resource_schema_url is last.resource_schema_url
+                and s.schema_url is last.schema_url
+            ):
+                last_list.append(self._span(s))
+                continue
             rid = (id(s.resource), s.resource_schema_url)
             group = by_id.get(rid)
             if group is None:
@@ -163,6 +176,7 @@ class JsonLinesEncoder:
                         scopes[vkey] = span_list
                 scopes[sid] = span_list
             span_list.append(self._span(s))
+            last, last_list = s, span_list
         return groups
 
     def encode(self, spans: Sequence[SpanData]) -> bytes:
