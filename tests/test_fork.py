@@ -4,6 +4,10 @@ exported once, by the parent, never by the child, and nothing of either is lost.
 Real Warp kernels on the CPU, the real pipeline, and both sinks: the JSON Lines file (shared by both
 processes, appended line by line) and OTLP/gRPC into a real ``launchtrace collect`` receiver on loopback (a
 gRPC channel does not survive ``fork``: the child must build its own).
+
+Each process builds its ``Sim`` while exporting, so each exports, besides its scoped steps, exactly the fills
+and the copy Warp issues inside that ``Sim()`` (internal records), counted against
+``warp_programs.internal_work`` of the same setup.
 """
 
 from __future__ import annotations
@@ -39,13 +43,13 @@ def _child(queue) -> None:
     # no flush here: the finalizer the fork hook installs must export at the child's exit
 
 
-def launches_by_pid(spans) -> Counter:
-    """Launch records per process, folded summaries expanded (rebuild), attributed by resource pid."""
+def records_by_pid(spans) -> dict[int, list]:
+    """Launch records per process in issue order, folded summaries expanded (rebuild), by resource pid."""
     by_trace_pid = {s.trace_id.hex(): dict(s.resource).get("process.pid") for s in spans}
-    out: Counter = Counter()
+    out: dict[int, list] = {}
     for trace_id, data in rebuild(spans).traces.items():
-        out[by_trace_pid[trace_id]] += len(data.records)
-    return out
+        out.setdefault(by_trace_pid[trace_id], []).extend(data.records)
+    return {pid: sorted(records, key=lambda r: r.seq) for pid, records in out.items()}
 
 
 @pytest.mark.parametrize("sink", ["file", "otlp-grpc"])
@@ -55,6 +59,8 @@ def test_forked_child_exports_its_own_spans_and_the_parents_pending_spans_arrive
     import warp_programs
 
     warp_programs.Sim().step()  # compile before the fork
+    setup = warp_programs.internal_work(warp_programs.Sim)  # what each Sim() issues inside Warp
+    assert setup
     path = tmp_path / "spans.jsonl"
     collector = None
     if sink == "file":
@@ -83,8 +89,11 @@ def test_forked_child_exports_its_own_spans_and_the_parents_pending_spans_arrive
     assert final.dropped == 0 and final.exported == final.built
     read = read_spans(path)
     assert not read.problems
-    counts = launches_by_pid(read.spans)
-    assert counts == {os.getpid(): PARENT_STEPS * RECORDS_PER_STEP, child_pid: CHILD_STEPS * RECORDS_PER_STEP}
+    records = records_by_pid(read.spans)
+    assert set(records) == {os.getpid(), child_pid}
+    for pid, steps in ((os.getpid(), PARENT_STEPS), (child_pid, CHILD_STEPS)):
+        assert len([r for r in records[pid] if not r.internal]) == steps * RECORDS_PER_STEP
+        assert [(str(r.op), r.kernel) for r in records[pid] if r.internal] == setup
     scope_names = Counter(
         (dict(s.resource).get("process.pid"), s.name) for s in read.spans if s.attribute(C.SCOPE_KIND) == "user"
     )

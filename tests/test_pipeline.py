@@ -21,6 +21,7 @@ from launchtrace.capture import bus
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.pipeline import ExportPipeline
 from launchtrace.export.sinks import FileSink
+from launchtrace.export.spanbuilder import STEP_SPAN_NAME
 from launchtrace.otlp.proto_decode import spans_from_message
 from test_sinks import parse_jsonl
 
@@ -206,6 +207,12 @@ def _child(path: str, queue) -> None:
 
 
 def test_a_forked_child_exports_its_own_spans_never_the_parents(tmp_path: Path, sim) -> None:
+    """The parent's sim was built before export started; the child builds its own while exporting, so it
+    exports, in an unscoped step root, exactly the fills and the copy Warp issues inside ``Sim()``."""
+    import warp_programs
+
+    setup = warp_programs.internal_work(warp_programs.Sim)
+    assert setup
     path = tmp_path / "fork.jsonl"
     export.start_export(file_path=str(path), export_interval_s=60.0, truncate=True)  # parent drains only at stop
     try:
@@ -227,9 +234,11 @@ def test_a_forked_child_exports_its_own_spans_never_the_parents(tmp_path: Path, 
     assert set(by_pid) == {os.getpid(), child_pid}
     parent_names = sorted(s.name for s in by_pid[os.getpid()] if not s.attribute(C.OP))
     child_names = sorted(s.name for s in by_pid[child_pid] if not s.attribute(C.OP))
-    assert parent_names == ["parent-step"] and child_names == ["child-step"]
+    assert parent_names == ["parent-step"] and child_names == sorted(["child-step", STEP_SPAN_NAME])
     assert len([s for s in by_pid[os.getpid()] if s.attribute(C.OP)]) == 5
-    assert len([s for s in by_pid[child_pid] if s.attribute(C.OP)]) == 5
+    child_records = sorted((s for s in by_pid[child_pid] if s.attribute(C.OP)), key=lambda s: s.attribute(C.SEQ))
+    assert len([s for s in child_records if not s.attribute(C.INTERNAL)]) == 5
+    assert [(s.attribute(C.OP), s.name) for s in child_records if s.attribute(C.INTERNAL)] == setup
 
 
 class RaisingSink(FileSink):

@@ -3,8 +3,8 @@
 Found by the examples sweep (``optim/example_diffray``): the adjoint launch of a kernel that takes a
 ``wp.struct`` holding arrays (``Tape.backward``) failed to materialise (its adjoint key ``adj:0.field``) and
 was lost from the export. Here the same shape on the CPU: every launch Warp logs is exported, with the
-struct's adjoint fields named by parameter. (``include_internal=True``: capture marks ``Tape.backward``'s
-adjoint launches internal, and the exporter leaves internal records out by default.)
+struct's adjoint fields named by parameter. Capture marks ``Tape.backward``'s adjoint launches internal; the
+exporter keeps internal records by default, so the export runs with its default settings.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_adjoint_launch_of_a_struct_argument_kernel_is_exported(warp_cpu, tmp_pa
     out.zero_()
     path = tmp_path / "tape.jsonl"
     log = LaunchLog()
-    export.start_export(file_path=str(path), truncate=True, fold=False, include_internal=True)
+    export.start_export(file_path=str(path), truncate=True, fold=False)
     wp.set_logger(log)
     wp.config.print_launches = True
     try:

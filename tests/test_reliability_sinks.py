@@ -10,6 +10,10 @@ tmpfs of 64 KiB (or ``/dev/full`` when mounting is not allowed) and the read-onl
 
 Each test measures a bare run of the same program in the same process and bounds the exported run's time
 generously against it (the launching thread must never wait for the sink), never against a fixed time.
+
+Each test builds the program's arrays (``fresh_sim``) before export starts: the fills and the copy Warp issues
+inside ``wp.zeros`` / ``wp.array(data)`` are exported too (internal records), and these tests are about what
+the sink does with a known number of spans, not about the program's setup.
 """
 
 from __future__ import annotations
@@ -43,11 +47,15 @@ EXPORTER_TIMEOUT_S = 1.0  # OTEL_EXPORTER_OTLP_TIMEOUT for the dead-endpoint cas
 
 
 # -- the program ------------------------------------------------------------------------------------------
-def run_program(steps: int, sim=None, first: int = 0):
-    """``steps`` scoped steps of the small particle Sim; (its final state, seconds the steps took, the Sim)."""
+def fresh_sim():
+    """The small particle Sim, its arrays built (call it before export starts, see the module docstring)."""
     import warp_programs
 
-    sim = sim if sim is not None else warp_programs.Sim(seed=1)
+    return warp_programs.Sim(seed=1)
+
+
+def run_program(steps: int, sim, first: int = 0):
+    """``steps`` scoped steps of ``sim``; (its final state, seconds the steps took, the Sim)."""
     t0 = time.perf_counter()
     for i in range(first, first + steps):
         with launchtrace.scope("step", i=i):
@@ -64,8 +72,8 @@ def rss_bytes() -> int:
 def bare(warp_cpu):
     """The program's result and time with nothing instrumented (after one warm-up that compiles)."""
     capture.uninstrument()
-    run_program(2)
-    result, seconds, _ = run_program(STEPS)
+    run_program(2, fresh_sim())
+    result, seconds, _ = run_program(STEPS, fresh_sim())
     return result, seconds
 
 
@@ -232,9 +240,10 @@ def raw_listener(garbage: bool) -> Iterator[int]:
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_endpoint_absent_from_the_start(protocol, bare, caplog):
     rss0 = rss_bytes()
+    sim = fresh_sim()
     start(endpoint_of(protocol, free_port()), protocol)
     with caplog.at_level(logging.WARNING, logger="launchtrace"):
-        result, seconds, _ = run_program(STEPS)
+        result, seconds, _ = run_program(STEPS, sim)
         t0 = time.perf_counter()
         final = export.stop_export(EXPORTER_TIMEOUT_S + 10)
         stop_s = time.perf_counter() - t0
@@ -256,12 +265,13 @@ def test_endpoint_killed_mid_run(protocol, bare, tmp_path):
         http_port=0 if protocol != "grpc" else None,
     ).start()
     port = collector.grpc_port if protocol == "grpc" else collector.http_port
+    sim = fresh_sim()
     start(endpoint_of(protocol, port), protocol)
     half = STEPS // 2
-    _, s1, sim = run_program(half)
+    _, s1, _ = run_program(half, sim)
     assert export.flush(10)
     collector.stop()  # killed: everything after this is lost, and counted
-    result, s2, _ = run_program(STEPS - half, sim=sim, first=half)
+    result, s2, _ = run_program(STEPS - half, sim, first=half)
     final = export.stop_export(EXPORTER_TIMEOUT_S + 10)
     assert np.array_equal(result, bare[0])
     assert_not_held_up(s1 + s2, bare[1])
@@ -278,8 +288,9 @@ def test_endpoint_restarted_within_the_retry_window_loses_nothing(protocol, bare
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "10")
     port = free_port()
     kw = {"grpc_port": port, "http_port": None} if protocol == "grpc" else {"grpc_port": None, "http_port": port}
+    sim = fresh_sim()
     start(endpoint_of(protocol, port), protocol)
-    result, seconds, _ = run_program(STEPS)
+    result, seconds, _ = run_program(STEPS, sim)
     flusher = threading.Thread(target=export.flush, args=(30,))
     flusher.start()  # the worker starts sending now, into nothing, and backs off
     time.sleep(1.5)
@@ -300,12 +311,10 @@ def test_restart_beyond_the_buffer_capacity_drops_exactly_the_overflow(bare, tmp
     batch and the queued events arrive and nothing else is lost."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "10")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "10")
-    import warp_programs
-
     port = free_port()
     capacity = 40
+    sim = fresh_sim()
     start(endpoint_of("grpc", port), queue_capacity=capacity)
-    sim = warp_programs.Sim(seed=1)
     for _ in range(3):  # 15 records, no scope: the first batch
         sim.step()
     flusher = threading.Thread(target=export.flush, args=(30,))
@@ -344,8 +353,9 @@ def test_slow_endpoint_that_answers_after_seconds_delivers_everything_without_ho
 
     slow.script = Slow(original)
     try:
+        sim = fresh_sim()
         start(endpoint_of("grpc", slow.port), export_interval_s=0.05)  # batches go out while the program runs
-        result, seconds, _ = run_program(STEPS)
+        result, seconds, _ = run_program(STEPS, sim)
         final = export.stop_export(30)
     finally:
         slow.stop()
@@ -357,8 +367,9 @@ def test_slow_endpoint_that_answers_after_seconds_delivers_everything_without_ho
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_endpoint_that_never_answers_is_given_up_within_the_timeout(protocol, bare):
     with raw_listener(garbage=False) as port:
+        sim = fresh_sim()
         start(endpoint_of(protocol, port), protocol)
-        result, seconds, _ = run_program(STEPS)
+        result, seconds, _ = run_program(STEPS, sim)
         t0 = time.perf_counter()
         final = export.stop_export(EXPORTER_TIMEOUT_S + 10)
         stop_s = time.perf_counter() - t0
@@ -371,8 +382,9 @@ def test_endpoint_that_never_answers_is_given_up_within_the_timeout(protocol, ba
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_endpoint_answering_garbage_bytes(protocol, bare):
     with raw_listener(garbage=True) as port:
+        sim = fresh_sim()
         start(endpoint_of(protocol, port), protocol)
-        result, seconds, _ = run_program(STEPS)
+        result, seconds, _ = run_program(STEPS, sim)
         final = export.stop_export(EXPORTER_TIMEOUT_S + 10)
     assert np.array_equal(result, bare[0])
     assert_not_held_up(seconds, bare[1])
@@ -395,8 +407,9 @@ def test_grpc_error_codes(script, delivered, min_gap, bare, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "4")
     server = ScriptedGrpc([(getattr(grpc.StatusCode, code), delay) for code, delay in script])
     try:
+        sim = fresh_sim()
         start(endpoint_of("grpc", server.port))
-        result, seconds, _ = run_program(STEPS)
+        result, seconds, _ = run_program(STEPS, sim)
         final = export.stop_export(15)
     finally:
         server.stop()
@@ -426,8 +439,9 @@ def test_http_error_codes(script, delivered, min_gap, bare, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "4")
     server = ScriptedHttp(script)
     try:
+        sim = fresh_sim()
         start(endpoint_of("http/protobuf", server.port), "http/protobuf")
-        result, seconds, _ = run_program(STEPS)
+        result, seconds, _ = run_program(STEPS, sim)
         final = export.stop_export(15)
     finally:
         server.stop()
@@ -466,8 +480,9 @@ def test_file_sink_on_a_full_disk_warns_once_and_the_program_is_unharmed(bare, t
         if mounted:
             (tmp_path / "small" / "filler").write_bytes(b"x" * (64 * 1024 - 4096))  # leave one page
         with caplog.at_level(logging.WARNING, logger="launchtrace"):
+            sim = fresh_sim()
             start(None, file_path=str(target), export_interval_s=0.05)
-            result, seconds, _ = run_program(STEPS)
+            result, seconds, _ = run_program(STEPS, sim)
             final = export.stop_export(10)
         written = target.read_bytes() if mounted else b""
     assert np.array_equal(result, bare[0])
@@ -484,8 +499,9 @@ def test_file_sink_in_a_read_only_folder_warns_once_and_the_program_is_unharmed(
         if not mounted:
             pytest.skip("needs root to mount a read-only tmpfs; test_sinks covers a chmod 555 folder")
         with caplog.at_level(logging.WARNING, logger="launchtrace"):
+            sim = fresh_sim()
             start(None, file_path=str(tmp_path / "ro" / "spans.jsonl"), export_interval_s=0.05)
-            result, seconds, _ = run_program(STEPS)
+            result, seconds, _ = run_program(STEPS, sim)
             final = export.stop_export(10)
     assert np.array_equal(result, bare[0])
     assert_not_held_up(seconds, bare[1])

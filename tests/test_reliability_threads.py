@@ -1,6 +1,7 @@
 """Eight threads launching real Warp kernels (CPU) under nested scopes, exported through the real pipeline and
 read back: every launch arrives exactly once, under its own thread's scopes, with folding on (as users run it)
-and off.
+and off. Each thread also allocates its arrays while exporting: the fills Warp issues inside ``wp.zeros``
+(internal records) arrive exactly once too, in that thread's own unscoped step root.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 import launchtrace
 import launchtrace.capture as capture
 import launchtrace.export as export
+from launchtrace.export.spanbuilder import STEP_SPAN_NAME
 from launchtrace.rebuild import rebuild
 from launchtrace.sources.files import read_spans
 
@@ -22,14 +24,20 @@ BATCHES = 3
 LAUNCHES = 40  # per batch
 
 
+def buffers() -> tuple:
+    """A worker's arrays (outside any scope: Warp's fills land in the thread's step root)."""
+    import warp as wp
+
+    return wp.zeros(16, dtype=float, device="cpu"), wp.zeros(16, dtype=float, device="cpu")
+
+
 def worker(index: int, barrier: threading.Barrier, errors: list) -> None:
     import warp as wp
 
     import warp_programs
 
     try:
-        x = wp.zeros(16, dtype=float, device="cpu")
-        y = wp.zeros(16, dtype=float, device="cpu")
+        x, y = buffers()
         barrier.wait()
         with launchtrace.scope(f"worker-{index}", worker=index):
             for b in range(BATCHES):
@@ -49,6 +57,8 @@ def test_eight_threads_under_nested_scopes_every_launch_arrives_once_in_its_scop
 
     path = tmp_path / "threads.jsonl"
     warp_programs.Sim().step()  # compile outside the threads
+    setup = warp_programs.internal_work(buffers)  # what buffers() issues inside Warp, in order
+    assert setup
     export.start_export(file_path=str(path), fold=fold, export_interval_s=0.05, truncate=True)
     try:
         barrier = threading.Barrier(THREADS)
@@ -76,6 +86,18 @@ def test_eight_threads_under_nested_scopes_every_launch_arrives_once_in_its_scop
     expected = {(i, b, (f"worker-{i}", f"batch-{b}")): LAUNCHES for i in range(THREADS) for b in range(BATCHES)}
     assert dict(where) == expected
     # one trace per outermost scope instance: one per thread, each holding only its own thread's records
-    assert len(rebuilt.traces) == THREADS
+    workers = [d for d in rebuilt.traces.values() if d.attributes["root"] != STEP_SPAN_NAME]
+    assert sorted(d.attributes["root"] for d in workers) == sorted(f"worker-{i}" for i in range(THREADS))
+    for data in workers:
+        assert len({r.thread for r in data.records}) == 1 and not any(r.internal for r in data.records)
+    # the rest: each thread's own allocations, outside any scope, each fill once
+    setup_of: dict[int, list] = {}
     for data in rebuilt.traces.values():
-        assert len({r.thread for r in data.records}) == 1
+        if data.attributes["root"] == STEP_SPAN_NAME:
+            assert len({r.thread for r in data.records}) == 1 and all(r.scope_id is None for r in data.records)
+            for r in data.records:
+                setup_of.setdefault(r.thread, []).append(r)
+    assert set(setup_of) == {data.records[0].thread for data in workers}
+    for records in setup_of.values():
+        records.sort(key=lambda r: r.seq)
+        assert all(r.internal for r in records) and [(str(r.op), r.kernel) for r in records] == setup

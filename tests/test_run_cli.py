@@ -1,5 +1,9 @@
 """``launchtrace run`` and ``opentelemetry-instrument`` with the ``warp`` instrumentor, as real subprocesses
-running a real Warp program on the CPU device."""
+running a real Warp program on the CPU device.
+
+The program builds its arrays under the exporter, so the file holds its 15 scoped launches plus, exactly, the
+fills and the copy Warp issues inside ``wp.zeros`` / ``wp.array(data)`` (internal records), counted against
+``warp_programs.internal_work`` of the same ``Sim()`` in this process."""
 
 from __future__ import annotations
 
@@ -37,6 +41,26 @@ PROGRAM = textwrap.dedent(
 )
 
 
+STEP_LAUNCHES = 3 * 5  # three steps of Sim.step: a copy, a launch, a fill, two launches
+
+
+@pytest.fixture(scope="module")
+def setup_work(warp_cpu) -> list[tuple[str, str]]:
+    """What ``warp_programs.Sim()`` issues inside Warp, in order: the internal spans the program adds."""
+    import warp_programs
+
+    work = warp_programs.internal_work(warp_programs.Sim)
+    assert work  # the program's setup does issue device work: the check below is not vacuous
+    return work
+
+
+def check_launches(spans: list, setup_work: list[tuple[str, str]]) -> None:
+    """The program's scoped launches, each once, and exactly Warp's internal setup work, flagged internal."""
+    records = sorted((s for s in spans if s.attribute(C.OP)), key=lambda s: s.attribute(C.SEQ))
+    assert len([s for s in records if not s.attribute(C.INTERNAL)]) == STEP_LAUNCHES
+    assert [(s.attribute(C.OP), s.name) for s in records if s.attribute(C.INTERNAL)] == setup_work
+
+
 def env(**extra: str) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and not k.startswith("LAUNCHTRACE_")}
     e.update(extra)
@@ -61,7 +85,7 @@ def run(*args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_run_exports_to_out_sets_argv_and_keeps_the_exit_code(tmp_path: Path, program: Path) -> None:
+def test_run_exports_to_out_sets_argv_and_keeps_the_exit_code(tmp_path: Path, program: Path, setup_work) -> None:
     out = tmp_path / "spans.jsonl"
     out.write_text("stale line\n")  # --out empties the file first
     argv_file = tmp_path / "argv.txt"
@@ -69,27 +93,28 @@ def test_run_exports_to_out_sets_argv_and_keeps_the_exit_code(tmp_path: Path, pr
     assert proc.returncode == 3, proc.stderr
     assert eval(argv_file.read_text()) == [str(program), str(argv_file), "3"]
     spans = file_spans(out)
-    assert len([s for s in spans if s.attribute(C.OP)]) == 15
+    check_launches(spans, setup_work)
     assert sorted(s.name for s in spans if s.attribute(C.SCOPE_KIND) == "user") == ["step"] * 3
     assert f"launchtrace: {len(spans)} spans -> file {out}" in proc.stderr
 
 
 def test_run_a_program_that_raises_prints_its_traceback_exits_1_and_still_flushes(
-    tmp_path: Path, program: Path
+    tmp_path: Path, program: Path, setup_work
 ) -> None:
     out = tmp_path / "spans.jsonl"
     proc = run("--out", str(out), str(program), str(tmp_path / "argv.txt"), "raise", cwd=tmp_path)
     assert proc.returncode == 1
     assert "ValueError: the program failed" in proc.stderr
     assert 'File "' + str(program) in proc.stderr and "runpy" not in proc.stderr
-    assert len([s for s in file_spans(out) if s.attribute(C.OP)]) == 15
+    check_launches(file_spans(out), setup_work)
 
 
-def test_run_default_file_in_the_working_directory(tmp_path: Path, program: Path) -> None:
+def test_run_default_file_in_the_working_directory(tmp_path: Path, program: Path, setup_work) -> None:
     proc = run(str(program), str(tmp_path / "argv.txt"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     files = list(tmp_path.glob("launchtrace-*.jsonl"))
-    assert len(files) == 1 and len([s for s in file_spans(files[0]) if s.attribute(C.OP)]) == 15
+    assert len(files) == 1
+    check_launches(file_spans(files[0]), setup_work)
 
 
 def test_run_missing_script_is_one_line_exit_2(tmp_path: Path) -> None:
@@ -98,7 +123,9 @@ def test_run_missing_script_is_one_line_exit_2(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
-def test_run_exports_over_otlp_when_the_standard_endpoint_is_set(tmp_path: Path, program: Path, protocol: str) -> None:
+def test_run_exports_over_otlp_when_the_standard_endpoint_is_set(
+    tmp_path: Path, program: Path, protocol: str, setup_work
+) -> None:
     with Collector(None, grpc_port=0, http_port=0, keep=True) as c:
         port = c.grpc_port if protocol == "grpc" else c.http_port
         proc = run(
@@ -110,11 +137,11 @@ def test_run_exports_over_otlp_when_the_standard_endpoint_is_set(tmp_path: Path,
         )
         assert proc.returncode == 0, proc.stderr
         spans = c.spans()
-    assert len([s for s in spans if s.attribute(C.OP)]) == 15
+    check_launches(spans, setup_work)
     assert not list(tmp_path.glob("launchtrace-*.jsonl"))
 
 
-def test_opentelemetry_instrument_loads_the_warp_instrumentor(tmp_path: Path, program: Path) -> None:
+def test_opentelemetry_instrument_loads_the_warp_instrumentor(tmp_path: Path, program: Path, setup_work) -> None:
     with Collector(None, grpc_port=0, http_port=None, keep=True) as c:
         proc = subprocess.run(
             [str(BIN / "opentelemetry-instrument"), sys.executable, str(program), str(tmp_path / "argv.txt")],
@@ -134,9 +161,8 @@ def test_opentelemetry_instrument_loads_the_warp_instrumentor(tmp_path: Path, pr
         )
         assert proc.returncode == 0, proc.stderr
         spans = c.spans()
-    launches = [s for s in spans if s.attribute(C.OP)]
-    assert len(launches) == 15
-    assert dict(launches[0].resource)["service.name"] == "instrumented-sim"
+    check_launches(spans, setup_work)
+    assert {dict(s.resource)["service.name"] for s in spans} == {"instrumented-sim"}
 
 
 def test_instrumentor_is_symmetric_and_repeatable(tmp_path: Path, warp_cpu) -> None:

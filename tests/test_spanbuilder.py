@@ -342,19 +342,39 @@ def test_sample_every_with_sampler_on_folds_the_others():
 # --- internal work, incomplete scopes, odd streams ---------------------------------------------------------
 
 
-def test_internal_scopes_and_records_are_left_out_by_default():
+def test_internal_scopes_are_left_out_by_default_internal_records_never():
+    """Warp's own timers are not device work: left out unless ``include_internal``. The device work Warp issues
+    itself (Tape.backward's adjoints, warp.fem / warp.sparse launches, wp.zeros' fill) is: always exported,
+    flagged ``launchtrace.internal``, under the nearest exported scope, and counted in that scope's topology."""
     ev = Events()
     ev.begin("step")
     ev.begin("Module sim load", kind="timer", internal=True)
-    ev.launch("sim.init", internal=True)
-    ev.launch("sim.user")  # a user launch under an internal timer: reparented to the step
+    ev.begin("Compile x86", kind="timer", internal=True)
+    init = ev.launch("sim.init", internal=True)  # two left-out timers deep
     ev.end()
+    user = ev.launch("sim.user")  # a user launch under an internal timer
+    ev.end()
+    ev.end()
+    ev.begin("Module sim load", kind="timer", internal=True)  # a left-out timer with no scope around it
+    late = ev.launch("sim.late", internal=True)
     ev.end()
     _, spans = build(ev.events)
-    assert [s.name for s in spans] == ["sim.user", "step"]
-    assert spans[0].parent_span_id == spans[1].span_id
+    assert [s.name for s in spans] == ["sim.init", "sim.user", "step", "sim.late", STEP_SPAN_NAME]
+    init_span, user_span, step, late_span, root = spans
+    assert init_span.parent_span_id == user_span.parent_span_id == step.span_id
+    assert late_span.parent_span_id == root.span_id and late_span.trace_id == root.trace_id
+    assert init_span.attribute(C.INTERNAL) is True and late_span.attribute(C.INTERNAL) is True
+    assert user_span.attribute(C.INTERNAL) is None  # written only when true
+    assert not any(s.attribute(C.SCOPE_INTERNAL) for s in spans)
+    assert step.attribute(C.SCOPE_LAUNCHES) == 2
+    assert step.attribute(C.SCOPE_FINGERPRINT) == topology.fingerprint([init, user])
+    assert root.attribute(C.SCOPE_LAUNCHES) == 1 and root.attribute(C.SCOPE_FINGERPRINT) == topology.fingerprint([late])
     _, spans = build(ev.events, include_internal=True)
-    assert [s.name for s in spans] == ["sim.init", "sim.user", "Module sim load", "step"]
+    names = ["sim.init", "Compile x86", "sim.user", "Module sim load", "step", "sim.late", "Module sim load"]
+    assert [s.name for s in spans] == names
+    assert spans[0].parent_span_id == spans[1].span_id and spans[1].attribute(C.SCOPE_INTERNAL) is True
+    assert spans[2].parent_span_id == spans[3].span_id and spans[3].parent_span_id == spans[4].span_id
+    assert spans[5].parent_span_id == spans[6].span_id and spans[6].parent_span_id is None
 
 
 def test_flush_ends_open_scopes_as_incomplete():

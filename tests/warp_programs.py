@@ -6,6 +6,8 @@ kernel cache serves every test that uses them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import warp as wp
 
@@ -72,6 +74,22 @@ class Sim:
 
     def result(self) -> np.ndarray:
         return np.concatenate([self.pos.numpy().ravel(), self.vel.numpy().ravel(), self.energy.numpy()])
+
+
+def internal_work(build: Callable[[], object]) -> list[tuple[str, str]]:
+    """``(op, kernel)`` of the device work Warp's own code issues while ``build()`` runs (the fills inside
+    ``wp.zeros``, the copy inside ``wp.array(data)``), in issue order, as ``launchtrace.testing.trace_launches``
+    records it with Warp's calls included (the capture bus, not the exporter).
+
+    Export keeps Warp's internal records, so a program that builds its arrays while export runs exports these
+    too: the exact oracle for those extra spans. Warp's ``print_launches`` log cannot be it (fills and copies
+    are not ``wp.launch`` calls).
+    """
+    from launchtrace.testing import trace_launches
+
+    with trace_launches(include_warp=True) as trace:
+        build()
+    return [(str(r.op), r.kernel) for r in trace if r.internal]
 
 
 class LaunchLog:

@@ -6,9 +6,13 @@ I/O, no SDK span objects (building an SDK span per launch costs several times a 
 
 The rules (issue 3, written down in ``docs/traces.md``):
 
-- one span per launch / copy / fill / primitive / graph launch, named by its kernel (``wp.copy``, ...);
-- scopes are parent spans, nested as they nested; each outermost scope instance is its own trace (random
-  16-byte trace id, 8-byte span ids) whose root links to the previous root of the same name;
+- one span per launch / copy / fill / primitive / graph launch, named by its kernel (``wp.copy``, ...),
+  including the device work Warp issues itself (``Tape.backward``'s adjoints, ``warp.fem`` / ``warp.sparse``
+  launches, ``wp.zeros``' fill: ``launchtrace.internal=true``): it runs on the device like the user's;
+- scopes are parent spans, nested as they nested (Warp's own timers, which are not device work, only with
+  ``include_internal``; what ran under one left out hangs from the nearest exported scope); each outermost
+  scope instance is its own trace (random 16-byte trace id, 8-byte span ids) whose root links to the
+  previous root of the same name;
 - records outside any scope go to synthetic ``launchtrace.step`` roots, one open per thread, closed after
   ``step_max_spans`` records or ``step_window_s`` seconds;
 - consecutive repeats of a record sequence (period 1..8) fold into one summary span
@@ -220,8 +224,6 @@ class SpanBuilder:
 
     def _on_record(self, rec: LaunchRecord) -> None:
         # The hot path of the export worker: one call per record, so settings are read from locals.
-        if rec.internal and not self._include_internal:
-            return
         node = self._resolve(rec.scope_id)
         if node is None:
             node = self._step_for(rec)
@@ -240,7 +242,7 @@ class SpanBuilder:
 
     def _on_scope_begin(self, scope: ScopeRecord) -> None:
         parent = self._resolve(scope.parent_id)
-        if scope.internal and not self.config.include_internal:
+        if scope.internal and not self._include_internal:
             self._aliases[scope.id] = parent
             return
         span_id = self._span_id()
