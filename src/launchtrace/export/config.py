@@ -132,7 +132,10 @@ class ExportConfig:
     - ``export_interval_s``: how often the worker drains and exports; ``max_export_batch``: spans per export.
     - ``span_budget``: most spans in one trace; ``fold`` / ``fold_min_repeats``: fold consecutive repeats.
     - ``step_max_spans`` / ``step_window_s``: bounds of the synthetic "step" roots for unscoped launches.
-    - ``include_internal``: export Warp's own timers and launches too.
+    - ``include_internal``: export Warp's own timer scopes too ("Module X load", "Compile x86"): host-side
+      bookkeeping, not device work, so left out by default. The device work Warp issues itself (adjoint
+      launches, ``warp.fem`` / ``warp.sparse`` launches, the fill in ``wp.zeros``) is exported either way,
+      marked ``launchtrace.internal``.
     - ``value_stats``: mean / std / min / max of every array a launch writes, computed right after it on the
       launching thread (on CUDA: a synchronize and a copy to host per launch); arrays of more than
       ``value_stats_max_elements`` scalars are skipped (marked, never sampled). See
