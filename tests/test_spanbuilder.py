@@ -534,3 +534,28 @@ def test_ids_do_not_repeat_after_random_seed_or_fork():
     os.waitpid(pid, 0)
     parent = b"".join(builder._span_id() for _ in range(16))
     assert len(child) == 128 and child != parent
+
+
+@pytest.mark.parametrize("fold", [False, True])
+def test_record_copies_of_a_template_take_its_fold_key_and_give_the_same_spans(fold):
+    """Records the materializer copied from a template (``LaunchRecord.template``) reuse the template's fold key
+    id; the spans equal those of the same records made without templates (ids and times aside)."""
+    base = LaunchRecord("launch", "m.k", (16,), None, ((0, 64),), ((1, 1),), SITE, params=("x", "dt"))
+    other = dataclasses.replace(base, scalars=((1, 1.0),))  # == base in Python, another span (a double)
+    assert other == base
+    records = []
+    for i in range(6):
+        start = 1_000 + 1_000 * i
+        proto = base if i % 3 != 2 else other
+        records.append(dataclasses.replace(proto, start_ns=start, end_ns=start + 500, seq=i + 1))
+    copied = [dataclasses.replace(r, template=base if i % 3 != 2 and i else None) for i, r in enumerate(records)]
+    outputs = []
+    for recs in (records, copied):
+        builder, spans = build([("record", r) for r in recs], fold=fold)
+        outputs.append([(s.name, s.start_ns, s.end_ns, s.attributes, [e.attributes for e in s.events]) for s in spans])
+        keys = [builder._key_id(r) for r in recs]
+        assert keys[0] == keys[1] == keys[3] == keys[4] and keys[2] == keys[5] != keys[0]
+    assert outputs[0] == outputs[1]
+    doubles = [dict(a)[C.scalar_attr("dt")] for _, _, _, a, _ in outputs[0] if dict(a).get(C.OP)]
+    if not fold:
+        assert [repr(v) for v in doubles] == ["1", "1", "1.0", "1", "1", "1.0"]

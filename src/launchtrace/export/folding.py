@@ -98,6 +98,7 @@ def fold_key(rec: LaunchRecord) -> Any:
     site = rec.site
     return (
         _RECORD_FIELDS(rec),
+        repr(rec.scalars),  # 1, 1.0 and True (and 0.0, -0.0) are equal in Python, not in a span
         tuple(map(_BUFFER_FIELDS, rec.buffers)),
         _SITE_FIELDS(site) if site is not None else None,
     )

@@ -171,6 +171,7 @@ class SpanBuilder:
         self._last_root: dict[str, tuple[bytes, bytes]] = {}
         self._step_counts: dict[int, int] = {}
         self._key_ids: dict[Any, int] = {}
+        self._template_keys: dict[int, tuple[LaunchRecord, int]] = {}  # id(template) -> (template, key id)
         self._next_key = itertools.count(1).__next__
         self._lines: dict[int, bytes] = {}
         self._attrs: dict[int, tuple] = {}
@@ -348,6 +349,11 @@ class SpanBuilder:
         """
         if rec.error is not None:
             return -self._next_key()
+        template = rec.template  # a copy of an earlier record (capture.materialize): the same fold key
+        if template is not None:
+            hit = self._template_keys.get(id(template))
+            if hit is not None and hit[0] is template:
+                return hit[1]
         key = fold_key(rec)
         ids = self._key_ids
         try:
@@ -360,8 +366,13 @@ class SpanBuilder:
                 ids.clear()
                 self._lines.clear()
                 self._attrs.clear()
+                self._template_keys.clear()
             found = self._next_key()
             ids[key] = found
+        if template is not None:
+            if len(self._template_keys) >= _KEY_CACHE_LIMIT:
+                self._template_keys.clear()
+            self._template_keys[id(template)] = (template, found)  # kept alive: its id cannot be reused
         return found
 
     def _line(self, rec: LaunchRecord, key: int) -> bytes:
