@@ -78,3 +78,20 @@ def test_a_list_value_changed_in_place_is_re_encoded() -> None:
 def test_int64_edges_and_big_ints_follow_the_codec() -> None:
     values = [0, -1, 2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 10**30, True, False]
     _check([_span(i, (("x", 1), ("launchtrace.seq", v))) for i, v in enumerate(values)])
+
+
+def test_a_key_new_on_every_span_becomes_volatile_and_encodes_the_same():
+    """``launchtrace.seq`` misses the field cache on every span: after 256 misses in a row it is encoded without
+    the cache (it stops filling it), a key whose values repeat never is, and every field equals ``make``'s."""
+    from launchtrace.otlp.attrcache import FieldCache
+    from launchtrace.otlp.encode_jsonl import _attr_json
+
+    cache = FieldCache(_attr_json)
+    for i in range(1000):
+        for kv in (("launchtrace.seq", i), ("launchtrace.kernel", f"k{i % 3}"), ("n", i % 100)):
+            assert cache.field(kv) == _attr_json(*kv)
+    assert cache.volatile == {"launchtrace.seq"}
+    size = len(cache)
+    for i in range(1000, 1100):
+        assert cache.field(("launchtrace.seq", i)) == _attr_json("launchtrace.seq", i)
+    assert len(cache) == size  # no longer cached

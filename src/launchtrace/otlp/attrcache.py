@@ -6,7 +6,8 @@ few change from launch to launch (a sequence number, a pointer, a scalar argumen
 1. :class:`FieldCache`: the encoded form of one (key, value) pair. Python finds ``1 == True == 1.0``,
    ``0.0 == -0.0`` and ``(1,) == (True,)``, whose encodings differ, so the cache key is the pair itself for
    strings, adds the type for other scalars, and uses ``repr`` for tuples; ``0.0``/``-0.0`` and NaN are never
-   cached.
+   cached. A key that missed 256 times in a row (``launchtrace.seq``: new on every span) becomes *volatile*
+   and is encoded directly from then on: caching it cost twice its encoding and evicted what repeats.
 2. :class:`AttributeBlocks` by identity: the very same attributes tuple object encoded before.
 3. :class:`AttributeBlocks` by pair identity: the span builder reuses one tuple of (key, value) pairs per
    call site and layout and appends the few that change (``launchtrace.seq``), so against the previous block
@@ -37,6 +38,7 @@ from typing import Any
 __all__ = ["AttributeBlocks", "FieldCache"]
 
 _CACHE_LIMIT = 1 << 16
+_VOLATILE_AFTER = 256  # misses in a row that make a key volatile (see FieldCache.volatile)
 _BLOCK_LIMIT = 1024
 _IMMUTABLE = frozenset({str, int, float, bool, bytes, type(None), tuple})  # tuples hold immutable values
 _first = itemgetter(0)
@@ -49,12 +51,18 @@ class FieldCache:
     def __init__(self, make: Callable[[Any, Any], bytes]) -> None:
         self.make = make
         self._cache: dict[Any, bytes] = {}
+        # keys whose value is new on almost every span (a sequence number): encoded without the cache, whose
+        # look-up, insertion and periodic clearing cost twice the encoding and push out the values that repeat
+        self.volatile: set[Any] = set()
+        self._misses: dict[Any, int] = {}  # key -> misses in a row
 
     def __len__(self) -> int:
         return len(self._cache)
 
     def field(self, kv: tuple) -> bytes:
         value = kv[1]
+        if type(kv[0]) is str and kv[0] in self.volatile:
+            return self.make(kv[0], value)
         t = type(value)
         if t is str:
             ck: Any = kv
@@ -69,9 +77,19 @@ class FieldCache:
         cache = self._cache
         encoded = cache.get(ck)
         if encoded is None:
+            key = kv[0]
+            misses = self._misses[key] = self._misses.get(key, 0) + 1
+            if misses >= _VOLATILE_AFTER:
+                self.volatile.add(key)
+                if len(self.volatile) > _CACHE_LIMIT:  # keys made up per span: start over
+                    self.volatile.clear()
+                del self._misses[key]
             if len(cache) > _CACHE_LIMIT:
                 cache.clear()
-            encoded = cache[ck] = self.make(kv[0], value)
+                self._misses.clear()
+            encoded = cache[ck] = self.make(key, value)
+        elif self._misses:
+            self._misses.pop(kv[0], None)
         return encoded
 
 
