@@ -428,6 +428,22 @@ def test_kernel_access_rules():
     assert kernel_access(wpp.scale) == {"x": "r", "y": "w"}
     assert kernel_access(wpp.tiled_copy) == {"x": "r", "y": "w"}
     assert kernel_access(object()) is None
+    # part of an element written: a struct field, a vector component (v[i][1] += s reads it too)
+    assert kernel_access(wpp.element_parts) == {"b": "w", "v": "rw", "idx": "r"}
+
+
+def test_writes_to_parts_of_elements_really_happen_and_are_recorded(sub):
+    """The kernel behind the rule above runs, writes what the rule says, and its record says so."""
+    import numpy as np
+
+    b = wp.zeros(3, dtype=wpp.Body, device="cpu")
+    v = wp.zeros(3, dtype=wp.vec3, device="cpu")
+    idx = wp.array([2, 0, 1], dtype=int, device="cpu")
+    wp.launch(wpp.element_parts, dim=3, inputs=[b, v, idx, 2.0], device="cpu")
+    assert np.allclose(v.numpy(), [[2.0, 2.0, 0.0]] * 3)
+    assert [e["mass"] for e in b.numpy()] == [2.0, 2.0, 2.0]
+    (rec,) = [r for r in launches(sub) if r.kernel.endswith("element_parts")]
+    assert {buf.name: buf.access for buf in rec.buffers} == {"b": "w", "v": "rw", "idx": "r"}
 
 
 def test_a_full_queue_waits_for_its_consumer_then_gives_up_once(instrumented):

@@ -111,3 +111,18 @@ class LaunchLog:
 
     def error(self, message: str) -> None:
         pass
+
+
+@wp.struct
+class Body:
+    mass: float
+    vel: wp.vec3
+
+
+@wp.kernel
+def element_parts(b: wp.array(dtype=Body), v: wp.array(dtype=wp.vec3), idx: wp.array(dtype=int), s: float):
+    """Writes parts of elements: a struct field, vector components (one through an index array)."""
+    i = wp.tid()
+    b[i].mass = s
+    v[idx[i]][0] = s
+    v[i][1] += s

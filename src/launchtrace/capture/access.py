@@ -73,9 +73,7 @@ class _Walker(ast.NodeVisitor):
         self.visit(node.value)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        if isinstance(node.target, ast.Subscript):
-            self._mark(self._path(node.target.value), "rw")
-            self.visit(node.target.slice)
+        self._element_write(node.target, "rw")
         self.visit(node.value)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
@@ -84,12 +82,25 @@ class _Walker(ast.NodeVisitor):
             self.visit(node.value)
 
     def _store(self, target: ast.AST) -> None:
-        if isinstance(target, ast.Subscript):
-            self._mark(self._path(target.value), "w")
-            self.visit(target.slice)
-        elif isinstance(target, (ast.Tuple, ast.List)):
+        if isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
                 self._store(element)
+        else:
+            self._element_write(target, "w")
+
+    def _element_write(self, target: ast.AST, mode: str) -> None:
+        """Mark the array parameter an assignment target writes into: ``x[i]``, and also a part of an element,
+        ``p[i].mass``, ``v[i][0]``, ``p.pos[i].x`` (the innermost subscript of a parameter path); the indices
+        on the way are reads (``x[idx[i]] = ...`` reads ``idx``)."""
+        node = target
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            if isinstance(node, ast.Subscript):
+                self.visit(node.slice)
+                path = self._path(node.value)
+                if path is not None:
+                    self._mark(path, mode)
+                    return
+            node = node.value
 
     def visit_Subscript(self, node: ast.Subscript) -> None:  # a load (stores are handled above)
         self._mark(self._path(node.value), "r")
