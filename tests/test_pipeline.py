@@ -258,3 +258,37 @@ def test_a_sink_that_raises_costs_its_spans_counted_never_the_worker(tmp_path: P
         stats = pipeline.stop()
     assert stats.built == stats.dropped_sink == 3 * 6 and stats.exported == 0
     assert len([r for r in caplog.records if r.name == "launchtrace.export.pipeline"]) == 1
+
+
+def test_the_worker_waits_for_a_pause_in_the_launches_within_busy_defer_s(tmp_path: Path) -> None:
+    """The waiting rule alone, on a controlled queue and clock (the timing of a real program is too noisy to
+    assert on): events queued since the last look defer the export; a look with no new events, an urgent
+    export (flush, exit), a queue past half full or ``busy_defer_s`` elapsed end the wait."""
+    pipeline = ExportPipeline(config(tmp_path, busy_defer_s=5.0))
+    pipeline._sub = bus.Subscription(capacity=100)
+    wait = pipeline._wait_for_pause
+    assert wait(10, False, 0.0) is True  # launching: wait
+    assert wait(20, False, 0.02) is True  # still launching
+    assert wait(20, False, 0.04) is False  # a pause: export now
+    assert wait(30, False, 1.0) is True and wait(40, True, 1.02) is False  # a flush does not wait
+    assert wait(45, False, 2.0) is True and wait(51, False, 2.02) is False  # past half full: no wait
+    pipeline._seen = 0  # the export drained the queue (the worker notes the length after each export)
+    assert wait(2, False, 3.0) is True and wait(3, False, 7.9) is True and wait(4, False, 8.0) is False  # 5 s cap
+    never = ExportPipeline(config(tmp_path, busy_defer_s=0))
+    never._sub = bus.Subscription(capacity=100)
+    assert never._wait_for_pause(10, False, 0.0) is False
+
+
+def test_spans_of_a_burst_arrive_after_it_without_a_flush(tmp_path: Path, sim) -> None:
+    """Liveness of the rule on a real program: a burst of launches, then a pause (no flush): the spans arrive."""
+    pipeline = ExportPipeline(config(tmp_path, fold=False, busy_defer_s=5.0)).start()
+    try:
+        with launchtrace.scope("burst"):
+            for _ in range(50):
+                sim.step()
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and pipeline.stats().exported < 50 * 5 + 1:
+            time.sleep(0.05)
+        assert pipeline.stats().exported == 50 * 5 + 1  # every launch and the scope, no flush asked
+    finally:
+        pipeline.stop()

@@ -24,6 +24,7 @@ from typing import Any
 __all__ = [
     "DEFAULTS",
     "ENV",
+    "LAUNCHTRACE_BUSY_DEFER",
     "LAUNCHTRACE_DEVICE_TIMING",
     "LAUNCHTRACE_EXPORT_INTERVAL",
     "LAUNCHTRACE_FILE",
@@ -58,6 +59,7 @@ _log = logging.getLogger(__name__)
 LAUNCHTRACE_FILE = "LAUNCHTRACE_FILE"
 LAUNCHTRACE_QUEUE_CAPACITY = "LAUNCHTRACE_QUEUE_CAPACITY"
 LAUNCHTRACE_EXPORT_INTERVAL = "LAUNCHTRACE_EXPORT_INTERVAL"
+LAUNCHTRACE_BUSY_DEFER = "LAUNCHTRACE_BUSY_DEFER"
 LAUNCHTRACE_MAX_EXPORT_BATCH = "LAUNCHTRACE_MAX_EXPORT_BATCH"
 LAUNCHTRACE_SPAN_BUDGET = "LAUNCHTRACE_SPAN_BUDGET"
 LAUNCHTRACE_FOLD = "LAUNCHTRACE_FOLD"
@@ -130,6 +132,9 @@ class ExportConfig:
       (default 100,000: a few hundred bytes each, so the buffer stays within a 64 MB memory budget; past it,
       new events are dropped and counted).
     - ``export_interval_s``: how often the worker drains and exports; ``max_export_batch``: spans per export.
+    - ``busy_defer_s``: while the program is launching (a capture event queued within the last 20 ms) the
+      worker waits for a pause, at most this long (default 5 s; 0: never waits), so bursts of launches do not
+      share the GIL with span building; a flush, exit or a half-full queue never wait.
     - ``span_budget``: most spans in one trace; ``fold`` / ``fold_min_repeats``: fold consecutive repeats.
     - ``step_max_spans`` / ``step_window_s``: bounds of the synthetic "step" roots for unscoped launches.
     - ``include_internal``: export Warp's own timer scopes too ("Module X load", "Compile x86"): host-side
@@ -153,6 +158,7 @@ class ExportConfig:
     protocol: str = "http/protobuf"
     queue_capacity: int = 100_000
     export_interval_s: float = 1.0
+    busy_defer_s: float = 5.0
     max_export_batch: int = 8192
     span_budget: int = 2000
     fold: bool = True
@@ -252,6 +258,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "protocol": (lambda v: v in PROTOCOLS, f"one of {', '.join(PROTOCOLS)}"),
     "queue_capacity": (_positive_int, "a positive int"),
     "export_interval_s": (_positive_number, "a positive number of seconds"),
+    "busy_defer_s": (lambda v: _positive_number(v) or v == 0, "a number of seconds >= 0"),
     "max_export_batch": (_positive_int, "a positive int"),
     "span_budget": (lambda v: _positive_int(v) and v >= 3, "an int >= 3"),
     "fold": (_is_bool, "a bool"),
@@ -275,6 +282,7 @@ ENV: dict[str, tuple[tuple[str, ...], Callable[[str], Any]]] = {
     "protocol": ((OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL), _parse_choice(PROTOCOLS)),
     "queue_capacity": ((LAUNCHTRACE_QUEUE_CAPACITY,), int),
     "export_interval_s": ((LAUNCHTRACE_EXPORT_INTERVAL,), float),
+    "busy_defer_s": ((LAUNCHTRACE_BUSY_DEFER,), float),
     "max_export_batch": ((LAUNCHTRACE_MAX_EXPORT_BATCH,), int),
     "span_budget": ((LAUNCHTRACE_SPAN_BUDGET,), int),
     "fold": ((LAUNCHTRACE_FOLD,), _parse_bool),

@@ -94,6 +94,9 @@ until the queue has drained to half (see :class:`launchtrace.capture.bus.Subscri
 DEFAULT_DUTY_CYCLE = 0.25
 """Share of the time the worker may be busy while it keeps up (see :class:`ExportPipeline`)."""
 
+BUSY_GAP_S = 0.02
+"""No capture event queued for this long: the program is between bursts of launches (see ``busy_defer_s``)."""
+
 DRAIN_CHUNK = 512
 """Capture events drained and built at a time: small, so the worker can rest between chunks; spans are still
 written in batches of up to ``max_export_batch``."""
@@ -107,6 +110,12 @@ class ExportPipeline:
     launching thread. While the capture queue is less than half full and nobody waits on a flush, the
     worker rests between chunks so that it is busy at most this share of the time; past half full, at a
     flush and at exit it runs flat out. The work is the same, spread so that the program runs first.
+
+    Before that, it waits for a pause: woken while the program is still launching (events queued since it
+    last looked, :data:`BUSY_GAP_S` ago), it looks again every :data:`BUSY_GAP_S` and exports once no event
+    came in between, or after ``config.busy_defer_s`` at the latest. Work done in the program's pauses
+    (waiting on the device, I/O, between steps) costs it nothing, and the launching thread and the worker do
+    not hand the GIL back and forth on every ctypes call of a launch.
     """
 
     def __init__(
@@ -140,6 +149,8 @@ class ExportPipeline:
         self._built = 0
         self._lost_in_sink = 0  # spans of writes where the sink itself raised (a third-party sink's bug)
         self._probes_on = False  # this pipeline turned measurements on (probes.configure)
+        self._seen = 0  # capture queue length when the worker last looked (more now: the program launched)
+        self._deferred_since: float | None = None  # when the worker began waiting for a pause in the launches
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> ExportPipeline:
@@ -253,6 +264,7 @@ class ExportPipeline:
         self._requested = self._done = 0
         self._final_requested = self._stopping = self._stopped = False
         self._abandoned = self._build_errors = self._built = self._lost_in_sink = 0
+        self._seen, self._deferred_since = 0, None
         if self._own_sink:
             if isinstance(self.sink, FileSink):
                 self.sink.reopen_after_fork()
@@ -267,18 +279,38 @@ class ExportPipeline:
     def _run(self) -> None:
         interval = self.config.export_interval_s
         while True:
-            self._wake.wait(interval)
+            self._wake.wait(BUSY_GAP_S if self._deferred_since is not None else interval)
             self._wake.clear()
             with self._cond:
                 ticket = self._requested
                 final = self._final_requested
+            urgent = final or self._stopping or ticket > self._done
+            if self._wait_for_pause(len(self._sub.queue), urgent, time.monotonic()):
+                continue
             self._cycle(final)
+            self._seen = len(self._sub.queue)
             with self._cond:
                 if ticket > self._done:
                     self._done = ticket
                 self._cond.notify_all()
             if final or self._stopping:
                 return
+
+    def _wait_for_pause(self, queued: int, urgent: bool, now: float) -> bool:
+        """Whether to keep waiting instead of exporting now (see the class docstring): the program queued
+        events since the last look, nothing is urgent (flush, exit, a queue past half full), and the wait has
+        not reached ``busy_defer_s``."""
+        launching = queued > self._seen
+        self._seen = queued
+        if urgent or not launching or queued > self._sub.capacity // 2 or self.config.busy_defer_s <= 0:
+            self._deferred_since = None
+            return False
+        if self._deferred_since is None:
+            self._deferred_since = now
+        if now - self._deferred_since < self.config.busy_defer_s:
+            return True
+        self._deferred_since = None
+        return False
 
     def _cycle(self, final: bool) -> None:
         """Drain the bus in small chunks, build spans, write them in batches of up to ``max_export_batch``;
