@@ -33,6 +33,8 @@ _dumps = orjson.dumps
 
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_COMMON_SPAN = b'{"traceId":"%b","spanId":"%b"%b%b%b,"startTimeUnixNano":"%d","endTimeUnixNano":"%d"%b}'
+_KINDS = (b"", *(b',"kind":%d' % k for k in range(1, 6)))  # kind 0 (unspecified) is left out
 _key_prefixes: dict[str, bytes] = {}
 
 
@@ -91,10 +93,41 @@ class JsonLinesEncoder:
         self._names: dict[str, bytes] = {}
         self._blocks = AttributeBlocks(FieldCache(_attr_json), separator=b",")
 
+    def _name(self, name: str) -> bytes:
+        if len(self._names) > _CACHE_LIMIT:
+            self._names.clear()
+        encoded = self._names[name] = b',"name":' + _dumps(name)
+        return encoded
+
     def _attributes(self, attributes: tuple) -> bytes:
         return b"[" + self._blocks.block(attributes) + b"]"
 
     def _span(self, s: SpanData) -> bytes:
+        if not (
+            s.trace_state
+            or s.flags
+            or s.dropped_attributes_count
+            or s.events
+            or s.dropped_events_count
+            or s.links
+            or s.dropped_links_count
+            or s.status_code
+            or s.status_message
+        ):  # a launch span's shape: one formatting operation, no copies of the growing line
+            name = self._names.get(s.name)
+            if name is None:
+                name = self._name(s.name)
+            parent = s.parent_span_id
+            return _COMMON_SPAN % (
+                _hex(s.trace_id),
+                _hex(s.span_id),
+                b',"parentSpanId":"%b"' % _hex(parent) if parent else b"",
+                name,
+                _KINDS[s.kind] if 0 <= s.kind < len(_KINDS) else b',"kind":%d' % s.kind,
+                s.start_ns,
+                s.end_ns,
+                b',"attributes":[' + self._blocks.block(s.attributes) + b"]" if s.attributes else b"",
+            )
         out = b'{"traceId":"%b","spanId":"%b"' % (_hex(s.trace_id), _hex(s.span_id))
         if s.trace_state:
             out += b',"traceState":' + _dumps(s.trace_state)
@@ -103,11 +136,7 @@ class JsonLinesEncoder:
         if s.flags:
             out += b',"flags":%d' % s.flags
         name = self._names.get(s.name)
-        if name is None:
-            if len(self._names) > _CACHE_LIMIT:
-                self._names.clear()
-            name = self._names[s.name] = b',"name":' + _dumps(s.name)
-        out += name
+        out += name if name is not None else self._name(s.name)
         if s.kind:
             out += b',"kind":%d' % s.kind
         out += b',"startTimeUnixNano":"%d","endTimeUnixNano":"%d"' % (s.start_ns, s.end_ns)
