@@ -173,7 +173,7 @@ class SpanBuilder:
         self._key_ids: dict[Any, int] = {}
         self._template_keys: dict[int, tuple[LaunchRecord, int]] = {}  # id(template) -> (template, key id)
         self._next_key = itertools.count(1).__next__
-        self._lines: dict[int, bytes] = {}
+        self._lines: dict[int, tuple[bytes, tuple]] = {}
         self._attrs: dict[int, tuple] = {}
         self._out: list[SpanData] = []
         self.dropped_budget = 0
@@ -327,14 +327,18 @@ class SpanBuilder:
 
     def _account(self, node: _Node, rec: LaunchRecord, key: Any) -> None:
         """Add a record to the counters and topology digest of its parent and every ancestor."""
-        line = self._line(rec, key)
-        foreign = [b.ptr for b in rec.buffers if b.foreign] if rec.buffers else ()
-        repeat = max(1, int(rec.repeat or 1))
+        line, foreign = self._line(rec, key)
+        repeat = rec.repeat
+        if repeat != 1:
+            repeat = max(1, int(repeat or 1))
         n: _Node | None = node
         while n is not None:
             n.launches += repeat
-            for _ in range(repeat):
+            if repeat == 1:
                 n.digest.update(line)
+            else:
+                for _ in range(repeat):
+                    n.digest.update(line)
             if foreign:
                 n.foreign.update(foreign)
             if rec.end_ns > n.last_end:
@@ -375,15 +379,17 @@ class SpanBuilder:
             self._template_keys[id(template)] = (template, found)  # kept alive: its id cannot be reused
         return found
 
-    def _line(self, rec: LaunchRecord, key: int) -> bytes:
-        """The record's line in :func:`launchtrace.topology.fingerprint`'s digest, cached by key id."""
-        line = self._lines.get(key)
-        if line is None:
+    def _line(self, rec: LaunchRecord, key: int) -> tuple[bytes, tuple]:
+        """The record's line in :func:`launchtrace.topology.fingerprint`'s digest, and the pointers of its
+        foreign buffers; cached by key id (the buffers are part of the fold key)."""
+        hit = self._lines.get(key)
+        if hit is None:
             canon = _canonical(topology.topology_key(rec, raw=False))
             line = json.dumps(canon, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
+            hit = (line, tuple(b.ptr for b in rec.buffers if b.foreign))
             if key > 0:
-                self._lines[key] = line
-        return line
+                self._lines[key] = hit
+        return hit
 
     def _record_attributes(self, rec: LaunchRecord, key: int) -> tuple:
         static = self._attrs.get(key)
