@@ -164,3 +164,43 @@ def test_formats_carry_the_same_entries(base: TraceData) -> None:
     assert fields == [{"field": "buffer", "name": "b", "before": "sim.v", "after": "sim.alt"}] * STEPS
     md = diff_as_markdown(result)
     assert md.count("| changed | 1 |") == STEPS and "buffer b sim.v -> sim.alt" in md
+
+
+_KEEP: list = []  # arrays of earlier runs stay alive, so a later run cannot be handed the same addresses
+
+
+def _unowned_run(into_x: bool = False) -> TraceData:
+    """Two steps of scale -> add on fresh arrays that nobody owns (each run gets other addresses)."""
+    import numpy as np
+    import warp as wp
+
+    import launchtrace
+    from launchtrace.testing import trace_launches
+    from test_analysis_programs import DEVICE, N, add, scale
+
+    x, v, tmp, out = (wp.array(np.ones(N, np.float32), dtype=float, device=DEVICE) for _ in range(4))
+    _KEEP.append((x, v, tmp, out))
+    with trace_launches() as trace:
+        for _ in range(2):
+            with launchtrace.scope("step"):
+                wp.launch(scale, dim=N, inputs=[x, 0.5], outputs=[tmp], device=DEVICE)
+                wp.launch(add, dim=N, inputs=[tmp, v], outputs=[x if into_x else out], device=DEVICE)
+    return trace.to_data()
+
+
+def test_unowned_buffers_compare_by_order_of_appearance_not_address() -> None:
+    """Two runs of a program that owns nothing: other addresses, the same topology, so equal (the CI check on
+    two processes must not fail on allocator addresses); raw pointers are still there on request; a launch that
+    now writes another of its buffers is one change naming the buffers by their order."""
+    first, second = _unowned_run(), _unowned_run()
+    assert {p for r in first.records for _, p in r.arrays}.isdisjoint({p for r in second.records for _, p in r.arrays})
+    assert diff_traces(first, second).equal
+    assert not diff_traces(first, second, raw_pointers=True).equal
+    entries = _entries(diff_traces(first, _unowned_run(into_x=True)))
+    assert [(name, occ, e.kind, e.index_a) for name, occ, e in entries] == [
+        ("step", k, ChangeKind.CHANGED, 1) for k in range(2)
+    ]
+    for _, _, e in entries:
+        assert [(f.field, f.name, f.before, f.after) for f in e.fields] == [
+            ("buffer", "out", "<unowned #3>", "<unowned #0>")
+        ]

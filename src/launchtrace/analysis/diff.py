@@ -136,6 +136,34 @@ def segments(traces: Sequence[TraceData], scope: str | None = None) -> list[Segm
     return out
 
 
+def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...]:
+    """``records`` with the pointer of every unowned array argument replaced by ``"<unowned #k>"``, ``k`` the
+    order in which that pointer first appears in ``records`` (owned arguments and null arrays unchanged).
+
+    What stays comparable across processes: which launches share an unowned buffer, not where the allocator
+    put it. Two runs of one program give equal sequences; a launch that now writes another buffer does not.
+    """
+    names: dict[int, str] = {}
+    out = []
+    for rec in records:
+        bufs = rec.buffers
+        aligned = len(bufs) == len(rec.arrays)  # the usual case: one BufferArg per array, in the same order
+        arrays = []
+        changed = False
+        for i, (key, ptr) in enumerate(rec.arrays):
+            buf = bufs[i] if aligned else rec.buffer(key)
+            if ptr and (buf is None or buf.owner is None):
+                name = names.get(ptr)
+                if name is None:
+                    name = names[ptr] = f"<unowned #{len(names)}>"
+                arrays.append((key, name))
+                changed = True
+            else:
+                arrays.append((key, ptr))
+        out.append(dataclasses.replace(rec, arrays=tuple(arrays)) if changed else rec)
+    return tuple(out)
+
+
 def _durations(segs: Sequence[Segment]) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Duration samples per kernel and per (scope, position, kernel) of scopes seen more than once."""
     per_kernel: dict[str, list[float]] = {}
@@ -163,8 +191,13 @@ def diff_traces(
     min_samples: int = DEFAULT_MIN_SAMPLES,
     alpha: float = DEFAULT_ALPHA,
     min_change: float = DEFAULT_MIN_CHANGE,
+    raw_pointers: bool = False,
 ) -> TraceDiff:
     """Diff trace set ``a`` (before) against ``b`` (after); see the module docstring.
+
+    Unowned buffers are compared by the order they first appear in in each segment (:func:`unowned_by_order`):
+    two runs allocate at other addresses, so their raw pointers say nothing; ``raw_pointers=True`` compares the
+    addresses themselves (two segments of one process).
 
     Example::
 
@@ -183,6 +216,8 @@ def diff_traces(
         sa, sb = by_key_a.get(key), by_key_b.get(key)
         ra = sa.records if sa else ()
         rb = sb.records if sb else ()
+        if not raw_pointers:
+            ra, rb = unowned_by_order(ra), unowned_by_order(rb)
         entries = diff_records(ra, rb, scalars=not ignore_scalars, streams=not ignore_streams)
         out.append(SegmentDiff(key[0], key[1], len(ra), len(rb), tuple(entries)))
     kernel_a, pos_a = _durations(seg_a)
@@ -196,6 +231,7 @@ def diff_traces(
             ("scope", scope),
             ("ignore_scalars", ignore_scalars),
             ("ignore_streams", ignore_streams),
+            ("raw_pointers", raw_pointers),
             ("min_samples", min_samples),
             ("alpha", alpha),
             ("min_change", min_change),

@@ -18,6 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scope", help="compare occurrences of this scope only")
     parser.add_argument("--ignore-scalars", action="store_true", help="do not compare scalar arguments")
     parser.add_argument("--ignore-streams", action="store_true", help="do not compare streams")
+    parser.add_argument(
+        "--raw-pointers",
+        action="store_true",
+        help="compare unowned buffers by address (default: by the order they first appear in, per segment)",
+    )
     parser.add_argument("--min-samples", type=int, default=8, help="samples per side before a timing verdict")
     parser.add_argument("--alpha", type=float, default=0.01, help="significance level of the timing test")
     parser.add_argument("--out", help="write here instead of stdout")
@@ -31,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
         scope=args.scope,
         ignore_scalars=args.ignore_scalars,
         ignore_streams=args.ignore_streams,
+        raw_pointers=args.raw_pointers,
         min_samples=args.min_samples,
         alpha=args.alpha,
     )
