@@ -39,6 +39,7 @@ from typing import BinaryIO
 import orjson
 
 from launchtrace.errors import UserError
+from launchtrace.otlp.json_fast import FastLineDecoder
 from launchtrace.otlp.problems import Problem, Severity
 from launchtrace.otlp.proto_decode import decode_traces_bytes, iter_length_prefixed
 from launchtrace.sources.documents import spans_from_document
@@ -83,6 +84,7 @@ class SpanFile:
         self.id_encoding = id_encoding
         self.log = log if log is not None else ProblemLog(strict=strict)
         self.format = ""
+        self._fast = FastLineDecoder(id_encoding)  # common OTLP JSON lines; None sends a line the general way
         try:
             self._stream, self._gzip = _open_sniffed(self.path)
         except OSError as exc:
@@ -142,12 +144,25 @@ class SpanFile:
 
     def _json(self, suffix: str, maybe_proto: bool) -> Iterator[tuple[str, list[SpanData]]]:
         first = self._stream.readline()
+        with _gc_paused():
+            spans = self._fast.decode(first)
+        if spans is not None:  # an OTLP TracesData line and nothing else: what the general path calls otlp-jsonl
+            self.format = "otlp-jsonl" + suffix
+            yield f"{self.name}:1", spans
+            yield from self._lines(self._stream, 2)
+            return
         try:
             first_obj = orjson.loads(first)
         except orjson.JSONDecodeError:
             first_obj = None
         if first_obj is None:  # not a whole value on line 1: one (pretty-printed) document?
             rest = self._stream.read()
+            with _gc_paused():
+                spans = self._fast.decode(first + rest)
+            if spans is not None:
+                self.format = "otlp-json" + suffix
+                yield self.name, spans
+                return
             try:
                 doc = orjson.loads(first + rest)
             except orjson.JSONDecodeError:
@@ -177,12 +192,17 @@ class SpanFile:
                 continue
             where = f"{self.name}:{lineno}"
             with _gc_paused():
-                try:
-                    obj = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    obj, problem = None, Problem(where, _json_error(line, exc))
-                else:
-                    result = spans_from_document(obj, where=where, id_encoding=self.id_encoding)
+                spans = self._fast.decode(line)
+                if spans is None:
+                    try:
+                        obj = orjson.loads(line)
+                    except orjson.JSONDecodeError as exc:
+                        obj, problem = None, Problem(where, _json_error(line, exc))
+                    else:
+                        result = spans_from_document(obj, where=where, id_encoding=self.id_encoding)
+            if spans is not None:
+                yield where, spans
+                continue
             if obj is None:
                 self.log.add(problem, skipped_lines=1)
                 continue
