@@ -8,51 +8,86 @@ least 5 pairs. Prints spans/s of each side per pair and the median of the per-pa
 baseline) with min and max. The baseline only builds protobuf messages (it does not even produce SpanData),
 so the comparison favours it. Target: >= 200,000 spans/s and faster than the baseline.
 
+For reference it also prints, from the same pairs, the floor of any reader that builds Python objects with
+``orjson`` (``orjson.loads`` of every line and nothing else) and the reader with its fast path switched off
+(every line through the general decoder, ``launchtrace.otlp.json_codec``), as a ratio. Then a second file,
+the fast path's worst case: the same keys and value types, but every attribute value (all but one boolean)
+differs from span to span, so that the attribute cache of ``launchtrace.otlp.json_fast`` never hits; it is
+read alternating with that file's ``orjson.loads`` floor and the general decoder.
+
     python benchmarks/bench_read.py [--spans 100000] [--pairs 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import statistics
 import tempfile
 import time
 
+import orjson
 from google.protobuf import json_format
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from launchtrace.otlp.json_codec import encode_line
+from launchtrace.otlp.json_fast import FastLineDecoder
 from launchtrace.sources.files import SpanFile
 from launchtrace.spans import SpanData
 
 BATCH = 512
 
 
-def make_spans(n: int) -> list[SpanData]:
+def _launch_attributes(i: int) -> tuple:
+    """A launch span's attributes as launchtrace writes them: most values repeat from span to span."""
+    return (
+        ("launchtrace.op", "launch"),
+        ("launchtrace.kernel", f"sim.integrate_{i % 7}"),
+        ("launchtrace.module", "sim"),
+        ("launchtrace.module.hash", "9f2c41d0aa"),
+        ("launchtrace.dim", (1024, i % 16 + 1)),
+        ("launchtrace.device", "cuda:0"),
+        ("launchtrace.api", "wp.launch"),
+        ("launchtrace.adjoint", False),
+        ("launchtrace.bytes", 4096 * (i % 9 + 1)),
+        ("launchtrace.seq", i),
+        ("launchtrace.array_keys", ("0", "1", "3.pos")),
+        ("launchtrace.arg.0.ptr", 0x7F0000000000 + 256 * (i % 97)),
+        ("launchtrace.arg.2", 0.01),
+        ("code.filepath", "sim/step.py"),
+        ("code.lineno", 120 + i % 5),
+    )
+
+
+def _unique_attributes(i: int) -> tuple:
+    """The same keys and value types, every value (but the boolean's) different in every span."""
+    return (
+        ("launchtrace.op", f"launch-{i}"),
+        ("launchtrace.kernel", f"sim.integrate_{i}"),
+        ("launchtrace.module", f"sim{i}"),
+        ("launchtrace.module.hash", f"{i:010x}"),
+        ("launchtrace.dim", (1024 + i, i + 1)),
+        ("launchtrace.device", f"cuda:{i}"),
+        ("launchtrace.api", f"wp.launch.{i}"),
+        ("launchtrace.adjoint", i % 2 == 0),
+        ("launchtrace.bytes", 4096 * (i + 1)),
+        ("launchtrace.seq", i),
+        ("launchtrace.array_keys", (str(i), str(i + 1), f"{i}.pos")),
+        ("launchtrace.arg.0.ptr", 0x7F0000000000 + 256 * i),
+        ("launchtrace.arg.2", 0.01 * (i + 1)),
+        ("code.filepath", f"sim/step_{i}.py"),
+        ("code.lineno", 120 + i),
+    )
+
+
+def make_spans(n: int, attributes=_launch_attributes) -> list[SpanData]:
     resource = (("service.name", "sim"), ("host.name", "node-1"), ("process.pid", 4242))
     scope_attrs = (("launchtrace.version", "0.1.0"),)
     trace_id = bytes.fromhex("5b8efff798038103d269b633813fc700")
     spans = []
     for i in range(n):
-        attrs = (
-            ("launchtrace.op", "launch"),
-            ("launchtrace.kernel", f"sim.integrate_{i % 7}"),
-            ("launchtrace.module", "sim"),
-            ("launchtrace.module.hash", "9f2c41d0aa"),
-            ("launchtrace.dim", (1024, i % 16 + 1)),
-            ("launchtrace.device", "cuda:0"),
-            ("launchtrace.api", "wp.launch"),
-            ("launchtrace.adjoint", False),
-            ("launchtrace.bytes", 4096 * (i % 9 + 1)),
-            ("launchtrace.seq", i),
-            ("launchtrace.array_keys", ("0", "1", "3.pos")),
-            ("launchtrace.arg.0.ptr", 0x7F0000000000 + 256 * (i % 97)),
-            ("launchtrace.arg.2", 0.01),
-            ("code.filepath", "sim/step.py"),
-            ("code.lineno", 120 + i % 5),
-        )
         spans.append(
             SpanData(
                 trace_id,
@@ -61,7 +96,7 @@ def make_spans(n: int) -> list[SpanData]:
                 f"sim.integrate_{i % 7}",
                 1_700_000_000_000_000_000 + i * 1000,
                 1_700_000_000_000_000_000 + i * 1000 + 700,
-                attrs,
+                attributes(i),
                 resource=resource,
                 scope_name="launchtrace",
                 scope_version="0.1.0",
@@ -69,6 +104,14 @@ def make_spans(n: int) -> list[SpanData]:
             )
         )
     return spans
+
+
+def write_file(spans: list[SpanData]) -> str:
+    fd, path = tempfile.mkstemp(suffix=".jsonl")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        for i in range(0, len(spans), BATCH):
+            f.write(encode_line(spans[i : i + BATCH]) + "\n")
+    return path
 
 
 def ours(path: str) -> tuple[float, float, int]:
@@ -89,48 +132,93 @@ def baseline(path: str) -> tuple[float, float, int]:
     return time.perf_counter() - t0, time.process_time() - c0, n
 
 
+def general_only(path: str) -> tuple[float, float, int]:
+    """``ours`` with the fast path switched off: every line through ``orjson.loads`` + ``decode_traces_data``."""
+    saved = FastLineDecoder.decode
+    FastLineDecoder.decode = lambda self, line: None  # type: ignore[method-assign]
+    try:
+        return ours(path)
+    finally:
+        FastLineDecoder.decode = saved  # type: ignore[method-assign]
+
+
+def orjson_floor(path: str) -> float:
+    """Wall seconds for ``orjson.loads`` of every line and nothing else, the collector paused as ours pauses it."""
+    t0 = time.perf_counter()
+    gc.disable()
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                orjson.loads(line)
+    finally:
+        gc.enable()
+    return time.perf_counter() - t0
+
+
+def _summary(rates: list[float]) -> str:
+    return f"median {statistics.median(rates):,.0f} spans/s (min {min(rates):,.0f}, max {max(rates):,.0f})"
+
+
+def _ratios(ratios: list[float]) -> str:
+    return f"median {statistics.median(ratios):.2f}x (min {min(ratios):.2f}x, max {max(ratios):.2f}x)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=100_000)
     parser.add_argument("--pairs", type=int, default=5)
     args = parser.parse_args()
 
-    spans = make_spans(args.spans)
-    fd, path = tempfile.mkstemp(suffix=".jsonl")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        for i in range(0, len(spans), BATCH):
-            f.write(encode_line(spans[i : i + BATCH]) + "\n")
-    size_mb = os.path.getsize(path) / 1e6
-    del spans
+    path = write_file(make_spans(args.spans))
+    unique_path = write_file(make_spans(args.spans, _unique_attributes))
+    size_mb, unique_mb = os.path.getsize(path) / 1e6, os.path.getsize(unique_path) / 1e6
     try:
-        ours(path), baseline(path)  # warm-up
-        ratios, ours_rates, base_rates, ours_cpu_rates = [], [], [], []
+        ours(path), baseline(path), orjson_floor(path), general_only(path)  # warm-up
+        ratios, ours_rates, base_rates, ours_cpu_rates, floor_rates, general_ratios = [], [], [], [], [], []
         for _ in range(args.pairs):
             t_ours, c_ours, n_ours = ours(path)
             t_base, _, n_base = baseline(path)
-            assert n_ours == n_base == args.spans, (n_ours, n_base)
+            t_floor = orjson_floor(path)
+            t_general, _, n_general = general_only(path)
+            assert n_ours == n_base == n_general == args.spans, (n_ours, n_base, n_general)
             ours_rates.append(n_ours / t_ours)
             ours_cpu_rates.append(n_ours / c_ours)
             base_rates.append(n_base / t_base)
+            floor_rates.append(n_ours / t_floor)
             ratios.append(t_base / t_ours)
+            general_ratios.append(t_general / t_ours)
+        ours(unique_path), general_only(unique_path)  # warm-up
+        unique_rates, unique_floor_rates, unique_general_ratios = [], [], []
+        for _ in range(args.pairs):
+            t_ours, _, n_ours = ours(unique_path)
+            t_floor = orjson_floor(unique_path)
+            t_general, _, n_general = general_only(unique_path)
+            assert n_ours == n_general == args.spans, (n_ours, n_general)
+            unique_rates.append(n_ours / t_ours)
+            unique_floor_rates.append(n_ours / t_floor)
+            unique_general_ratios.append(t_general / t_ours)
     finally:
         os.unlink(path)
+        os.unlink(unique_path)
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus, load {load:.1f}")
     print(f"file: {args.spans} spans, {size_mb:.1f} MB, {BATCH} spans per line")
     for i, (a, b) in enumerate(zip(ours_rates, base_rates), 1):
         print(f"pair {i}: launchtrace {a:>10,.0f} spans/s   json_format {b:>10,.0f} spans/s")
-    print(
-        f"launchtrace reader: median {statistics.median(ours_rates):,.0f} spans/s "
-        f"(min {min(ours_rates):,.0f}, max {max(ours_rates):,.0f})"
-    )
+    print(f"launchtrace reader: {_summary(ours_rates)}")
     print(f"launchtrace reader per CPU second of this process: median {statistics.median(ours_cpu_rates):,.0f}")
     print(f"json_format baseline: median {statistics.median(base_rates):,.0f} spans/s")
     print(
         f"speed ratio (launchtrace / json_format): median {statistics.median(ratios):.2f}x "
         f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)"
     )
+    print(f"for reference, orjson.loads of each line and nothing else: {_summary(floor_rates)}")
+    print(f"fast path on / off (the general decoder alone): {_ratios(general_ratios)}")
+    print(f"unique attributes file ({unique_mb:.1f} MB, every attribute value differs per span):")
+    print(f"  launchtrace reader: {_summary(unique_rates)}")
+    print(f"  orjson.loads of each line and nothing else: {_summary(unique_floor_rates)}")
+    print(f"  fast path on / off (the general decoder alone): {_ratios(unique_general_ratios)}")
 
 
 if __name__ == "__main__":
