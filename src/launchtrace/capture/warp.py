@@ -329,7 +329,28 @@ def wrap_launch(original: Callable) -> Callable:
             _warn_once("launch")
         return result
 
-    return wraps_like(original, launch)
+    wrapper = wraps_like(original, launch)
+    return _compiled_launch(original, wrapper) or wrapper
+
+
+def _compiled_launch(original: Callable, fallback: Callable) -> Callable | None:
+    """The compiled form of :func:`wrap_launch`'s wrapper (``launchtrace.capture._fastlaunch``, built by
+    ``pip install`` where a C compiler is available), or ``None``: not built, or ``LAUNCHTRACE_PURE_PYTHON`` set.
+
+    It takes the common call itself (about 1 us instead of 9 here) and hands every other call, before running
+    it, to ``fallback``, the Python wrapper above, which stays the reference.
+    """
+    if os.environ.get("LAUNCHTRACE_PURE_PYTHON", "").strip() not in ("", "0"):
+        return None
+    try:
+        from launchtrace.capture import _fastlaunch
+    except ImportError:
+        return None
+    fast = _fastlaunch.Launcher(
+        original, fallback, _local, bus, sys.modules[__name__], _ctx, bus.next_seq, _USER_MODULE, HANDLES,
+        _array_type, _device_type, find_site, _record_failed_launch, _warn_once, bus.RECORD, ARR, FLAT,
+    )  # fmt: skip
+    return wraps_like(original, fast)
 
 
 def _record_failed_launch(args: tuple, kwargs: dict, error: BaseException, t0: int, frame: Any) -> None:
