@@ -114,11 +114,13 @@ def test_a_launch_that_raises_raises_unchanged_and_is_recorded_as_failed(warp_cp
     x = wp.zeros(8, dtype=float, device=p.DEVICE)
     errors, events = [], []
     for f in (compiled, python):
-        with bus.subscribe() as sub:
-            with pytest.raises(RuntimeError) as info:
-                f(p.scale, dim=8, inputs=[x, x, "not a float"], device=p.DEVICE)
-            errors.append(str(info.value))
-            events.extend(e for e in sub.drain_raw() if e[0] == bus.RECORD)
-    assert errors[0] == errors[1]
-    assert len(events) == 2 and all(e[13] is not None for e in events)  # the error slot
-    assert _comparable(events[0])[4:] == _comparable(events[1])[4:]  # all but the call site (two lines)
+        calls = (((p.scale, 8, [x, x, "not a float"]), {}), ((p.scale,), {"dim": 8, "inputs": [x, x, "?"]}))
+        for args, kwargs in calls:
+            with bus.subscribe() as sub:
+                with pytest.raises(RuntimeError) as info:
+                    f(*args, **kwargs)  # positional only, and with keywords
+                errors.append(str(info.value))
+                events.extend(e for e in sub.drain_raw() if e[0] == bus.RECORD)
+    assert errors[:2] == errors[2:]
+    assert len(events) == 4 and all(e[13] is not None for e in events)  # the error slot
+    assert [_comparable(e)[4:] for e in events[:2]] == [_comparable(e)[4:] for e in events[2:]]  # but the site

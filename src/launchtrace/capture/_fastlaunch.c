@@ -341,10 +341,11 @@ static PyObject *Launcher_call(Launcher *self, PyObject *args, PyObject *kwargs)
         PyErr_NormalizeException(&etype, &evalue, &etb);
         if (etb != NULL && evalue != NULL) PyException_SetTraceback(evalue, etb);
         PyObject *t0o = PyLong_FromLongLong(t0);
-        PyObject *r = t0o ? PyObject_CallFunctionObjArgs(self->failed, args, kwargs ? kwargs : Py_None,
-                                                         evalue ? evalue : Py_None, t0o,
-                                                         frame ? (PyObject *)frame : Py_None, NULL)
-                          : NULL;
+        PyObject *kw = kwargs ? (Py_INCREF(kwargs), kwargs) : PyDict_New(); /* the Python side reads a dict */
+        PyObject *r = t0o && kw ? PyObject_CallFunctionObjArgs(self->failed, args, kw, evalue ? evalue : Py_None,
+                                                               t0o, frame ? (PyObject *)frame : Py_None, NULL)
+                                : NULL;
+        Py_XDECREF(kw);
         Py_XDECREF(t0o);
         Py_XDECREF(r);
         PyErr_Clear();
