@@ -203,17 +203,21 @@ def _once(fields: list[tuple[int, bytes]], tag: int) -> bytes | None:
     return found[0] if found else None
 
 
-def _scope_spans(buf: bytes, attributes: Attributes, block: Converter) -> bytes:
+def _group(
+    buf: bytes, head: bytes, head_cls: Any, items: bytes, item: Callable[[bytes], bytes], block: Converter
+) -> bytes:
+    """``ResourceSpans`` / ``ScopeSpans``: the same shape, field 1 its resource or scope (a cached block), field
+    2 the repeated items inside, field 3 ``schemaUrl``."""
     fields = _fields(buf)
     if any(t not in (0x0A, 0x12, 0x1A) for t, _ in fields):
         raise _Unhandled
     parts = []
-    scope = _once(fields, 0x0A)
-    if scope is not None:
-        parts.append(b'"scope":' + block(scope, InstrumentationScope))
-    spans = [payload for t, payload in fields if t == 0x12]
-    if spans:
-        parts.append(b'"spans":[' + b",".join([_span(s, attributes) for s in spans]) + b"]")
+    first = _once(fields, 0x0A)
+    if first is not None:
+        parts.append(head + block(first, head_cls))
+    inner = [payload for t, payload in fields if t == 0x12]
+    if inner:
+        parts.append(items + b",".join([item(x) for x in inner]) + b"]")
     schema_url = _once(fields, 0x1A)
     if schema_url:
         parts.append(b'"schemaUrl":' + _text(schema_url))
@@ -221,20 +225,10 @@ def _scope_spans(buf: bytes, attributes: Attributes, block: Converter) -> bytes:
 
 
 def _resource_spans(buf: bytes, attributes: Attributes, block: Converter) -> bytes:
-    fields = _fields(buf)
-    if any(t not in (0x0A, 0x12, 0x1A) for t, _ in fields):
-        raise _Unhandled
-    parts = []
-    resource = _once(fields, 0x0A)
-    if resource is not None:
-        parts.append(b'"resource":' + block(resource, Resource))
-    scopes = [payload for t, payload in fields if t == 0x12]
-    if scopes:
-        parts.append(b'"scopeSpans":[' + b",".join([_scope_spans(s, attributes, block) for s in scopes]) + b"]")
-    schema_url = _once(fields, 0x1A)
-    if schema_url:
-        parts.append(b'"schemaUrl":' + _text(schema_url))
-    return b"{" + b",".join(parts) + b"}"
+    def scope_spans(ss: bytes) -> bytes:
+        return _group(ss, b'"scope":', InstrumentationScope, b'"spans":[', lambda s: _span(s, attributes), block)
+
+    return _group(buf, b'"resource":', Resource, b'"scopeSpans":[', scope_spans, block)
 
 
 def wire_line(raw: bytes, attributes: Attributes, block: Converter) -> bytes | None:
