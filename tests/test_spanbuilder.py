@@ -559,3 +559,37 @@ def test_record_copies_of_a_template_take_its_fold_key_and_give_the_same_spans(f
     doubles = [dict(a)[C.scalar_attr("dt")] for _, _, _, a, _ in outputs[0] if dict(a).get(C.OP)]
     if not fold:
         assert [repr(v) for v in doubles] == ["1", "1", "1.0", "1", "1", "1.0"]
+
+
+def test_device_timed_launches_fold_and_keep_their_device_time_statistics():
+    """Device times (``device_timing``) are measurements like host times: repeats of a launch fold although
+    each has its own device time, the summary's position events carry those times' statistics, and a span that
+    is not folded carries its own device time (not one cached for its fold key). Records are built here with
+    ``DeviceTime`` values; the CUDA events behind them are tested in test_device_timing.py."""
+    from launchtrace.model import DeviceTime
+
+    base = LaunchRecord("launch", "m.k", (16,), None, ((0, 64),), ((1, 0.5),), SITE, params=("x", "dt"))
+    device_ns = [4000, 5000, 9000, 4000]
+    records = [
+        dataclasses.replace(
+            base, start_ns=1000 * i, end_ns=1000 * i + 500, seq=i + 1, probes=(DeviceTime(2000 * i, 2000 * i + d),)
+        )
+        for i, d in enumerate(device_ns)
+    ]
+    _, folded = build([("record", r) for r in records], fold=True)
+    (summary,) = [s for s in folded if s.attribute(C.FOLD_COUNT)]
+    assert summary.attribute(C.FOLD_COUNT) == 4
+    (event,) = summary.events
+    stats = {k: v for k, v in event.attributes if k.startswith("launchtrace.fold.device_duration.")}
+    assert stats == {
+        C.FOLD_DEVICE_DURATION_COUNT: 4,
+        C.FOLD_DEVICE_DURATION_MIN: 4000,
+        C.FOLD_DEVICE_DURATION_MEAN: 5500,
+        C.FOLD_DEVICE_DURATION_MAX: 9000,
+        C.FOLD_DEVICE_DURATION_P50: 4500,
+    }
+    assert event.attributes and not any(k.startswith("launchtrace.device_time.") for k, _ in event.attributes)
+    _, single = build([("record", r) for r in records], fold=False)
+    launches = [s for s in single if s.attribute(C.OP)]
+    assert [s.attribute(C.DEVICE_TIME_DURATION) for s in launches] == device_ns
+    assert [s.attribute(C.DEVICE_TIME_START) for s in launches] == [0, 2000, 4000, 6000]

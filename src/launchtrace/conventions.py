@@ -62,6 +62,11 @@ __all__ = [
     "EXCEPTION_MESSAGE",
     "EXCEPTION_TYPE",
     "FOLD_COUNT",
+    "FOLD_DEVICE_DURATION_COUNT",
+    "FOLD_DEVICE_DURATION_MAX",
+    "FOLD_DEVICE_DURATION_MEAN",
+    "FOLD_DEVICE_DURATION_MIN",
+    "FOLD_DEVICE_DURATION_P50",
     "FOLD_DURATION_COUNT",
     "FOLD_DURATION_MAX",
     "FOLD_DURATION_MEAN",
@@ -203,6 +208,12 @@ FOLD_DURATION_MIN = "launchtrace.fold.duration.min_ns"
 FOLD_DURATION_MEAN = "launchtrace.fold.duration.mean_ns"
 FOLD_DURATION_MAX = "launchtrace.fold.duration.max_ns"
 FOLD_DURATION_P50 = "launchtrace.fold.duration.p50_ns"
+# the same statistics of the device times of that position (device_timing on, CUDA): host times are not device times
+FOLD_DEVICE_DURATION_COUNT = "launchtrace.fold.device_duration.count"  # int: launches of the position with one
+FOLD_DEVICE_DURATION_MIN = "launchtrace.fold.device_duration.min_ns"
+FOLD_DEVICE_DURATION_MEAN = "launchtrace.fold.device_duration.mean_ns"
+FOLD_DEVICE_DURATION_MAX = "launchtrace.fold.device_duration.max_ns"
+FOLD_DEVICE_DURATION_P50 = "launchtrace.fold.device_duration.p50_ns"
 
 # --- a trace cut by the span budget -------------------------------------------------------------------------
 DROPPED_SPAN_NAME = "launchtrace.dropped"

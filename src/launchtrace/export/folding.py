@@ -25,7 +25,7 @@ import operator
 import random
 from typing import Any
 
-from launchtrace.model import LaunchRecord
+from launchtrace.model import DeviceTime, LaunchRecord
 
 __all__ = ["DurationStats", "FoldedRun", "Folder", "Single", "fold_key"]
 
@@ -64,6 +64,7 @@ class FoldedRun:
     start_ns: int
     end_ns: int
     last_seq: int = 0
+    device_stats: tuple[DurationStats | None, ...] = ()  # per position, where its launches had device times
 
     @property
     def period(self) -> int:
@@ -76,7 +77,7 @@ class FoldedRun:
 
 _RECORD_FIELDS = operator.attrgetter(
     "op", "kernel", "dim", "stream", "arrays", "scalars", "params", "block_dim", "max_blocks", "device", "thread",
-    "thread_name", "graph_id", "captured", "adjoint", "api", "internal", "repeat", "module_hash", "probes",
+    "thread_name", "graph_id", "captured", "adjoint", "api", "internal", "repeat", "module_hash",
 )  # fmt: skip
 _BUFFER_FIELDS = operator.attrgetter(
     "key", "name", "ptr", "shape", "dtype", "nbytes", "owner", "offset", "foreign", "access"
@@ -87,8 +88,9 @@ _SITE_FIELDS = operator.attrgetter("file", "line", "function", "module")
 def fold_key(rec: LaunchRecord) -> Any:
     """What must be equal for two records to fold together: all but times, seq and scope.
 
-    Measured values (``probes``: value statistics, device times) are part of it: launches whose outputs or
-    device times differ are not repetitions of one another, so each keeps its own span.
+    Value statistics are part of it: launches whose outputs differ are not repetitions of one another, so each
+    keeps its own span. Device times are not, like host times: they differ at every launch, and a folded run
+    keeps their statistics per position (:attr:`FoldedRun.device_stats`).
 
     Plain tuples built by ``operator.attrgetter`` (C code), not the dataclasses themselves: hashing and
     comparing a record's ``BufferArg`` and ``Site`` objects runs their Python-level ``__hash__``/``__eq__``.
@@ -99,6 +101,7 @@ def fold_key(rec: LaunchRecord) -> Any:
     return (
         _RECORD_FIELDS(rec),
         repr(rec.scalars),  # 1, 1.0 and True (and 0.0, -0.0) are equal in Python, not in a span
+        tuple(p for p in rec.probes if type(p) is not DeviceTime) if rec.probes else (),
         tuple(map(_BUFFER_FIELDS, rec.buffers)),
         _SITE_FIELDS(site) if site is not None else None,
     )
@@ -140,15 +143,21 @@ class _Durations:
 class _OpenRun:
     """A run that may still continue: matched record by record against its sequence's keys."""
 
-    __slots__ = ("count", "durations", "end_ns", "keys", "last_seq", "partial", "pos", "sequence", "start_ns")
+    __slots__ = (
+        "count", "device", "durations", "end_ns", "keys", "last_seq", "partial", "pos", "sequence", "start_ns",
+    )  # fmt: skip
 
     def __init__(self, keys: list[int], records: list[LaunchRecord], count: int) -> None:
         period = len(keys)
         self.keys = keys
         self.sequence = tuple(records[:period])
         self.durations = [_Durations(r.duration_ns) for r in self.sequence]
+        self.device: list[_Durations | None] = [None] * period
+        for i, rec in enumerate(self.sequence):
+            self._add_device(i, rec)
         for i, rec in enumerate(records[period : count * period]):
             self.durations[i % period].add(rec.duration_ns)
+            self._add_device(i % period, rec)
         self.count = count
         self.start_ns = records[0].start_ns
         self.end_ns = max(r.end_ns for r in records[(count - 1) * period : count * period])
@@ -164,15 +173,30 @@ class _OpenRun:
         if self.pos == len(self.keys):
             for i, (_, r) in enumerate(self.partial):
                 self.durations[i].add(r.duration_ns)
+                self._add_device(i, r)
             self.end_ns = max(self.end_ns, max(r.end_ns for _, r in self.partial))
             self.last_seq = rec.seq
             self.count += 1
             self.partial, self.pos = [], 0
         return True
 
+    def _add_device(self, position: int, rec: LaunchRecord) -> None:
+        """Count ``rec``'s device time (``device_timing``) at ``position``, if it has one."""
+        if not rec.probes:
+            return
+        for probe in rec.probes:
+            if type(probe) is DeviceTime:
+                stats = self.device[position]
+                if stats is None:
+                    self.device[position] = _Durations(probe.duration_ns)
+                else:
+                    stats.add(probe.duration_ns)
+                return
+
     def result(self) -> FoldedRun:
         stats = tuple(d.stats() for d in self.durations)
-        return FoldedRun(self.sequence, self.count, stats, self.start_ns, self.end_ns, self.last_seq)
+        device = tuple(d.stats() if d is not None else None for d in self.device) if any(self.device) else ()
+        return FoldedRun(self.sequence, self.count, stats, self.start_ns, self.end_ns, self.last_seq, device)
 
 
 class Folder:

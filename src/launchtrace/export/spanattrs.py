@@ -22,7 +22,7 @@ from typing import Any
 from launchtrace import conventions as C
 from launchtrace.model import DeviceTime, LaunchRecord, ScopeRecord, Site, ValueStats
 
-__all__ = ["record_attributes", "scope_attributes", "site_attributes"]
+__all__ = ["device_time_attributes", "record_attributes", "scope_attributes", "site_attributes"]
 
 
 @lru_cache(maxsize=4096)
@@ -46,11 +46,14 @@ def _int64(value: Any) -> Any:
     return C.scalar_value(value)
 
 
-def record_attributes(rec: LaunchRecord, limit: int = C.MAX_VALUE_LENGTH, seq: bool = True) -> tuple:
+def record_attributes(
+    rec: LaunchRecord, limit: int = C.MAX_VALUE_LENGTH, seq: bool = True, device_time: bool = True
+) -> tuple:
     """The attributes of the span of one record (times, parentage and status are not attributes).
 
-    ``seq=False`` leaves out ``launchtrace.seq``: what remains depends only on the record's fold key, so the
-    span builder caches it per key and appends the sequence number.
+    ``seq=False`` and ``device_time=False`` leave out ``launchtrace.seq`` and the device times: what remains
+    depends only on the record's fold key, so the span builder caches it per key and appends those two
+    (:func:`device_time_attributes`).
     """
     kernel = C.bounded(rec.kernel, limit)
     attrs: list[tuple[str, Any]] = [(C.OP, str(rec.op)), (C.KERNEL, kernel), (C.DIM, tuple(rec.dim))]
@@ -103,11 +106,23 @@ def record_attributes(rec: LaunchRecord, limit: int = C.MAX_VALUE_LENGTH, seq: b
         value = C.scalar_value(value)
         attrs.append((C.scalar_attr(label), C.bounded(value, limit) if isinstance(value, str) else value))
     if rec.probes:
-        _probe_attributes(attrs, rec, array_labels)
+        _probe_attributes(attrs, rec, array_labels, device_time)
     return tuple(attrs)
 
 
-def _probe_attributes(attrs: list, rec: LaunchRecord, array_labels: tuple) -> None:
+def device_time_attributes(rec: LaunchRecord) -> tuple:
+    """``launchtrace.device_time.*`` of a record timed on its device, else ``()`` (see ``device_timing``)."""
+    for probe in rec.probes:
+        if type(probe) is DeviceTime:
+            return (
+                (C.DEVICE_TIME_START, probe.start_ns),
+                (C.DEVICE_TIME_END, probe.end_ns),
+                (C.DEVICE_TIME_DURATION, probe.duration_ns),
+            )
+    return ()
+
+
+def _probe_attributes(attrs: list, rec: LaunchRecord, array_labels: tuple, device_time: bool) -> None:
     """The optional measurements (``value_stats``, ``device_timing``): statistics under the array argument's
     label, device times under ``launchtrace.device_time.*``. NaN and infinities stay doubles (OTLP has them)."""
     labels = {key: array_labels[i] for i, (key, _ptr) in enumerate(rec.arrays)}
@@ -121,7 +136,7 @@ def _probe_attributes(attrs: list, rec: LaunchRecord, array_labels: tuple) -> No
                 continue
             for field, value in (("mean", probe.mean), ("std", probe.std), ("min", probe.min), ("max", probe.max)):
                 attrs.append((C.arg_stats_attr(label, field), _int64(value) if type(value) is int else value))
-        elif type(probe) is DeviceTime:
+        elif type(probe) is DeviceTime and device_time:
             attrs.append((C.DEVICE_TIME_START, probe.start_ns))
             attrs.append((C.DEVICE_TIME_END, probe.end_ns))
             attrs.append((C.DEVICE_TIME_DURATION, probe.duration_ns))

@@ -45,7 +45,7 @@ from launchtrace import conventions as C
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.folding import FoldedRun, Folder, Single, fold_key
 from launchtrace.export.sampling import TraceSampler
-from launchtrace.export.spanattrs import record_attributes, scope_attributes
+from launchtrace.export.spanattrs import device_time_attributes, record_attributes, scope_attributes
 from launchtrace.export.spanfactory import make_span
 from launchtrace.export.spanresource import build_resource
 from launchtrace.model import LaunchRecord, ScopeKind, ScopeRecord
@@ -394,9 +394,11 @@ class SpanBuilder:
     def _record_attributes(self, rec: LaunchRecord, key: int) -> tuple:
         static = self._attrs.get(key)
         if static is None:
-            static = record_attributes(rec, self._limit, seq=False)
+            static = record_attributes(rec, self._limit, seq=False, device_time=False)
             if key > 0:
                 self._attrs[key] = static
+        if rec.probes:  # device times differ per launch, like the sequence number
+            return (*static, (C.SEQ, rec.seq), *device_time_attributes(rec))
         return (*static, (C.SEQ, rec.seq))
 
     def _flush_folder(self, node: _Node) -> None:
@@ -550,8 +552,9 @@ class SpanBuilder:
     def _summary_span(self, node: _Node, run: FoldedRun) -> SpanData:
         events = []
         for index, (rec, stats) in enumerate(zip(run.sequence, run.stats)):
+            device = run.device_stats[index] if run.device_stats else None
             attrs = (
-                *record_attributes(rec, self._limit),
+                *record_attributes(rec, self._limit, device_time=False),
                 (C.FOLD_POSITION, index),
                 (C.FOLD_DURATION_COUNT, stats.count),
                 (C.FOLD_DURATION_MIN, stats.min),
@@ -559,6 +562,14 @@ class SpanBuilder:
                 (C.FOLD_DURATION_MAX, stats.max),
                 (C.FOLD_DURATION_P50, stats.p50),
             )
+            if device is not None:
+                attrs += (
+                    (C.FOLD_DEVICE_DURATION_COUNT, device.count),
+                    (C.FOLD_DEVICE_DURATION_MIN, device.min),
+                    (C.FOLD_DEVICE_DURATION_MEAN, device.mean),
+                    (C.FOLD_DEVICE_DURATION_MAX, device.max),
+                    (C.FOLD_DEVICE_DURATION_P50, device.p50),
+                )
             events.append(SpanEvent(C.EVENT_FOLD_POSITION, rec.start_ns, attrs))
         first = run.sequence[0]
         name = f"fold {first.kernel}" if run.period == 1 else f"fold {first.kernel} +{run.period - 1}"
