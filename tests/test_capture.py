@@ -28,11 +28,25 @@ def launches(sub: bus.Subscription) -> list:
     return [r for r in records(sub) if r.op == "launch"]
 
 
-@pytest.fixture
-def sub(instrumented):
+@pytest.fixture(params=["compiled", "python"])
+def sub(request, warp_cpu, monkeypatch):
+    """A subscription with Warp instrumented, once through the compiled ``wp.launch`` wrapper and once through
+    the Python one (``LAUNCHTRACE_PURE_PYTHON``): the Python wrapper is the reference, and what runs where no C
+    compiler was available at install."""
+    import launchtrace.capture as capture
+
+    if request.param == "python":
+        monkeypatch.setenv("LAUNCHTRACE_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("LAUNCHTRACE_PURE_PYTHON", raising=False)
+    capture.instrument()
+    import warp._src.context as ctx
+
+    assert (type(ctx.launch).__name__ == "Launcher") == (request.param == "compiled")
     s = bus.subscribe()
     yield s
     s.close()
+    capture.uninstrument()
 
 
 @pytest.fixture
