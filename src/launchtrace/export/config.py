@@ -159,7 +159,7 @@ class ExportConfig:
     queue_capacity: int = 100_000
     export_interval_s: float = 1.0
     busy_defer_s: float = 5.0
-    max_export_batch: int = 8192
+    max_export_batch: int = 512
     span_budget: int = 2000
     fold: bool = True
     fold_min_repeats: int = 2
