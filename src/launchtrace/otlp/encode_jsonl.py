@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from launchtrace.otlp.attrcache import AttributeBlocks, FieldCache
-from launchtrace.otlp.json_codec import encode_any_value, encode_line
+from launchtrace.otlp.json_codec import encode_any_value, encode_line, group_spans
 from launchtrace.spans import SpanData
 
 __all__ = ["JsonLinesEncoder"]
@@ -76,14 +76,6 @@ def _link_json(k: Any) -> bytes:
     if k.flags:
         out += b',"flags":%d' % k.flags
     return out + b"}"
-
-
-def _value_key(*parts: Any) -> Any:
-    try:
-        hash(parts)
-    except TypeError:
-        return None
-    return parts
 
 
 class JsonLinesEncoder:
@@ -161,53 +153,6 @@ class JsonLinesEncoder:
             out += b',"status":' + _dumps(status)
         return out + b"}"
 
-    def _groups(self, spans: Sequence[SpanData]) -> list[tuple[SpanData, list[tuple[SpanData, list[bytes]]]]]:
-        """Spans grouped as ``json_codec.encode_traces_data`` groups them (identity first, then value)."""
-        groups: list[tuple[SpanData, list[tuple[SpanData, list[bytes]]]]] = []
-        by_id: dict[tuple, tuple[list, dict]] = {}
-        by_value: dict[Any, tuple[list, dict]] = {}
-        last: SpanData | None = None  # the previous span, and the span list it went to
-        last_list: list[bytes] = []
-        for s in spans:
-            if (  # a batch from the span builder shares one resource and scope: the previous span's list
-                last is not None
-                and s.resource is last.resource
-                and s.scope_attributes is last.scope_attributes
-                and s.scope_name is last.scope_name
-                and s.scope_version is last.scope_version
-                and s.resource_schema_url is last.resource_schema_url
-                and s.schema_url is last.schema_url
-            ):
-                last_list.append(self._span(s))
-                continue
-            rid = (id(s.resource), s.resource_schema_url)
-            group = by_id.get(rid)
-            if group is None:
-                vkey = _value_key(s.resource, s.resource_schema_url)
-                group = by_value.get(vkey) if vkey is not None else None
-                if group is None:
-                    scopes_list: list[tuple[SpanData, list[bytes]]] = []
-                    groups.append((s, scopes_list))
-                    group = (scopes_list, {})
-                    if vkey is not None:
-                        by_value[vkey] = group
-                by_id[rid] = group
-            scopes_list, scopes = group
-            sid = (s.scope_name, s.scope_version, id(s.scope_attributes), s.schema_url)
-            span_list = scopes.get(sid)
-            if span_list is None:
-                vkey = _value_key("value", s.scope_name, s.scope_version, s.scope_attributes, s.schema_url)
-                span_list = scopes.get(vkey) if vkey is not None else None
-                if span_list is None:
-                    span_list = []
-                    scopes_list.append((s, span_list))
-                    if vkey is not None:
-                        scopes[vkey] = span_list
-                scopes[sid] = span_list
-            span_list.append(self._span(s))
-            last, last_list = s, span_list
-        return groups
-
     def encode(self, spans: Sequence[SpanData]) -> bytes:
         """One line (with its newline): a ``TracesData`` holding ``spans``."""
         try:
@@ -217,7 +162,7 @@ class JsonLinesEncoder:
 
     def _encode(self, spans: Sequence[SpanData]) -> bytes:
         out = [b'{"resourceSpans":[']  # pieces joined once: a batch's line can be megabytes
-        for r, (first, scopes) in enumerate(self._groups(spans)):
+        for r, (first, scopes) in enumerate(group_spans(spans, self._span)):
             resource = b'{"attributes":' + _attrs_json(first.resource) + b"}" if first.resource else b"{}"
             out.append(b'%s{"resource":%s,"scopeSpans":[' % (b"," if r else b"", resource))
             for k, (sfirst, span_parts) in enumerate(scopes):

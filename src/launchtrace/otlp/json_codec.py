@@ -44,6 +44,7 @@ __all__ = [
     "encode_any_value",
     "encode_line",
     "encode_traces_data",
+    "group_spans",
 ]
 
 KIND_NAMES = (
@@ -175,54 +176,84 @@ def _value_key(*parts: Any) -> Any:
     return parts
 
 
-def encode_traces_data(spans: Iterable[SpanData]) -> dict:
-    """One OTLP/JSON ``TracesData`` dict holding ``spans``, grouped by resource and scope in first-seen order.
+Groups = list[tuple[SpanData, list[tuple[SpanData, list[Any]]]]]
+"""Per resource: its first span and, per scope, that scope's first span and the encoded spans."""
 
-    Spans of one batch usually share their resource and scope tuples, so groups are found by identity first
-    and by value only for a tuple not seen before.
+
+def group_spans(spans: Iterable[SpanData], encode: Callable[[SpanData], Any]) -> Groups:
+    """``spans`` grouped by resource, then instrumentation scope, in first-seen order, encoded by ``encode``.
+
+    The grouping of every OTLP/JSON writer here. Spans of one batch usually share their resource and scope
+    tuples, so groups are found by identity first (the very same objects as the previous span's: no look-up
+    at all), and by value only for a tuple not seen before; an unhashable value groups by identity alone.
     """
-    resource_spans: list[dict] = []
-    by_id: dict[tuple, tuple[dict, dict]] = {}
-    by_value: dict[Any, tuple[dict, dict]] = {}
+    groups: Groups = []
+    by_id: dict[tuple, tuple[list, dict]] = {}
+    by_value: dict[Any, tuple[list, dict]] = {}
+    last: SpanData | None = None  # the previous span, and the list its encoding went to
+    last_list: list[Any] = []
     for s in spans:
+        if (
+            last is not None
+            and s.resource is last.resource
+            and s.scope_attributes is last.scope_attributes
+            and s.scope_name is last.scope_name
+            and s.scope_version is last.scope_version
+            and s.resource_schema_url is last.resource_schema_url
+            and s.schema_url is last.schema_url
+        ):
+            last_list.append(encode(s))
+            continue
         rid = (id(s.resource), s.resource_schema_url)
         group = by_id.get(rid)
         if group is None:
             vkey = _value_key(s.resource, s.resource_schema_url)
             group = by_value.get(vkey) if vkey is not None else None
             if group is None:
-                rdict: dict[str, Any] = {"resource": {"attributes": _enc_attrs(s.resource)} if s.resource else {}}
-                rdict["scopeSpans"] = []
-                if s.resource_schema_url:
-                    rdict["schemaUrl"] = s.resource_schema_url
-                resource_spans.append(rdict)
-                group = (rdict, {})
+                scopes_list: list[tuple[SpanData, list[Any]]] = []
+                groups.append((s, scopes_list))
+                group = (scopes_list, {})
                 if vkey is not None:
                     by_value[vkey] = group
             by_id[rid] = group
-        rdict, scopes = group
+        scopes_list, scopes = group
         sid = (s.scope_name, s.scope_version, id(s.scope_attributes), s.schema_url)
         span_list = scopes.get(sid)
         if span_list is None:
             vkey = _value_key("value", s.scope_name, s.scope_version, s.scope_attributes, s.schema_url)
             span_list = scopes.get(vkey) if vkey is not None else None
             if span_list is None:
-                scope: dict[str, Any] = {}
-                if s.scope_name:
-                    scope["name"] = s.scope_name
-                if s.scope_version:
-                    scope["version"] = s.scope_version
-                if s.scope_attributes:
-                    scope["attributes"] = _enc_attrs(s.scope_attributes)
                 span_list = []
-                sdict: dict[str, Any] = {"scope": scope, "spans": span_list}
-                if s.schema_url:
-                    sdict["schemaUrl"] = s.schema_url
-                rdict["scopeSpans"].append(sdict)
+                scopes_list.append((s, span_list))
                 if vkey is not None:
                     scopes[vkey] = span_list
             scopes[sid] = span_list
-        span_list.append(_enc_span(s))
+        span_list.append(encode(s))
+        last, last_list = s, span_list
+    return groups
+
+
+def encode_traces_data(spans: Iterable[SpanData]) -> dict:
+    """One OTLP/JSON ``TracesData`` dict holding ``spans``, grouped by :func:`group_spans`."""
+    resource_spans: list[dict] = []
+    for first, scopes in group_spans(spans, _enc_span):
+        rdict: dict[str, Any] = {"resource": {"attributes": _enc_attrs(first.resource)} if first.resource else {}}
+        rdict["scopeSpans"] = []
+        if first.resource_schema_url:
+            rdict["schemaUrl"] = first.resource_schema_url
+        for sfirst, encoded in scopes:
+            scope: dict[str, Any] = {}
+            if sfirst.scope_name:
+                scope["name"] = sfirst.scope_name
+            if sfirst.scope_version:
+                scope["version"] = sfirst.scope_version
+            if sfirst.scope_attributes:
+                scope["attributes"] = _enc_attrs(sfirst.scope_attributes)
+            sdict: dict[str, Any] = {"scope": scope, "spans": encoded}
+            if sfirst.schema_url:
+                sdict["schemaUrl"] = sfirst.schema_url
+            rdict["scopeSpans"].append(sdict)
+        resource_spans.append(rdict)
     return {"resourceSpans": resource_spans}
 
 
