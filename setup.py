@@ -1,17 +1,24 @@
-"""Builds launchtrace's one optional C extension: the compiled wp.launch capture wrapper.
+"""Builds launchtrace's optional C extensions: the hot paths, each standing in for a Python reference.
 
 Everything else is in pyproject.toml. ``optional=True``: where no C compiler is available the install still
-succeeds and launchtrace uses the Python wrapper (launchtrace.capture.warp.wrap_launch), which is the reference.
+succeeds and launchtrace uses the Python references (see launchtrace.native), which the tests compare against:
+- capture/_fastlaunch: the wp.launch capture wrapper (reference: launchtrace.capture.warp.wrap_launch)
+- otlp/_jsonread: OTLP JSON Lines -> SpanData (reference: launchtrace.otlp.json_fast / json_codec)
+- otlp/_jsonenc: SpanData -> OTLP JSON Lines (reference: launchtrace.otlp.encode_jsonl)
+- otlp/_protoenc: SpanData -> OTLP protobuf (reference: launchtrace.otlp.encode_proto)
+- otlp/_wire2json: OTLP protobuf -> OTLP JSON Lines, for collect (reference: launchtrace.otlp.transcode)
 """
+
+from pathlib import Path
 
 from setuptools import Extension, setup
 
+NATIVE = ("capture/_fastlaunch", "otlp/_jsonread", "otlp/_jsonenc", "otlp/_protoenc", "otlp/_wire2json")
+
 setup(
     ext_modules=[
-        Extension(
-            "launchtrace.capture._fastlaunch",
-            sources=["src/launchtrace/capture/_fastlaunch.c"],
-            optional=True,
-        )
+        Extension(f"launchtrace.{name.replace('/', '.')}", sources=[f"src/launchtrace/{name}.c"], optional=True)
+        for name in NATIVE
+        if Path(f"src/launchtrace/{name}.c").exists()
     ]
 )
