@@ -3,7 +3,8 @@
 They create an instance of a same-layout twin class and re-class it (or set slots through descriptors where no
 twin can be made); whatever the path, the object must be an ordinary frozen instance: same type, equal field for
 field (compared by ``repr`` too, so ``1`` / ``1.0`` / ``True`` count as different), same hash, immutable,
-picklable, tracked by the garbage collector like one made by ``cls(...)``.
+picklable, tracked by the garbage collector like one made by ``cls(...)``. Every test runs twice: with the
+compiled makers (``launchtrace._slots``, where built) and with the Python functions, the reference.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 import gc
 import pickle
+import sys
 
 import pytest
 
+from launchtrace import native
 from launchtrace.fastinit import _twin, slot_constructor, slot_copier
 from launchtrace.model import BufferArg, LaunchRecord, Site
 from launchtrace.spans import SpanData, SpanEvent
@@ -46,6 +49,30 @@ RECORD = dict(
     buffers=(BufferArg(0, "x", 16, (4,), "float32", 16, "sim.x", 0, False, "r"),), block_dim=256, thread=7,
     thread_name="MainThread", start_ns=1, end_ns=2, graph_id=3, captured=True, api="wp.launch", seq=9,
 )  # fmt: skip
+
+
+@pytest.fixture(params=["compiled", "python"], autouse=True)
+def maker_kind(request, monkeypatch):
+    """Both makers: the compiled one is taken unless ``LAUNCHTRACE_PURE_PYTHON`` is set (read when made)."""
+    if request.param == "python":
+        monkeypatch.setenv("LAUNCHTRACE_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("LAUNCHTRACE_PURE_PYTHON", raising=False)
+    return request.param
+
+
+def test_the_compiled_makers_are_used_for_the_hot_dataclasses(maker_kind):
+    """Where ``_slots`` is built, the positional constructors and copiers are its types (the speed-up would
+    otherwise be silent); ``LAUNCHTRACE_PURE_PYTHON`` gives the Python functions."""
+    compiled = native.load("launchtrace._slots")
+    made = [
+        slot_constructor(SpanData, ("trace_id", "span_id", "parent_span_id", "name")),
+        slot_copier(LaunchRecord, ("seq",)),
+    ]
+    if maker_kind == "python" or compiled is None:
+        assert all(type(m).__name__ == "function" for m in made)
+    else:
+        assert [type(m) for m in made] == [compiled.Constructor, compiled.Copier]
 
 
 @pytest.mark.parametrize("cls", [SpanData, LaunchRecord, BufferArg, SpanEvent])
@@ -99,3 +126,46 @@ def test_classes_without_a_twin_take_the_descriptor_path(cls):
     assert _twin(cls) is None
     _same(slot_constructor(cls)(1, "y"), cls(1, "y"))
     _same(slot_copier(cls, ("b",))(cls(1), "z"), cls(1, "z"))
+
+
+def test_wrong_calls_raise_like_the_python_functions():
+    """Wrong argument counts, keywords and a base of another class raise ``TypeError``; nothing is made."""
+    new = slot_constructor(SpanData, ("trace_id", "span_id", "parent_span_id", "name"))
+    copy = slot_copier(LaunchRecord, ("seq",))
+    with pytest.raises(TypeError):
+        new(b"", b"", None)
+    with pytest.raises(TypeError):
+        new(b"", b"", None, "n", "extra")
+    with pytest.raises(TypeError):
+        new(b"", b"", None, name="n")
+    with pytest.raises(TypeError):
+        copy(LaunchRecord(**RECORD))
+    with pytest.raises((TypeError, AttributeError)):
+        copy(SpanData(**SPAN), 1)
+
+
+def test_made_objects_hold_their_values_and_release_them():
+    """Reference counts: a made object holds one reference per field value and drops it when it dies."""
+    value = object()
+    before = sys.getrefcount(value)
+    new = slot_constructor(SpanData, ("trace_id", "span_id", "parent_span_id", "name", "attributes"))
+    spans = [new(b"\x01" * 16, b"\x02" * 8, None, "n", value) for _ in range(100)]
+    copies = [slot_copier(SpanData, ("name",))(s, "m") for s in spans]
+    assert sys.getrefcount(value) == before + 200
+    del spans, copies
+    gc.collect()
+    assert sys.getrefcount(value) == before
+
+
+def test_a_default_factory_keeps_the_python_function():
+    """A field filled by a default factory needs a call per object: the Python function makes it."""
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class WithFactory:
+        a: int
+        b: list = dataclasses.field(default_factory=list)
+
+    new = slot_constructor(WithFactory, ("a",))
+    assert type(new).__name__ == "function"
+    one, two = new(1), new(2)
+    assert one.b == [] and one.b is not two.b
