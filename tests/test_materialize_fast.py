@@ -42,6 +42,8 @@ def _raw_events(wp, tests_programs, owned: bool) -> list[tuple]:
         wp.launch(p.scale, 4, [x[2:6], y[0:4], 1.5])  # slices: other pointers and shapes
         wp.launch(p.integrate, dim=4, inputs=[pos, vel, wp.vec3(0.0, -9.8, 0.0), 0.01], device=p.DEVICE)
         wp.launch(p.drift, dim=4, inputs=[parts, 0.1], device=p.DEVICE)  # a struct: the general path
+        for _ in range(2):  # dims as a list: unhashable, so no launch template (these were once dropped)
+            wp.launch(p.scale, dim=[8], inputs=[x, y, 0.5], device=p.DEVICE)
         with pytest.raises(RuntimeError):
             wp.launch(p.scale, dim=8, inputs=[x, y, "not a float"], device=p.DEVICE)
         raw = sub.drain_raw()
@@ -60,7 +62,7 @@ def programs(warp_cpu):
 @pytest.mark.parametrize("owned", [False, True])
 def test_fast_path_equals_general_path(instrumented, warp_cpu, programs, monkeypatch, owned):
     raw = _raw_events(warp_cpu, programs, owned)
-    assert sum(1 for e in raw if e[0] == bus.RECORD) == 10
+    assert sum(1 for e in raw if e[0] == bus.RECORD) == 12
     fast = Materializer().run(raw)
     monkeypatch.setattr(Materializer, "_launch", lambda self, e: None)
     monkeypatch.setattr(Materializer, "_launch_flat", lambda self, e: None)
@@ -72,6 +74,7 @@ def test_fast_path_equals_general_path(instrumented, warp_cpu, programs, monkeyp
     records = [r for k, r in fast if k == "record"]
     assert records[2].scalars[0] == (2, "nan")
     assert records[-1].error is not None
+    assert [r.dim for r in records[-3:-1]] == [(8,), (8,)]
     if owned:
         assert records[0].buffers[0].owner == "sim['x']"
         assert records[0].buffers[1].foreign is True

@@ -530,7 +530,10 @@ class Materializer:
         code, caller, tid = e[5], e[8], e[2]
         key = (tid, id(code), e[6], e[7], id(caller), *tail, *map(type, tail))
         templates = self._templates
-        hit = templates.get(key)
+        try:
+            hit = templates.get(key)
+        except TypeError:  # an unhashable part (``dim=[4]``, a list): no template, the record all the same
+            return self._launch_flat_built(e)
         if hit is not None:
             proto = hit[0]
             if hit[1] is code and hit[2] is caller and proto.thread_name == THREAD_NAMES.get(tid, ""):
