@@ -4,6 +4,7 @@ Everything else is in pyproject.toml. ``optional=True``: where no C compiler is 
 succeeds and launchtrace uses the Python references (see launchtrace.native), which the tests compare against:
 - _slots: per-launch record and span constructors (reference: launchtrace.fastinit)
 - capture/_fastlaunch: the wp.launch capture wrapper (reference: launchtrace.capture.warp.wrap_launch)
+- capture/_fastmat: the materializer's launch-template hits (reference: Materializer._launch_flat)
 - otlp/_jsonread: OTLP JSON Lines -> SpanData (reference: launchtrace.otlp.json_fast / json_codec)
 - otlp/_jsonenc: SpanData -> OTLP JSON Lines (reference: launchtrace.otlp.encode_jsonl)
 - otlp/_protoenc: SpanData -> OTLP protobuf (reference: launchtrace.otlp.encode_proto)
@@ -14,7 +15,15 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-NATIVE = ("_slots", "capture/_fastlaunch", "otlp/_jsonread", "otlp/_jsonenc", "otlp/_protoenc", "otlp/_wire2json")
+NATIVE = (
+    "_slots",
+    "capture/_fastlaunch",
+    "capture/_fastmat",
+    "otlp/_jsonread",
+    "otlp/_jsonenc",
+    "otlp/_protoenc",
+    "otlp/_wire2json",
+)
 
 setup(
     ext_modules=[

@@ -258,3 +258,74 @@ def test_launch_templates_last_one_drain(instrumented, warp_cpu, programs):
     first, second = drains
     assert first[0].template is None and second[0].template is None
     assert second[1].template is second[0]
+
+
+def _long_run(wp, p) -> tuple[list[tuple], tuple]:
+    """Repeated launches (template hits), with the owner registry changing in the middle of the run and a
+    launch from another thread name, so that hits, misses and dropped templates all occur in one drain."""
+    import threading
+
+    import launchtrace
+
+    x = wp.array(np.arange(8, dtype=np.float32), dtype=float, device=p.DEVICE)
+    y = wp.zeros(8, dtype=float, device=p.DEVICE)
+    with bus.subscribe() as sub:
+        for i in range(20):
+            wp.launch(p.scale, dim=8, inputs=[x, y, 0.5], device=p.DEVICE)
+            if i == 7:
+                launchtrace.own({"x": x}, "sim")  # the registry moves: templates are dropped, owners differ
+            if i == 12:
+                worker = threading.Thread(target=wp.launch, args=(p.scale,), kwargs=dict(dim=8, inputs=[x, y, 0.5]))
+                worker.start()
+                worker.join()
+        raw = sub.drain_raw()
+    # "sim" stays owned and the arrays alive: a later change (a disown, an owned array's death) would make every
+    # record older than the registry's last change, and none of them would take a template
+    return raw, (x, y)
+
+
+def test_compiled_template_hits_equal_the_python_path(instrumented, warp_cpu, programs, monkeypatch):
+    """``launchtrace.capture._fastmat`` (where built) materialises the same records as ``_launch_flat``'s
+    Python template hits, field for field, templates included."""
+    from launchtrace import native
+    from launchtrace.capture import materialize
+
+    assert (materialize._fastmat is None) == (native.load("launchtrace.capture._fastmat") is None)
+    import launchtrace
+
+    raw, _alive = _long_run(warp_cpu, programs)
+    try:
+        compiled = Materializer().run(raw)
+        monkeypatch.setattr(materialize, "_fastmat", None)
+        python = Materializer().run(raw)
+    finally:
+        launchtrace.disown("sim")
+    assert len(compiled) == len(python) == len(raw)
+    for (kind_a, a), (kind_b, b) in zip(compiled, python):
+        assert kind_a == kind_b and a == b
+        if kind_a == "record":
+            assert (a.template is None) == (b.template is None)
+            assert a.template is None or a.template == b.template
+    records = [r for k, r in compiled if k == "record"]
+    assert [r.buffers[0].owner for r in records[:8]] == [None] * 8
+    assert {r.buffers[0].owner for r in records[8:]} == {"sim['x']"}
+    assert len({r.thread_name for r in records}) == 2
+    # no template for: the 8 records older than the registry's last change (owners may differ), the first one
+    # after it, and the other thread's launch; every other record is a hit
+    assert sum(r.template is not None for r in records) == len(records) - 8 - 1 - 1
+
+
+def test_compiled_template_hits_stop_at_what_they_cannot_take():
+    """Wrong arguments raise before anything is appended; other events are left to the Python path."""
+    from launchtrace.capture import materialize
+
+    hits = materialize._fastmat.template_hits if materialize._fastmat is not None else None
+    if hits is None:
+        pytest.skip("launchtrace.capture._fastmat is not built here (no C compiler at install)")
+    out: list = []
+    with pytest.raises(TypeError):
+        hits((), 0, out, {}, None, 0, 0, {}, materialize._copy_launch, bus.RECORD, object())
+    raw = [("not", "an", "event"), (bus.RECORD,) * 20]
+    assert hits(raw, 0, out, {}, None, 0, 0, {}, materialize._copy_launch, bus.RECORD, object()) == 0
+    assert hits(raw, 1, out, {}, None, 0, 0, {}, materialize._copy_launch, bus.RECORD, object()) == 1
+    assert out == []

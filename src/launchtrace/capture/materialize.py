@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from launchtrace import native
 from launchtrace.capture import bus
 from launchtrace.capture.access import kernel_access
 from launchtrace.capture.hotpath import ARR, FLAT, HANDLES, STRUCT, is_warp_code
@@ -173,6 +174,7 @@ class _Owners:
 
 
 _owners = _Owners()
+_fastmat = native.load("launchtrace.capture._fastmat")  # Materializer.run's template hits, compiled, or None
 
 
 _runs = itertools.count()
@@ -259,7 +261,22 @@ class Materializer:
         self._run = next(_runs)
         self._templates.clear()  # access modes may have become known since the last drain
         out: list[tuple[str, object]] = []
-        for event in raw:
+        hits = _fastmat.template_hits if _fastmat is not None and type(raw) is list else None
+        i, n = 0, len(raw)
+        while i < n:
+            if hits is not None:  # the run of template hits from here, compiled (_launch_flat's hits)
+                registry = _owners.get()
+                try:
+                    i = hits(
+                        raw, i, out, self._templates, registry, self._templates_version, self._templates_since,
+                        THREAD_NAMES, _copy_launch, bus.RECORD, FLAT,
+                    )  # fmt: skip
+                except TypeError:  # wrong arguments (raised before appending anything): the Python path
+                    hits = None
+                if i >= n:
+                    break
+            event = raw[i]
+            i += 1
             kind = event[0]
             try:
                 if kind == bus.RECORD:

@@ -1,0 +1,151 @@
+/* The capture materializer's launch-template hits, compiled: a run of repeated launches in one C loop.
+ *
+ * Why: in a loop that launches the same kernels again and again, almost every capture event is a copy of an
+ * earlier one of the same drain in all but its times, scope and sequence number (see
+ * launchtrace.capture.materialize.Materializer._launch_flat, the reference). Finding that earlier record costs
+ * a 30-item key tuple built with star-unpacking and map(type, ...) in Python, about 1.5 us per launch of the
+ * export worker's budget of a few; here it is one tuple built in place.
+ *
+ * template_hits(raw, start, out, templates, registry, version, since, thread_names, copy, record_tag, flat_tag)
+ *   Walks raw[start:], appending ("record", copy(proto, t0, t1, scope, seq, proto)) to `out` for each event
+ *   that is a hit exactly as _launch_flat decides one, and returns the index of the first event that is not
+ *   (or len(raw)): the Python materializer handles that event (a miss adds its template), then calls again.
+ *   The key is _launch_flat's: (tid, id(code), line, module, id(caller), *tail, *map(type, tail)) with
+ *   tail = event[12:]. The same conditions send an event back to Python: not a flat record, an error, an
+ *   owner registry whose change tick is not `version` (templates must be dropped first), a sequence number
+ *   before `since`, an unhashable key, no template, a template made by other code objects or another thread
+ *   name; and any error while looking at an event (the Python path meets it too, and reports it). Only wrong
+ *   arguments raise, before anything is appended. tests/test_materialize_fast.py checks both paths build
+ *   equal records.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *s_changed, *s_thread_name, *s_record, *s_empty;
+
+/* The template key of flat event `e` (a tuple of at least 13 items), or NULL with an exception set. */
+static PyObject *template_key(PyObject *e) {
+    Py_ssize_t n = PyTuple_GET_SIZE(e), n_tail = n - 12;
+    PyObject *key = PyTuple_New(5 + 2 * n_tail);
+    if (key == NULL) return NULL;
+    PyObject *tid = PyTuple_GET_ITEM(e, 2), *line = PyTuple_GET_ITEM(e, 6), *module = PyTuple_GET_ITEM(e, 7);
+    PyObject *code_id = PyLong_FromVoidPtr(PyTuple_GET_ITEM(e, 5));
+    PyObject *caller_id = code_id ? PyLong_FromVoidPtr(PyTuple_GET_ITEM(e, 8)) : NULL;
+    if (caller_id == NULL) {
+        Py_XDECREF(code_id);
+        Py_DECREF(key);
+        return NULL;
+    }
+    Py_INCREF(tid);
+    Py_INCREF(line);
+    Py_INCREF(module);
+    PyTuple_SET_ITEM(key, 0, tid);
+    PyTuple_SET_ITEM(key, 1, code_id);
+    PyTuple_SET_ITEM(key, 2, line);
+    PyTuple_SET_ITEM(key, 3, module);
+    PyTuple_SET_ITEM(key, 4, caller_id);
+    for (Py_ssize_t i = 0; i < n_tail; i++) {
+        PyObject *v = PyTuple_GET_ITEM(e, 12 + i);
+        PyObject *t = (PyObject *)Py_TYPE(v);
+        Py_INCREF(v);
+        Py_INCREF(t);
+        PyTuple_SET_ITEM(key, 5 + i, v);
+        PyTuple_SET_ITEM(key, 5 + n_tail + i, t);
+    }
+    return key;
+}
+
+/* 1: `e` was a hit and its record is appended to `out`; 0: not a hit (Python takes it); -1: error. */
+static int one(PyObject *e, PyObject *out, PyObject *templates, PyObject *registry, PyObject *version,
+               long long since, PyObject *thread_names, PyObject *copy, PyObject *record_tag, PyObject *flat_tag) {
+    if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) < 18) return 0;
+    if (PyTuple_GET_ITEM(e, 0) != record_tag || PyTuple_GET_ITEM(e, 4) != flat_tag) return 0;
+    if (PyTuple_GET_ITEM(e, 13) != Py_None) return 0; /* an error: unique, and rare */
+    PyObject *seq = PyTuple_GET_ITEM(e, 1);
+    if (registry != Py_None) {
+        PyObject *now = PyObject_CallMethodNoArgs(registry, s_changed);
+        if (now == NULL) return -1;
+        int same = PyObject_RichCompareBool(now, version, Py_EQ);
+        Py_DECREF(now);
+        if (same <= 0) return same; /* moved: Python drops the templates first */
+        if (!PyLong_CheckExact(seq)) return 0;
+        int overflow = 0;
+        long long s = PyLong_AsLongLongAndOverflow(seq, &overflow);
+        if (overflow || (s == -1 && PyErr_Occurred()) || s < since) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    PyObject *key = template_key(e);
+    if (key == NULL) return -1;
+    PyObject *hit = PyDict_GetItemWithError(templates, key); /* borrowed */
+    Py_DECREF(key);
+    if (hit == NULL) {
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+            PyErr_Clear(); /* an unhashable part: Python builds it without a template */
+        }
+        return 0;
+    }
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 3) return 0;
+    PyObject *proto = PyTuple_GET_ITEM(hit, 0);
+    if (PyTuple_GET_ITEM(hit, 1) != PyTuple_GET_ITEM(e, 5) || PyTuple_GET_ITEM(hit, 2) != PyTuple_GET_ITEM(e, 8))
+        return 0;
+    PyObject *name = PyDict_GetItemWithError(thread_names, PyTuple_GET_ITEM(e, 2)); /* borrowed */
+    if (name == NULL && PyErr_Occurred()) return -1;
+    PyObject *proto_name = PyObject_GetAttr(proto, s_thread_name);
+    if (proto_name == NULL) return -1;
+    int same = PyObject_RichCompareBool(proto_name, name ? name : s_empty, Py_EQ);
+    Py_DECREF(proto_name);
+    if (same <= 0) return same;
+    PyObject *args[6] = {proto, PyTuple_GET_ITEM(e, 9), PyTuple_GET_ITEM(e, 10), PyTuple_GET_ITEM(e, 11), seq, proto};
+    PyObject *rec = PyObject_Vectorcall(copy, args, 6, NULL);
+    if (rec == NULL) return -1;
+    PyObject *item = PyTuple_Pack(2, s_record, rec);
+    Py_DECREF(rec);
+    if (item == NULL) return -1;
+    int rc = PyList_Append(out, item);
+    Py_DECREF(item);
+    return rc < 0 ? -1 : 1;
+}
+
+static PyObject *template_hits(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 11 || !PyList_Check(args[0]) || !PyList_Check(args[2]) || !PyDict_Check(args[3]) ||
+        !PyDict_Check(args[7])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "template_hits(raw: list, start, out: list, templates: dict, registry, version, since, "
+                        "thread_names: dict, copy, record_tag, flat_tag)");
+        return NULL;
+    }
+    PyObject *raw = args[0], *out = args[2], *templates = args[3], *registry = args[4], *version = args[5];
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    long long since = PyLong_AsLongLong(args[6]);
+    if (PyErr_Occurred()) return NULL;
+    for (; i < PyList_GET_SIZE(raw); i++) {
+        PyObject *e = PyList_GET_ITEM(raw, i);
+        Py_INCREF(e); /* the list may change while registry.changed() runs Python code */
+        int r = one(e, out, templates, registry, version, since, args[7], args[8], args[9], args[10]);
+        Py_DECREF(e);
+        if (r < 0) PyErr_Clear(); /* the Python path meets the same trouble with this event, and reports it */
+        if (r <= 0) break;
+    }
+    return PyLong_FromSsize_t(i);
+}
+
+static PyMethodDef methods[] = {
+    {"template_hits", (PyCFunction)(void (*)(void))template_hits, METH_FASTCALL,
+     "Materialise the run of launch-template hits from raw[start]; the index of the first other event."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastmat", "Launch-template hits, compiled.", -1,
+                                    methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__fastmat(void) {
+    if ((s_changed = PyUnicode_InternFromString("changed")) == NULL) return NULL;
+    if ((s_thread_name = PyUnicode_InternFromString("thread_name")) == NULL) return NULL;
+    if ((s_record = PyUnicode_InternFromString("record")) == NULL) return NULL;
+    if ((s_empty = PyUnicode_FromString("")) == NULL) return NULL;
+    return PyModule_Create(&module);
+}
