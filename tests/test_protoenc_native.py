@@ -193,6 +193,27 @@ def test_build_launch_like_spans_reuse_pairs_and_stay_exact() -> None:
     assert info["pairs_encoded"] <= len(common) + 50
 
 
+def test_requests_over_two_mib_and_several_groups() -> None:
+    """Lengths of four varint bytes (bodies past 2 MiB) and several resources and scopes in one request."""
+    big = "x" * 900
+    batch = [
+        _base(
+            attributes=(("big", big), ("seq", i)),
+            resource=(("service.name", f"svc{i % 2}"),),
+            resource_schema_url="r" if i % 2 else "",
+            scope_name=f"scope{i % 3}",
+            schema_url="s" if i % 3 == 1 else "",
+        )
+        for i in range(3000)
+    ]
+    c, py = both()
+    encoded = c.encode(batch)
+    assert len(encoded) > 2 * 1024 * 1024
+    assert encoded == py.encode(batch)
+    msg = TracesData.FromString(encoded)
+    assert [len(rs.scope_spans) for rs in msg.resource_spans] == [3, 3]
+
+
 def test_the_same_tuple_is_copied_whole() -> None:
     attrs = (("a", 1), ("b", "x"), ("c", (1.5, None)))
     c, py = both()

@@ -571,22 +571,31 @@ static int put_span_attributes(Encoder *self, PyObject *attrs) {
     }
     int rc = -1, all_keep = 1;
     if (ensure_tmp(self, n) < 0) goto done;
-    Py_ssize_t start = b->len;
+    Py_ssize_t start = b->len, run_from = 0, run_len = 0; /* reused fields are copied in runs */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyTuple_GET_ITEM(attrs, i);
         if (prev != NULL && i < prev_n && PyTuple_GET_ITEM(prev, i) == pair && e->keep[i] && e->attrs == prev) {
             Py_ssize_t from = i ? e->ends[i - 1] : 0;
-            if (put_raw(b, e->enc + from, e->ends[i] - from) < 0) goto done;
+            if (run_len && run_from + run_len == from) {
+                run_len += e->ends[i] - from;
+            } else {
+                if (run_len && put_raw(b, e->enc + run_from, run_len) < 0) goto done;
+                run_from = from;
+                run_len = e->ends[i] - from;
+            }
             self->tmp_keep[i] = 1;
             self->pair_reuses++;
         } else {
+            if (run_len && put_raw(b, e->enc + run_from, run_len) < 0) goto done;
+            run_len = 0;
             if (put_pair(b, 0x4a, pair) < 0) goto done;
             self->tmp_keep[i] = (unsigned char)reusable_pair(pair);
             all_keep &= self->tmp_keep[i];
             self->pairs_encoded++;
         }
-        self->tmp_ends[i] = b->len - start;
+        self->tmp_ends[i] = b->len - start + run_len;
     }
+    if (run_len && put_raw(b, e->enc + run_from, run_len) < 0) goto done;
     rc = block_store(self, e, attrs, start, all_keep);
 done:
     Py_XDECREF(prev);
@@ -853,45 +862,124 @@ done:
     return rc;
 }
 
-static int put_cached(Buf *b, PyObject *field) {
-    return put_raw(b, PyBytes_AS_STRING(field), PyBytes_GET_SIZE(field));
-}
-
-/* `if span.<field>: tag + str` for a grouping field */
-static int put_group_str(Encoder *self, Buf *b, unsigned char tag, PyObject *span, int field) {
+/* `if span.<field>: tag + str` for a grouping field, as a new bytes object (empty when the field is empty). */
+static PyObject *group_str_field(Encoder *self, unsigned char tag, PyObject *span, int field) {
     PyObject *v = getf(self, span, field);
-    if (v == NULL) return -1;
-    int rc = put_str_if(b, tag, v);
+    if (v == NULL) return NULL;
+    Buf tmp = {NULL, 0, 0};
+    PyObject *out = NULL;
+    if (put_str_if(&tmp, tag, v) == 0) out = PyBytes_FromStringAndSize(tmp.p ? tmp.p : "", tmp.len);
+    PyMem_Free(tmp.p);
     Py_DECREF(v);
-    return rc;
+    return out;
 }
 
-static int encode_groups(Encoder *self, PyObject *groups) {
+/* One ScopeSpans (or, with `resource` set, the ResourceSpans that opens before it) while assembling. */
+typedef struct {
+    PyObject *head;   /* the resource field (ResourceSpans) or scope field (ScopeSpans) */
+    PyObject *tail;   /* the schema_url field, possibly empty */
+    Py_ssize_t start, end; /* ScopeSpans: its spans' fields in self->out */
+    Py_ssize_t len;        /* the message's length */
+    int resource;          /* 1: a ResourceSpans record, followed by its ScopeSpans records */
+} Part;
+
+static void parts_free(Part *parts, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(parts[i].head);
+        Py_XDECREF(parts[i].tail);
+    }
+    PyMem_Free(parts);
+}
+
+static inline Py_ssize_t field_size(Py_ssize_t len) { return 1 + varint_size((uint64_t)len) + len; }
+
+/* The request: every group's spans are written to self->out first, then the whole message is assembled in
+ * one bytes object (headers, whose lengths are known by then, around the span sections: no body is moved). */
+static PyObject *encode_groups(Encoder *self, PyObject *groups) {
     Buf *b = &self->out;
-    PyObject *rkey, *scopes, *skey, *members;
-    Py_ssize_t rpos = 0;
+    PyObject *rkey, *scopes, *skey, *members, *result = NULL;
+    Py_ssize_t rpos = 0, n = 0, cap = 0;
+    Part *parts = NULL;
     while (PyDict_Next(groups, &rpos, &rkey, &scopes)) {
-        Py_ssize_t spos = 0, rmark, smark, mark;
-        PyObject *first = NULL;
+        Py_ssize_t spos = 0;
+        if (n + PyDict_GET_SIZE(scopes) + 1 > cap) {
+            Py_ssize_t want = (n + PyDict_GET_SIZE(scopes) + 1) * 2;
+            Part *grown = PyMem_Realloc(parts, (size_t)want * sizeof(Part));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            parts = grown;
+            cap = want;
+        }
         if (!PyDict_Next(scopes, &spos, &skey, &members)) continue; /* never empty */
-        first = PyList_GET_ITEM(members, 0);
-        PyObject *resource = cached_field(self, self->resources, rkey, first, make_resource);
-        if (resource == NULL || begin_field(b, 0x0a, 3, &rmark) < 0 || put_cached(b, resource) < 0) return -1;
+        PyObject *first = PyList_GET_ITEM(members, 0);
+        Part *r = &parts[n++];
+        memset(r, 0, sizeof(Part));
+        r->resource = 1;
+        if ((r->head = cached_field(self, self->resources, rkey, first, make_resource)) == NULL) goto done;
+        Py_INCREF(r->head);
+        if ((r->tail = group_str_field(self, 0x1a, first, F_RESOURCE_SCHEMA)) == NULL) goto done;
+        r->len = PyBytes_GET_SIZE(r->head) + PyBytes_GET_SIZE(r->tail);
         spos = 0;
         while (PyDict_Next(scopes, &spos, &skey, &members)) {
             PyObject *head = PyList_GET_ITEM(members, 0);
-            PyObject *scope = cached_field(self, self->scopes, skey, head, make_scope);
-            if (scope == NULL || begin_field(b, 0x12, 3, &smark) < 0 || put_cached(b, scope) < 0) return -1;
+            Part *sp = &parts[n++];
+            memset(sp, 0, sizeof(Part));
+            if ((sp->head = cached_field(self, self->scopes, skey, head, make_scope)) == NULL) goto done;
+            Py_INCREF(sp->head);
+            if ((sp->tail = group_str_field(self, 0x1a, head, F_SCHEMA_URL)) == NULL) goto done;
+            sp->start = b->len;
             for (Py_ssize_t i = 0; i < PyList_GET_SIZE(members); i++) {
+                Py_ssize_t mark;
                 if (begin_field(b, 0x12, 2, &mark) < 0 || put_span(self, PyList_GET_ITEM(members, i)) < 0 ||
                     end_field(b, mark, 2) < 0)
-                    return -1;
+                    goto done;
             }
-            if (put_group_str(self, b, 0x1a, head, F_SCHEMA_URL) < 0 || end_field(b, smark, 3) < 0) return -1;
+            sp->end = b->len;
+            sp->len = PyBytes_GET_SIZE(sp->head) + (sp->end - sp->start) + PyBytes_GET_SIZE(sp->tail);
+            r->len += field_size(sp->len);
         }
-        if (put_group_str(self, b, 0x1a, first, F_RESOURCE_SCHEMA) < 0 || end_field(b, rmark, 3) < 0) return -1;
     }
-    return 0;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (parts[i].resource) total += field_size(parts[i].len);
+    if ((result = PyBytes_FromStringAndSize(NULL, total)) == NULL) goto done;
+    char *p = PyBytes_AS_STRING(result);
+    PyObject *resource_tail = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Part *x = &parts[i];
+        if (x->resource) {
+            if (resource_tail != NULL) { /* the previous ResourceSpans' schema_url */
+                memcpy(p, PyBytes_AS_STRING(resource_tail), (size_t)PyBytes_GET_SIZE(resource_tail));
+                p += PyBytes_GET_SIZE(resource_tail);
+            }
+            resource_tail = x->tail;
+            *p++ = 0x0a;
+        } else {
+            *p++ = 0x12;
+        }
+        p = put_varint(p, (uint64_t)x->len);
+        memcpy(p, PyBytes_AS_STRING(x->head), (size_t)PyBytes_GET_SIZE(x->head));
+        p += PyBytes_GET_SIZE(x->head);
+        if (!x->resource) {
+            memcpy(p, b->p + x->start, (size_t)(x->end - x->start));
+            p += x->end - x->start;
+            memcpy(p, PyBytes_AS_STRING(x->tail), (size_t)PyBytes_GET_SIZE(x->tail));
+            p += PyBytes_GET_SIZE(x->tail);
+        }
+    }
+    if (resource_tail != NULL) {
+        memcpy(p, PyBytes_AS_STRING(resource_tail), (size_t)PyBytes_GET_SIZE(resource_tail));
+        p += PyBytes_GET_SIZE(resource_tail);
+    }
+    if (p != PyBytes_AS_STRING(result) + total) { /* cannot happen: the lengths above add up */
+        Py_CLEAR(result);
+        PyErr_SetString(PyExc_SystemError, "_protoenc: request length mismatch");
+    }
+done:
+    parts_free(parts, n);
+    return result;
 }
 
 static PyObject *Encoder_encode(Encoder *self, PyObject *spans) {
@@ -904,8 +992,7 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *spans) {
     self->busy = 1;
     self->out.len = 0;
     PyObject *result = NULL, *groups = group(self, fast);
-    if (groups != NULL && encode_groups(self, groups) == 0)
-        result = PyBytes_FromStringAndSize(self->out.p ? self->out.p : "", self->out.len);
+    if (groups != NULL) result = encode_groups(self, groups);
     Py_XDECREF(groups);
     Py_DECREF(fast);
     if (self->out.cap > (1 << 24)) { /* an unusually large batch: do not keep its buffer */
