@@ -5,6 +5,7 @@ bus, then times each stage alone on those events, ``--runs`` times, and prints t
 launch. These are absolute times on a shared machine (they move with its load), meant for comparing a change
 before and after in the same conditions; the ratios that judge the targets come from ``bench_export.py``.
 ``--owned`` labels the kernel's arrays among 50 other owned buffers first (owner look-ups in the materializer).
+Where the compiled JSON Lines encoder is built, the Python one it stands in for is timed too, in the same run.
 
 Run: ``python benchmarks/bench_stages.py [--owned]`` (a few seconds).
 """
@@ -50,7 +51,12 @@ def one_run(x: wp.array, y: wp.array, n: int) -> list[float]:
     t3 = time.perf_counter()
     ProtoEncoder().encode(spans)
     t4 = time.perf_counter()
-    return [1e6 * (b - a) / n for a, b in ((t0, t1), (t1, t2), (t2, t3), (t3, t4))]
+    times = [1e6 * (b - a) / n for a, b in ((t0, t1), (t1, t2), (t2, t3), (t3, t4))]
+    if JsonLinesEncoder().compiled:
+        t5 = time.perf_counter()
+        JsonLinesEncoder(compiled=False).encode(spans)
+        times.append(1e6 * (time.perf_counter() - t5) / n)
+    return times
 
 
 def main() -> None:
@@ -71,7 +77,7 @@ def main() -> None:
     runs = [one_run(x, y, args.launches) for _ in range(args.runs)]
     launchtrace.uninstrument()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; CPU device only")
-    names = ("materialise", "span builder", "JSON Lines encode", "protobuf encode")
+    names = ("materialise", "span builder", "JSON Lines encode", "protobuf encode", "JSON Lines (Python)")
     for name, values in zip(names, zip(*runs)):
         print(
             f"{name:>18}: median {statistics.median(values):6.2f} us per launch "
