@@ -12,7 +12,10 @@ pair, reporting the median per-pair ratio with its min and max:
    receiver (it parses every request and says when it has them all), our OtlpSink sending real launch spans
    built by the SpanBuilder, versus the stock SDK (TracerProvider + BatchSpanProcessor + OTLPSpanExporter)
    sending spans with the same attributes. Target >= 200,000 spans/s. Also: ours until the receiver has
-   written every span to its JSON Lines file (the receiver's sustained rate, which its file writer bounds).
+   written every span to its JSON Lines file (the receiver's sustained rate, which its file writer bounds);
+   the CPU time each side spends per span (sender: this process; receiver: the collect process); and the
+   sender alone, into a gRPC server in another process that answers without parsing (what the sending side
+   can do when the receiver costs nothing).
 
 Run: ``python benchmarks/bench_export.py`` (about a minute). Figures from a CPU-only machine.
 """
@@ -161,6 +164,15 @@ class Receiver:
         self.port = int(line.split("grpc 127.0.0.1:")[1].split(";")[0])
         self.endpoint = f"http://127.0.0.1:{self.port}"
 
+    def cpu_s(self) -> float:
+        """CPU seconds the receiver process used so far (user + system; 0.0 where /proc is missing)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def wait_all(self, written: bool = False) -> float:
         """Block until the receiver says it has every span; the time then.
 
@@ -179,14 +191,58 @@ class Receiver:
         return t
 
 
+CPU_PER_SPAN: dict[str, list[float]] = {"sender": [], "receiver": []}  # us per span, from ours()
+
+
 def ours(spans: list, tmp: str, written: bool = False) -> float:
     receiver = Receiver(len(spans), os.path.join(tmp, "ours.jsonl"))
     sink = OtlpSink(receiver.endpoint, protocol="grpc")
+    c0, r0 = time.process_time(), receiver.cpu_s()
     t0 = time.perf_counter()
     sink.write(spans)
+    c1, r1 = time.process_time(), receiver.cpu_s()  # every request answered: the receiver has counted them all
     t1 = receiver.wait_all(written)
     sink.shutdown()
+    if not written:
+        CPU_PER_SPAN["sender"].append((c1 - c0) / len(spans) * 1e6)
+        CPU_PER_SPAN["receiver"].append((r1 - r0) / len(spans) * 1e6)
     return len(spans) / (t1 - t0)
+
+
+_NULL_RECEIVER = """
+import sys
+from concurrent import futures
+import grpc
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.max_receive_message_length", 1 << 26)])
+handler = grpc.unary_unary_rpc_method_handler(lambda raw, context: b"")
+service = "opentelemetry.proto.collector.trace.v1.TraceService"
+server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {"Export": handler}),))
+print(server.add_insecure_port("127.0.0.1:0"), flush=True)
+server.start()
+sys.stdin.read()
+"""
+
+
+def sender_alone(spans: list, runs: int = 5) -> list[float]:
+    """Spans/s of OtlpSink.write into a gRPC server (another process) that answers without parsing."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _NULL_RECEIVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        sink = OtlpSink(f"http://127.0.0.1:{int(proc.stdout.readline())}", protocol="grpc")
+        sink.write(spans[:4096])  # warm-up: channel connected
+        rates = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            sink.write(spans)
+            rates.append(len(spans) / (time.perf_counter() - t0))
+        sink.shutdown()
+        if sink.stats().dropped:
+            raise SystemExit(f"lost spans in the benchmark: {sink.stats()}")
+        return rates
+    finally:
+        proc.stdin.close()
+        proc.wait()
 
 
 def stock_sdk(template: list, n: int, tmp: str) -> float:
@@ -219,14 +275,19 @@ def bench_otlp(n_ours: int, n_sdk: int, pairs: int) -> None:
     from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
     from launchtrace.otlp.encode_proto import ProtoEncoder
 
-    for encoder in (ProtoEncoder(), JsonLinesEncoder()):
+    encoders = [("ProtoEncoder", ProtoEncoder()), ("JsonLinesEncoder", JsonLinesEncoder())]
+    if encoders[0][1].compiled is not None:
+        encoders[0] = ("ProtoEncoder, compiled", encoders[0][1])
+        encoders.insert(1, ("ProtoEncoder, Python reference", ProtoEncoder(compiled=False)))
+    for name, encoder in encoders:
         rates = []
         for _ in range(3):
             t0 = time.perf_counter()
             for i in range(0, len(spans), 2048):
                 encoder.encode(spans[i : i + 2048])
             rates.append(len(spans) / (time.perf_counter() - t0))
-        print(f"   {type(encoder).__name__} alone: median {statistics.median(rates):,.0f} spans/s (3 runs)")
+        rate = statistics.median(rates)
+        print(f"   {name} alone: median {rate:,.0f} spans/s, {1e6 / rate:.2f} us per span (3 runs)")
     tmp = tempfile.mkdtemp(prefix="bench_otlp_")
     runs = alternate(lambda: ours(spans, tmp), lambda: stock_sdk(spans, n_sdk, tmp), pairs)
     print(
@@ -236,6 +297,16 @@ def bench_otlp(n_ours: int, n_sdk: int, pairs: int) -> None:
         f"(min {min(s for _, s in runs):,.0f}, max {max(s for _, s in runs):,.0f})"
     )
     print(summary("   ours / stock SDK", [r / s for r, s in runs]))
+    sender, receiver = CPU_PER_SPAN["sender"][1:], CPU_PER_SPAN["receiver"][1:]  # without the warm-up
+    print(
+        f"   CPU per span while sending (median of {len(sender)}): sender {statistics.median(sender):.2f} us "
+        f"(encode + gRPC), receiver {statistics.median(receiver):.2f} us (collect: count, JSON writer meanwhile)"
+    )
+    alone = sender_alone(spans)
+    print(
+        f"   sender alone, into a gRPC server that does not parse: median {statistics.median(alone):,.0f} spans/s "
+        f"(min {min(alone):,.0f}, max {max(alone):,.0f}; {len(alone)} runs)"
+    )
     written = [ours(spans, tmp, written=True) for _ in range(3)]
     print(
         f"   ours until written to the receiver's JSON Lines file (collect exits): median "
