@@ -3,11 +3,14 @@
 For local multi-process runs (every process exports over OTLP to one ``launchtrace collect``) and for the
 project's own end-to-end tests. It speaks OTLP/gRPC (grpcio with the opentelemetry-proto ``TraceService``) and
 OTLP/HTTP (``POST /v1/traces`` with protobuf or JSON bodies, optionally gzip or deflate encoded), on loopback by
-default. Every request is parsed and counted as it arrives and queued for a writer thread, which appends one
+default. Every request is checked and counted as it arrives and queued for a writer thread, which appends one
 OTLP/JSON ``TracesData`` per request (hex ids, integer enums, 64-bit integers as strings: ``json_format``'s
 conversion, sped up by :mod:`launchtrace.otlp.transcode`), so what the file holds is exactly what was
-received. :meth:`Collector.stop` stops accepting, writes everything queued, and
-``fsync``\\ s the file: nothing received is lost.
+received. Where the compiled transcoder is built, a protobuf request is never turned into message objects: its
+bytes are checked, counted and converted to JSON in one C walk as they arrive (outside the GIL, in the gRPC or
+HTTP thread), and the writer appends the line; bytes the C walk leaves alone (malformed, or unusual) are parsed
+by the protobuf library, which rejects what it cannot parse. :meth:`Collector.stop` stops accepting, writes
+everything queued, and ``fsync``\\ s the file: nothing received is lost.
 
 Example::
 
@@ -32,9 +35,9 @@ import time
 import zlib
 from collections.abc import Callable
 from concurrent import futures
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["Collector", "message_to_json_line"]
+__all__ = ["Collector", "Transcoded", "decode_request", "message_to_json_line"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +47,8 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """Largest request accepted (the Collector's default is 4 MiB; a local tool can afford more)."""
 
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
+_TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+_EMPTY_RESPONSE = b""  # ExportTraceServiceResponse() serialized: every field default
 
 
 def _ids_to_base64(obj: dict) -> None:
@@ -89,6 +94,41 @@ def _count_spans(message: Any) -> int:
     return sum(len(ss.spans) for rs in message.resource_spans for ss in rs.scope_spans)
 
 
+def _parse_proto(raw: bytes) -> Any:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    return ExportTraceServiceRequest.FromString(raw)
+
+
+class Transcoded(NamedTuple):
+    """A request the compiled transcoder checked and converted as it arrived: its bytes and its JSON line."""
+
+    raw: bytes
+    line: bytes
+
+
+def decode_request(raw: bytes) -> tuple[Any, int]:
+    """A serialized ``ExportTraceServiceRequest`` -> (what to queue, its span count); raises on malformed bytes.
+
+    What to queue is a :class:`Transcoded` when the compiled transcoder took the bytes: no message is built,
+    and the JSON is made here rather than by the writer because checking the bytes is most of the work of
+    converting them (one walk instead of two). Else the parsed message: the protobuf library decides what
+    the C walk left alone, and its ``DecodeError`` is the sender's error.
+    """
+    from launchtrace.otlp.transcode import wire_json_line
+
+    done = wire_json_line(raw)
+    if done is not None:
+        return Transcoded(raw, done[0]), done[1]
+    message = _parse_proto(raw)
+    return message, _count_spans(message)
+
+
+def _line(item: Any) -> bytes:
+    """The JSON line of a queued request: a :class:`Transcoded` or a message."""
+    return item.line if isinstance(item, Transcoded) else message_to_json_line(item)
+
+
 class Collector:
     """Receives OTLP traces over gRPC and HTTP and appends them to ``out`` as OTLP JSON Lines.
 
@@ -132,17 +172,25 @@ class Collector:
         self.write_errors = 0
 
     # -- receiving -------------------------------------------------------------------------------------------
-    def receive(self, message: Any, headers: dict[str, str] | None = None) -> bool:
-        """Count ``message`` (an ``ExportTraceServiceRequest``) and queue it for the file.
+    def receive(self, message: Any, headers: dict[str, str] | None = None, spans: int | None = None) -> bool:
+        """Count ``message`` and queue it for the file.
 
-        ``headers``: the request's gRPC metadata or HTTP headers (lower-case names), kept as
-        :attr:`last_headers` (tests check that the standard header variables arrive).
+        ``message``: an ``ExportTraceServiceRequest``, its serialized bytes (decoded by :func:`decode_request`,
+        which raises on malformed bytes), or what :func:`decode_request` returned with its count as ``spans``
+        (the receivers decode first, to answer a malformed request with an error). ``headers``: the request's
+        gRPC metadata or HTTP headers (lower-case names), kept as :attr:`last_headers` (tests check that the
+        standard header variables arrive).
 
         Returns ``False`` (nothing counted or queued) once :meth:`stop` closed the writer: the receiver must
         then refuse the request so the sender keeps the spans (a keep-alive HTTP connection outlives the
         listening socket).
         """
-        n = _count_spans(message)
+        if isinstance(message, (bytes, bytearray, memoryview)):
+            message, spans = decode_request(bytes(message))
+        n = _count_spans(message) if spans is None else spans
+        kept = message
+        if self.keep and isinstance(message, Transcoded):  # .messages holds messages: parsed when asked for
+            kept = _parse_proto(message.raw)
         if headers is not None:
             self.last_headers = headers
         with self._lock:
@@ -155,7 +203,7 @@ class Collector:
             self.spans_received += n
             self.requests_received += 1
             if self.keep:
-                self.messages.append(message)
+                self.messages.append(kept)
             self._lock.notify_all()
             self._queue.put((message, n))  # under the lock: never behind the writer's end marker
         return True
@@ -191,12 +239,12 @@ class Collector:
             item = self._queue.get()
             if item is None:
                 break
-            message, n = item
+            request, n = item
             if self._file is not None:
                 try:
-                    self._file.write(message_to_json_line(message))
+                    self._file.write(_line(request))
                     self._file.flush()
-                except (OSError, ValueError) as exc:
+                except Exception as exc:  # the writer must outlive any one request
                     self.write_errors += 1
                     logger.error("launchtrace collect: could not write %d spans to %s: %s", n, self.out, exc)
             with self._lock:
@@ -237,16 +285,18 @@ class Collector:
 
         if port:
             _check_free(self.host, port)  # grpc would log its own multi-line complaint to stderr
-        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
-
         collector = self
 
-        class _Servicer(trace_service_pb2_grpc.TraceServiceServicer):
-            def Export(self, request: Any, context: Any) -> Any:
-                metadata = {k.lower(): v for k, v in context.invocation_metadata() if isinstance(v, str)}
-                if not collector.receive(request, metadata):
-                    context.abort(grpc.StatusCode.UNAVAILABLE, "launchtrace collect is shutting down")
-                return trace_service_pb2.ExportTraceServiceResponse()
+        def export(raw: bytes, context: Any) -> bytes:
+            # the request as bytes (no deserializer): checked, counted and converted in C, else parsed
+            try:
+                request, n = decode_request(raw)
+            except Exception as exc:  # any undecodable request is the sender's error
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"cannot decode the request: {exc}")
+            metadata = {k.lower(): v for k, v in context.invocation_metadata() if isinstance(v, str)}
+            if not collector.receive(request, metadata, n):
+                context.abort(grpc.StatusCode.UNAVAILABLE, "launchtrace collect is shutting down")
+            return _EMPTY_RESPONSE
 
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="launchtrace-collect-grpc"),
@@ -255,7 +305,8 @@ class Collector:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Servicer(), server)
+        method = grpc.unary_unary_rpc_method_handler(export)  # no (de)serializers: bytes in, bytes out
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_TRACE_SERVICE, {"Export": method}),))
         try:
             bound = server.add_insecure_port(f"{self.host}:{port}")
         except RuntimeError:  # grpcio >= 1.60 raises where older versions returned 0
@@ -326,10 +377,7 @@ _CONTENT_TYPES = {"application/x-protobuf": "proto", "application/protobuf": "pr
 
 
 def _http_handler(collector: Collector) -> type[http.server.BaseHTTPRequestHandler]:
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-        ExportTraceServiceResponse,
-    )
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -371,12 +419,15 @@ def _http_handler(collector: Collector) -> type[http.server.BaseHTTPRequestHandl
                 elif encoding != "identity":
                     self._error(415, f"Content-Encoding {encoding!r} is not supported")
                     return
-                parse = ExportTraceServiceRequest.FromString if kind == "proto" else _parse_json_request
-                message = parse(body)
+                if kind == "proto":
+                    message, n = decode_request(body)
+                else:
+                    message = _parse_json_request(body)
+                    n = _count_spans(message)
             except Exception as exc:  # any undecodable body is the sender's error: answer 400
                 self._error(400, f"cannot decode the {kind} body: {exc}")
                 return
-            if not collector.receive(message, {k.lower(): v for k, v in self.headers.items()}):
+            if not collector.receive(message, {k.lower(): v for k, v in self.headers.items()}, n):
                 self.close_connection = True
                 self._error(503, "launchtrace collect is shutting down")
                 return

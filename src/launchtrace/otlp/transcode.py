@@ -8,6 +8,10 @@ behind. :func:`json_line` gives the same JSON with the span level written by han
 cached: identical bytes make identical JSON. Events, links and status go through the reference each time
 (they are rare). ``tests/test_collect.py`` checks over random spans that both load to the same value.
 
+Where the compiled ``launchtrace.otlp._wire2json`` is built, :func:`wire_json_line` converts the serialized
+request in C (hand-written for speed; ``tests/test_wire2json_native.py`` checks it against
+:func:`reference_line`), and :func:`json_line` tries it first.
+
 Example::
 
     from launchtrace.otlp.transcode import json_line
@@ -23,9 +27,10 @@ import orjson
 from google.protobuf import json_format
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
+from launchtrace import native
 from launchtrace.otlp.transcode_wire import wire_line
 
-__all__ = ["json_line", "reference_line"]
+__all__ = ["json_line", "native_transcoder", "reference_line", "wire_count", "wire_json_line"]
 
 _CACHE_LIMIT = 1 << 16
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
@@ -130,7 +135,8 @@ class _AttributeCache(_Cache):
         raw = message.SerializeToString()
         out = self._d.get(raw)
         if out is None:
-            value = _scalar_json(message.value) if message.key and message.HasField("value") else None
+            hand = message.key and message.HasField("value") and not message.key_strindex
+            value = _scalar_json(message.value) if hand else None
             if value is None:
                 out = orjson.dumps(_to_dict(message))
             else:
@@ -215,14 +221,75 @@ def _span_fields_known() -> bool:
 _FAST = _span_fields_known()  # a newer opentelemetry-proto with new span fields: use the reference
 
 
+# Every field of the messages below, as the compiled transcoder knows them: a newer opentelemetry-proto that
+# adds one (json_format would write it, the C walk would refuse every request holding it) turns the C path off.
+_NATIVE_FIELDS = {
+    "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest": {1},
+    "opentelemetry.proto.trace.v1.ResourceSpans": {1, 2, 3},
+    "opentelemetry.proto.trace.v1.ScopeSpans": {1, 2, 3},
+    "opentelemetry.proto.resource.v1.Resource": {1, 2, 3},
+    "opentelemetry.proto.common.v1.EntityRef": {1, 2, 3, 4},
+    "opentelemetry.proto.common.v1.InstrumentationScope": {1, 2, 3, 4},
+    "opentelemetry.proto.common.v1.KeyValue": {1, 2, 3},
+    "opentelemetry.proto.common.v1.AnyValue": set(range(1, 9)),
+    "opentelemetry.proto.common.v1.ArrayValue": {1},
+    "opentelemetry.proto.common.v1.KeyValueList": {1},
+    "opentelemetry.proto.trace.v1.Span": set(range(1, 17)),
+    "opentelemetry.proto.trace.v1.Span.Event": {1, 2, 3, 4},
+    "opentelemetry.proto.trace.v1.Span.Link": set(range(1, 7)),
+    "opentelemetry.proto.trace.v1.Status": {2, 3},
+}
+
+
+def _native_fields_match() -> bool:
+    """Whether the installed messages have exactly the fields ``_wire2json.c`` walks."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    seen: dict[str, set[int]] = {}
+    todo = [ExportTraceServiceRequest.DESCRIPTOR]
+    while todo:
+        d = todo.pop()
+        if d.full_name in seen:
+            continue
+        seen[d.full_name] = {f.number for f in d.fields}
+        todo.extend(f.message_type for f in d.fields if f.message_type is not None)
+    return seen == _NATIVE_FIELDS
+
+
+def native_transcoder() -> Any:
+    """The compiled ``_wire2json`` module, or ``None`` (not built, pure Python asked for, other proto fields)."""
+    module = native.load("launchtrace.otlp._wire2json")
+    return module if module is not None and _native_fields_match() else None
+
+
+_native = native_transcoder()
+
+
+def wire_json_line(raw: bytes) -> tuple[bytes, int] | None:
+    """The line and span count of the serialized request ``raw`` by the compiled transcoder; ``None`` when it
+    is not built or leaves these bytes to the Python path (which parses them: they may be malformed)."""
+    return None if _native is None else _native.transcode(raw)
+
+
+def wire_count(raw: bytes) -> int | None:
+    """The span count of ``raw`` after the compiled transcoder's checks (:func:`wire_json_line` accepts what
+    this accepts); ``None`` as for :func:`wire_json_line`."""
+    return None if _native is None else _native.count(raw)
+
+
 def json_line(message: Any) -> bytes:
     """One OTLP JSON Lines line (with its newline) for a ``TracesData`` / ``ExportTraceServiceRequest``.
 
-    Tries the wire walk of :mod:`launchtrace.otlp.transcode_wire` over the message's serialized bytes first
-    (several times faster: no message object per attribute), then the message walk, then the reference.
+    Tries the compiled transcoder, then the wire walk of :mod:`launchtrace.otlp.transcode_wire` over the
+    message's serialized bytes (several times faster than the message walk: no message object per
+    attribute), then the message walk, then the reference.
     """
     if not _FAST:
         return reference_line(message)
+    if _native is not None:
+        done = _native.transcode(message.SerializeToString())
+        if done is not None:
+            return done[0]
     try:
         line = wire_line(message.SerializeToString(), _attrs.json_raws, _blocks.json_raw)
         if line is not None:

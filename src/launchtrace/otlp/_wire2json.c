@@ -1,0 +1,1286 @@
+/* OTLP protobuf traces -> one OTLP JSON Lines line, in C: launchtrace.otlp.transcode's conversion, compiled.
+ *
+ * Why: `launchtrace collect` writes every request it receives as JSON. The Python conversion (a walk over the
+ * wire bytes with caches, or json_format itself) costs 25-50 us per launch span, so the receiver's writer fell
+ * behind a fast exporter (about 19,000 spans/s sustained). This walks the serialized ExportTraceServiceRequest
+ * (or TracesData: the same wire layout) once and writes the JSON directly, without building a message.
+ *
+ * The definition is json_format.MessageToDict(use_integers_for_enums=True) with the span and link ids turned
+ * from base64 into hex, dumped by orjson (launchtrace.otlp.transcode.reference_line): default-valued fields
+ * left out (except oneof members and present sub-messages), 64-bit integers as decimal strings, enums as
+ * integers, camelCase names, bytes as base64, doubles as orjson writes them (shortest round-trip digits) with
+ * NaN / Infinity / -Infinity as strings, strings escaped as orjson escapes them.
+ *
+ * Anything this walk is not certain json_format writes the same way gives None, and the caller takes the
+ * Python path (which parses the bytes with the protobuf library, and rejects them if they are malformed): a
+ * field number or wire type the OTLP trace messages do not have, a singular field sent twice (protobuf would
+ * merge it or keep the last), two members of a oneof, a bool other than 0 or 1, a 32-bit field whose varint
+ * does not fit 32 bits, a varint over 10 bytes, a length past its message's end, invalid UTF-8 in a string,
+ * nesting deeper than MAX_DEPTH. So every accepted input is one the protobuf library accepts too, and the
+ * span count returned is the number of spans it would see. tests/test_wire2json_native.py checks the line
+ * against the reference over generated requests, and that truncated and mutated bytes never give wrong JSON.
+ *
+ * The walk runs without the GIL for large inputs (a bytes object is immutable): the gRPC threads and the
+ * writer can then convert at the same time.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <locale.h>
+#if defined(__APPLE__)
+#include <xlocale.h>
+#endif
+#define HAVE_USELOCALE 1
+#endif
+
+enum { OK = 0, UNSURE = 1, NOMEM = 2 };
+
+#if defined(__GNUC__)
+#define INLINE static inline __attribute__((always_inline))
+#else
+#define INLINE static inline
+#endif
+
+#define MAX_DEPTH 40       /* message nesting (request = 1); deeper: the Python path decides */
+#define RELEASE_GIL_AT 4096 /* inputs this large are walked without the GIL */
+
+#define TRY(x)                                                                                                       \
+    do {                                                                                                             \
+        int rc_ = (x);                                                                                               \
+        if (rc_)                                                                                                     \
+            return rc_;                                                                                              \
+    } while (0)
+
+/* -- output ------------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int write;        /* 0: scan only (validate and count spans, write nothing) */
+    char *buf;        /* malloc'd: no GIL needed to grow it */
+    size_t len, cap;
+    Py_ssize_t spans; /* spans seen so far */
+    uint64_t dbits[4]; /* the last doubles formatted (bit patterns; 0 = empty: +0.0 is never formatted) */
+    char dtext[4][32];
+    uint8_t dlen[4];
+    unsigned dnext;
+} Out;
+
+static int grow_slow(Out *o, size_t need) {
+    size_t cap = o->cap ? o->cap : 256;
+    while (cap - o->len < need) {
+        if (cap > SIZE_MAX / 2)
+            return NOMEM;
+        cap *= 2;
+    }
+    char *b = realloc(o->buf, cap);
+    if (b == NULL)
+        return NOMEM;
+    o->buf = b;
+    o->cap = cap;
+    return OK;
+}
+
+/* Room for need more bytes. */
+INLINE int grow(Out *o, size_t need) { return o->cap - o->len >= need ? OK : grow_slow(o, need); }
+
+INLINE int put(Out *o, const char *s, size_t n) {
+    if (!o->write)
+        return OK;
+    TRY(grow(o, n));
+    memcpy(o->buf + o->len, s, n);
+    o->len += n;
+    return OK;
+}
+
+#define PUTS(o, lit) put((o), (lit), sizeof(lit) - 1)
+
+/* `,"name":` (the comma unless it is the object's first field); `*count` counts the fields written. */
+INLINE int key(Out *o, int *count, const char *name, size_t n) {
+    if (!o->write)
+        return OK;
+    TRY(grow(o, n + 1));
+    if ((*count)++)
+        o->buf[o->len++] = ',';
+    memcpy(o->buf + o->len, name, n);
+    o->len += n;
+    return OK;
+}
+
+#define KEY(lit) TRY(key(o, &nf, "\"" lit "\":", sizeof("\"" lit "\":") - 1))
+
+static const char DIGITS2[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                              "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                              "8081828384858687888990919293949596979899";
+
+static int put_u64(Out *o, uint64_t v) {
+    if (!o->write)
+        return OK;
+    char tmp[24];
+    int i = 24;
+    while (v >= 100) { /* two digits per division */
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        i -= 2;
+        memcpy(tmp + i, DIGITS2 + 2 * r, 2);
+    }
+    if (v >= 10) {
+        i -= 2;
+        memcpy(tmp + i, DIGITS2 + 2 * v, 2);
+    } else {
+        tmp[--i] = (char)('0' + v);
+    }
+    return put(o, tmp + i, (size_t)(24 - i));
+}
+
+static int put_i64(Out *o, int64_t v) {
+    if (v < 0) {
+        TRY(PUTS(o, "-"));
+        return put_u64(o, (uint64_t)0 - (uint64_t)v);
+    }
+    return put_u64(o, (uint64_t)v);
+}
+
+/* Length of the valid UTF-8 sequence at s (n > 0 bytes left, s[0] >= 0x80), 0 if invalid (RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF: what upb and Python's decoder accept). */
+static size_t utf8_seq(const uint8_t *s, size_t n) {
+    uint8_t c = s[0];
+    if (c >= 0xC2 && c <= 0xDF)
+        return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (n < 3 || (s[2] & 0xC0) != 0x80)
+            return 0;
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+        return (s[1] >= lo && s[1] <= hi) ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (n < 4 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
+            return 0;
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+        return (s[1] >= lo && s[1] <= hi) ? 4 : 0;
+    }
+    return 0;
+}
+
+static const char HEX[] = "0123456789abcdef";
+
+/* A protobuf string as a JSON string, escaped as orjson escapes; invalid UTF-8: UNSURE (protobuf rejects it). */
+static int put_str(Out *o, const uint8_t *s, size_t n) {
+    char *w = NULL;
+    if (o->write) {
+        if (n > (SIZE_MAX - 2) / 6)
+            return NOMEM;
+        TRY(grow(o, 6 * n + 2));
+        w = o->buf + o->len;
+        *w++ = '"';
+    }
+    size_t i = 0;
+    while (i < n) {
+        if (n - i >= 8) { /* 8 plain ASCII bytes at once (none below 0x20, no quote, no backslash) */
+            uint64_t x;
+            memcpy(&x, s + i, 8);
+            const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+            uint64_t special = (x | ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+            if (!special) {
+                if (w) {
+                    memcpy(w, s + i, 8);
+                    w += 8;
+                }
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t c = s[i];
+        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+            if (w)
+                *w++ = (char)c;
+            i++;
+        } else if (c < 0x80) {
+            if (w) {
+                *w++ = '\\';
+                switch (c) {
+                case '"': *w++ = '"'; break;
+                case '\\': *w++ = '\\'; break;
+                case '\b': *w++ = 'b'; break;
+                case '\t': *w++ = 't'; break;
+                case '\n': *w++ = 'n'; break;
+                case '\f': *w++ = 'f'; break;
+                case '\r': *w++ = 'r'; break;
+                default:
+                    *w++ = 'u';
+                    *w++ = '0';
+                    *w++ = '0';
+                    *w++ = HEX[c >> 4];
+                    *w++ = HEX[c & 15];
+                }
+            }
+            i++;
+        } else {
+            size_t k = utf8_seq(s + i, n - i);
+            if (k == 0)
+                return UNSURE;
+            if (w) {
+                memcpy(w, s + i, k);
+                w += k;
+            }
+            i += k;
+        }
+    }
+    if (w) {
+        *w++ = '"';
+        o->len = (size_t)(w - o->buf);
+    }
+    return OK;
+}
+
+/* An id (bytes) as a JSON string of lower-case hex: OTLP/JSON's form of trace and span ids. */
+static int put_hex(Out *o, const uint8_t *s, size_t n) {
+    if (!o->write)
+        return OK;
+    if (n > (SIZE_MAX - 2) / 2)
+        return NOMEM;
+    TRY(grow(o, 2 * n + 2));
+    char *w = o->buf + o->len;
+    *w++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        *w++ = HEX[s[i] >> 4];
+        *w++ = HEX[s[i] & 15];
+    }
+    *w++ = '"';
+    o->len = (size_t)(w - o->buf);
+    return OK;
+}
+
+/* bytes as a JSON string of standard base64 with padding (json_format's base64.b64encode). */
+static int put_b64(Out *o, const uint8_t *s, size_t n) {
+    static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (!o->write)
+        return OK;
+    if (n > (SIZE_MAX - 8) / 2)
+        return NOMEM;
+    TRY(grow(o, (n + 2) / 3 * 4 + 2));
+    char *w = o->buf + o->len;
+    *w++ = '"';
+    size_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
+        *w++ = B64[v >> 18];
+        *w++ = B64[(v >> 12) & 63];
+        *w++ = B64[(v >> 6) & 63];
+        *w++ = B64[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)s[i] << 16;
+        *w++ = B64[v >> 18];
+        *w++ = B64[(v >> 12) & 63];
+        *w++ = '=';
+        *w++ = '=';
+    } else if (n - i == 2) {
+        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8);
+        *w++ = B64[v >> 18];
+        *w++ = B64[(v >> 12) & 63];
+        *w++ = B64[(v >> 6) & 63];
+        *w++ = '=';
+    }
+    *w++ = '"';
+    o->len = (size_t)(w - o->buf);
+    return OK;
+}
+
+/* -- doubles ------------------------------------------------------------------------------------------------ */
+
+#ifdef HAVE_USELOCALE
+static locale_t c_locale = (locale_t)0; /* printf/strtod in the "C" locale whatever the process set */
+#endif
+
+/* Parse printf's "%.*e" output ([-]d.ddde[+-]dd) into its digits (nd of them) and decimal exponent. */
+static int parse_e(const char *p, char *digits, int *nd, int *e) {
+    int n = 0;
+    if (*p == '-')
+        p++;
+    if (*p < '1' || *p > '9')
+        return 0;
+    digits[n++] = *p++;
+    if (*p == '.') {
+        p++;
+        while (*p >= '0' && *p <= '9' && n < 17)
+            digits[n++] = *p++;
+    }
+    if (*p++ != 'e')
+        return 0;
+    int neg = 0;
+    if (*p == '-' || *p == '+')
+        neg = *p++ == '-';
+    int v = 0, ne = 0;
+    while (*p >= '0' && *p <= '9' && ne < 4) {
+        v = v * 10 + (*p++ - '0');
+        ne++;
+    }
+    if (*p != '\0' || ne == 0)
+        return 0;
+    *nd = n;
+    *e = neg ? -v : v;
+    return 1;
+}
+
+/* Whether the decimal digits x 10^(e - nd + 1) read back (strtod, "C" locale) as |x|. */
+static int reads_back(const char *digits, int nd, int e, double ax) {
+    char tmp[48];
+    snprintf(tmp, sizeof tmp, "%.*se%d", nd, digits, e - nd + 1);
+    return strtod(tmp, NULL) == ax;
+}
+
+/* The digits one unit up (+1) or down (-1) in the last place; 0 when that changes their count. */
+static int step(char *digits, int nd, int *e, int dir) {
+    int i = nd - 1;
+    if (dir > 0) {
+        while (i >= 0 && digits[i] == '9')
+            digits[i--] = '0';
+        if (i < 0) { /* 99..9 + 1 = 100..0: one more power of ten, same count */
+            digits[0] = '1';
+            (*e)++;
+            return 1;
+        }
+        digits[i]++;
+        return 1;
+    }
+    while (i >= 0 && digits[i] == '0')
+        digits[i--] = '9';
+    if (i < 0 || (i == 0 && digits[0] == '1'))
+        return 0; /* 10..0 - 1 = 9..9: one digit fewer, already tried at a shorter precision */
+    digits[i]--;
+    return 1;
+}
+
+/* x (finite, non-zero) as orjson writes it: the shortest digits that read back as x (among those, the closest
+ * to x), in fixed notation for decimal exponents -5..15 ("0.00001234", "1234567890123456.8", "1.0"), else
+ * "d.ddde+N" / "de-N". The digits come from printf's correctly rounded %.*e at 15, 16, then 17 significant
+ * digits, the first that strtod reads back exactly: a value with a shorter form prints it at 15, padded with
+ * zeros that are stripped. At 16 the correctly rounded digits can miss where the next power of two makes the
+ * interval that reads back lopsided (2**-24 = 5.9604644775390625e-08 -> 5.960464477539063e-08, not ...062),
+ * so their neighbours one unit away are tried too; at 17 the correctly rounded digits always read back.
+ * Subnormals have fewer significant bits: every precision from 1 is tried, with the neighbours.
+ * Writes at most 32 bytes to out; returns the length, or 0 when the C library's output is not as expected. */
+static size_t format_double(double x, char *out) {
+#ifdef HAVE_USELOCALE
+    if (c_locale == (locale_t)0)
+        return 0;
+    char tmp[48], digits[20];
+    int nd = 0, e = 0, found = 0;
+    double ax = fabs(x);
+    int subnormal = ax < DBL_MIN; /* fewer significant bits: its shortest form may be anywhere from 1 digit */
+    locale_t old = uselocale(c_locale);
+    for (int prec = subnormal ? 1 : 15; prec <= 17 && !found; prec++) {
+        int len = snprintf(tmp, sizeof tmp, "%.*e", prec - 1, ax);
+        if (len <= 0 || len >= (int)sizeof tmp || !parse_e(tmp, digits, &nd, &e) || nd != prec) {
+            uselocale(old);
+            return 0;
+        }
+        if (prec == 17 || reads_back(digits, nd, e, ax)) {
+            found = 1;
+        } else if (prec == 16 || subnormal) {
+            char alt[20];
+            for (int dir = -1; dir <= 1 && !found; dir += 2) {
+                int ae = e;
+                memcpy(alt, digits, (size_t)nd);
+                if (step(alt, nd, &ae, dir) && reads_back(alt, nd, ae, ax)) {
+                    memcpy(digits, alt, (size_t)nd);
+                    e = ae;
+                    found = 1;
+                }
+            }
+        }
+    }
+    uselocale(old);
+    char *w = out;
+    if (x < 0)
+        *w++ = '-';
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    if (e >= -5 && e < 16) {
+        if (e < 0) {
+            *w++ = '0';
+            *w++ = '.';
+            for (int i = 0; i < -e - 1; i++)
+                *w++ = '0';
+            memcpy(w, digits, (size_t)nd);
+            w += nd;
+        } else {
+            for (int i = 0; i <= e; i++)
+                *w++ = i < nd ? digits[i] : '0';
+            *w++ = '.';
+            if (nd > e + 1) {
+                memcpy(w, digits + e + 1, (size_t)(nd - e - 1));
+                w += nd - e - 1;
+            } else {
+                *w++ = '0';
+            }
+        }
+    } else {
+        *w++ = digits[0];
+        if (nd > 1) {
+            *w++ = '.';
+            memcpy(w, digits + 1, (size_t)(nd - 1));
+            w += nd - 1;
+        }
+        w += snprintf(w, 8, e < 0 ? "e-%d" : "e+%d", e < 0 ? -e : e);
+    }
+    return (size_t)(w - out);
+#else
+    (void)x;
+    (void)out;
+    return 0;
+#endif
+}
+
+/* A double field as json_format + orjson write it: a number, or "NaN" / "Infinity" / "-Infinity". */
+static int put_double(Out *o, double x) {
+    if (!o->write)
+        return OK;
+    if (isnan(x))
+        return PUTS(o, "\"NaN\"");
+    if (isinf(x))
+        return x > 0 ? PUTS(o, "\"Infinity\"") : PUTS(o, "\"-Infinity\"");
+    if (x == 0)
+        return signbit(x) ? PUTS(o, "-0.0") : PUTS(o, "0.0");
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    for (int i = 0; i < 4; i++) /* a request repeats its doubles (a launch's scalar argument): format once */
+        if (o->dbits[i] == bits)
+            return put(o, o->dtext[i], o->dlen[i]);
+    char tmp[40];
+    size_t n = format_double(x, tmp);
+    if (n == 0 || n > sizeof o->dtext[0])
+        return UNSURE;
+    unsigned slot = o->dnext++ & 3;
+    o->dbits[slot] = bits;
+    memcpy(o->dtext[slot], tmp, n);
+    o->dlen[slot] = (uint8_t)n;
+    return put(o, tmp, n);
+}
+
+/* -- reading the wire format -------------------------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t field;
+    int wt;              /* wire type: 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32 */
+    uint64_t v;          /* varint / fixed64 / fixed32 value */
+    const uint8_t *p;    /* length-delimited payload */
+    size_t n;
+} Field;
+
+/* The varint at *pp (at most 10 bytes, the 10th holding one bit), *pp moved past it. */
+INLINE int varint(const uint8_t **pp, const uint8_t *end, uint64_t *out) {
+    const uint8_t *p = *pp;
+    if (p < end && *p < 0x80) { /* one byte: tags, lengths under 128, small values */
+        *out = *p;
+        *pp = p + 1;
+        return OK;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < 10; i++) {
+        if (p >= end)
+            return UNSURE;
+        uint8_t b = *p++;
+        if (i == 9 && b > 1)
+            return UNSURE;
+        v |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (!(b & 0x80)) {
+            *pp = p;
+            *out = v;
+            return OK;
+        }
+    }
+    return UNSURE;
+}
+
+INLINE uint64_t le(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* The field at *pp (tag and value, every length checked against end), *pp moved past it. */
+INLINE int next(const uint8_t **pp, const uint8_t *end, Field *f) {
+    uint64_t tag;
+    TRY(varint(pp, end, &tag));
+    if (tag > UINT32_MAX || (tag >> 3) == 0)
+        return UNSURE;
+    f->field = (uint32_t)(tag >> 3);
+    f->wt = (int)(tag & 7);
+    f->v = 0;
+    f->p = NULL;
+    f->n = 0;
+    const uint8_t *p = *pp;
+    switch (f->wt) {
+    case 0:
+        return varint(pp, end, &f->v);
+    case 1:
+        if (end - p < 8)
+            return UNSURE;
+        f->v = le(p, 8);
+        *pp = p + 8;
+        return OK;
+    case 5:
+        if (end - p < 4)
+            return UNSURE;
+        f->v = le(p, 4);
+        *pp = p + 4;
+        return OK;
+    case 2: {
+        uint64_t n;
+        TRY(varint(pp, end, &n));
+        p = *pp;
+        if (n > (uint64_t)(end - p))
+            return UNSURE;
+        f->p = p;
+        f->n = (size_t)n;
+        *pp = p + n;
+        return OK;
+    }
+    default: /* groups (3, 4) and the invalid 6, 7 */
+        return UNSURE;
+    }
+}
+
+/* A singular field: seen at most once (twice: protobuf merges or keeps the last, left to the Python path). */
+typedef struct {
+    int set;
+    uint64_t v;
+    const uint8_t *p;
+    size_t n;
+} One;
+
+static int once(One *one, const Field *f, int wt) {
+    if (one->set || f->wt != wt)
+        return UNSURE;
+    one->set = 1;
+    one->v = f->v;
+    one->p = f->p;
+    one->n = f->n;
+    return OK;
+}
+
+/* A repeated length-delimited field: where its first occurrence starts and its last ends, and how many. */
+typedef struct {
+    const uint8_t *first, *end;
+    size_t count;
+} Rep;
+
+static int rep(Rep *r, const Field *f, const uint8_t *tag_at, const uint8_t *after) {
+    if (f->wt != 2)
+        return UNSURE;
+    if (r->count++ == 0)
+        r->first = tag_at;
+    r->end = after;
+    return OK;
+}
+
+/* An int32 / enum field's varint: non-negative, or a negative value sign-extended to 64 bits. */
+static int i32(uint64_t v, int64_t *out) {
+    if (v <= INT32_MAX)
+        *out = (int64_t)v;
+    else if (v >= 0xFFFFFFFF80000000ULL)
+        *out = (int64_t)v;
+    else
+        return UNSURE;
+    return OK;
+}
+
+typedef int (*Emit)(Out *, const uint8_t *, size_t, int);
+
+/* `[a,b,...]`: each occurrence of `field` in the range r, written by fn. */
+static int put_rep(Out *o, const Rep *r, uint32_t field, Emit fn, int depth) {
+    const uint8_t *p = r->first;
+    Field f;
+    int first = 1;
+    TRY(PUTS(o, "["));
+    while (p < r->end) {
+        TRY(next(&p, r->end, &f));
+        if (f.field != field)
+            continue;
+        if (!first)
+            TRY(PUTS(o, ","));
+        first = 0;
+        TRY(fn(o, f.p, f.n, depth));
+    }
+    return PUTS(o, "]");
+}
+
+/* A repeated string field: `["a","b"]`. */
+static int put_rep_str(Out *o, const Rep *r, uint32_t field) {
+    const uint8_t *p = r->first;
+    Field f;
+    int first = 1;
+    TRY(PUTS(o, "["));
+    while (p < r->end) {
+        TRY(next(&p, r->end, &f));
+        if (f.field != field)
+            continue;
+        if (!first)
+            TRY(PUTS(o, ","));
+        first = 0;
+        TRY(put_str(o, f.p, f.n));
+    }
+    return PUTS(o, "]");
+}
+
+/* -- the messages ------------------------------------------------------------------------------------------- */
+
+static int key_value(Out *o, const uint8_t *p, size_t n, int depth);
+
+/* AnyValue: one oneof member, or none (`{}`). */
+static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
+    if (depth > MAX_DEPTH)
+        return UNSURE;
+    const uint8_t *end = p + n;
+    Field f, val = {0};
+    int have = 0;
+    while (p < end) {
+        TRY(next(&p, end, &f));
+        if (have) /* a second member (or the same one again): protobuf keeps the last */
+            return UNSURE;
+        have = 1;
+        val = f;
+    }
+    if (!have)
+        return PUTS(o, "{}");
+    switch (val.field) {
+    case 1:
+        if (val.wt != 2)
+            return UNSURE;
+        TRY(PUTS(o, "{\"stringValue\":"));
+        TRY(put_str(o, val.p, val.n));
+        return PUTS(o, "}");
+    case 2:
+        if (val.wt != 0 || val.v > 1)
+            return UNSURE;
+        return val.v ? PUTS(o, "{\"boolValue\":true}") : PUTS(o, "{\"boolValue\":false}");
+    case 3:
+        if (val.wt != 0)
+            return UNSURE;
+        TRY(PUTS(o, "{\"intValue\":\""));
+        TRY(put_i64(o, (int64_t)val.v));
+        return PUTS(o, "\"}");
+    case 4: {
+        if (val.wt != 1)
+            return UNSURE;
+        double d;
+        memcpy(&d, &val.v, sizeof d);
+        TRY(PUTS(o, "{\"doubleValue\":"));
+        TRY(put_double(o, d));
+        return PUTS(o, "}");
+    }
+    case 5:
+    case 6: {
+        if (val.wt != 2)
+            return UNSURE;
+        if (depth + 1 > MAX_DEPTH)
+            return UNSURE;
+        /* ArrayValue / KeyValueList: field 1 repeated (AnyValue / KeyValue), nothing else */
+        const uint8_t *q = val.p, *qend = val.p + val.n;
+        Rep values = {0};
+        while (q < qend) {
+            const uint8_t *at = q;
+            TRY(next(&q, qend, &f));
+            if (f.field != 1)
+                return UNSURE;
+            TRY(rep(&values, &f, at, q));
+        }
+        TRY(val.field == 5 ? PUTS(o, "{\"arrayValue\":{") : PUTS(o, "{\"kvlistValue\":{"));
+        if (values.count) {
+            TRY(PUTS(o, "\"values\":"));
+            TRY(put_rep(o, &values, 1, val.field == 5 ? any_value : key_value, depth + 2));
+        }
+        return PUTS(o, "}}");
+    }
+    case 7:
+        if (val.wt != 2)
+            return UNSURE;
+        TRY(PUTS(o, "{\"bytesValue\":"));
+        TRY(put_b64(o, val.p, val.n));
+        return PUTS(o, "}");
+    case 8: {
+        int64_t i;
+        if (val.wt != 0)
+            return UNSURE;
+        TRY(i32(val.v, &i));
+        TRY(PUTS(o, "{\"stringValueStrindex\":"));
+        TRY(put_i64(o, i));
+        return PUTS(o, "}");
+    }
+    default:
+        return UNSURE;
+    }
+}
+
+/* KeyValue: key, value (present: written even when empty), keyStrindex. */
+static int key_value(Out *o, const uint8_t *p, size_t n, int depth) {
+    if (depth > MAX_DEPTH)
+        return UNSURE;
+    const uint8_t *end = p + n;
+    Field f;
+    One k = {0}, v = {0}, strindex = {0};
+    while (p < end) {
+        TRY(next(&p, end, &f));
+        switch (f.field) {
+        case 1: TRY(once(&k, &f, 2)); break;
+        case 2: TRY(once(&v, &f, 2)); break;
+        case 3: TRY(once(&strindex, &f, 0)); break;
+        default: return UNSURE;
+        }
+    }
+    int nf = 0;
+    TRY(PUTS(o, "{"));
+    if (k.n) {
+        KEY("key");
+        TRY(put_str(o, k.p, k.n));
+    }
+    if (v.set) {
+        KEY("value");
+        TRY(any_value(o, v.p, v.n, depth + 1));
+    }
+    if (strindex.set) {
+        int64_t i;
+        TRY(i32(strindex.v, &i));
+        if (i) {
+            KEY("keyStrindex");
+            TRY(put_i64(o, i));
+        }
+    }
+    return PUTS(o, "}");
+}
+
+/* The common tail of Resource / InstrumentationScope / Event / Link: attributes and their dropped count. */
+static int put_attributes(Out *o, int *count, const Rep *attrs, uint32_t field, int depth) {
+    if (!attrs->count)
+        return OK;
+    TRY(key(o, count, "\"attributes\":", sizeof("\"attributes\":") - 1));
+    return put_rep(o, attrs, field, key_value, depth + 1);
+}
+
+static int put_count(Out *o, int *count, const char *name, size_t len, const One *one) {
+    if (!one->set)
+        return OK;
+    if (one->v > UINT32_MAX) /* protobuf would truncate it: left to the Python path */
+        return UNSURE;
+    if (!one->v)
+        return OK;
+    TRY(key(o, count, name, len));
+    return put_u64(o, one->v);
+}
+
+#define COUNT(lit, one) TRY(put_count(o, &nf, "\"" lit "\":", sizeof("\"" lit "\":") - 1, &(one)))
+
+/* EntityRef: schemaUrl, type, idKeys, descriptionKeys. */
+static int entity_ref(Out *o, const uint8_t *p, size_t n, int depth) {
+    if (depth > MAX_DEPTH)
+        return UNSURE;
+    const uint8_t *end = p + n;
+    Field f;
+    One schema = {0}, type = {0};
+    Rep ids = {0}, descs = {0};
+    while (p < end) {
+        const uint8_t *at = p;
+        TRY(next(&p, end, &f));
+        switch (f.field) {
+        case 1: TRY(once(&schema, &f, 2)); break;
+        case 2: TRY(once(&type, &f, 2)); break;
+        case 3: TRY(rep(&ids, &f, at, p)); break;
+        case 4: TRY(rep(&descs, &f, at, p)); break;
+        default: return UNSURE;
+        }
+    }
+    int nf = 0;
+    TRY(PUTS(o, "{"));
+    if (schema.n) {
+        KEY("schemaUrl");
+        TRY(put_str(o, schema.p, schema.n));
+    }
+    if (type.n) {
+        KEY("type");
+        TRY(put_str(o, type.p, type.n));
+    }
+    if (ids.count) {
+        KEY("idKeys");
+        TRY(put_rep_str(o, &ids, 3));
+    }
+    if (descs.count) {
+        KEY("descriptionKeys");
+        TRY(put_rep_str(o, &descs, 4));
+    }
+    return PUTS(o, "}");
+}
+
+/* Resource: attributes, droppedAttributesCount, entityRefs. */
+static int resource(Out *o, const uint8_t *p, size_t n, int depth) {
+    if (depth > MAX_DEPTH)
+        return UNSURE;
+    const uint8_t *end = p + n;
+    Field f;
+    One dropped = {0};
+    Rep attrs = {0}, refs = {0};
+    while (p < end) {
+        const uint8_t *at = p;
+        TRY(next(&p, end, &f));
+        switch (f.field) {
+        case 1: TRY(rep(&attrs, &f, at, p)); break;
+        case 2: TRY(once(&dropped, &f, 0)); break;
+        case 3: TRY(rep(&refs, &f, at, p)); break;
+        default: return UNSURE;
+        }
+    }
+    int nf = 0;
+    TRY(PUTS(o, "{"));
+    TRY(put_attributes(o, &nf, &attrs, 1, depth));
+    COUNT("droppedAttributesCount", dropped);
+    if (refs.count) {
+        KEY("entityRefs");
+        TRY(put_rep(o, &refs, 3, entity_ref, depth + 1));
+    }
+    return PUTS(o, "}");
+}
+
+/* InstrumentationScope: name, version, attributes, droppedAttributesCount. */
+static int scope(Out *o, const uint8_t *p, size_t n, int depth) {
+    if (depth > MAX_DEPTH)
+        return UNSURE;
+    const uint8_t *end = p + n;
+    Field f;
+    One name = {0}, version = {0}, dropped = {0};
+    Rep attrs = {0};
+    while (p < end) {
+        const uint8_t *at = p;
+        TRY(next(&p, end, &f));
+        switch (f.field) {
+        case 1: TRY(once(&name, &f, 2)); break;
+        case 2: TRY(once(&version, &f, 2)); break;
+        case 3: TRY(rep(&attrs, &f, at, p)); break;
+        case 4: TRY(once(&dropped, &f, 0)); break;
+        default: return UNSURE;
+        }
+    }
+    int nf = 0;
+    TRY(PUTS(o, "{"));
+    if (name.n) {
+        KEY("name");
+        TRY(put_str(o, name.p, name.n));
+    }
+    if (version.n) {
+        KEY("version");
+        TRY(put_str(o, version.p, version.n));
+    }
+    TRY(put_attributes(o, &nf, &attrs, 3, depth));
+    COUNT("droppedAttributesCount", dropped);
+    return PUTS(o, "}");
+}
+
+/* Span.Event: timeUnixNano, name, attributes, droppedAttributesCount. */
+static int span_event(Out *o, const uint8_t *p, size_t n, int depth) {
+    if (depth > MAX_DEPTH)
+        return UNSURE;
+    const uint8_t *end = p + n;
+    Field f;
+    One time = {0}, name = {0}, dropped = {0};
+    Rep attrs = {0};
+    while (p < end) {
+        const uint8_t *at = p;
+        TRY(next(&p, end, &f));
+        switch (f.field) {
+        case 1: TRY(once(&time, &f, 1)); break;
+        case 2: TRY(once(&name, &f, 2)); break;
+        case 3: TRY(rep(&attrs, &f, at, p)); break;
+        case 4: TRY(once(&dropped, &f, 0)); break;
+        default: return UNSURE;
+        }
+    }
+    int nf = 0;
+    TRY(PUTS(o, "{"));
+    if (time.v) {
+        KEY("timeUnixNano");
+        TRY(PUTS(o, "\""));
+        TRY(put_u64(o, time.v));
+        TRY(PUTS(o, "\""));
+    }
+    if (name.n) {
+        KEY("name");
+        TRY(put_str(o, name.p, name.n));
+    }
+    TRY(put_attributes(o, &nf, &attrs, 3, depth));
+    COUNT("droppedAttributesCount", dropped);
+    return PUTS(o, "}");
+}
+
+/* Span.Link: traceId, spanId (hex), traceState, attributes, droppedAttributesCount, flags. */
+static int span_link(Out *o, const uint8_t *p, size_t n, int depth) {
+    if (depth > MAX_DEPTH)
+        return UNSURE;
+    const uint8_t *end = p + n;
+    Field f;
+    One trace = {0}, span = {0}, state = {0}, dropped = {0}, flags = {0};
+    Rep attrs = {0};
+    while (p < end) {
+        const uint8_t *at = p;
+        TRY(next(&p, end, &f));
+        switch (f.field) {
+        case 1: TRY(once(&trace, &f, 2)); break;
+        case 2: TRY(once(&span, &f, 2)); break;
+        case 3: TRY(once(&state, &f, 2)); break;
+        case 4: TRY(rep(&attrs, &f, at, p)); break;
+        case 5: TRY(once(&dropped, &f, 0)); break;
+        case 6: TRY(once(&flags, &f, 5)); break;
+        default: return UNSURE;
+        }
+    }
+    int nf = 0;
+    TRY(PUTS(o, "{"));
+    if (trace.n) {
+        KEY("traceId");
+        TRY(put_hex(o, trace.p, trace.n));
+    }
+    if (span.n) {
+        KEY("spanId");
+        TRY(put_hex(o, span.p, span.n));
+    }
+    if (state.n) {
+        KEY("traceState");
+        TRY(put_str(o, state.p, state.n));
+    }
+    TRY(put_attributes(o, &nf, &attrs, 4, depth));
+    COUNT("droppedAttributesCount", dropped);
+    if (flags.v) {
+        KEY("flags");
+        TRY(put_u64(o, flags.v));
+    }
+    return PUTS(o, "}");
+}
+
+/* Status: message, code. */
+static int span_status(Out *o, const uint8_t *p, size_t n, int depth) {
+    if (depth > MAX_DEPTH)
+        return UNSURE;
+    const uint8_t *end = p + n;
+    Field f;
+    One message = {0}, code = {0};
+    while (p < end) {
+        TRY(next(&p, end, &f));
+        switch (f.field) {
+        case 2: TRY(once(&message, &f, 2)); break;
+        case 3: TRY(once(&code, &f, 0)); break;
+        default: return UNSURE; /* 1 is the reserved deprecated_code */
+        }
+    }
+    int nf = 0;
+    TRY(PUTS(o, "{"));
+    if (message.n) {
+        KEY("message");
+        TRY(put_str(o, message.p, message.n));
+    }
+    if (code.set) {
+        int64_t c;
+        TRY(i32(code.v, &c));
+        if (c) {
+            KEY("code");
+            TRY(put_i64(o, c));
+        }
+    }
+    return PUTS(o, "}");
+}
+
+/* Span, fields in declaration order (as launchtrace.otlp.transcode writes them). */
+static int span(Out *o, const uint8_t *p, size_t n, int depth) {
+    if (depth > MAX_DEPTH)
+        return UNSURE;
+    const uint8_t *end = p + n;
+    Field f;
+    One trace = {0}, span_id = {0}, state = {0}, parent = {0}, name = {0}, kind = {0}, start = {0}, stop = {0};
+    One dropped_attrs = {0}, dropped_events = {0}, dropped_links = {0}, st = {0}, flags = {0};
+    Rep attrs = {0}, events = {0}, links = {0};
+    while (p < end) {
+        const uint8_t *at = p;
+        TRY(next(&p, end, &f));
+        switch (f.field) {
+        case 1: TRY(once(&trace, &f, 2)); break;
+        case 2: TRY(once(&span_id, &f, 2)); break;
+        case 3: TRY(once(&state, &f, 2)); break;
+        case 4: TRY(once(&parent, &f, 2)); break;
+        case 5: TRY(once(&name, &f, 2)); break;
+        case 6: TRY(once(&kind, &f, 0)); break;
+        case 7: TRY(once(&start, &f, 1)); break;
+        case 8: TRY(once(&stop, &f, 1)); break;
+        case 9: TRY(rep(&attrs, &f, at, p)); break;
+        case 10: TRY(once(&dropped_attrs, &f, 0)); break;
+        case 11: TRY(rep(&events, &f, at, p)); break;
+        case 12: TRY(once(&dropped_events, &f, 0)); break;
+        case 13: TRY(rep(&links, &f, at, p)); break;
+        case 14: TRY(once(&dropped_links, &f, 0)); break;
+        case 15: TRY(once(&st, &f, 2)); break;
+        case 16: TRY(once(&flags, &f, 5)); break;
+        default: return UNSURE;
+        }
+    }
+    int nf = 0;
+    TRY(PUTS(o, "{"));
+    if (trace.n) {
+        KEY("traceId");
+        TRY(put_hex(o, trace.p, trace.n));
+    }
+    if (span_id.n) {
+        KEY("spanId");
+        TRY(put_hex(o, span_id.p, span_id.n));
+    }
+    if (state.n) {
+        KEY("traceState");
+        TRY(put_str(o, state.p, state.n));
+    }
+    if (parent.n) {
+        KEY("parentSpanId");
+        TRY(put_hex(o, parent.p, parent.n));
+    }
+    if (flags.v) {
+        KEY("flags");
+        TRY(put_u64(o, flags.v));
+    }
+    if (name.n) {
+        KEY("name");
+        TRY(put_str(o, name.p, name.n));
+    }
+    if (kind.set) {
+        int64_t k;
+        TRY(i32(kind.v, &k));
+        if (k) {
+            KEY("kind");
+            TRY(put_i64(o, k));
+        }
+    }
+    if (start.v) {
+        KEY("startTimeUnixNano");
+        TRY(PUTS(o, "\""));
+        TRY(put_u64(o, start.v));
+        TRY(PUTS(o, "\""));
+    }
+    if (stop.v) {
+        KEY("endTimeUnixNano");
+        TRY(PUTS(o, "\""));
+        TRY(put_u64(o, stop.v));
+        TRY(PUTS(o, "\""));
+    }
+    TRY(put_attributes(o, &nf, &attrs, 9, depth));
+    COUNT("droppedAttributesCount", dropped_attrs);
+    if (events.count) {
+        KEY("events");
+        TRY(put_rep(o, &events, 11, span_event, depth + 1));
+    }
+    COUNT("droppedEventsCount", dropped_events);
+    if (links.count) {
+        KEY("links");
+        TRY(put_rep(o, &links, 13, span_link, depth + 1));
+    }
+    COUNT("droppedLinksCount", dropped_links);
+    if (st.set) {
+        KEY("status");
+        TRY(span_status(o, st.p, st.n, depth + 1));
+    }
+    o->spans++;
+    return PUTS(o, "}");
+}
+
+static int scope_spans(Out *o, const uint8_t *p, size_t n, int depth);
+
+/* ResourceSpans (field 1 resource, 2 scopeSpans) and ScopeSpans (1 scope, 2 spans): the same shape, with
+ * schemaUrl as field 3. */
+static int group(Out *o, const uint8_t *p, size_t n, int depth, int is_resource) {
+    if (depth > MAX_DEPTH)
+        return UNSURE;
+    const uint8_t *end = p + n;
+    Field f;
+    One head = {0}, schema = {0};
+    Rep items = {0};
+    while (p < end) {
+        const uint8_t *at = p;
+        TRY(next(&p, end, &f));
+        switch (f.field) {
+        case 1: TRY(once(&head, &f, 2)); break;
+        case 2: TRY(rep(&items, &f, at, p)); break;
+        case 3: TRY(once(&schema, &f, 2)); break;
+        default: return UNSURE;
+        }
+    }
+    int nf = 0;
+    TRY(PUTS(o, "{"));
+    if (head.set) {
+        if (is_resource) {
+            KEY("resource");
+            TRY(resource(o, head.p, head.n, depth + 1));
+        } else {
+            KEY("scope");
+            TRY(scope(o, head.p, head.n, depth + 1));
+        }
+    }
+    if (items.count) {
+        if (is_resource)
+            KEY("scopeSpans");
+        else
+            KEY("spans");
+        TRY(put_rep(o, &items, 2, is_resource ? scope_spans : span, depth + 1));
+    }
+    if (schema.n) {
+        KEY("schemaUrl");
+        TRY(put_str(o, schema.p, schema.n));
+    }
+    return PUTS(o, "}");
+}
+
+static int scope_spans(Out *o, const uint8_t *p, size_t n, int depth) { return group(o, p, n, depth, 0); }
+
+static int resource_spans(Out *o, const uint8_t *p, size_t n, int depth) { return group(o, p, n, depth, 1); }
+
+/* ExportTraceServiceRequest / TracesData: field 1, repeated ResourceSpans. */
+static int request(Out *o, const uint8_t *p, size_t n) {
+    const uint8_t *end = p + n;
+    Field f;
+    Rep items = {0};
+    while (p < end) {
+        const uint8_t *at = p;
+        TRY(next(&p, end, &f));
+        if (f.field != 1)
+            return UNSURE;
+        TRY(rep(&items, &f, at, p));
+    }
+    TRY(PUTS(o, "{\"resourceSpans\":"));
+    if (items.count)
+        TRY(put_rep(o, &items, 1, resource_spans, 2));
+    else
+        TRY(PUTS(o, "[]"));
+    return PUTS(o, "}\n");
+}
+
+/* -- Python ------------------------------------------------------------------------------------------------- */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define THREAD_LOCAL __thread
+#else
+#define THREAD_LOCAL _Thread_local
+#endif
+
+#define KEEP_SCRATCH (16u << 20) /* a thread keeps its output buffer between calls up to this size */
+
+/* Each thread's output buffer, kept between calls: a fresh malloc of a request's size (megabytes) is a fresh
+ * mmap, and faulting in and zeroing its pages cost more than the walk. One per thread (the GIL is released
+ * during the walk); a thread that ends leaves its buffer behind (at most KEEP_SCRATCH). */
+static THREAD_LOCAL char *scratch;
+static THREAD_LOCAL size_t scratch_cap;
+
+/* Walk data (bytes-like): the line (write) or only the span count; None when the Python path must decide. */
+static PyObject *walk(PyObject *data, int write) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Out o = {.write = write};
+    size_t n = (size_t)view.len;
+    int rc = OK;
+    if (write) {
+        o.buf = scratch;
+        o.cap = scratch_cap;
+        scratch = NULL; /* owned by o until handed back below */
+        scratch_cap = 0;
+        rc = grow(&o, n < SIZE_MAX / 4 ? 3 * n + 64 : n);
+    }
+    if (rc == OK) {
+        if (PyBytes_CheckExact(data) && n >= RELEASE_GIL_AT) {
+            Py_BEGIN_ALLOW_THREADS rc = request(&o, view.buf, n);
+            Py_END_ALLOW_THREADS
+        } else {
+            rc = request(&o, view.buf, n);
+        }
+    }
+    PyBuffer_Release(&view);
+    PyObject *line = NULL;
+    if (rc == OK && write)
+        line = PyBytes_FromStringAndSize(o.buf, (Py_ssize_t)o.len);
+    if (o.buf != NULL) {
+        if (o.cap <= KEEP_SCRATCH && scratch == NULL) {
+            scratch = o.buf;
+            scratch_cap = o.cap;
+        } else {
+            free(o.buf);
+        }
+    }
+    if (rc == NOMEM)
+        return PyErr_NoMemory();
+    if (rc != OK)
+        Py_RETURN_NONE;
+    if (!write)
+        return PyLong_FromSsize_t(o.spans);
+    if (line == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", line, o.spans);
+}
+
+static PyObject *py_transcode(PyObject *self, PyObject *data) {
+    (void)self;
+    return walk(data, 1);
+}
+
+static PyObject *py_count(PyObject *self, PyObject *data) {
+    (void)self;
+    return walk(data, 0);
+}
+
+static PyObject *py_format_double(PyObject *self, PyObject *arg) {
+    (void)self;
+    double x = PyFloat_AsDouble(arg);
+    if (x == -1.0 && PyErr_Occurred())
+        return NULL;
+    Out o = {.write = 1};
+    int rc = put_double(&o, x);
+    if (rc != OK) {
+        free(o.buf);
+        if (rc == NOMEM)
+            return PyErr_NoMemory();
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(o.buf, (Py_ssize_t)o.len);
+    free(o.buf);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"transcode", py_transcode, METH_O,
+     "transcode(data) -> (line, spans) | None\n\nThe OTLP JSON Lines line (with its newline) of a serialized "
+     "ExportTraceServiceRequest / TracesData and its span count; None: the bytes hold something to leave to "
+     "the Python path (which parses them, and rejects them if malformed)."},
+    {"count", py_count, METH_O,
+     "count(data) -> int | None\n\nThe span count of a serialized request, after the same checks as "
+     "transcode (so transcode accepts what count accepts); None as for transcode."},
+    {"format_double", py_format_double, METH_O,
+     "format_double(x) -> bytes | None\n\nA double as the JSON line writes it (for the tests)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_wire2json", "OTLP protobuf traces -> OTLP JSON Lines (launchtrace collect's writer).",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__wire2json(void) {
+#ifdef HAVE_USELOCALE
+    if (c_locale == (locale_t)0)
+        c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+#endif
+    return PyModule_Create(&module);
+}
