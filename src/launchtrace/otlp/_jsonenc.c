@@ -37,9 +37,12 @@ static PyObject *Identity;    /* f(x) -> x, the "encode" handed to group_spans *
 
 /* ------------------------------------------------------------------------------------------ buffer */
 
+/* bytes being written: PyMem memory, or (line != NULL) the storage of the bytes object that will be returned, so
+ * a line of megabytes is not copied once more at the end */
 typedef struct {
     char *p;
     Py_ssize_t len, cap;
+    PyObject *line;
 } Buf;
 
 static int buf_reserve(Buf *b, Py_ssize_t extra) {
@@ -57,12 +60,21 @@ static int buf_reserve(Buf *b, Py_ssize_t extra) {
         }
         cap *= 2;
     }
-    char *p = PyMem_Realloc(b->p, (size_t)cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
+    if (b->line != NULL) {
+        if (_PyBytes_Resize(&b->line, cap) < 0) { /* frees the object and sets b->line to NULL */
+            b->p = NULL;
+            b->len = b->cap = 0;
+            return -1;
+        }
+        b->p = PyBytes_AS_STRING(b->line);
+    } else {
+        char *p = PyMem_Realloc(b->p, (size_t)cap);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->p = p;
     }
-    b->p = p;
     b->cap = cap;
     return 0;
 }
@@ -82,22 +94,46 @@ static int put_char(Buf *b, char c) {
     return 0;
 }
 
+/* for a PyMem buffer only (a line's storage goes with its bytes object) */
 static void buf_free(Buf *b) {
     PyMem_Free(b->p);
     b->p = NULL;
     b->len = b->cap = 0;
 }
 
+static const char DIGIT_PAIRS[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* u's decimal digits, ending at end; returns where they start (two digits per division: timestamps have 19) */
+static inline char *u64_digits(char *end, unsigned long long u) {
+    while (u >= 100) {
+        unsigned r = (unsigned)(u % 100);
+        u /= 100;
+        end -= 2;
+        memcpy(end, DIGIT_PAIRS + 2 * r, 2);
+    }
+    if (u >= 10) {
+        end -= 2;
+        memcpy(end, DIGIT_PAIRS + 2 * u, 2);
+    } else {
+        *--end = (char)('0' + u);
+    }
+    return end;
+}
+
+static int put_u64(Buf *b, unsigned long long u) {
+    char tmp[24];
+    char *start = u64_digits(tmp + 24, u);
+    return put(b, start, tmp + 24 - start);
+}
+
 static int put_i64(Buf *b, long long v) {
     char tmp[24];
-    int i = 24;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        tmp[--i] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0) tmp[--i] = '-';
-    return put(b, tmp + i, 24 - i);
+    char *start = u64_digits(tmp + 24, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
+    if (v < 0) *--start = '-';
+    return put(b, start, tmp + 24 - start);
 }
 
 static const char HEX[] = "0123456789abcdef";
@@ -417,13 +453,7 @@ static int put_int_field(Buf *b, PyObject *v) {
         PyErr_Clear();
         return unsupported("integer field beyond 64 bits");
     }
-    char tmp[24];
-    int i = 24;
-    do {
-        tmp[--i] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    return put(b, tmp + i, 24 - i);
+    return put_u64(b, u);
 }
 
 static PyObject *str_field(PyObject *obj, Py_ssize_t off) {
@@ -918,12 +948,18 @@ static int one_group(Encoder *self, PyObject *spans) {
 /* the spans of one scope group: a list (from group_spans) or the batch tuple */
 static int put_spans(Encoder *self, Buf *b, PyObject *spans) {
     int is_list = PyList_CheckExact(spans);
+    Py_ssize_t start = b->len;
     for (Py_ssize_t i = 0; i < (is_list ? PyList_GET_SIZE(spans) : PyTuple_GET_SIZE(spans)); i++) {
         PyObject *s = is_list ? PyList_GET_ITEM(spans, i) : PyTuple_GET_ITEM(spans, i);
         Py_INCREF(s);
         int rc = (i && put_char(b, ',') < 0) || put_span(self, b, s) < 0;
         Py_DECREF(s);
         if (rc) return -1;
+        if (i == 0) { /* room for the others at the first one's size (+1/8), unless it is huge: fewer reallocations */
+            Py_ssize_t one = b->len - start + 1, rest = (is_list ? PyList_GET_SIZE(spans) : PyTuple_GET_SIZE(spans)) - 1;
+            if (one <= 16384 && rest > 0 && rest <= PY_SSIZE_T_MAX / 2 / 16384 && buf_reserve(b, (one + one / 8) * rest) < 0)
+                return -1;
+        }
     }
     return 0;
 }
@@ -986,22 +1022,30 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *arg) {
     PyObject *spans = PySequence_Tuple(arg); /* a snapshot: a list could change under a callback */
     if (spans == NULL) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(spans);
-    Buf b = {NULL, 0, 0};
     /* room for the line at the last batch's size per span (at most 16 KiB each: a batch of huge spans must not
      * make every later one allocate as much); the buffer grows past it where needed */
     Py_ssize_t per_span = self->bytes_per_span < 16384 ? self->bytes_per_span : 16384;
+    if (n > PY_SSIZE_T_MAX / 4 / (per_span + 1)) {
+        Py_DECREF(spans);
+        return PyErr_NoMemory();
+    }
+    Buf b = {NULL, 0, 0, PyBytes_FromStringAndSize(NULL, per_span * n + 64)};
+    if (b.line == NULL) {
+        Py_DECREF(spans);
+        return NULL;
+    }
+    b.p = PyBytes_AS_STRING(b.line);
+    b.cap = per_span * n + 64;
     PyObject *result = NULL;
     self->busy = 1;
-    if (n <= PY_SSIZE_T_MAX / 4 / (per_span + 1) && buf_reserve(&b, per_span * n + 64) == 0 &&
-        PUTS(&b, "{\"resourceSpans\":[") == 0 && (n == 0 || put_groups(self, &b, spans) == 0) &&
-        PUTS(&b, "]}\n") == 0) {
-        result = PyBytes_FromStringAndSize(b.p, b.len);
+    if (PUTS(&b, "{\"resourceSpans\":[") == 0 && (n == 0 || put_groups(self, &b, spans) == 0) &&
+        PUTS(&b, "]}\n") == 0 && _PyBytes_Resize(&b.line, b.len) == 0) {
+        result = b.line; /* the buffer becomes the line */
+        b.line = NULL;
         if (n) self->bytes_per_span = b.len / n + 16;
-    } else if (!PyErr_Occurred()) {
-        PyErr_NoMemory();
     }
     self->busy = 0;
-    buf_free(&b);
+    Py_XDECREF(b.line); /* on failure (NULL where a failed resize has freed it already) */
     Py_DECREF(spans);
     return result;
 }
