@@ -5,6 +5,7 @@ succeeds and launchtrace uses the Python references (see launchtrace.native), wh
 - _slots: per-launch record and span constructors (reference: launchtrace.fastinit)
 - capture/_fastlaunch: the wp.launch capture wrapper (reference: launchtrace.capture.warp.wrap_launch)
 - capture/_fastmat: the materializer's launch-template hits (reference: Materializer._launch_flat)
+- export/_fastbuild: the span builder's common record (reference: SpanBuilder._on_record)
 - otlp/_jsonread: OTLP JSON Lines -> SpanData (reference: launchtrace.otlp.json_fast / json_codec)
 - otlp/_jsonenc: SpanData -> OTLP JSON Lines (reference: launchtrace.otlp.encode_jsonl)
 - otlp/_protoenc: SpanData -> OTLP protobuf (reference: launchtrace.otlp.encode_proto)
@@ -19,6 +20,7 @@ NATIVE = (
     "_slots",
     "capture/_fastlaunch",
     "capture/_fastmat",
+    "export/_fastbuild",
     "otlp/_jsonread",
     "otlp/_jsonenc",
     "otlp/_protoenc",
@@ -27,7 +29,12 @@ NATIVE = (
 
 setup(
     ext_modules=[
-        Extension(f"launchtrace.{name.replace('/', '.')}", sources=[f"src/launchtrace/{name}.c"], optional=True)
+        Extension(
+            f"launchtrace.{name.replace('/', '.')}",
+            sources=[f"src/launchtrace/{name}.c"],
+            depends=["src/launchtrace/_acyclic.h"],
+            optional=True,
+        )
         for name in NATIVE
         if Path(f"src/launchtrace/{name}.c").exists()
     ]

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <time.h>
 
+#include "../_acyclic.h"
+
 typedef struct {
     PyObject_HEAD
     PyObject *dict;        /* __dict__: functools-style identity (__name__, __wrapped__, ...) */
@@ -229,6 +231,7 @@ static int record(Launcher *self, PyObject *st, PyObject *subs, PyObject *args, 
     if (append_values(self, out, inputs) < 0 || append_values(self, out, outputs) < 0) goto done;
     event = PyList_AsTuple(out);
     if (event == NULL) goto done;
+    (void)lt_acyclic(event, 2); /* out of the cycle collector unless an item is in it (dims as a list, ...) */
     Py_ssize_t n_subs = PyTuple_GET_SIZE(subs);
     for (Py_ssize_t i = 0; i < n_subs; i++) {
         PyObject *sub = PyTuple_GET_ITEM(subs, i);

@@ -102,6 +102,7 @@ static int one(PyObject *e, PyObject *out, PyObject *templates, PyObject *regist
     PyObject *rec = PyObject_Vectorcall(copy, args, 6, NULL);
     if (rec == NULL) return -1;
     PyObject *item = PyTuple_Pack(2, s_record, rec);
+    if (item != NULL && !PyObject_GC_IsTracked(rec)) PyObject_GC_UnTrack(item); /* as the collector would */
     Py_DECREF(rec);
     if (item == NULL) return -1;
     int rc = PyList_Append(out, item);

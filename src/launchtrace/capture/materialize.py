@@ -104,6 +104,7 @@ make_launch_record: Callable[..., LaunchRecord] = slot_constructor(LaunchRecord,
 _copy_launch: Callable[..., LaunchRecord] = slot_copier(
     LaunchRecord, ("start_ns", "end_ns", "scope_id", "seq", "template")
 )
+_make_site: Callable[..., Site] = slot_constructor(Site, ("file", "line", "function", "module"))
 make_buffer_arg: Callable[..., BufferArg] = slot_constructor(
     BufferArg, ("key", "name", "ptr", "shape", "dtype", "nbytes", "owner", "offset", "foreign", "access")
 )
@@ -126,7 +127,7 @@ def _site(code: Any, line: int, module: str) -> Site:
     if hit is None or hit[0] is not code:
         if len(_sites) > 100_000:
             _sites.clear()
-        hit = _sites[key] = (code, Site(code.co_filename, int(line), code.co_name, module or ""))
+        hit = _sites[key] = (code, _make_site(code.co_filename, int(line), code.co_name, module or ""))
     return hit[1]
 
 

@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from launchtrace import __version__, topology
+from launchtrace import __version__, native, topology
 from launchtrace import conventions as C
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.folding import FoldedRun, Folder, Single, fold_key
@@ -74,6 +74,7 @@ def _reseed_after_fork() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reseed_after_fork)
 _MAX_ROOT_NAMES = 10_000
+_fastbuild = native.load("launchtrace.export._fastbuild")  # _on_record's common case, compiled, or None
 
 
 class _Trace:
@@ -176,6 +177,7 @@ class SpanBuilder:
         self._lines: dict[int, tuple[bytes, tuple]] = {}
         self._attrs: dict[int, tuple] = {}
         self._out: list[SpanData] = []
+        self._fast = (make_span, C.SEQ, SCOPE_NAME, __version__)  # what _fastbuild.records builds spans with
         self.dropped_budget = 0
         self.dropped_unsampled = 0
         self.unknown_scope_ends = 0
@@ -191,7 +193,16 @@ class SpanBuilder:
     def feed(self, events: Iterable[tuple[str, Any]], now_ns: int | None = None) -> list[SpanData]:
         """Take capture events in order; returns the spans completed so far (expired steps close)."""
         handlers = self._handlers
-        for kind, item in events:
+        events = events if type(events) is list else list(events)
+        fast = _fastbuild.records if _fastbuild is not None else None
+        i, n = 0, len(events)
+        while i < n:
+            if fast is not None:  # the run of common records from here, compiled (see _fastbuild.c)
+                i = fast(self, events, i)
+                if i >= n:
+                    break
+            kind, item = events[i]
+            i += 1
             handler = handlers.get(kind)
             if handler is None:
                 _log.warning("ignoring capture event of unknown kind %r", kind)
