@@ -366,3 +366,10 @@ def test_encode_proto_tests_pass_with_the_python_encoder() -> None:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_an_encoder_without_init_raises_instead_of_crashing() -> None:
+    bare = _protoenc.Encoder.__new__(_protoenc.Encoder)
+    for call in (lambda: bare.encode([]), bare.cache_info, bare.clear_caches):
+        with pytest.raises(RuntimeError):
+            call()

@@ -180,9 +180,19 @@ static int put_str_of(Buf *b, unsigned char tag, PyObject *o) {
     return rc;
 }
 
+/* Python truthiness, without a call for the common exact types. */
+static inline int truthy(PyObject *o) {
+    if (o == Py_None || o == Py_False) return 0;
+    if (o == Py_True) return 1;
+    if (PyUnicode_CheckExact(o)) return PyUnicode_GET_LENGTH(o) != 0;
+    if (PyBytes_CheckExact(o)) return PyBytes_GET_SIZE(o) != 0;
+    if (PyTuple_CheckExact(o)) return PyTuple_GET_SIZE(o) != 0;
+    return PyObject_IsTrue(o);
+}
+
 /* A str field when `s` is true (a non-empty str), as the Python encoder's `if s: _field(tag, _utf8(s))`. */
 static int put_str_if(Buf *b, unsigned char tag, PyObject *s) {
-    int t = PyObject_IsTrue(s);
+    int t = truthy(s);
     if (t <= 0) return t;
     return put_str_field(b, tag, s);
 }
@@ -233,7 +243,7 @@ static int as_u64(PyObject *o, uint64_t *out) {
 
 /* `if value: tag + varint(value)` */
 static int put_varint_if(Buf *b, unsigned char tag, PyObject *o) {
-    int t = PyObject_IsTrue(o);
+    int t = truthy(o);
     if (t <= 0) return t;
     uint64_t v;
     if (as_u64(o, &v) < 0) return -1;
@@ -242,7 +252,7 @@ static int put_varint_if(Buf *b, unsigned char tag, PyObject *o) {
 
 /* `if value: tag + fixed(width)` */
 static int put_fixed_if(Buf *b, const char *tag, int taglen, PyObject *o, int width) {
-    int t = PyObject_IsTrue(o);
+    int t = truthy(o);
     if (t <= 0) return t;
     uint64_t v;
     if (as_u64(o, &v) < 0) return -1;
@@ -627,8 +637,8 @@ static int put_link(Buf *b, PyObject *link) {
     int rc = -1, t;
     for (int i = 0; i < 6; i++)
         if ((f[i] = PyObject_GetAttr(link, names[i])) == NULL) goto done;
-    if ((t = PyObject_IsTrue(f[0])) < 0 || (t && put_bytes_field(b, 0x0a, f[0], 0) < 0)) goto done;
-    if ((t = PyObject_IsTrue(f[1])) < 0 || (t && put_bytes_field(b, 0x12, f[1], 0) < 0)) goto done;
+    if ((t = truthy(f[0])) < 0 || (t && put_bytes_field(b, 0x0a, f[0], 0) < 0)) goto done;
+    if ((t = truthy(f[1])) < 0 || (t && put_bytes_field(b, 0x12, f[1], 0) < 0)) goto done;
     if (put_str_if(b, 0x1a, f[2]) < 0 || put_attributes(b, 0x22, f[3]) < 0 || put_varint_if(b, 0x28, f[4]) < 0 ||
         put_fixed_if(b, "\x35", 1, f[5], 4) < 0)
         goto done;
@@ -640,7 +650,7 @@ done:
 
 /* Each element of `seq` as a length-delimited field with `tag`, its body from put(). */
 static int put_each(Buf *b, unsigned char tag, PyObject *seq, int (*put)(Buf *, PyObject *)) {
-    int t = PyObject_IsTrue(seq);
+    int t = truthy(seq);
     if (t <= 0) return t;
     PyObject *fast = PySequence_Fast(seq, "events and links must be sequences");
     if (fast == NULL) return -1;
@@ -668,16 +678,16 @@ static int put_span(Encoder *self, PyObject *s) {
     if (put_bytes_field(b, 0x0a, f[F_TRACE_ID], 1) < 0 || put_bytes_field(b, 0x12, f[F_SPAN_ID], 1) < 0) goto done;
     if (put_str_if(b, 0x1a, f[F_TRACE_STATE]) < 0) goto done;
     if (f[F_PARENT] != Py_None) {
-        if ((t = PyObject_IsTrue(f[F_PARENT])) < 0 || (t && put_bytes_field(b, 0x22, f[F_PARENT], 0) < 0)) goto done;
+        if ((t = truthy(f[F_PARENT])) < 0 || (t && put_bytes_field(b, 0x22, f[F_PARENT], 0) < 0)) goto done;
     }
     if (put_str_if(b, 0x2a, f[F_NAME]) < 0 || put_varint_if(b, 0x30, f[F_KIND]) < 0) goto done;
     if (put_fixed_if(b, "\x39", 1, f[F_START], 8) < 0 || put_fixed_if(b, "\x41", 1, f[F_END], 8) < 0) goto done;
-    if ((t = PyObject_IsTrue(f[F_ATTRS])) < 0 || (t && put_span_attributes(self, f[F_ATTRS]) < 0)) goto done;
+    if ((t = truthy(f[F_ATTRS])) < 0 || (t && put_span_attributes(self, f[F_ATTRS]) < 0)) goto done;
     if (put_varint_if(b, 0x50, f[F_DROPPED_ATTRS]) < 0 || put_each(b, 0x5a, f[F_EVENTS], put_event) < 0 ||
         put_varint_if(b, 0x60, f[F_DROPPED_EVENTS]) < 0 || put_each(b, 0x6a, f[F_LINKS], put_link) < 0 ||
         put_varint_if(b, 0x70, f[F_DROPPED_LINKS]) < 0)
         goto done;
-    int code = PyObject_IsTrue(f[F_STATUS_CODE]), msg = PyObject_IsTrue(f[F_STATUS_MSG]);
+    int code = truthy(f[F_STATUS_CODE]), msg = truthy(f[F_STATUS_MSG]);
     if (code < 0 || msg < 0) goto done;
     if (code || msg) {
         Py_ssize_t mark;
@@ -982,7 +992,16 @@ done:
     return result;
 }
 
+static int check_ready(Encoder *self) {
+    if (self->blocks == NULL || self->resources == NULL || self->scopes == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Encoder.__init__ was not called");
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *Encoder_encode(Encoder *self, PyObject *spans) {
+    if (check_ready(self) < 0) return NULL;
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "ProtoEncoder.encode re-entered (one encoder per thread)");
         return NULL;
@@ -1006,6 +1025,7 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *spans) {
 }
 
 static PyObject *Encoder_cache_info(Encoder *self, PyObject *Py_UNUSED(ignored)) {
+    if (check_ready(self) < 0) return NULL;
     Py_ssize_t used = 0;
     for (int i = 0; i < N_SLOTS; i++) used += self->blocks[i].attrs != NULL;
     return Py_BuildValue("{sn,sn,sn,sn,sn,sn,si}", "blocks", used, "resources", PyDict_GET_SIZE(self->resources),
@@ -1014,6 +1034,7 @@ static PyObject *Encoder_cache_info(Encoder *self, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *Encoder_clear_caches(Encoder *self, PyObject *Py_UNUSED(ignored)) {
+    if (check_ready(self) < 0) return NULL;
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "the encoder is busy");
         return NULL;
