@@ -45,7 +45,8 @@ typedef struct {
     PyObject *line;
 } Buf;
 
-static int buf_reserve(Buf *b, Py_ssize_t extra) {
+/* room for `extra` more bytes; exact: just that (a reservation for the rest of a batch), else doubling */
+static int buf_grow(Buf *b, Py_ssize_t extra, int exact) {
     if (extra < 0 || extra > PY_SSIZE_T_MAX - b->len) {
         PyErr_NoMemory();
         return -1;
@@ -54,7 +55,7 @@ static int buf_reserve(Buf *b, Py_ssize_t extra) {
     if (need <= b->cap) return 0;
     Py_ssize_t cap = b->cap ? b->cap : 64;
     while (cap < need) {
-        if (cap > PY_SSIZE_T_MAX / 2) {
+        if (exact || cap > PY_SSIZE_T_MAX / 2) {
             cap = need;
             break;
         }
@@ -77,6 +78,10 @@ static int buf_reserve(Buf *b, Py_ssize_t extra) {
     }
     b->cap = cap;
     return 0;
+}
+
+static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
+    return extra <= b->cap - b->len ? 0 : buf_grow(b, extra, 0);
 }
 
 static int put(Buf *b, const char *s, Py_ssize_t n) {
@@ -957,7 +962,7 @@ static int put_spans(Encoder *self, Buf *b, PyObject *spans) {
         if (rc) return -1;
         if (i == 0) { /* room for the others at the first one's size (+1/8), unless it is huge: fewer reallocations */
             Py_ssize_t one = b->len - start + 1, rest = (is_list ? PyList_GET_SIZE(spans) : PyTuple_GET_SIZE(spans)) - 1;
-            if (one <= 16384 && rest > 0 && rest <= PY_SSIZE_T_MAX / 2 / 16384 && buf_reserve(b, (one + one / 8) * rest) < 0)
+            if (one <= 16384 && rest > 0 && rest <= PY_SSIZE_T_MAX / 2 / 16384 && buf_grow(b, (one + one / 8) * rest, 1) < 0)
                 return -1;
         }
     }
