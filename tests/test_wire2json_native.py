@@ -16,6 +16,7 @@ import math
 import os
 import random
 import struct
+import threading
 
 import grpc
 import orjson
@@ -328,6 +329,15 @@ def test_no_leak_over_100k_calls() -> None:
         w2j.transcode(bad)
         w2j.transcode(bytearray(good))
     assert _rss_kib() - before < 8 * 1024  # one leaked line per call would be hundreds of MiB
+    big = encode_spans(make_spans(2000))  # over the size walked without the GIL, from short-lived threads
+    before = _rss_kib()
+    for _ in range(50):
+        threads = [threading.Thread(target=w2j.transcode, args=(big,)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert _rss_kib() - before < 32 * 1024  # output buffers are pooled, not kept per thread
     with pytest.raises(TypeError):
         w2j.transcode("not bytes")
 

@@ -235,6 +235,8 @@ class Collector:
 
     # -- writing ---------------------------------------------------------------------------------------------
     def _writer(self) -> None:
+        unsynced = 0  # bytes written since the kernel was last asked to start writing them to disk
+        offset = self._file.tell() if self._file is not None else 0  # where those bytes start
         while True:
             item = self._queue.get()
             if item is None:
@@ -242,8 +244,13 @@ class Collector:
             request, n = item
             if self._file is not None:
                 try:
-                    self._file.write(_line(request))
+                    line = _line(request)
+                    self._file.write(line)
                     self._file.flush()
+                    unsynced += len(line)
+                    if unsynced >= _WRITEBACK_BYTES:
+                        _start_writeback(self._file, offset, unsynced)
+                        offset, unsynced = offset + unsynced, 0
                 except Exception as exc:  # the writer must outlive any one request
                     self.write_errors += 1
                     logger.error("launchtrace collect: could not write %d spans to %s: %s", n, self.out, exc)
@@ -359,6 +366,21 @@ class Collector:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+_WRITEBACK_BYTES = 8 << 20
+
+
+def _start_writeback(file: Any, offset: int, length: int) -> None:
+    """Ask the kernel to start writing these bytes of the file to disk now, without waiting: ``fsync`` at
+    :meth:`Collector.stop` then has little left to do (at ~0.7 GB/s it was a third of collect's time until
+    written). Advice only: the file's content and the final ``fsync`` are the same either way."""
+    fadvise = getattr(os, "posix_fadvise", None)
+    if fadvise is not None:
+        try:  # on Linux, DONTNEED starts writeback of the dirty pages (asynchronously) and drops clean ones
+            fadvise(file.fileno(), offset, length, os.POSIX_FADV_DONTNEED)
+        except OSError:
+            pass
 
 
 def _check_free(host: str, port: int) -> None:

@@ -177,7 +177,49 @@ static size_t utf8_seq(const uint8_t *s, size_t n) {
 static const char HEX[] = "0123456789abcdef";
 
 /* A protobuf string as a JSON string, escaped as orjson escapes; invalid UTF-8: UNSURE (protobuf rejects it). */
+/* Nonzero when one of the 8 bytes in x needs more than copying: below 0x20, a quote, a backslash, or non-ASCII
+ * (the classic "has a zero byte" tests; a false alarm only sends the bytes the careful way). */
+INLINE uint64_t special8(uint64_t x) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    return (x | ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+}
+
+/* Whether the n bytes are all printable ASCII other than quote and backslash: copied as they are. */
+INLINE int plain(const uint8_t *s, size_t n) {
+    uint64_t x;
+    if (n >= 8) {
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&x, s + i, 8);
+            if (special8(x))
+                return 0;
+        }
+        if (i < n) { /* the last 8 bytes, overlapping */
+            memcpy(&x, s + n - 8, 8);
+            if (special8(x))
+                return 0;
+        }
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] >= 0x80 || s[i] == '"' || s[i] == '\\')
+            return 0;
+    return 1;
+}
+
 static int put_str(Out *o, const uint8_t *s, size_t n) {
+    if (plain(s, n)) { /* most keys and values */
+        if (!o->write)
+            return OK;
+        TRY(grow(o, n + 2));
+        char *w = o->buf + o->len;
+        *w = '"';
+        memcpy(w + 1, s, n);
+        w[n + 1] = '"';
+        o->len += n + 2;
+        return OK;
+    }
     char *w = NULL;
     if (o->write) {
         if (n > (SIZE_MAX - 2) / 6)
@@ -188,13 +230,10 @@ static int put_str(Out *o, const uint8_t *s, size_t n) {
     }
     size_t i = 0;
     while (i < n) {
-        if (n - i >= 8) { /* 8 plain ASCII bytes at once (none below 0x20, no quote, no backslash) */
+        if (n - i >= 8) { /* 8 plain ASCII bytes at once */
             uint64_t x;
             memcpy(&x, s + i, 8);
-            const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-            uint64_t special = (x | ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
-            if (!special) {
+            if (!special8(x)) {
                 if (w) {
                     memcpy(w, s + i, 8);
                     w += 8;
@@ -693,7 +732,9 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
             return UNSURE;
         /* ArrayValue / KeyValueList: field 1 repeated (AnyValue / KeyValue), nothing else */
         const uint8_t *q = val.p, *qend = val.p + val.n;
-        Rep values = {0};
+        Rep values;
+        values.first = values.end = NULL; /* no {0}: gcc zeroes 24 bytes with a slow rep stos here */
+        values.count = 0;
         while (q < qend) {
             const uint8_t *at = q;
             TRY(next(&q, qend, &f));
@@ -1171,19 +1212,15 @@ static int request(Out *o, const uint8_t *p, size_t n) {
 
 /* -- Python ------------------------------------------------------------------------------------------------- */
 
-#if defined(__GNUC__) || defined(__clang__)
-#define THREAD_LOCAL __thread
-#else
-#define THREAD_LOCAL _Thread_local
-#endif
+#define POOL 4                     /* output buffers kept between calls */
+#define KEEP_SCRATCH (16u << 20)   /* the largest kept */
 
-#define KEEP_SCRATCH (16u << 20) /* a thread keeps its output buffer between calls up to this size */
-
-/* Each thread's output buffer, kept between calls: a fresh malloc of a request's size (megabytes) is a fresh
- * mmap, and faulting in and zeroing its pages cost more than the walk. One per thread (the GIL is released
- * during the walk); a thread that ends leaves its buffer behind (at most KEEP_SCRATCH). */
-static THREAD_LOCAL char *scratch;
-static THREAD_LOCAL size_t scratch_cap;
+/* Output buffers kept between calls: a fresh malloc of a request's size (megabytes) is a fresh mmap, and
+ * faulting in and zeroing its pages cost more than the walk. Taken and given back with the GIL held (the walk
+ * itself runs without it), so no other lock is needed; at most POOL of them, each at most KEEP_SCRATCH. */
+static char *pool_buf[POOL];
+static size_t pool_cap[POOL];
+static int pool_n;
 
 /* Walk data (bytes-like): the line (write) or only the span count; None when the Python path must decide. */
 static PyObject *walk(PyObject *data, int write) {
@@ -1194,10 +1231,11 @@ static PyObject *walk(PyObject *data, int write) {
     size_t n = (size_t)view.len;
     int rc = OK;
     if (write) {
-        o.buf = scratch;
-        o.cap = scratch_cap;
-        scratch = NULL; /* owned by o until handed back below */
-        scratch_cap = 0;
+        if (pool_n > 0) { /* owned by o until given back below */
+            pool_n--;
+            o.buf = pool_buf[pool_n];
+            o.cap = pool_cap[pool_n];
+        }
         rc = grow(&o, n < SIZE_MAX / 4 ? 3 * n + 64 : n);
     }
     if (rc == OK) {
@@ -1213,9 +1251,10 @@ static PyObject *walk(PyObject *data, int write) {
     if (rc == OK && write)
         line = PyBytes_FromStringAndSize(o.buf, (Py_ssize_t)o.len);
     if (o.buf != NULL) {
-        if (o.cap <= KEEP_SCRATCH && scratch == NULL) {
-            scratch = o.buf;
-            scratch_cap = o.cap;
+        if (o.cap <= KEEP_SCRATCH && pool_n < POOL) {
+            pool_buf[pool_n] = o.buf;
+            pool_cap[pool_n] = o.cap;
+            pool_n++;
         } else {
             free(o.buf);
         }
