@@ -127,7 +127,11 @@ def main() -> None:
 
     wp.init()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    template = launch_spans(min(args.spans, 2048))
+    os.environ["LAUNCHTRACE_PURE_PYTHON"] = "1"  # the capture's Python reference builds the spans: the same
+    try:  # spans whether or not its compiled wrapper is built (what is measured here is the receiving side)
+        template = launch_spans(min(args.spans, 2048))
+    finally:
+        del os.environ["LAUNCHTRACE_PURE_PYTHON"]
     spans = [template[i % len(template)] for i in range(args.spans)]
     requests = [encode_spans(spans[i : i + args.batch]) for i in range(0, len(spans), args.batch)]
     total = sum(_count_raw(r) for r in requests)
