@@ -124,3 +124,31 @@ def test_a_launch_that_raises_raises_unchanged_and_is_recorded_as_failed(warp_cp
     assert errors[:2] == errors[2:]
     assert len(events) == 4 and all(e[13] is not None for e in events)  # the error slot
     assert [_comparable(e)[4:] for e in events[:2]] == [_comparable(e)[4:] for e in events[2:]]  # but the site
+
+
+def test_call_sites_keep_their_own_lines(warp_cpu, wrappers):
+    """The compiled wrapper remembers the line of the last call site (code object and instruction): launches
+    from other lines of the same function, and from the same line again, each get their own line number."""
+    import warp_programs as p
+
+    wp = warp_cpu
+    compiled, _ = wrappers
+    x = wp.zeros(8, dtype=float, device=p.DEVICE)
+    y = wp.zeros(8, dtype=float, device=p.DEVICE)
+    expected = []
+    with bus.subscribe() as sub:
+        for _ in range(2):
+            compiled(p.scale, dim=8, inputs=[x, y, 1.0], device=p.DEVICE)
+            expected.append(_line_of_previous_statement())
+            compiled(p.scale, dim=8, inputs=[x, y, 1.0], device=p.DEVICE)
+            expected.append(_line_of_previous_statement())
+        raw = sub.drain_raw()
+    assert [e[6] for e in raw if e[0] == bus.RECORD] == expected
+    assert expected[0] != expected[1] and expected[0] == expected[2]
+
+
+def _line_of_previous_statement() -> int:
+    """The line just above the caller's current line (where the caller's launch was)."""
+    import sys
+
+    return sys._getframe(1).f_lineno - 1
