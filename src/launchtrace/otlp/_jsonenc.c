@@ -628,7 +628,8 @@ static int put_value(Encoder *self, Buf *b, PyObject *v, int depth) {
     if (t == &PyFloat_Type) {
         double d = PyFloat_AS_DOUBLE(v);
         if (d != d) return PUTS(b, "{\"doubleValue\":\"NaN\"}");
-        if (d - d != 0.0) return d > 0 ? PUTS(b, "{\"doubleValue\":\"Infinity\"}") : PUTS(b, "{\"doubleValue\":\"-Infinity\"}");
+        if (d - d != 0.0)
+            return d > 0 ? PUTS(b, "{\"doubleValue\":\"Infinity\"}") : PUTS(b, "{\"doubleValue\":\"-Infinity\"}");
         return PUTS(b, "{\"doubleValue\":") < 0 || put_float(self, b, d) < 0 || put_char(b, '}') < 0 ? -1 : 0;
     }
     if (t == &PyBytes_Type) {
@@ -670,7 +671,8 @@ static int needs_redo(PyObject *pair) {
 }
 
 static int check_pair(PyObject *pair) {
-    if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) return unsupported("attribute not a (key, value) tuple");
+    if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
+        return unsupported("attribute not a (key, value) tuple");
     return 0;
 }
 
@@ -788,7 +790,8 @@ static int put_event(Encoder *self, Buf *b, PyObject *e) {
     if (Py_TYPE(e) != self->event_type) return unsupported("event of another type");
     PyObject *name, *attrs, *t;
     if ((t = field(e, self->event_off[E_TIME])) == NULL || PUTS(b, "{\"timeUnixNano\":\"") < 0 ||
-        put_int_field(b, t) < 0 || PUTS(b, "\",\"name\":") < 0 || (name = str_field(e, self->event_off[E_NAME])) == NULL ||
+        put_int_field(b, t) < 0 || PUTS(b, "\",\"name\":") < 0 ||
+        (name = str_field(e, self->event_off[E_NAME])) == NULL ||
         put_str(b, name) < 0 || (attrs = tuple_field(e, self->event_off[E_ATTRS])) == NULL)
         return -1;
     if (PyTuple_GET_SIZE(attrs)) {
@@ -805,7 +808,8 @@ static int put_link(Encoder *self, Buf *b, PyObject *k) {
     if (Py_TYPE(k) != self->link_type) return unsupported("link of another type");
     PyObject *v;
     if (PUTS(b, "{\"traceId\":\"") < 0 || (v = bytes_field(k, self->link_off[L_TRACE_ID])) == NULL ||
-        put_hex(b, v) < 0 || PUTS(b, "\",\"spanId\":\"") < 0 || (v = bytes_field(k, self->link_off[L_SPAN_ID])) == NULL ||
+        put_hex(b, v) < 0 || PUTS(b, "\",\"spanId\":\"") < 0 ||
+        (v = bytes_field(k, self->link_off[L_SPAN_ID])) == NULL ||
         put_hex(b, v) < 0 || put_char(b, '"') < 0 || (v = str_field(k, self->link_off[L_TRACE_STATE])) == NULL)
         return -1;
     if (PyUnicode_GET_LENGTH(v) && (PUTS(b, ",\"traceState\":") < 0 || put_str(b, v) < 0)) return -1;
@@ -879,7 +883,8 @@ static int put_span(Encoder *self, Buf *b, PyObject *s) {
         if (PUTS(b, ",\"status\":{") < 0) return -1;
         if (PyUnicode_GET_LENGTH(v) && (PUTS(b, "\"message\":") < 0 || put_str(b, v) < 0)) return -1;
         if (has_code &&
-            ((PyUnicode_GET_LENGTH(v) && put_char(b, ',') < 0) || PUTS(b, "\"code\":") < 0 || put_int_field(b, code) < 0))
+            ((PyUnicode_GET_LENGTH(v) && put_char(b, ',') < 0) || PUTS(b, "\"code\":") < 0 ||
+             put_int_field(b, code) < 0))
             return -1;
         if (put_char(b, '}') < 0) return -1;
     }
@@ -961,8 +966,10 @@ static int put_spans(Encoder *self, Buf *b, PyObject *spans) {
         Py_DECREF(s);
         if (rc) return -1;
         if (i == 0) { /* room for the others at the first one's size (+1/8), unless it is huge: fewer reallocations */
-            Py_ssize_t one = b->len - start + 1, rest = (is_list ? PyList_GET_SIZE(spans) : PyTuple_GET_SIZE(spans)) - 1;
-            if (one <= 16384 && rest > 0 && rest <= PY_SSIZE_T_MAX / 2 / 16384 && buf_grow(b, (one + one / 8) * rest, 1) < 0)
+            Py_ssize_t one = b->len - start + 1;
+            Py_ssize_t rest = (is_list ? PyList_GET_SIZE(spans) : PyTuple_GET_SIZE(spans)) - 1;
+            if (one <= 16384 && rest > 0 && rest <= PY_SSIZE_T_MAX / 2 / 16384 &&
+                buf_grow(b, (one + one / 8) * rest, 1) < 0)
                 return -1;
         }
     }
