@@ -44,6 +44,14 @@ accepted only when the bytes ``"attributes"`` occur in it exactly as often as th
 ``attributes`` field, and it has no ``\\u`` escape (``msgspec`` matches an escaped key to its field, which the
 count would not see).
 
+The compiled reader. Where ``launchtrace.otlp._jsonread`` is built (:func:`launchtrace.native.load`), a
+decoder first asks it: a hand-written strict JSON parser in C for this one line shape that builds the spans
+directly, under the same contract (the general decoder's spans or ``None``; see the comment at the top of
+``_jsonread.c``). Its ``None`` sends the line to the Python fast path above, and that one's ``None`` to the
+general decoder, as before; :meth:`FastLineDecoder.decode_python` is the Python path alone, the reference the
+tests and ``benchmarks/bench_read.py`` compare the compiled reader with (``LAUNCHTRACE_PURE_PYTHON=1``: no
+compiled reader at all).
+
 Example::
 
     from launchtrace.otlp.json_fast import FastLineDecoder
@@ -59,11 +67,12 @@ import msgspec
 import orjson
 from msgspec import UNSET, Meta, Raw, UnsetType
 
+from launchtrace import native
 from launchtrace.otlp.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, decode_id
-from launchtrace.otlp.json_codec import KIND_NAMES, STATUS_NAMES, _dec_attrs, _enum, _int, _new_span
+from launchtrace.otlp.json_codec import KIND_NAMES, STATUS_NAMES, _dec_attrs, _dec_bytes, _enum, _int, _new_span
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
 
-__all__ = ["CACHE_LIMIT", "MAX_BRACKETS", "SKIP", "FastLineDecoder"]
+__all__ = ["CACHE_LIMIT", "MAX_BRACKETS", "SKIP", "FastLineDecoder", "compiled_decoder"]
 
 CACHE_LIMIT = 1 << 14  # attribute pieces remembered per decoder (about 3 MB), emptied past it; templates too
 SKIP = 7  # after an array of mostly new pieces, arrays parsed whole before the pieces are looked up again
@@ -280,19 +289,49 @@ class _AttributeTexts:
             self.templates[head] = (item[0], is_int)
 
 
-class FastLineDecoder:
-    """Decodes common OTLP JSON lines to spans (see the module docstring); one per file or stream."""
+def compiled_decoder(id_encoding: str = "auto") -> Any:
+    """The compiled reader's decoder (``decode(line) -> list[SpanData] | None``), or ``None`` where it is not
+    built, ``LAUNCHTRACE_PURE_PYTHON`` is set, or it does not accept these span classes (a field added to them
+    and not to it: it checks their slots rather than fill them wrongly)."""
+    module = native.load("launchtrace.otlp._jsonread")
+    if module is None:
+        return None
+    try:
+        return module.Decoder(
+            SpanData, SpanEvent, SpanLink, decode_id, _dec_bytes, KIND_NAMES, STATUS_NAMES, id_encoding
+        )
+    except TypeError:
+        return None
 
-    def __init__(self, id_encoding: str = "auto") -> None:
+
+class FastLineDecoder:
+    """Decodes common OTLP JSON lines to spans (see the module docstring); one per file or stream.
+
+    ``compiled=False`` leaves the compiled reader out even where it is built (the Python reference alone).
+    """
+
+    def __init__(self, id_encoding: str = "auto", *, compiled: bool = True) -> None:
         self.id_encoding = id_encoding
         self._texts = _AttributeTexts()
         self._hex_ids = id_encoding in ("auto", "hex")  # what decode_id's own plain-hex shortcut requires
+        self.compiled = compiled_decoder(id_encoding) if compiled else None
 
     def _attributes(self, raw: Raw) -> tuple:
         return self._texts.decode(bytes(raw))
 
     def decode(self, line: bytes) -> list[SpanData] | None:
-        """The spans of one JSON line, exactly as the general decoder reads them, or ``None``: ask it instead."""
+        """The spans of one JSON line, exactly as the general decoder reads them, or ``None``: ask it instead.
+
+        The compiled reader first where it is built, then the Python fast path for a line it has no answer for.
+        """
+        if self.compiled is not None:
+            spans = self.compiled.decode(line)
+            if spans is not None:
+                return spans
+        return self.decode_python(line)
+
+    def decode_python(self, line: bytes) -> list[SpanData] | None:
+        """:meth:`decode` by the Python fast path alone (the reference of the compiled reader)."""
         try:
             data = _decode_line(line)
         except (msgspec.DecodeError, RecursionError):  # ValidationError too: malformed, another shape, odd types

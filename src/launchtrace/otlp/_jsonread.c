@@ -1,0 +1,1636 @@
+/* OTLP JSON Lines -> SpanData in C: a hand-written strict JSON parser for the TracesData line, compiled.
+ *
+ * Why: `orjson.loads` alone, building a dict and a str per attribute, reads about 92,000 spans/s of a
+ * launch file; the Python fast path (launchtrace.otlp.json_fast) about 77,000. This parser reads the line's
+ * bytes once and builds the SpanData / SpanEvent / SpanLink objects, the attribute tuples and values directly,
+ * through caches of what repeats from span to span: strings by their raw bytes, whole attribute objects
+ * ({"key":..,"value":..}) by their raw text, resource and scope attribute arrays by their raw text, the
+ * trace id and parent id of the previous span.
+ *
+ * The contract is json_fast.FastLineDecoder's: `Decoder.decode(line)` returns exactly the spans the general
+ * decoder (json_codec.decode_traces_data of orjson.loads(line)) returns for a line it reads without a
+ * problem, or None, and the caller reads the line the general way. Anything this parser is not sure of is
+ * None: a key it does not know (legacy keys included), a key written twice, another JSON type than the usual
+ * one for a field, integers outside int64, floats that overflow, lone surrogates, nesting past MAX_DEPTH, any
+ * value the general decoder would report. What it accepts it validates as strictly as orjson does: the JSON
+ * grammar (no trailing commas, no leading zeros, whitespace only of the four JSON kinds), UTF-8 (through
+ * CPython's strict decoder: no surrogates, no overlong forms), no raw control characters in strings, escapes.
+ *
+ * Why the caches are sound: a cached text was parsed and validated in full once and decoded to a value that
+ * holds nothing mutable (no dict); JSON text is context-free, so the same bytes at the start of a value are
+ * the same valid value again. A hit skips parsing, never validation. The caches are emptied past their
+ * bounds (entries and bytes), so memory stays bounded whatever the input.
+ *
+ * The objects: SpanData and friends are frozen slotted dataclasses; calling them costs more than the rest of
+ * the decoding (object.__setattr__ per field). As launchtrace.fastinit does, this module makes an ordinary
+ * instance of the class (tp_alloc) and fills its slots, after checking at construction that the class is
+ * exactly a set of object slots with these names (no __dict__, no __post_init__, size accounted for).
+ *
+ * tests/test_jsonread_native.py checks this against the general decoder on generated spans, every upstream
+ * fixture line and malformed lines (truncated, wrong types, invalid UTF-8, duplicate keys, deep nesting).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 48        /* arrayValue / kvlistValue levels: the general decoder recurses in Python */
+#define STR_CACHE_LEN 64    /* strings up to this many raw bytes are cached */
+#define PAIR_CACHE_LEN 512  /* attribute objects up to this many bytes are cached */
+#define BLOCK_CACHE_LEN 65536 /* resource / scope attribute arrays up to this many bytes are cached */
+
+/* ------------------------------------------------------------------------------------------ the caches */
+
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t len;
+    char *text; /* NULL: empty slot */
+    PyObject *value;
+} Entry;
+
+typedef struct {
+    Entry *slots;
+    size_t mask;      /* slots - 1 (a power of two) */
+    size_t max_slots; /* grown up to this, then emptied when full */
+    size_t count;     /* entries in use; at most half the slots */
+    size_t bytes;     /* text bytes held */
+    size_t max_bytes; /* emptied past this */
+    Py_ssize_t max_len;
+} Cache;
+
+static uint64_t hash_bytes(const unsigned char *s, Py_ssize_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
+        s += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s, (size_t)n);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 29;
+    return h;
+}
+
+#define FIRST_SLOTS 64 /* a cache starts this small and grows as it fills: a small file costs little */
+
+static int cache_init(Cache *c, size_t max_slots, size_t max_bytes, Py_ssize_t max_len) {
+    c->slots = PyMem_Calloc(FIRST_SLOTS, sizeof(Entry));
+    if (c->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    c->mask = FIRST_SLOTS - 1;
+    c->max_slots = max_slots;
+    c->count = 0;
+    c->bytes = 0;
+    c->max_bytes = max_bytes;
+    c->max_len = max_len;
+    return 0;
+}
+
+static void cache_clear(Cache *c) {
+    if (c->slots == NULL) return;
+    for (size_t i = 0; i <= c->mask; i++) {
+        Entry *e = &c->slots[i];
+        if (e->text != NULL) {
+            PyMem_Free(e->text);
+            e->text = NULL;
+            Py_CLEAR(e->value);
+        }
+    }
+    c->count = 0;
+    c->bytes = 0;
+}
+
+static void cache_free(Cache *c) {
+    cache_clear(c);
+    PyMem_Free(c->slots);
+    c->slots = NULL;
+}
+
+/* The cached value for these bytes (borrowed), or NULL. */
+static PyObject *cache_get(Cache *c, const unsigned char *s, Py_ssize_t n, uint64_t h) {
+    size_t i = (size_t)h & c->mask;
+    for (;;) {
+        Entry *e = &c->slots[i];
+        if (e->text == NULL) return NULL;
+        if (e->hash == h && e->len == n && memcmp(e->text, s, (size_t)n) == 0) return e->value;
+        i = (i + 1) & c->mask;
+    }
+}
+
+/* Twice the slots, the entries moved over; -1 (nothing changed) when out of memory. */
+static int cache_grow(Cache *c) {
+    size_t slots = (c->mask + 1) * 2;
+    Entry *bigger = PyMem_Calloc(slots, sizeof(Entry));
+    if (bigger == NULL) return -1;
+    for (size_t i = 0; i <= c->mask; i++) {
+        if (c->slots[i].text == NULL) continue;
+        size_t j = (size_t)c->slots[i].hash & (slots - 1);
+        while (bigger[j].text != NULL) j = (j + 1) & (slots - 1);
+        bigger[j] = c->slots[i];
+    }
+    PyMem_Free(c->slots);
+    c->slots = bigger;
+    c->mask = slots - 1;
+    return 0;
+}
+
+/* Remembers value for these bytes (not there yet); grown, or emptied first when full. Out of memory: not
+ * remembered. */
+static void cache_put(Cache *c, const unsigned char *s, Py_ssize_t n, uint64_t h, PyObject *value) {
+    if (n > c->max_len) return;
+    if (c->bytes + (size_t)n > c->max_bytes)
+        cache_clear(c);
+    else if ((c->count + 1) * 2 > c->mask + 1 && (c->mask + 1 >= c->max_slots || cache_grow(c) < 0))
+        cache_clear(c);
+    char *text = PyMem_Malloc(n > 0 ? (size_t)n : 1);
+    if (text == NULL) return;
+    memcpy(text, s, (size_t)n);
+    size_t i = (size_t)h & c->mask;
+    while (c->slots[i].text != NULL) i = (i + 1) & c->mask;
+    Entry *e = &c->slots[i];
+    e->hash = h;
+    e->len = n;
+    e->text = text;
+    Py_INCREF(value);
+    e->value = value;
+    c->count++;
+    c->bytes += (size_t)n;
+}
+
+/* ----------------------------------------------------------------------------------------- the decoder */
+
+enum {
+    F_TRACE_ID, F_SPAN_ID, F_PARENT_SPAN_ID, F_NAME, F_START_NS, F_END_NS, F_ATTRIBUTES, F_KIND, F_STATUS_CODE,
+    F_STATUS_MESSAGE, F_EVENTS, F_LINKS, F_TRACE_STATE, F_FLAGS, F_DROPPED_ATTRIBUTES, F_DROPPED_EVENTS,
+    F_DROPPED_LINKS, F_RESOURCE, F_RESOURCE_SCHEMA_URL, F_SCOPE_NAME, F_SCOPE_VERSION, F_SCOPE_ATTRIBUTES,
+    F_SCHEMA_URL, N_SPAN_FIELDS
+};
+static const char *const SPAN_FIELDS[N_SPAN_FIELDS] = {
+    "trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "attributes", "kind", "status_code",
+    "status_message", "events", "links", "trace_state", "flags", "dropped_attributes_count",
+    "dropped_events_count", "dropped_links_count", "resource", "resource_schema_url", "scope_name",
+    "scope_version", "scope_attributes", "schema_url",
+};
+enum { E_NAME, E_TIME_NS, E_ATTRIBUTES, E_DROPPED_ATTRIBUTES, N_EVENT_FIELDS };
+static const char *const EVENT_FIELDS[N_EVENT_FIELDS] = {"name", "time_ns", "attributes", "dropped_attributes_count"};
+enum { L_TRACE_ID, L_SPAN_ID, L_ATTRIBUTES, L_TRACE_STATE, L_FLAGS, L_DROPPED_ATTRIBUTES, N_LINK_FIELDS };
+static const char *const LINK_FIELDS[N_LINK_FIELDS] = {"trace_id", "span_id", "attributes", "trace_state", "flags",
+                                                       "dropped_attributes_count"};
+
+#define MAX_NAMES 16
+
+/* A field whose strings go through the string cache while they repeat: after two misses in a row the next
+ * SITE_SKIP strings of that field are made without it (unique span names would only fill it). */
+#define SITE_SKIP 16
+typedef struct {
+    unsigned char misses, skip;
+} Site;
+#define POSITIONS 64 /* span attribute positions with a prediction */
+#define POS_LEN 160  /* the longest attribute text a position remembers */
+#define POS_SKIP 16  /* spans a position of ever-new values reads without the caches */
+
+/* What the span attribute at one index of the array was last time: the text and its (key, value), and how
+ * often the caches missed there: a value that never repeats (a sequence number) is read without them. */
+typedef struct {
+    Py_ssize_t len;
+    PyObject *pair; /* NULL: nothing remembered */
+    unsigned char misses, skip;
+    unsigned char text[POS_LEN];
+} Pos;
+
+typedef struct {
+    Py_ssize_t len;
+    unsigned char text[2 * 16];
+    PyObject *value; /* bytes, or NULL */
+} LastId;
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *span_cls, *event_cls, *link_cls;
+    Py_ssize_t span_off[N_SPAN_FIELDS], event_off[N_EVENT_FIELDS], link_off[N_LINK_FIELDS];
+    PyObject *decode_id; /* ids.decode_id(text, size, encoding): everything but plain hex */
+    PyObject *dec_bytes; /* json_codec._dec_bytes(text): bytesValue */
+    PyObject *encoding;  /* the id encoding, a str */
+    PyObject *kind_names, *status_names; /* tuples of str: enum names */
+    const char *kinds[MAX_NAMES], *statuses[MAX_NAMES];
+    Py_ssize_t kind_len[MAX_NAMES], status_len[MAX_NAMES];
+    int n_kinds, n_statuses;
+    int hex_ids; /* encoding is "auto" or "hex": decode_id's plain-hex shortcut applies */
+    PyObject *size16, *size8, *empty_str, *empty_tuple, *zero;
+    Cache strings, pairs, blocks;
+    LastId last_trace, last_parent;
+    Pos pos[POSITIONS];
+    Site name_site, value_site, other_site;
+} Decoder;
+
+typedef struct {
+    const unsigned char *p, *end;
+    Decoder *d;
+    int uncached; /* 1: string values are not put in the cache (a position of ever-new values) */
+} P;
+
+/* Every parse function returns a new reference (or 0), or NULL (-1): with an exception set for a real error
+ * (out of memory), without one for "no answer". */
+
+static const unsigned char HEXVAL[256] = {
+#define X 0xFF
+    X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
+    X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, X, X, X, X, X, X,
+    X, 10, 11, 12, 13, 14, 15, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
+    X, 10, 11, 12, 13, 14, 15, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
+    X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
+    X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
+    X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
+    X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
+#undef X
+};
+
+/* 0: a byte a string holds as is (printable ASCII but " and \); else 1 */
+static unsigned char SPECIAL[256];
+
+static void init_tables(void) {
+    for (int c = 0; c < 256; c++) SPECIAL[c] = (c < 0x20 || c >= 0x80 || c == '"' || c == '\\');
+}
+
+static inline void ws(P *ps) {
+    const unsigned char *p = ps->p, *end = ps->end;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    ps->p = p;
+}
+
+static inline int peek(P *ps) {
+    ws(ps);
+    return ps->p < ps->end ? *ps->p : -1;
+}
+
+static inline int eat(P *ps, int c) {
+    if (peek(ps) == c) {
+        ps->p++;
+        return 1;
+    }
+    return 0;
+}
+
+static inline int literal(P *ps, const char *word, Py_ssize_t n) {
+    if (ps->end - ps->p >= n && memcmp(ps->p, word, (size_t)n) == 0) {
+        ps->p += n;
+        return 1;
+    }
+    return 0;
+}
+
+#define ESCAPED 1
+#define NONASCII 2
+
+/* The string at ps->p (which is '"'): its raw bytes between the quotes, whether it holds escapes or
+ * non-ASCII bytes. Checks what a scan can: no raw control characters, escapes of the JSON kinds, \u with
+ * four hex digits. UTF-8 and surrogates are checked when the str is made. 0, or -1: no answer. */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+#define HAS_ZERO(x) (((x) - ONES) & ~(x))
+
+static inline uint64_t load8(const unsigned char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* Nonzero when one of the 8 bytes may be special (", \, a control character, non-ASCII); never zero when
+ * one is (false alarms only: the bytes are then looked at one by one). */
+static inline uint64_t special8(uint64_t w) {
+    uint64_t q = w ^ (ONES * '"'), b = w ^ (ONES * '\\');
+    return (HAS_ZERO(q) | HAS_ZERO(b) | (w - ONES * 0x20) | w) & HIGHS;
+}
+
+static int scan_string(P *ps, const unsigned char **s, Py_ssize_t *n, int *flags) {
+    const unsigned char *p = ps->p + 1, *end = ps->end, *start = p;
+    int f = 0;
+    for (;;) {
+        while (end - p >= 8 && !special8(load8(p))) p += 8;
+        const unsigned char *stop = end - p > 8 ? p + 8 : end;
+        while (p < stop && !SPECIAL[*p]) p++;
+        if (p >= end) return -1;
+        if (p == stop) continue; /* a false alarm */
+        unsigned char c = *p;
+        if (c == '"') break;
+        if (c == '\\') {
+            f |= ESCAPED;
+            if (end - p < 2) return -1;
+            unsigned char e = p[1];
+            if (e == 'u') {
+                if (end - p < 6 || (HEXVAL[p[2]] | HEXVAL[p[3]] | HEXVAL[p[4]] | HEXVAL[p[5]]) == 0xFF) return -1;
+                p += 6;
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
+                       e == 't') {
+                p += 2;
+            } else {
+                return -1;
+            }
+        } else if (c < 0x20) {
+            return -1;
+        } else {
+            f |= NONASCII;
+            p++;
+        }
+    }
+    *s = start;
+    *n = p - start;
+    *flags = f;
+    ps->p = p + 1;
+    return 0;
+}
+
+/* CPython's strict UTF-8 decoder: invalid UTF-8 (surrogates, overlong forms, truncated) is no answer. */
+static PyObject *decode_utf8(const char *s, Py_ssize_t n) {
+    PyObject *r = PyUnicode_DecodeUTF8(s, n, NULL);
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear();
+    return r;
+}
+
+static inline unsigned hex4(const unsigned char *s) {
+    return (unsigned)HEXVAL[s[0]] << 12 | (unsigned)HEXVAL[s[1]] << 8 | (unsigned)HEXVAL[s[2]] << 4 | HEXVAL[s[3]];
+}
+
+/* A string with escapes (validated by scan_string): unescaped to UTF-8, then decoded strictly. */
+static PyObject *unescape(const unsigned char *s, Py_ssize_t n) {
+    char small[256] = {0}; /* (initialised: only for the compiler's sake) */
+    char *out = n <= (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc((size_t)n);
+    if (out == NULL) return PyErr_NoMemory();
+    Py_ssize_t i = 0, o = 0;
+    PyObject *r = NULL;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c != '\\') {
+            out[o++] = (char)c;
+            i++;
+            continue;
+        }
+        unsigned char e = s[i + 1];
+        if (e != 'u') {
+            out[o++] = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : (char)e;
+            i += 2;
+            continue;
+        }
+        unsigned cp = hex4(s + i + 2);
+        i += 6;
+        if (cp >= 0xD800 && cp <= 0xDBFF) { /* a high surrogate: a low one must follow (orjson's rule too) */
+            if (n - i < 6 || s[i] != '\\' || s[i + 1] != 'u') goto done;
+            unsigned lo = hex4(s + i + 2);
+            if (lo < 0xDC00 || lo > 0xDFFF) goto done;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            i += 6;
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            goto done;
+        }
+        if (cp < 0x80) {
+            out[o++] = (char)cp;
+        } else if (cp < 0x800) {
+            out[o++] = (char)(0xC0 | (cp >> 6));
+            out[o++] = (char)(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            out[o++] = (char)(0xE0 | (cp >> 12));
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            out[o++] = (char)(0x80 | (cp & 0x3F));
+        } else {
+            out[o++] = (char)(0xF0 | (cp >> 18));
+            out[o++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            out[o++] = (char)(0x80 | (cp & 0x3F));
+        }
+    }
+    r = decode_utf8(out, o);
+done:
+    if (out != small) PyMem_Free(out);
+    return r;
+}
+
+/* The str of a scanned string; short ones through the cache of raw bytes (unless cache is 0), as long as
+ * the strings of this field (site, NULL: always) repeat. */
+static PyObject *make_str_c(Decoder *d, const unsigned char *s, Py_ssize_t n, int flags, int cache, Site *site) {
+    uint64_t h = 0;
+    if (cache && site != NULL && site->skip) {
+        site->skip--;
+        cache = 0;
+    }
+    if (cache && n <= STR_CACHE_LEN) {
+        h = hash_bytes(s, n);
+        PyObject *v = cache_get(&d->strings, s, n, h);
+        if (v != NULL) {
+            if (site != NULL) site->misses = 0;
+            Py_INCREF(v);
+            return v;
+        }
+        if (site != NULL && ++site->misses >= 2) {
+            site->skip = SITE_SKIP;
+            site->misses = 1;
+        }
+    }
+    PyObject *r;
+    if (flags == 0) {
+        r = PyUnicode_New(n, 127);
+        if (r == NULL) return NULL;
+        memcpy(PyUnicode_1BYTE_DATA(r), s, (size_t)n);
+    } else if (flags & ESCAPED) {
+        r = unescape(s, n);
+    } else {
+        r = decode_utf8((const char *)s, n);
+    }
+    if (r != NULL && cache && n <= STR_CACHE_LEN) cache_put(&d->strings, s, n, h, r);
+    return r;
+}
+
+static PyObject *make_str(Decoder *d, const unsigned char *s, Py_ssize_t n, int flags) {
+    return make_str_c(d, s, n, flags, 1, NULL);
+}
+
+/* A JSON string value at ps->p as a str (through the cache as the site allows), or no answer. */
+static PyObject *parse_str_at(P *ps, Site *site) {
+    const unsigned char *s;
+    Py_ssize_t n;
+    int f;
+    if (peek(ps) != '"' || scan_string(ps, &s, &n, &f) < 0) return NULL;
+    return make_str_c(ps->d, s, n, f, 1, site);
+}
+
+/* A string field of the skeleton (trace state, scope name, ...): repeats are cached, as long as they repeat. */
+static PyObject *parse_str(P *ps) { return parse_str_at(ps, &ps->d->other_site); }
+
+/* An object key (with its ':'): its raw bytes; a key with escapes is no answer (no known key has one). */
+static int read_key(P *ps, const unsigned char **k, Py_ssize_t *kn) {
+    int f;
+    if (peek(ps) != '"' || scan_string(ps, k, kn, &f) < 0 || f != 0) return -1;
+    return eat(ps, ':') ? 0 : -1;
+}
+
+/* After '{': 1 with the first key read, 0 at '}' (empty object), -1 no answer. */
+static int obj_first(P *ps, const unsigned char **k, Py_ssize_t *kn) {
+    if (eat(ps, '}')) return 0;
+    return read_key(ps, k, kn) < 0 ? -1 : 1;
+}
+
+/* After a member's value: 1 with the next key read, 0 at '}', -1 no answer. */
+static int obj_next(P *ps, const unsigned char **k, Py_ssize_t *kn) {
+    int c = peek(ps);
+    if (c == ',') {
+        ps->p++;
+        return read_key(ps, k, kn) < 0 ? -1 : 1;
+    }
+    if (c == '}') {
+        ps->p++;
+        return 0;
+    }
+    return -1;
+}
+
+/* After '[': 1 when an element follows, 0 at ']'. After an element: arr_next, 1 after ',', 0 at ']', -1. */
+static int arr_first(P *ps) { return eat(ps, ']') ? 0 : 1; }
+
+static int arr_next(P *ps) {
+    int c = peek(ps);
+    if (c == ',') {
+        ps->p++;
+        return 1;
+    }
+    if (c == ']') {
+        ps->p++;
+        return 0;
+    }
+    return -1;
+}
+
+#define IS(k, kn, lit) ((kn) == (Py_ssize_t)sizeof(lit) - 1 && memcmp((k), (lit), sizeof(lit) - 1) == 0)
+/* field i of f (a key seen before: no answer, before anything is parsed) = expr */
+#define FIELD(idx, expr)                              \
+    do {                                              \
+        i = (idx);                                    \
+        if (seen & (1u << i)) goto fail;              \
+        seen |= 1u << i;                              \
+        f[i] = (expr);                                \
+    } while (0)
+#define SEEN(bit)                                \
+    do {                                         \
+        if (seen & (1u << (bit))) goto fail;     \
+        seen |= 1u << (bit);                     \
+    } while (0)
+
+typedef struct {
+    int is_int, big;
+    long long i;
+    const unsigned char *s;
+    Py_ssize_t n;
+} Num;
+
+/* A JSON number at ps->p, its grammar checked; an integer's value when it fits in int64 (else big). */
+static int parse_num(P *ps, Num *num) {
+    const unsigned char *p = ps->p, *end = ps->end, *s = p;
+    int neg = 0, over = 0, is_int = 1;
+    unsigned long long v = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end) return -1;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') {
+            unsigned dgt = *p - '0';
+            if (over || v > (ULLONG_MAX - dgt) / 10)
+                over = 1;
+            else
+                v = v * 10 + dgt;
+            p++;
+        }
+    } else {
+        return -1;
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return -1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        is_int = 0;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return -1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        is_int = 0;
+    }
+    num->is_int = is_int;
+    num->big = 0;
+    num->i = 0;
+    num->s = s;
+    num->n = p - s;
+    if (is_int) {
+        if (over)
+            num->big = 1;
+        else if (neg)
+            num->big = v > 9223372036854775808ULL, num->i = v == 9223372036854775808ULL ? LLONG_MIN : -(long long)v;
+        else
+            num->big = v > (unsigned long long)LLONG_MAX, num->i = (long long)v;
+    }
+    ps->p = p;
+    return 0;
+}
+
+/* The float of a non-integer number, as float() (correctly rounded, as orjson); overflow is no answer. */
+static PyObject *num_float(Num *num) {
+    char small[64];
+    char *buf = num->n < (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc((size_t)num->n + 1);
+    if (buf == NULL) return PyErr_NoMemory();
+    memcpy(buf, num->s, (size_t)num->n);
+    buf[num->n] = 0;
+    char *endp = NULL;
+    double x = PyOS_string_to_double(buf, &endp, NULL);
+    PyObject *r = NULL;
+    if (x == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+    } else if (endp == buf + num->n && isfinite(x)) {
+        r = PyFloat_FromDouble(x);
+    }
+    if (buf != small) PyMem_Free(buf);
+    return r;
+}
+
+static inline int is_num_start(int c) { return c == '-' || (c >= '0' && c <= '9'); }
+
+/* int(text) for a string field or value: plain digits at once, anything else through int() itself. */
+static PyObject *str_to_int(Decoder *d, const unsigned char *s, Py_ssize_t n, int flags) {
+    int neg = n > 0 && s[0] == '-';
+    if (flags == 0 && n > neg && n - neg <= 19) { /* 19 digits fit in uint64 */
+        Py_ssize_t i = neg;
+        unsigned long long v = 0;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) v = v * 10 + (unsigned)(s[i] - '0');
+        if (i == n && !neg) return PyLong_FromUnsignedLongLong(v);
+        if (i == n && v <= 9223372036854775807ULL) return PyLong_FromLongLong(-(long long)v);
+    }
+    PyObject *str = make_str(d, s, n, flags);
+    if (str == NULL) return NULL;
+    PyObject *r = PyLong_FromUnicodeObject(str, 10);
+    Py_DECREF(str);
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) PyErr_Clear();
+    return r;
+}
+
+/* json_codec._int: a JSON integer (int64) or a string read by int(); floats and the rest are no answer. */
+static PyObject *parse_intish(P *ps) {
+    int c = peek(ps);
+    if (c == '"') {
+        const unsigned char *s;
+        Py_ssize_t n;
+        int f;
+        if (scan_string(ps, &s, &n, &f) < 0) return NULL;
+        return str_to_int(ps->d, s, n, f);
+    }
+    if (is_num_start(c)) {
+        Num num;
+        if (parse_num(ps, &num) < 0 || !num.is_int || num.big) return NULL;
+        return PyLong_FromLongLong(num.i);
+    }
+    return NULL;
+}
+
+/* json_codec._enum: an int in range, one of the names, or a decimal string in range. */
+static PyObject *parse_enum(P *ps, const char *const *names, const Py_ssize_t *lens, int count) {
+    int c = peek(ps);
+    if (c == '"') {
+        const unsigned char *s;
+        Py_ssize_t n;
+        int f;
+        if (scan_string(ps, &s, &n, &f) < 0 || f != 0 || n == 0) return NULL;
+        for (int i = 0; i < count; i++)
+            if (lens[i] == n && memcmp(names[i], s, (size_t)n) == 0) return PyLong_FromLong(i);
+        long v = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (s[i] < '0' || s[i] > '9') return NULL;
+            v = v * 10 + (s[i] - '0');
+            if (v >= count) return NULL;
+        }
+        return PyLong_FromLong(v);
+    }
+    if (is_num_start(c)) {
+        Num num;
+        if (parse_num(ps, &num) < 0 || !num.is_int || num.big || num.i < 0 || num.i >= count) return NULL;
+        return PyLong_FromLongLong(num.i);
+    }
+    return NULL;
+}
+
+/* An id as ids.decode_id(text, size, encoding) reads it: plain hex here, anything else through decode_id. */
+static PyObject *parse_id(P *ps, Py_ssize_t size, LastId *last) {
+    Decoder *d = ps->d;
+    const unsigned char *s;
+    Py_ssize_t n;
+    int f;
+    if (peek(ps) != '"' || scan_string(ps, &s, &n, &f) < 0) return NULL;
+    if (f == 0 && d->hex_ids && n == 2 * size) {
+        if (last != NULL && last->value != NULL && last->len == n && memcmp(last->text, s, (size_t)n) == 0) {
+            Py_INCREF(last->value);
+            return last->value;
+        }
+        unsigned char raw[16];
+        unsigned any = 0, bad = 0;
+        for (Py_ssize_t i = 0; i < size; i++) {
+            unsigned hi = HEXVAL[s[2 * i]], lo = HEXVAL[s[2 * i + 1]];
+            bad |= (hi | lo) == 0xFF ? 1 : 0;
+            raw[i] = (unsigned char)(hi << 4 | (lo & 0xF));
+            any |= raw[i];
+        }
+        if (!bad) {
+            if (!any) return NULL; /* all zeros: IdError */
+            PyObject *r = PyBytes_FromStringAndSize((const char *)raw, size);
+            if (r != NULL && last != NULL) {
+                Py_XSETREF(last->value, Py_NewRef(r));
+                memcpy(last->text, s, (size_t)n);
+                last->len = n;
+            }
+            return r;
+        }
+    }
+    PyObject *text = make_str(d, s, n, f);
+    if (text == NULL) return NULL;
+    PyObject *r = PyObject_CallFunctionObjArgs(d->decode_id, text, size == 16 ? d->size16 : d->size8, d->encoding,
+                                               NULL);
+    Py_DECREF(text);
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) PyErr_Clear(); /* IdError: a problem */
+    if (r != NULL && (!PyBytes_CheckExact(r) || PyBytes_GET_SIZE(r) != size)) Py_CLEAR(r);
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------- attributes */
+
+static PyObject *parse_value(P *ps, int depth, int *mutable);
+
+/* {"key": str, "value": AnyValue} at ps->p -> (key, value). */
+static PyObject *parse_attr(P *ps, int depth, int *mutable) {
+    PyObject *key = NULL, *value = NULL;
+    const unsigned char *k;
+    Py_ssize_t kn;
+    unsigned seen = 0;
+    if (!eat(ps, '{')) return NULL;
+    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
+        if (r < 0) goto fail;
+        if (IS(k, kn, "key")) {
+            SEEN(0);
+            if ((key = parse_str_at(ps, NULL)) == NULL) goto fail; /* keys repeat: always cached */
+        } else if (IS(k, kn, "value")) {
+            SEEN(1);
+            if ((value = parse_value(ps, depth, mutable)) == NULL) goto fail;
+        } else {
+            goto fail;
+        }
+    }
+    if (seen != 3) goto fail;
+    PyObject *pair = PyTuple_New(2);
+    if (pair == NULL) goto fail;
+    PyTuple_SET_ITEM(pair, 0, key);
+    PyTuple_SET_ITEM(pair, 1, value);
+    return pair;
+fail:
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    return NULL;
+}
+
+/* The raw length of the object or array at s (brackets balanced outside strings), or -1 past max bytes.
+ * Nothing is validated here: only a text found in a cache (validated when it was put there) is trusted. */
+static Py_ssize_t extent(const unsigned char *s, const unsigned char *end, Py_ssize_t max) {
+    const unsigned char *p = s, *lim = end - s > max ? s + max : end;
+    int depth = 0;
+    while (p < lim) {
+        unsigned char c = *p++;
+        if (c == '"') {
+            for (;;) {
+                while (lim - p >= 8) {
+                    uint64_t w = load8(p), q = w ^ (ONES * '"'), b = w ^ (ONES * '\\');
+                    if ((HAS_ZERO(q) | HAS_ZERO(b)) & HIGHS) break;
+                    p += 8;
+                }
+                while (p < lim && *p != '"' && *p != '\\') p++;
+                if (p >= lim) return -1;
+                if (*p == '"') break;
+                p += 2; /* an escape */
+            }
+            p++;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0) return p - s;
+        }
+    }
+    return -1;
+}
+
+typedef struct {
+    PyObject **items;
+    Py_ssize_t n, cap;
+    PyObject *small[32];
+} Stack;
+
+static void stack_init(Stack *st) {
+    st->items = st->small;
+    st->n = 0;
+    st->cap = 32;
+}
+
+static int stack_push(Stack *st, PyObject *o) { /* steals o */
+    if (st->n == st->cap) {
+        Py_ssize_t cap = st->cap * 2;
+        PyObject **items = PyMem_Malloc((size_t)cap * sizeof(PyObject *));
+        if (items == NULL) {
+            Py_DECREF(o);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(items, st->items, (size_t)st->n * sizeof(PyObject *));
+        if (st->items != st->small) PyMem_Free(st->items);
+        st->items = items;
+        st->cap = cap;
+    }
+    st->items[st->n++] = o;
+    return 0;
+}
+
+static void stack_drop(Stack *st) {
+    for (Py_ssize_t i = 0; i < st->n; i++) Py_DECREF(st->items[i]);
+    if (st->items != st->small) PyMem_Free(st->items);
+}
+
+static PyObject *stack_tuple(Stack *st, Decoder *d) { /* the items as a tuple; the stack is emptied */
+    PyObject *t;
+    if (st->n == 0) {
+        t = Py_NewRef(d->empty_tuple);
+    } else if ((t = PyTuple_New(st->n)) != NULL) {
+        memcpy(((PyTupleObject *)t)->ob_item, st->items, (size_t)st->n * sizeof(PyObject *));
+        st->n = 0;
+    }
+    stack_drop(st);
+    return t;
+}
+
+/* Remembers at a position the attribute text just read (validated: parsed, or found in the cache). */
+static void remember(Pos *pos, const unsigned char *text, Py_ssize_t n, PyObject *pair) {
+    if (n > POS_LEN) return;
+    memcpy(pos->text, text, (size_t)n);
+    pos->len = n;
+    Py_XSETREF(pos->pair, Py_NewRef(pair));
+}
+
+/* An attributes array at ps->p -> tuple of (key, value). Each element is, in this order: the text the same
+ * position held in the previous array (span attributes only: `positions`), found in the cache of attribute
+ * texts, or parsed (and then remembered when its value holds nothing mutable). */
+static PyObject *parse_attrs(P *ps, int *mutable, Pos *positions) {
+    Decoder *d = ps->d;
+    Stack st;
+    if (!eat(ps, '[')) return NULL;
+    stack_init(&st);
+    Py_ssize_t j = 0;
+    for (int r = arr_first(ps); r != 0; r = arr_next(ps), j++) {
+        if (r < 0 || peek(ps) != '{') goto fail;
+        const unsigned char *start = ps->p;
+        Pos *pos = positions != NULL && j < POSITIONS ? &positions[j] : NULL;
+        if (pos != NULL && pos->pair != NULL && pos->len <= ps->end - start &&
+            memcmp(start, pos->text, (size_t)pos->len) == 0) { /* a valid object text: it ends there */
+            ps->p += pos->len;
+            pos->misses = 0;
+            if (stack_push(&st, Py_NewRef(pos->pair)) < 0) goto fail;
+            continue;
+        }
+        int m = 0;
+        PyObject *pair;
+        if (pos != NULL && pos->skip) { /* ever-new values here: no look-up, nothing remembered */
+            pos->skip--;
+            ps->uncached = 1;
+            pair = parse_attr(ps, 0, &m);
+            ps->uncached = 0;
+            if (pair == NULL) goto fail;
+            if (m) *mutable = 1;
+            if (stack_push(&st, pair) < 0) goto fail;
+            continue;
+        }
+        Py_ssize_t n = extent(start, ps->end, PAIR_CACHE_LEN);
+        uint64_t h = 0;
+        if (n > 0) {
+            h = hash_bytes(start, n);
+            PyObject *hit = cache_get(&d->pairs, start, n, h);
+            if (hit != NULL) {
+                ps->p += n;
+                if (pos != NULL) {
+                    pos->misses = 0;
+                    remember(pos, start, n, hit);
+                }
+                if (stack_push(&st, Py_NewRef(hit)) < 0) goto fail;
+                continue;
+            }
+        }
+        pair = parse_attr(ps, 0, &m);
+        if (pair == NULL) goto fail;
+        if (m) {
+            *mutable = 1;
+        } else if (n > 0 && ps->p - start == n) {
+            cache_put(&d->pairs, start, n, h, pair);
+            if (pos != NULL) remember(pos, start, n, pair);
+        }
+        if (pos != NULL && ++pos->misses >= 2) {
+            pos->skip = POS_SKIP;
+            pos->misses = 1; /* one more miss after the skip: skip again */
+        }
+        if (stack_push(&st, pair) < 0) goto fail;
+    }
+    return stack_tuple(&st, d);
+fail:
+    stack_drop(&st);
+    return NULL;
+}
+
+/* A resource's or scope's attributes: the whole array through the cache of array texts. */
+static PyObject *parse_attr_block(P *ps) {
+    Decoder *d = ps->d;
+    if (peek(ps) != '[') return NULL;
+    const unsigned char *start = ps->p;
+    Py_ssize_t n = extent(start, ps->end, BLOCK_CACHE_LEN);
+    uint64_t h = 0;
+    if (n > 0) {
+        h = hash_bytes(start, n);
+        PyObject *hit = cache_get(&d->blocks, start, n, h);
+        if (hit != NULL) {
+            ps->p += n;
+            return Py_NewRef(hit);
+        }
+    }
+    int m = 0;
+    PyObject *attrs = parse_attrs(ps, &m, NULL);
+    if (attrs != NULL && !m && n > 0 && ps->p - start == n) cache_put(&d->blocks, start, n, h, attrs);
+    return attrs;
+}
+
+/* {"values": [AnyValue, ...]} -> tuple. Without "values" the general decoder has a problem (its default, (),
+ * is not a list), so {} is no answer. */
+static PyObject *parse_array_value(P *ps, int depth, int *mutable) {
+    Decoder *d = ps->d;
+    const unsigned char *k;
+    Py_ssize_t kn;
+    Stack st;
+    if (!eat(ps, '{') || obj_first(ps, &k, &kn) != 1 || !IS(k, kn, "values") || !eat(ps, '[')) return NULL;
+    stack_init(&st);
+    for (int r = arr_first(ps); r != 0; r = arr_next(ps)) {
+        if (r < 0) goto fail;
+        PyObject *v = parse_value(ps, depth, mutable);
+        if (v == NULL || stack_push(&st, v) < 0) goto fail;
+    }
+    if (!eat(ps, '}')) goto fail;
+    return stack_tuple(&st, d);
+fail:
+    stack_drop(&st);
+    return NULL;
+}
+
+/* {"values": [{"key":..,"value":..}, ...]} -> dict, later keys winning as in dict(pairs); {} as above */
+static PyObject *parse_kvlist_value(P *ps, int depth) {
+    const unsigned char *k;
+    Py_ssize_t kn;
+    int m = 0;
+    if (!eat(ps, '{') || obj_first(ps, &k, &kn) != 1 || !IS(k, kn, "values") || !eat(ps, '[')) return NULL;
+    PyObject *dict = PyDict_New();
+    if (dict == NULL) return NULL;
+    for (int r = arr_first(ps); r != 0; r = arr_next(ps)) {
+        if (r < 0) goto fail;
+        PyObject *pair = parse_attr(ps, depth, &m);
+        if (pair == NULL) goto fail;
+        int err = PyDict_SetItem(dict, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1));
+        Py_DECREF(pair);
+        if (err < 0) goto fail;
+    }
+    if (!eat(ps, '}')) goto fail;
+    return dict;
+fail:
+    Py_DECREF(dict);
+    return NULL;
+}
+
+/* An AnyValue object with one kind (or none: None), as json_codec._dec_value reads it. */
+static PyObject *parse_value(P *ps, int depth, int *mutable) {
+    Decoder *d = ps->d;
+    const unsigned char *k, *s;
+    Py_ssize_t kn, n;
+    int f, c;
+    PyObject *v = NULL;
+    if (depth > MAX_DEPTH || !eat(ps, '{')) return NULL;
+    int r = obj_first(ps, &k, &kn);
+    if (r == 0) return Py_NewRef(Py_None); /* an empty AnyValue */
+    if (r < 0) return NULL;
+    if (IS(k, kn, "stringValue")) {
+        if (peek(ps) == '"' && scan_string(ps, &s, &n, &f) == 0)
+            v = make_str_c(d, s, n, f, !ps->uncached, &d->value_site);
+    } else if (IS(k, kn, "intValue")) {
+        v = parse_intish(ps);
+    } else if (IS(k, kn, "boolValue")) {
+        ws(ps);
+        if (literal(ps, "true", 4))
+            v = Py_NewRef(Py_True);
+        else if (literal(ps, "false", 5))
+            v = Py_NewRef(Py_False);
+    } else if (IS(k, kn, "doubleValue")) {
+        c = peek(ps);
+        if (is_num_start(c)) {
+            Num num;
+            if (parse_num(ps, &num) == 0) {
+                if (!num.is_int) {
+                    v = num_float(&num);
+                } else if (!num.big) {
+                    PyObject *i = PyLong_FromLongLong(num.i);
+                    if (i != NULL) {
+                        v = PyNumber_Float(i); /* float(int), rounded as the general decoder rounds it */
+                        Py_DECREF(i);
+                    }
+                }
+            }
+        } else if (c == '"' && scan_string(ps, &s, &n, &f) == 0) {
+            PyObject *text = make_str(d, s, n, f);
+            if (text != NULL) { /* "NaN", "Infinity", "-Infinity" or anything float() reads */
+                v = PyFloat_FromString(text);
+                Py_DECREF(text);
+                if (v == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) PyErr_Clear();
+            }
+        }
+    } else if (IS(k, kn, "bytesValue")) {
+        PyObject *text = parse_str_at(ps, &d->value_site);
+        if (text != NULL) {
+            v = PyObject_CallOneArg(d->dec_bytes, text);
+            Py_DECREF(text);
+            if (v == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) PyErr_Clear();
+        }
+    } else if (IS(k, kn, "arrayValue")) {
+        v = parse_array_value(ps, depth + 1, mutable);
+    } else if (IS(k, kn, "kvlistValue")) {
+        v = parse_kvlist_value(ps, depth + 1);
+        *mutable = 1;
+    }
+    if (v != NULL && !eat(ps, '}')) Py_CLEAR(v); /* a second kind: no answer */
+    return v;
+}
+
+/* ----------------------------------------------------------------------------------- objects built here */
+
+static PyObject *new_instance(PyTypeObject *cls, const Py_ssize_t *off, PyObject **values, int n) {
+    PyObject *o = cls->tp_alloc(cls, 0);
+    if (o == NULL) return NULL;
+    for (int i = 0; i < n; i++) *(PyObject **)((char *)o + off[i]) = values[i]; /* stolen */
+    return o;
+}
+
+static void drop_all(PyObject **values, int n) {
+    for (int i = 0; i < n; i++) Py_CLEAR(values[i]);
+}
+
+/* an "events" or "links" value: null or [] -> (), else the objects made by one */
+static PyObject *parse_list_of(P *ps, PyObject *(*one)(P *)) {
+    Decoder *d = ps->d;
+    Stack st;
+    ws(ps);
+    if (literal(ps, "null", 4)) return Py_NewRef(d->empty_tuple);
+    if (!eat(ps, '[')) return NULL;
+    stack_init(&st);
+    for (int r = arr_first(ps); r != 0; r = arr_next(ps)) {
+        if (r < 0) goto fail;
+        PyObject *o = one(ps);
+        if (o == NULL || stack_push(&st, o) < 0) goto fail;
+    }
+    return stack_tuple(&st, d);
+fail:
+    stack_drop(&st);
+    return NULL;
+}
+
+static PyObject *parse_event(P *ps) {
+    Decoder *d = ps->d;
+    PyObject *f[N_EVENT_FIELDS] = {NULL};
+    const unsigned char *k;
+    Py_ssize_t kn;
+    unsigned seen = 0;
+    int m = 0;
+    if (!eat(ps, '{')) return NULL;
+    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
+        if (r < 0) goto fail;
+        int i;
+        if (IS(k, kn, "timeUnixNano"))
+            FIELD(E_TIME_NS, parse_intish(ps));
+        else if (IS(k, kn, "name"))
+            FIELD(E_NAME, parse_str(ps));
+        else if (IS(k, kn, "attributes"))
+            FIELD(E_ATTRIBUTES, parse_attrs(ps, &m, NULL));
+        else if (IS(k, kn, "droppedAttributesCount"))
+            FIELD(E_DROPPED_ATTRIBUTES, parse_intish(ps));
+        else
+            goto fail;
+        if (f[i] == NULL) goto fail;
+    }
+    if (!f[E_NAME]) f[E_NAME] = Py_NewRef(d->empty_str);
+    if (!f[E_TIME_NS]) f[E_TIME_NS] = Py_NewRef(d->zero);
+    if (!f[E_ATTRIBUTES]) f[E_ATTRIBUTES] = Py_NewRef(d->empty_tuple);
+    if (!f[E_DROPPED_ATTRIBUTES]) f[E_DROPPED_ATTRIBUTES] = Py_NewRef(d->zero);
+    PyObject *o = new_instance(d->event_cls, d->event_off, f, N_EVENT_FIELDS);
+    if (o != NULL) return o;
+fail:
+    drop_all(f, N_EVENT_FIELDS);
+    return NULL;
+}
+
+static PyObject *parse_link(P *ps) {
+    Decoder *d = ps->d;
+    PyObject *f[N_LINK_FIELDS] = {NULL};
+    const unsigned char *k;
+    Py_ssize_t kn;
+    unsigned seen = 0;
+    int m = 0;
+    if (!eat(ps, '{')) return NULL;
+    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
+        if (r < 0) goto fail;
+        int i;
+        if (IS(k, kn, "traceId"))
+            FIELD(L_TRACE_ID, parse_id(ps, 16, NULL));
+        else if (IS(k, kn, "spanId"))
+            FIELD(L_SPAN_ID, parse_id(ps, 8, NULL));
+        else if (IS(k, kn, "traceState"))
+            FIELD(L_TRACE_STATE, parse_str(ps));
+        else if (IS(k, kn, "attributes"))
+            FIELD(L_ATTRIBUTES, parse_attrs(ps, &m, NULL));
+        else if (IS(k, kn, "droppedAttributesCount"))
+            FIELD(L_DROPPED_ATTRIBUTES, parse_intish(ps));
+        else if (IS(k, kn, "flags"))
+            FIELD(L_FLAGS, parse_intish(ps));
+        else
+            goto fail;
+        if (f[i] == NULL) goto fail;
+    }
+    if (!f[L_TRACE_ID] || !f[L_SPAN_ID]) goto fail; /* decode_id(""): IdError, the link is dropped */
+    if (!f[L_ATTRIBUTES]) f[L_ATTRIBUTES] = Py_NewRef(d->empty_tuple);
+    if (!f[L_TRACE_STATE]) f[L_TRACE_STATE] = Py_NewRef(d->empty_str);
+    if (!f[L_FLAGS]) f[L_FLAGS] = Py_NewRef(d->zero);
+    if (!f[L_DROPPED_ATTRIBUTES]) f[L_DROPPED_ATTRIBUTES] = Py_NewRef(d->zero);
+    PyObject *o = new_instance(d->link_cls, d->link_off, f, N_LINK_FIELDS);
+    if (o != NULL) return o;
+fail:
+    drop_all(f, N_LINK_FIELDS);
+    return NULL;
+}
+
+/* a span object -> SpanData with every field but the resource's and scope's (set by the callers) */
+static PyObject *parse_span(P *ps) {
+    Decoder *d = ps->d;
+    PyObject *f[N_SPAN_FIELDS] = {NULL};
+    const unsigned char *k;
+    Py_ssize_t kn;
+    unsigned seen = 0;
+    int m = 0;
+    if (!eat(ps, '{')) return NULL;
+    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
+        if (r < 0) goto fail;
+        int i;
+        switch (kn) { /* by length first: most keys differ in it */
+            case 4:
+                if (IS(k, kn, "name"))
+                    FIELD(F_NAME, parse_str_at(ps, &d->name_site));
+                else if (IS(k, kn, "kind"))
+                    FIELD(F_KIND, parse_enum(ps, d->kinds, d->kind_len, d->n_kinds));
+                else
+                    goto fail;
+                break;
+            case 5:
+                if (IS(k, kn, "flags"))
+                    FIELD(F_FLAGS, parse_intish(ps));
+                else if (IS(k, kn, "links"))
+                    FIELD(F_LINKS, parse_list_of(ps, parse_link));
+                else
+                    goto fail;
+                break;
+            case 6:
+                if (IS(k, kn, "spanId"))
+                    FIELD(F_SPAN_ID, parse_id(ps, 8, NULL));
+                else if (IS(k, kn, "events"))
+                    FIELD(F_EVENTS, parse_list_of(ps, parse_event));
+                else if (IS(k, kn, "status")) {
+                    i = F_STATUS_CODE;
+                    SEEN(F_STATUS_CODE);
+                    SEEN(F_STATUS_MESSAGE);
+                    ws(ps);
+                    if (literal(ps, "null", 4)) {
+                        f[F_STATUS_CODE] = Py_NewRef(d->zero);
+                        f[F_STATUS_MESSAGE] = Py_NewRef(d->empty_str);
+                        break;
+                    }
+                    if (!eat(ps, '{')) goto fail;
+                    unsigned sseen = 0;
+                    for (int sr = obj_first(ps, &k, &kn); sr != 0; sr = obj_next(ps, &k, &kn)) {
+                        if (sr < 0) goto fail;
+                        if (IS(k, kn, "code") && !(sseen & 1)) {
+                            sseen |= 1;
+                            f[F_STATUS_CODE] = parse_enum(ps, d->statuses, d->status_len, d->n_statuses);
+                            if (f[F_STATUS_CODE] == NULL) goto fail;
+                        } else if (IS(k, kn, "message") && !(sseen & 2)) {
+                            sseen |= 2;
+                            if ((f[F_STATUS_MESSAGE] = parse_str(ps)) == NULL) goto fail;
+                        } else {
+                            goto fail;
+                        }
+                    }
+                    if (!f[F_STATUS_CODE]) f[F_STATUS_CODE] = Py_NewRef(d->zero);
+                    if (!f[F_STATUS_MESSAGE]) f[F_STATUS_MESSAGE] = Py_NewRef(d->empty_str);
+                } else
+                    goto fail;
+                break;
+            case 7:
+                if (!IS(k, kn, "traceId")) goto fail;
+                FIELD(F_TRACE_ID, parse_id(ps, 16, &d->last_trace));
+                break;
+            case 10:
+                if (IS(k, kn, "traceState"))
+                    FIELD(F_TRACE_STATE, parse_str(ps));
+                else if (IS(k, kn, "attributes"))
+                    FIELD(F_ATTRIBUTES, parse_attrs(ps, &m, d->pos));
+                else
+                    goto fail;
+                break;
+            case 12:
+                if (!IS(k, kn, "parentSpanId")) goto fail;
+                i = F_PARENT_SPAN_ID;
+                SEEN(F_PARENT_SPAN_ID);
+                ws(ps);
+                if (literal(ps, "null", 4) || literal(ps, "\"\"", 2)) /* falsy: a root span */
+                    f[i] = Py_NewRef(Py_None);
+                else
+                    f[i] = parse_id(ps, 8, &d->last_parent);
+                break;
+            case 15:
+                if (!IS(k, kn, "endTimeUnixNano")) goto fail;
+                FIELD(F_END_NS, parse_intish(ps));
+                break;
+            case 17:
+                if (IS(k, kn, "startTimeUnixNano"))
+                    FIELD(F_START_NS, parse_intish(ps));
+                else if (IS(k, kn, "droppedLinksCount"))
+                    FIELD(F_DROPPED_LINKS, parse_intish(ps));
+                else
+                    goto fail;
+                break;
+            case 18:
+                if (!IS(k, kn, "droppedEventsCount")) goto fail;
+                FIELD(F_DROPPED_EVENTS, parse_intish(ps));
+                break;
+            case 22:
+                if (!IS(k, kn, "droppedAttributesCount")) goto fail;
+                FIELD(F_DROPPED_ATTRIBUTES, parse_intish(ps));
+                break;
+            default:
+                goto fail;
+        }
+        if (f[i] == NULL) goto fail;
+    }
+    if (!f[F_TRACE_ID] || !f[F_SPAN_ID]) goto fail; /* decode_id(""): IdError */
+    if (!f[F_PARENT_SPAN_ID]) f[F_PARENT_SPAN_ID] = Py_NewRef(Py_None);
+    if (!f[F_NAME]) f[F_NAME] = Py_NewRef(d->empty_str);
+    if (!f[F_STATUS_MESSAGE]) f[F_STATUS_MESSAGE] = Py_NewRef(d->empty_str);
+    if (!f[F_TRACE_STATE]) f[F_TRACE_STATE] = Py_NewRef(d->empty_str);
+    if (!f[F_ATTRIBUTES]) f[F_ATTRIBUTES] = Py_NewRef(d->empty_tuple);
+    if (!f[F_EVENTS]) f[F_EVENTS] = Py_NewRef(d->empty_tuple);
+    if (!f[F_LINKS]) f[F_LINKS] = Py_NewRef(d->empty_tuple);
+    static const int ints[] = {F_START_NS, F_END_NS, F_KIND, F_STATUS_CODE, F_FLAGS, F_DROPPED_ATTRIBUTES,
+                               F_DROPPED_EVENTS, F_DROPPED_LINKS};
+    for (size_t j = 0; j < sizeof(ints) / sizeof(ints[0]); j++)
+        if (!f[ints[j]]) f[ints[j]] = Py_NewRef(d->zero);
+    /* F_RESOURCE .. F_SCHEMA_URL stay NULL here: set when the scope and resource are read */
+    PyObject *o = new_instance(d->span_cls, d->span_off, f, F_RESOURCE);
+    if (o != NULL) return o;
+fail:
+    drop_all(f, N_SPAN_FIELDS);
+    return NULL;
+}
+
+/* sets field i of spans[start:] to value (a new reference each) */
+static void set_field(Decoder *d, PyObject *spans, Py_ssize_t start, int i, PyObject *value) {
+    Py_ssize_t off = d->span_off[i];
+    for (Py_ssize_t j = start; j < PyList_GET_SIZE(spans); j++) {
+        PyObject **slot = (PyObject **)((char *)PyList_GET_ITEM(spans, j) + off);
+        Py_XSETREF(*slot, Py_NewRef(value));
+    }
+}
+
+/* the scope: null or {"name", "version", "attributes", "droppedAttributesCount"} */
+static int parse_scope(P *ps, PyObject **name, PyObject **version, PyObject **attrs) {
+    const unsigned char *k;
+    Py_ssize_t kn;
+    unsigned seen = 0;
+    ws(ps);
+    if (literal(ps, "null", 4)) return 0;
+    if (!eat(ps, '{')) return -1;
+    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
+        if (r < 0) goto fail;
+        if (IS(k, kn, "name")) {
+            SEEN(0);
+            if ((*name = parse_str(ps)) == NULL) goto fail;
+        } else if (IS(k, kn, "version")) {
+            SEEN(1);
+            if ((*version = parse_str(ps)) == NULL) goto fail;
+        } else if (IS(k, kn, "attributes")) {
+            SEEN(2);
+            if ((*attrs = parse_attr_block(ps)) == NULL) goto fail;
+        } else if (IS(k, kn, "droppedAttributesCount")) { /* not read by the general decoder either */
+            SEEN(3);
+            PyObject *n = parse_intish(ps);
+            if (n == NULL) goto fail;
+            Py_DECREF(n);
+        } else {
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    return -1;
+}
+
+/* one scopeSpans entry: its spans appended to out, then given the scope's fields */
+static int parse_scope_spans(P *ps, PyObject *out) {
+    Decoder *d = ps->d;
+    PyObject *name = NULL, *version = NULL, *attrs = NULL, *schema_url = NULL;
+    const unsigned char *k;
+    Py_ssize_t kn;
+    unsigned seen = 0;
+    Py_ssize_t start = PyList_GET_SIZE(out);
+    if (!eat(ps, '{')) return -1;
+    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
+        if (r < 0) goto fail;
+        if (IS(k, kn, "spans")) {
+            SEEN(0);
+            if (!eat(ps, '[')) goto fail;
+            for (int sr = arr_first(ps); sr != 0; sr = arr_next(ps)) {
+                if (sr < 0) goto fail;
+                PyObject *span = parse_span(ps);
+                if (span == NULL) goto fail;
+                int err = PyList_Append(out, span);
+                Py_DECREF(span);
+                if (err < 0) goto fail;
+            }
+        } else if (IS(k, kn, "scope")) {
+            SEEN(1);
+            if (parse_scope(ps, &name, &version, &attrs) < 0) goto fail;
+        } else if (IS(k, kn, "schemaUrl")) {
+            SEEN(2);
+            if ((schema_url = parse_str(ps)) == NULL) goto fail;
+        } else {
+            goto fail;
+        }
+    }
+    set_field(d, out, start, F_SCOPE_NAME, name ? name : d->empty_str);
+    set_field(d, out, start, F_SCOPE_VERSION, version ? version : d->empty_str);
+    set_field(d, out, start, F_SCOPE_ATTRIBUTES, attrs ? attrs : d->empty_tuple);
+    set_field(d, out, start, F_SCHEMA_URL, schema_url ? schema_url : d->empty_str);
+    Py_XDECREF(name);
+    Py_XDECREF(version);
+    Py_XDECREF(attrs);
+    Py_XDECREF(schema_url);
+    return 0;
+fail:
+    Py_XDECREF(name);
+    Py_XDECREF(version);
+    Py_XDECREF(attrs);
+    Py_XDECREF(schema_url);
+    return -1;
+}
+
+/* the resource: null or {"attributes", "droppedAttributesCount"} */
+static int parse_resource(P *ps, PyObject **attrs) {
+    const unsigned char *k;
+    Py_ssize_t kn;
+    unsigned seen = 0;
+    ws(ps);
+    if (literal(ps, "null", 4)) return 0;
+    if (!eat(ps, '{')) return -1;
+    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
+        if (r < 0) goto fail;
+        if (IS(k, kn, "attributes")) {
+            SEEN(0);
+            if ((*attrs = parse_attr_block(ps)) == NULL) goto fail;
+        } else if (IS(k, kn, "droppedAttributesCount")) { /* not read by the general decoder either */
+            SEEN(1);
+            PyObject *n = parse_intish(ps);
+            if (n == NULL) goto fail;
+            Py_DECREF(n);
+        } else {
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    return -1;
+}
+
+static int parse_resource_spans(P *ps, PyObject *out) {
+    Decoder *d = ps->d;
+    PyObject *attrs = NULL, *schema_url = NULL;
+    const unsigned char *k;
+    Py_ssize_t kn;
+    unsigned seen = 0;
+    Py_ssize_t start = PyList_GET_SIZE(out);
+    if (!eat(ps, '{')) return -1;
+    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
+        if (r < 0) goto fail;
+        if (IS(k, kn, "scopeSpans")) {
+            SEEN(0);
+            if (!eat(ps, '[')) goto fail;
+            for (int sr = arr_first(ps); sr != 0; sr = arr_next(ps))
+                if (sr < 0 || parse_scope_spans(ps, out) < 0) goto fail;
+        } else if (IS(k, kn, "resource")) {
+            SEEN(1);
+            if (parse_resource(ps, &attrs) < 0) goto fail;
+        } else if (IS(k, kn, "schemaUrl")) {
+            SEEN(2);
+            if ((schema_url = parse_str(ps)) == NULL) goto fail;
+        } else {
+            goto fail;
+        }
+    }
+    set_field(d, out, start, F_RESOURCE, attrs ? attrs : d->empty_tuple);
+    set_field(d, out, start, F_RESOURCE_SCHEMA_URL, schema_url ? schema_url : d->empty_str);
+    Py_XDECREF(attrs);
+    Py_XDECREF(schema_url);
+    return 0;
+fail:
+    Py_XDECREF(attrs);
+    Py_XDECREF(schema_url);
+    return -1;
+}
+
+static PyObject *Decoder_decode(Decoder *self, PyObject *line) {
+    if (!PyBytes_CheckExact(line)) Py_RETURN_NONE;
+    P ps = {(const unsigned char *)PyBytes_AS_STRING(line), NULL, self, 0};
+    ps.end = ps.p + PyBytes_GET_SIZE(line);
+    const unsigned char *k;
+    Py_ssize_t kn;
+    int found = 0;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    if (!eat(&ps, '{')) goto fail;
+    for (int r = obj_first(&ps, &k, &kn); r != 0; r = obj_next(&ps, &k, &kn)) {
+        if (r < 0 || found || !IS(k, kn, "resourceSpans")) goto fail; /* batches, result, ...: no answer */
+        found = 1;
+        if (!eat(&ps, '[')) goto fail;
+        for (int sr = arr_first(&ps); sr != 0; sr = arr_next(&ps))
+            if (sr < 0 || parse_resource_spans(&ps, out) < 0) goto fail;
+    }
+    ws(&ps);
+    if (!found || ps.p != ps.end) goto fail;
+    return out;
+fail:
+    Py_DECREF(out);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* -------------------------------------------------------------------------------------- construction */
+
+/* The offsets of cls's slots named names[0..n), after checking that they are all its instance layout. */
+static int slot_offsets(PyObject *cls, const char *const *names, int n, Py_ssize_t *off) {
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "expected a class");
+        return -1;
+    }
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    if (!PyType_HasFeature(tp, Py_TPFLAGS_HEAPTYPE) || tp->tp_basicsize != (Py_ssize_t)(sizeof(PyObject) + (size_t)n * sizeof(PyObject *)) ||
+        tp->tp_itemsize != 0 || tp->tp_dictoffset != 0 || tp->tp_base != &PyBaseObject_Type ||
+        PyObject_HasAttrString(cls, "__post_init__")) {
+        PyErr_Format(PyExc_TypeError, "%s is not a plain slotted class of %d fields", tp->tp_name, n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        PyObject *descr = PyObject_GetAttrString(cls, names[i]);
+        if (descr == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s has no field %s", tp->tp_name, names[i]);
+            return -1;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) && ((PyDescrObject *)descr)->d_type == tp;
+        if (ok) {
+            PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+            ok = m->type == T_OBJECT_EX && !(m->flags & READONLY);
+            off[i] = m->offset;
+        }
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", tp->tp_name, names[i]);
+            return -1;
+        }
+    }
+    for (int i = 0; i < n; i++) /* distinct slots: with the size above, every slot is one of these */
+        for (int j = 0; j < i; j++)
+            if (off[i] == off[j]) {
+                PyErr_Format(PyExc_TypeError, "%s: two fields share a slot", tp->tp_name);
+                return -1;
+            }
+    return 0;
+}
+
+static int enum_names(PyObject *names, const char **out, Py_ssize_t *lens, int *count) {
+    if (!PyTuple_Check(names) || PyTuple_GET_SIZE(names) > MAX_NAMES) {
+        PyErr_SetString(PyExc_TypeError, "enum names must be a tuple of at most 16 str");
+        return -1;
+    }
+    *count = (int)PyTuple_GET_SIZE(names);
+    for (int i = 0; i < *count; i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "enum names must be str");
+            return -1;
+        }
+        if ((out[i] = PyUnicode_AsUTF8AndSize(name, &lens[i])) == NULL) return -1;
+    }
+    return 0;
+}
+
+static void clear_positions(Decoder *self) {
+    for (int j = 0; j < POSITIONS; j++) {
+        Py_CLEAR(self->pos[j].pair);
+        self->pos[j].len = 0;
+        self->pos[j].misses = self->pos[j].skip = 0;
+    }
+}
+
+static void Decoder_dealloc(Decoder *self) {
+    clear_positions(self);
+    cache_free(&self->strings);
+    cache_free(&self->pairs);
+    cache_free(&self->blocks);
+    Py_XDECREF(self->last_trace.value);
+    Py_XDECREF(self->last_parent.value);
+    Py_XDECREF(self->span_cls);
+    Py_XDECREF(self->event_cls);
+    Py_XDECREF(self->link_cls);
+    Py_XDECREF(self->decode_id);
+    Py_XDECREF(self->dec_bytes);
+    Py_XDECREF(self->encoding);
+    Py_XDECREF(self->kind_names);
+    Py_XDECREF(self->status_names);
+    Py_XDECREF(self->size16);
+    Py_XDECREF(self->size8);
+    Py_XDECREF(self->empty_str);
+    Py_XDECREF(self->empty_tuple);
+    Py_XDECREF(self->zero);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"span_cls", "event_cls", "link_cls", "decode_id", "dec_bytes",
+                             "kind_names", "status_names", "id_encoding", NULL};
+    PyObject *span_cls, *event_cls, *link_cls, *decode_id, *dec_bytes, *kind_names, *status_names, *encoding;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO!O!U:Decoder", kwlist, &span_cls, &event_cls, &link_cls,
+                                     &decode_id, &dec_bytes, &PyTuple_Type, &kind_names, &PyTuple_Type,
+                                     &status_names, &encoding))
+        return NULL;
+    Decoder *self = (Decoder *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    if (slot_offsets(span_cls, SPAN_FIELDS, N_SPAN_FIELDS, self->span_off) < 0 ||
+        slot_offsets(event_cls, EVENT_FIELDS, N_EVENT_FIELDS, self->event_off) < 0 ||
+        slot_offsets(link_cls, LINK_FIELDS, N_LINK_FIELDS, self->link_off) < 0 ||
+        enum_names(kind_names, self->kinds, self->kind_len, &self->n_kinds) < 0 ||
+        enum_names(status_names, self->statuses, self->status_len, &self->n_statuses) < 0)
+        goto fail;
+    if (!PyCallable_Check(decode_id) || !PyCallable_Check(dec_bytes)) {
+        PyErr_SetString(PyExc_TypeError, "decode_id and dec_bytes must be callable");
+        goto fail;
+    }
+    self->span_cls = (PyTypeObject *)Py_NewRef(span_cls);
+    self->event_cls = (PyTypeObject *)Py_NewRef(event_cls);
+    self->link_cls = (PyTypeObject *)Py_NewRef(link_cls);
+    self->decode_id = Py_NewRef(decode_id);
+    self->dec_bytes = Py_NewRef(dec_bytes);
+    self->kind_names = Py_NewRef(kind_names);
+    self->status_names = Py_NewRef(status_names);
+    self->encoding = Py_NewRef(encoding);
+    self->hex_ids = PyUnicode_CompareWithASCIIString(encoding, "auto") == 0 ||
+                    PyUnicode_CompareWithASCIIString(encoding, "hex") == 0;
+    self->size16 = PyLong_FromLong(16);
+    self->size8 = PyLong_FromLong(8);
+    self->empty_str = PyUnicode_New(0, 127);
+    self->empty_tuple = PyTuple_New(0);
+    self->zero = PyLong_FromLong(0);
+    if (!self->size16 || !self->size8 || !self->empty_str || !self->empty_tuple || !self->zero) goto fail;
+    if (cache_init(&self->strings, 1 << 14, 1 << 20, STR_CACHE_LEN) < 0 ||
+        cache_init(&self->pairs, 1 << 15, 4 << 20, PAIR_CACHE_LEN) < 0 ||
+        cache_init(&self->blocks, 1 << 8, 4 << 20, BLOCK_CACHE_LEN) < 0)
+        goto fail;
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static PyObject *Decoder_clear(Decoder *self, PyObject *Py_UNUSED(ignored)) {
+    cache_clear(&self->strings);
+    cache_clear(&self->pairs);
+    cache_clear(&self->blocks);
+    Py_CLEAR(self->last_trace.value);
+    Py_CLEAR(self->last_parent.value);
+    clear_positions(self);
+    self->name_site.misses = self->name_site.skip = 0;
+    self->value_site.misses = self->value_site.skip = 0;
+    self->other_site.misses = self->other_site.skip = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Decoder_cache_sizes(Decoder *self, PyObject *Py_UNUSED(ignored)) {
+    return Py_BuildValue("{s:(nn),s:(nn),s:(nn)}", "strings", (Py_ssize_t)self->strings.count,
+                         (Py_ssize_t)self->strings.bytes, "pairs", (Py_ssize_t)self->pairs.count,
+                         (Py_ssize_t)self->pairs.bytes, "blocks", (Py_ssize_t)self->blocks.count,
+                         (Py_ssize_t)self->blocks.bytes);
+}
+
+static PyMethodDef Decoder_methods[] = {
+    {"decode", (PyCFunction)Decoder_decode, METH_O,
+     "decode(line: bytes) -> list[SpanData] | None: the general decoder's spans for the line, or None."},
+    {"clear", (PyCFunction)Decoder_clear, METH_NOARGS, "Empty the caches."},
+    {"cache_sizes", (PyCFunction)Decoder_cache_sizes, METH_NOARGS,
+     "{cache: (entries, text bytes)} for the strings, attribute pairs and attribute block caches."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject DecoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "launchtrace.otlp._jsonread.Decoder",
+    .tp_basicsize = sizeof(Decoder),
+    .tp_dealloc = (destructor)Decoder_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Decoder(span_cls, event_cls, link_cls, decode_id, dec_bytes, kind_names, status_names, "
+              "id_encoding): OTLP JSON lines to spans; one per file, its caches live here.",
+    .tp_methods = Decoder_methods,
+    .tp_new = Decoder_new,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_jsonread",
+    .m_doc = "OTLP JSON Lines -> SpanData: a hand-written strict parser for launchtrace.otlp.json_fast.",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__jsonread(void) {
+    init_tables();
+    if (PyType_Ready(&DecoderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&DecoderType);
+    if (PyModule_AddObject(m, "Decoder", (PyObject *)&DecoderType) < 0) {
+        Py_DECREF(&DecoderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
