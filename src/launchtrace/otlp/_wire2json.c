@@ -686,6 +686,11 @@ static int key_value(Out *o, const uint8_t *p, size_t n, int depth);
 static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
     if (depth > MAX_DEPTH)
         return UNSURE;
+    if (n >= 2 && p[0] == 0x0A && p[1] < 0x80 && (size_t)p[1] + 2 == n) { /* the usual: a short string */
+        TRY(PUTS(o, "{\"stringValue\":"));
+        TRY(put_str(o, p + 2, p[1]));
+        return PUTS(o, "}");
+    }
     const uint8_t *end = p + n;
     Field f, val = {0};
     int have = 0;
@@ -773,6 +778,17 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
 static int key_value(Out *o, const uint8_t *p, size_t n, int depth) {
     if (depth > MAX_DEPTH)
         return UNSURE;
+    /* The usual attribute, exactly a non-empty key then a value, both under 128 bytes: no field loop. */
+    if (n >= 4 && p[0] == 0x0A && p[1] > 0 && p[1] < 0x80 && (size_t)p[1] + 4 <= n) {
+        const uint8_t *v = p + 2 + p[1];
+        if (v[0] == 0x12 && v[1] < 0x80 && (size_t)(v + 2 + v[1] - p) == n) {
+            TRY(PUTS(o, "{\"key\":"));
+            TRY(put_str(o, p + 2, p[1]));
+            TRY(PUTS(o, ",\"value\":"));
+            TRY(any_value(o, v + 2, v[1], depth + 1));
+            return PUTS(o, "}");
+        }
+    }
     const uint8_t *end = p + n;
     Field f;
     One k = {0}, v = {0}, strindex = {0};
