@@ -5,7 +5,10 @@
  * bytes once and builds the SpanData / SpanEvent / SpanLink objects, the attribute tuples and values directly,
  * through caches of what repeats from span to span: strings by their raw bytes, whole attribute objects
  * ({"key":..,"value":..}) by their raw text, resource and scope attribute arrays by their raw text, the
- * trace id and parent id of the previous span.
+ * trace id and parent id of the previous span. A span attribute is first compared with the text the same
+ * position held in the previous span (memcmp, no scan or hash); a position (or a string field) whose values
+ * keep missing the caches is read without them for a while, so ever-new values cost no cache upkeep. The
+ * caches start small and grow, up to their bounds (Cache, below).
  *
  * The contract is json_fast.FastLineDecoder's: `Decoder.decode(line)` returns exactly the spans the general
  * decoder (json_codec.decode_traces_data of orjson.loads(line)) returns for a line it reads without a
@@ -291,9 +294,6 @@ static inline int literal(P *ps, const char *word, Py_ssize_t n) {
 #define ESCAPED 1
 #define NONASCII 2
 
-/* The string at ps->p (which is '"'): its raw bytes between the quotes, whether it holds escapes or
- * non-ASCII bytes. Checks what a scan can: no raw control characters, escapes of the JSON kinds, \u with
- * four hex digits. UTF-8 and surrogates are checked when the str is made. 0, or -1: no answer. */
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 #define HAS_ZERO(x) (((x) - ONES) & ~(x))
@@ -311,6 +311,9 @@ static inline uint64_t special8(uint64_t w) {
     return (HAS_ZERO(q) | HAS_ZERO(b) | (w - ONES * 0x20) | w) & HIGHS;
 }
 
+/* The string at ps->p (which is '"'): its raw bytes between the quotes, whether it holds escapes or
+ * non-ASCII bytes. Checks what a scan can: no raw control characters, escapes of the JSON kinds, \u with
+ * four hex digits. UTF-8 and surrogates are checked when the str is made. 0, or -1: no answer. */
 static int scan_string(P *ps, const unsigned char **s, Py_ssize_t *n, int *flags) {
     const unsigned char *p = ps->p + 1, *end = ps->end, *start = p;
     int f = 0;
