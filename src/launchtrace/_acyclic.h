@@ -16,7 +16,7 @@
  * (checked `depth` levels down); such a tuple is untracked on the way. Tuples are immutable, so an untracked
  * one stays unable to reach a tracked object. */
 static inline int lt_acyclic(PyObject *obj, int depth) {
-    if (!PyObject_IS_GC(obj) || !PyObject_GC_IsTracked(obj)) return 1;
+    if (!PyType_IS_GC(Py_TYPE(obj)) || !PyObject_GC_IsTracked(obj)) return 1; /* ints, strs...: no call */
     if (!PyTuple_CheckExact(obj) || depth == 0) return 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++)
         if (!lt_acyclic(PyTuple_GET_ITEM(obj, i), depth - 1)) return 0;
