@@ -197,7 +197,7 @@ class ProtoEncoder:
     65,536 entries, so unique attribute values (sequence numbers, timestamps) cannot grow memory.
 
     ``compiled``: ``None`` (default) uses the C encoder when it is built and allowed, ``True`` requires it
-    (``RuntimeError`` otherwise), ``False`` uses this module's Python code (the reference).
+    (``ImportError`` otherwise, as ``JsonLinesEncoder``), ``False`` uses this module's Python code (the reference).
 
     Example::
 
@@ -208,7 +208,7 @@ class ProtoEncoder:
     def __init__(self, *, compiled: bool | None = None) -> None:
         module = native.load("launchtrace.otlp._protoenc") if compiled is not False else None
         if compiled and module is None:
-            raise RuntimeError("launchtrace.otlp._protoenc is not built (or LAUNCHTRACE_PURE_PYTHON is set)")
+            raise ImportError("launchtrace.otlp._protoenc is not built (or LAUNCHTRACE_PURE_PYTHON is set)")
         self.compiled: Any = module.Encoder(SpanData) if module is not None else None
         if self.compiled is not None:
             # the C method itself as the instance's encode: no Python frame per batch
