@@ -28,7 +28,7 @@
 #include <structmember.h>
 #include <stddef.h>
 
-#include "_acyclic.h"
+#include "_native.h"
 
 typedef struct {
     PyObject_HEAD
@@ -41,17 +41,6 @@ typedef struct {
     PyObject *defaults; /* tuple, one per field (None where a source is an argument); NULL for a copier */
     int copier;
 } Maker;
-
-/* The slot offset of member descriptor `d` when it is a plain object slot of `cls` (or a base), else -1. */
-static Py_ssize_t slot_offset(PyTypeObject *cls, PyObject *d) {
-    if (!Py_IS_TYPE(d, &PyMemberDescr_Type)) return -1;
-    PyMemberDescrObject *m = (PyMemberDescrObject *)d;
-    if (m->d_member->type != T_OBJECT_EX || (m->d_member->flags & READONLY)) return -1;
-    if (!PyType_IsSubtype(cls, PyDescr_TYPE(d))) return -1;
-    Py_ssize_t off = m->d_member->offset;
-    if (off < (Py_ssize_t)sizeof(PyObject) || off + (Py_ssize_t)sizeof(PyObject *) > cls->tp_basicsize) return -1;
-    return off;
-}
 
 
 static PyObject *Maker_vectorcall(Maker *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -116,7 +105,7 @@ static int Maker_setup(Maker *self, PyObject *cls, PyObject *descriptors, PyObje
     }
     Py_ssize_t n_args = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t off = slot_offset(type, PyTuple_GET_ITEM(descriptors, i));
+        Py_ssize_t off = lt_member_offset(type, PyTuple_GET_ITEM(descriptors, i));
         if (off < 0) {
             PyErr_SetString(PyExc_TypeError, "a field is not a plain object slot of the class");
             return -1;

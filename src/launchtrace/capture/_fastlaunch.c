@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "../_acyclic.h"
+#include "../_native.h"
 
 #define HANDLE_CACHE 8
 #define MAX_SUBS 8 /* subscriptions remembered; more than that are looked up on every call */
@@ -95,22 +95,6 @@ static PyObject *module_attr(PyObject *module, PyObject *name) {
     return PyObject_GetAttr(module, name);
 }
 
-/* The offset of `type`'s own plain object slot `name`, or -1. */
-static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
-    PyObject *d = PyObject_GetAttr((PyObject *)type, name);
-    if (d == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    Py_ssize_t off = -1;
-    if (Py_IS_TYPE(d, &PyMemberDescr_Type) && PyDescr_TYPE(d) == type) {
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type == T_OBJECT_EX && !(m->flags & READONLY)) off = m->offset;
-    }
-    Py_DECREF(d);
-    return off;
-}
-
 /* This thread's capture.state.ThreadState (new reference): `local.st`, remembered in the thread's own state
  * dict (cleared by Python when the thread ends) next to the `local` it came from, so later calls skip the
  * threading.local look-up. `local.st` is set once per thread and never replaced. */
@@ -141,7 +125,7 @@ static int st_known(Launcher *self, PyObject *st) {
     if (self->st_type != NULL) return 0;
     PyObject *names[4] = {s_busy, s_stack, s_capture_graph, s_tid};
     for (int i = 0; i < 4; i++)
-        if ((self->st_offsets[i] = slot_offset(Py_TYPE(st), names[i])) < 0) return 0;
+        if ((self->st_offsets[i] = lt_slot_offset(Py_TYPE(st), names[i])) < 0) return 0;
     Py_INCREF(Py_TYPE(st));
     self->st_type = Py_TYPE(st);
     return 1;

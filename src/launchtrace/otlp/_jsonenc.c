@@ -24,6 +24,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+
+#include "../_native.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -1082,12 +1084,7 @@ static int offsets(PyObject *cls, const char **names, int n, Py_ssize_t *out) {
         return -1;
     }
     for (int i = 0; i < n; i++) {
-        PyObject *d = PyObject_GetAttrString(cls, names[i]);
-        if (d == NULL) return -1;
-        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
-        if (ok) out[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-        if (!ok) {
+        if ((out[i] = lt_slot_offset_s((PyTypeObject *)cls, names[i])) < 0) {
             PyErr_Format(PyExc_TypeError, "%R.%s is not a slot", cls, names[i]);
             return -1;
         }

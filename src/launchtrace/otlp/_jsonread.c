@@ -35,6 +35,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+
+#include "../_native.h"
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -1454,22 +1456,8 @@ static int slot_offsets(PyObject *cls, const char *const *names, int n, Py_ssize
         PyErr_Format(PyExc_TypeError, "%s is not a plain slotted class of %d fields", tp->tp_name, n);
         return -1;
     }
-    for (int i = 0; i < n; i++) {
-        PyObject *descr = PyObject_GetAttrString(cls, names[i]);
-        if (descr == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "%s has no field %s", tp->tp_name, names[i]);
-            return -1;
-        }
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) && ((PyDescrObject *)descr)->d_type == tp;
-        if (ok) {
-            PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
-            ok = m->type == T_OBJECT_EX && !(m->flags & READONLY);
-            off[i] = m->offset;
-        }
-        Py_DECREF(descr);
-        if (!ok) {
+    for (int i = 0; i < n; i++) { /* tp's base is object (checked above): its slots are its own */
+        if ((off[i] = lt_slot_offset_s(tp, names[i])) < 0) {
             PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", tp->tp_name, names[i]);
             return -1;
         }

@@ -27,6 +27,8 @@
 #include <string.h>
 #include <structmember.h>
 
+#include "../_native.h"
+
 #define N_SLOTS 1024 /* attribute block table (a power of two) */
 #define GROUP_CACHE_LIMIT 1024
 #define IMMUTABLE_DEPTH 8 /* tuples nested deeper than this are treated as mutable (encoded every time) */
@@ -1056,17 +1058,8 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kwds) {
     Py_INCREF(type);
     self->span_type = (PyTypeObject *)type;
     for (int i = 0; i < N_FIELDS; i++) {
-        self->offsets[i] = -1;
-        PyObject *descr = PyObject_GetAttr(type, field_names[i]);
-        if (descr == NULL) {
-            PyErr_Clear(); /* read by getattr (which raises AttributeError then) */
-            continue;
-        }
-        if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-            PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
-            if (m->type == T_OBJECT_EX) self->offsets[i] = m->offset;
-        }
-        Py_DECREF(descr);
+        /* -1: read by getattr (which raises AttributeError for a field the class lacks) */
+        self->offsets[i] = lt_slot_offset((PyTypeObject *)type, field_names[i]);
     }
     if ((self->resources = PyDict_New()) == NULL || (self->scopes = PyDict_New()) == NULL) return -1;
     self->blocks = PyMem_Calloc(N_SLOTS, sizeof(Block));
