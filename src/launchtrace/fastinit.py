@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -62,23 +63,17 @@ def _twin(cls: type) -> type | None:
     return twin
 
 
-def _descriptors(cls: type, names: list[str]) -> tuple | None:
-    """Each field's slot descriptor (from the class or a base), or ``None`` if a field has none."""
-    found = []
-    for name in names:
-        descriptor = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
-        if type(descriptor).__name__ != "member_descriptor":
-            return None
-        found.append(descriptor)
-    return tuple(found)
+def _slot(cls: type, name: str) -> Any:
+    """The descriptor of field ``name`` as ``cls``'s attribute look-up finds it (the class or a base), or None."""
+    return next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
 
 
 def _compiled(kind: str, cls: type, sources: dict[str, int], defaults: dict[str, Any] | None) -> Any:
     """The compiled maker (``launchtrace._slots``) for ``cls``, or ``None`` where it cannot stand in."""
     slots = native.load("launchtrace._slots")
     names = [f.name for f in dataclasses.fields(cls)]
-    descriptors = _descriptors(cls, names) if slots is not None else None
-    if slots is None or descriptors is None:
+    descriptors = tuple(_slot(cls, name) for name in names)
+    if slots is None or not all(isinstance(d, types.MemberDescriptorType) for d in descriptors):
         return None
     order = tuple(sources.get(name, -1) for name in names)
     try:
@@ -107,7 +102,7 @@ def _body(cls: type, values: dict[str, str], env: dict[str, Any]) -> str:
     else:
         lines = ["    obj = _new(_cls)"]
         for field, value in values.items():
-            slot = next(k.__dict__[field] for k in cls.__mro__ if field in k.__dict__)
+            slot = _slot(cls, field)
             env[f"_set_{field}"] = slot.__set__
             lines.append(f"    _set_{field}(obj, {value})")
     return "\n".join(lines) + "\n    return obj\n"
