@@ -281,3 +281,21 @@ def test_wire_walk_is_taken_for_ordinary_spans() -> None:
     message = ExportTraceServiceRequest.FromString(encode_spans(make_spans(20)))
     line = wire_line(message.SerializeToString(), _attrs.json_raws, _blocks.json_raw)
     assert line is not None and orjson.loads(line) == orjson.loads(reference_line(message))
+
+
+def test_the_collector_imports_its_decoders_when_it_starts_not_on_the_first_request() -> None:
+    """In a fresh interpreter (this one has them imported already): the first request used to pay 30 ms."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from launchtrace.collect import Collector\n"
+        "assert 'launchtrace.otlp.transcode' not in sys.modules\n"
+        "with Collector(None, grpc_port=None, http_port=0):\n"
+        "    print('launchtrace.otlp.transcode' in sys.modules,\n"
+        "          'opentelemetry.proto.collector.trace.v1.trace_service_pb2' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True"]

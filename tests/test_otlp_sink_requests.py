@@ -75,3 +75,54 @@ def test_requests_through_the_sender_thread_are_split_too(monkeypatch: pytest.Mo
         sink.shutdown()
     assert sink.stats().exported == len(spans) and sink.stats().dropped == 0
     assert len(sizes) >= 4 and max(sizes) <= MAX_REQUEST_BYTES
+
+
+class _ConcurrencyProbe(Collector):
+    """A collector whose receive() notes how many requests are being received at once.
+
+    The first request waits (up to ``hold_s``) for a second one to arrive, so a sender with two requests on the
+    wire is seen at 2, and a sender with one at 1 (the wait then runs out).
+    """
+
+    def __init__(self, hold_s: float) -> None:
+        super().__init__(None, grpc_port=0, http_port=None)
+        import threading
+
+        self._probe_lock = threading.Lock()
+        self._second = threading.Event()
+        self._hold_s = hold_s
+        self.now = self.most = 0
+
+    def receive(self, message, headers=None, spans=None):  # type: ignore[no-untyped-def]
+        with self._probe_lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            if self.now >= 2:
+                self._second.set()
+        try:
+            self._second.wait(self._hold_s)
+            return super().receive(message, headers, spans)
+        finally:
+            with self._probe_lock:
+                self.now -= 1
+
+
+@pytest.mark.parametrize("in_flight", [1, 2])
+def test_grpc_keeps_in_flight_requests_on_the_wire(monkeypatch: pytest.MonkeyPatch, in_flight: int) -> None:
+    monkeypatch.setattr(sinks, "MAX_SPANS_PER_REQUEST", 100)
+    spans = _spans(600)
+    with _ConcurrencyProbe(hold_s=1.0 if in_flight == 1 else 10.0) as c:
+        sink = OtlpSink(f"http://127.0.0.1:{c.grpc_port}", protocol="grpc", in_flight=in_flight)
+        sink.write(spans)
+        assert sink.stats().exported == len(spans)  # write() returned: every request was answered
+        sink.shutdown()
+        assert c.spans_received == len(spans)
+    assert c.most == in_flight
+
+
+def test_grpc_sends_two_requests_at_once_by_default() -> None:
+    sink = OtlpSink("http://127.0.0.1:9", protocol="grpc")
+    http_sink = OtlpSink("http://127.0.0.1:9/v1/traces", protocol="http/protobuf")
+    assert (sink.in_flight, http_sink.in_flight) == (sinks.GRPC_IN_FLIGHT, 1) and sinks.GRPC_IN_FLIGHT == 2
+    with pytest.raises(ValueError, match="in_flight"):
+        OtlpSink("http://127.0.0.1:9", protocol="grpc", in_flight=0)
