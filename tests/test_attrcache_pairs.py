@@ -95,3 +95,20 @@ def test_a_key_new_on_every_span_becomes_volatile_and_encodes_the_same():
     for i in range(1000, 1100):
         assert cache.field(("launchtrace.seq", i)) == _attr_json("launchtrace.seq", i)
     assert len(cache) == size  # no longer cached
+
+
+def test_the_same_attributes_tuple_holding_a_list_is_encoded_again_after_the_list_changed() -> None:
+    """The identity level (the very same tuple object) used to return the block made before the list in it was
+    mutated; both encoders, Python and compiled, must follow the list."""
+    shape = [1, 2]
+    attrs = (("launchtrace.kernel", "k"), ("launchtrace.dims", shape))
+    encoders = [JsonLinesEncoder(compiled=False), ProtoEncoder(compiled=False), JsonLinesEncoder(), ProtoEncoder()]
+    for step in range(3):
+        span = _span(step, attrs)
+        for encoder in encoders:
+            out = encoder.encode([span])
+            if isinstance(encoder, JsonLinesEncoder):
+                assert orjson.loads(out) == orjson.loads(encode_line([span]))
+            else:
+                assert TracesData.FromString(out) == reference([span])
+        shape.append(step)  # the same tuple object, another value

@@ -8,7 +8,8 @@ few change from launch to launch (a sequence number, a pointer, a scalar argumen
    strings, adds the type for other scalars, and uses ``repr`` for tuples; ``0.0``/``-0.0`` and NaN are never
    cached. A key that missed 256 times in a row (``launchtrace.seq``: new on every span) becomes *volatile*
    and is encoded directly from then on: caching it cost twice its encoding and evicted what repeats.
-2. :class:`AttributeBlocks` by identity: the very same attributes tuple object encoded before.
+2. :class:`AttributeBlocks` by identity: the very same attributes tuple object encoded before, when none of
+   its values can change in place (a list or dict in it may have been mutated since).
 3. :class:`AttributeBlocks` by pair identity: the span builder reuses one tuple of (key, value) pairs per
    call site and layout and appends the few that change (``launchtrace.seq``), so against the previous block
    that began with the very same pair object and has the same length, only the positions holding another
@@ -123,16 +124,20 @@ class AttributeBlocks:
                 for i in mutable:  # a list or dict may have changed in place: always re-encode
                     fields[i] = field(attrs[i])
                 last[0] = attrs
-                return self._remember(attrs, self.separator.join(fields))
+                return self._remember(attrs, self.separator.join(fields), bool(mutable))
         encoded, fields = self._by_template(attrs, field)
+        mutable = {i for i, kv in enumerate(attrs) if type(kv[1]) not in _IMMUTABLE}
         if attrs:
             if len(self._pairs) >= _BLOCK_LIMIT:
                 self._pairs.clear()
-            mutable = {i for i, kv in enumerate(attrs) if type(kv[1]) not in _IMMUTABLE}
             self._pairs[id(attrs[0])] = [attrs, list(fields), mutable]
-        return self._remember(attrs, encoded)
+        return self._remember(attrs, encoded, bool(mutable))
 
-    def _remember(self, attrs: tuple, encoded: bytes) -> bytes:
+    def _remember(self, attrs: tuple, encoded: bytes, mutable: bool) -> bytes:
+        """Keep ``encoded`` for the very same tuple, unless a value in it can change in place (a list, a dict):
+        the same tuple object then does not mean the same encoding (levels 3 and 4 re-encode those values)."""
+        if mutable:
+            return encoded
         if len(self._ids) >= _BLOCK_LIMIT:
             self._ids.clear()
         self._ids[id(attrs)] = (attrs, encoded)
