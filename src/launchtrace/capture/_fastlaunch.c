@@ -257,22 +257,117 @@ static Py_ssize_t values_size(Launcher *self, PyObject *seq) {
     return size;
 }
 
-/* Put `v` (a new reference is taken) at event[*pos], then advance; -1 (RuntimeError) past the end, which only a
- * list changed while it was read could cause. */
-static int put(PyObject *event, Py_ssize_t *pos, PyObject *v) {
-    if (*pos >= PyTuple_GET_SIZE(event)) {
+/* A queued launch event that is not a tuple: the same items, in an object outside the cycle collector.
+ *
+ * Why: a tuple is allocated as a GC object, and every one that stays queued raises the collector's young
+ * generation count until it collects (every 700 launches); survivors of those collections pile up until a full
+ * collection of the program's whole heap (23-33 ms for the benchmark's 111,000 objects, once per 30,000-50,000
+ * launches). An Event is plain memory: queuing it costs the collector nothing. It is made only when every item
+ * is out of the cycle collector already (atomic values, or tuples of them: lt_acyclic's rule, the rule under
+ * which the tuple used to be untracked), so no reference cycle can pass through it; otherwise the event is the
+ * tracked tuple, as before. Subscription.drain_raw turns Events into tuples (expand() below) before anyone
+ * reads them, so every consumer still sees the flat tuple; an Event also reads like one (len, [i]) for code
+ * that peeks at the queue. */
+typedef struct {
+    PyObject_VAR_HEAD
+    PyObject *items[1];
+} Event;
+
+static PyTypeObject EventType;
+
+static Event *event_new(Py_ssize_t n) {
+    Event *e = PyObject_NewVar(Event, &EventType, n);
+    if (e != NULL) memset(e->items, 0, (size_t)n * sizeof(PyObject *));
+    return e;
+}
+
+static void Event_dealloc(Event *self) {
+    for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) Py_XDECREF(self->items[i]);
+    PyObject_Free(self);
+}
+
+static Py_ssize_t Event_length(Event *self) { return Py_SIZE(self); }
+
+static PyObject *Event_item(Event *self, Py_ssize_t i) {
+    if (i < 0 || i >= Py_SIZE(self) || self->items[i] == NULL) {
+        PyErr_SetString(PyExc_IndexError, "event index out of range");
+        return NULL;
+    }
+    Py_INCREF(self->items[i]);
+    return self->items[i];
+}
+
+/* The event's items as a tuple, left out of the cycle collector (every item is, see above). */
+static PyObject *event_tuple(Event *e) {
+    PyObject *t = PyTuple_New(Py_SIZE(e));
+    if (t == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < Py_SIZE(e); i++) {
+        PyObject *v = e->items[i] ? e->items[i] : Py_None;
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    PyObject_GC_UnTrack(t);
+    return t;
+}
+
+static PyObject *Event_repr(Event *self) {
+    PyObject *t = event_tuple(self);
+    if (t == NULL) return NULL;
+    PyObject *r = PyUnicode_FromFormat("Event%R", t);
+    Py_DECREF(t);
+    return r;
+}
+
+static PySequenceMethods Event_as_sequence = {
+    .sq_length = (lenfunc)Event_length,
+    .sq_item = (ssizeargfunc)Event_item,
+};
+
+static PyTypeObject EventType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "launchtrace.capture._fastlaunch.Event",
+    .tp_basicsize = offsetof(Event, items),
+    .tp_itemsize = sizeof(PyObject *),
+    .tp_flags = Py_TPFLAGS_DEFAULT, /* no Py_TPFLAGS_HAVE_GC: the point of the type */
+    .tp_doc = "A queued launch event outside the cycle collector; expand() makes it the flat tuple.",
+    .tp_dealloc = (destructor)Event_dealloc,
+    .tp_repr = (reprfunc)Event_repr,
+    .tp_as_sequence = &Event_as_sequence,
+};
+
+/* expand(events: list) -> None: every Event in the list replaced by its tuple, in place. */
+static PyObject *expand(PyObject *module, PyObject *events) {
+    (void)module;
+    if (!PyList_Check(events)) {
+        PyErr_SetString(PyExc_TypeError, "expand() takes a list");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
+        PyObject *v = PyList_GET_ITEM(events, i);
+        if (Py_TYPE(v) != &EventType) continue;
+        PyObject *t = event_tuple((Event *)v);
+        if (t == NULL) return NULL;
+        PyList_SET_ITEM(events, i, t);
+        Py_DECREF(v);
+    }
+    Py_RETURN_NONE;
+}
+
+/* Put `v` (a new reference is taken) at e->items[*pos], then advance; -1 (RuntimeError) past the end, which
+ * only a list changed while it was read could cause. */
+static int put(Event *e, Py_ssize_t *pos, PyObject *v) {
+    if (*pos >= Py_SIZE(e)) {
         PyErr_SetString(PyExc_RuntimeError, "launch arguments changed while recorded");
         return -1;
     }
     Py_INCREF(v);
-    PyTuple_SET_ITEM(event, *pos, v);
+    e->items[*pos] = v;
     (*pos)++;
     return 0;
 }
 
 /* Put the event's values for `seq` into `event` from *pos (values_size items); 0 or -1 with an exception set.
- * On an error the items not yet put are NULL, which deallocating the tuple allows. */
-static int put_values(Launcher *self, PyObject *event, Py_ssize_t *pos, PyObject *seq) {
+ * On an error the items not yet put are NULL, which deallocating the event allows. */
+static int put_values(Launcher *self, Event *event, Py_ssize_t *pos, PyObject *seq) {
     if (seq == NULL || seq == Py_None) return 0;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
@@ -472,16 +567,27 @@ static int record(Launcher *self, PyObject *st, PyObject *subs, const Call *c, l
     PyObject *head[18] = {self->record, seq,  tid,   s_launch, self->flat, code, line, module,  caller,
                           t0o,          t1o,  scope, graph, Py_None,  kid,        dim ? dim : Py_None,
                           n_inputs,     device_id};
-    event = PyTuple_New(18 + values_size(self, inputs) + values_size(self, outputs));
-    if (event == NULL) goto done;
+    Event *ev = event_new(18 + values_size(self, inputs) + values_size(self, outputs));
+    event = (PyObject *)ev;
+    if (ev == NULL) goto done;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 18; i++) (void)put(event, &pos, head[i]); /* 18 or more items: cannot fail */
-    if (put_values(self, event, &pos, inputs) < 0 || put_values(self, event, &pos, outputs) < 0) goto done;
-    if (pos != PyTuple_GET_SIZE(event)) {
+    for (int i = 0; i < 18; i++) (void)put(ev, &pos, head[i]); /* 18 or more items: cannot fail */
+    if (put_values(self, ev, &pos, inputs) < 0 || put_values(self, ev, &pos, outputs) < 0) goto done;
+    if (pos != Py_SIZE(ev)) {
         PyErr_SetString(PyExc_RuntimeError, "launch arguments changed while recorded");
         goto done;
     }
-    (void)lt_acyclic(event, 2); /* out of the cycle collector unless an item is in it (dims as a list, ...) */
+    int acyclic = 1; /* every item out of the cycle collector (a tuple of atomic values is taken out here) */
+    for (Py_ssize_t i = 0; i < pos && acyclic; i++) acyclic = lt_acyclic(ev->items[i], 1);
+    if (!acyclic) { /* an item the collector tracks (dims as a list, ...): the tracked tuple, as it always was */
+        PyObject *t = PyTuple_New(pos);
+        if (t == NULL) goto done;
+        for (Py_ssize_t i = 0; i < pos; i++) {
+            PyTuple_SET_ITEM(t, i, ev->items[i]); /* the reference moves to the tuple */
+            ev->items[i] = NULL;
+        }
+        Py_SETREF(event, t);
+    }
     if (queue_event(self, subs, event) < 0) goto done;
     rc = 0;
 done:
@@ -741,8 +847,13 @@ static PyTypeObject LauncherType = {
     .tp_getset = Launcher_getset,
 };
 
+static PyMethodDef module_methods[] = {
+    {"expand", expand, METH_O, "expand(events: list) -> None\n\nEvery queued Event in the list replaced by its flat tuple."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastlaunch", "wp.launch's capture wrapper in C.", -1,
-                                    NULL, NULL, NULL, NULL, NULL};
+                                    module_methods, NULL, NULL, NULL, NULL};
 
 #define INTERN(var, text)                                         \
     do {                                                          \
@@ -776,9 +887,15 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     INTERN(s_launch, "launch");
     INTERN(s_state_key, "launchtrace.capture._fastlaunch.state");
     if ((c_zero = PyLong_FromLong(0)) == NULL) return NULL;
-    if (PyType_Ready(&LauncherType) < 0) return NULL;
+    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&EventType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
+    Py_INCREF(&EventType);
+    if (PyModule_AddObject(m, "Event", (PyObject *)&EventType) < 0) {
+        Py_DECREF(&EventType);
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&LauncherType);
     if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
         Py_DECREF(&LauncherType);

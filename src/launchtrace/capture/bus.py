@@ -1,9 +1,10 @@
 """The capture bus: how raw capture events reach the consumers (a ``trace_launches`` block, the exporter).
 
 The hot path appends one raw tuple per event to the queue of every open :class:`Subscription` and does nothing
-else; turning raw tuples into :class:`~launchtrace.model.LaunchRecord` / :class:`~launchtrace.model.ScopeRecord`
-objects (names, parameter labels, owners) happens when a consumer calls :meth:`Subscription.drain`, off the
-launching thread for the exporter.
+else (the compiled wrapper queues the same items in an object the cycle collector does not see, turned into the
+tuple when drained); turning raw tuples into :class:`~launchtrace.model.LaunchRecord` /
+:class:`~launchtrace.model.ScopeRecord` objects (names, parameter labels, owners) happens when a consumer
+calls :meth:`Subscription.drain`, off the launching thread for the exporter.
 
 Every event carries a process-wide sequence number (its order across threads). A subscription's queue is
 bounded: when it is full, new events are dropped and counted exactly in :attr:`Subscription.dropped`; what was
@@ -37,6 +38,11 @@ RECORD = 0
 SCOPE_BEGIN = 1
 SCOPE_END = 2
 PROBED = 3  # (PROBED, seq, tid, record event, probe results): a record measured by launchtrace.capture.probes
+
+try:  # the compiled capture wrapper queues launch events outside the cycle collector; drain_raw makes them tuples
+    from launchtrace.capture._fastlaunch import expand as _expand_events
+except ImportError:  # not built: every event is a tuple already
+    _expand_events = None
 
 next_seq: Callable[[], int] = itertools.count(1).__next__
 """The next process-wide sequence number (thread-safe under the GIL)."""
@@ -119,6 +125,8 @@ class Subscription:
                 break
         if self._gave_up and len(q) <= self.capacity // 2:
             self._gave_up = False  # the consumer is back: waiting for room is worth it again
+        if _expand_events is not None:
+            _expand_events(out)  # compiled events (capture/_fastlaunch.c's Event) -> the same flat tuples
         if self.thread is not None:
             out = [r for r in out if r[2] == self.thread]
         return out
