@@ -249,3 +249,56 @@ def test_queued_launches_set_off_no_more_collections_than_bare_launches(warp_cpu
         captured = launches()
         assert len(sub.queue) >= 3000
     assert captured <= bare + 1, (bare, captured)  # the tuples made bare + 5
+
+
+# -- what the compiled wrapper remembers between launches stays exact -------------------------------------------
+def test_array_values_are_remembered_only_while_that_very_array_lives(warp_cpu, wrappers):
+    """The wrapper remembers each array's values (ptr, shape, dtype, capacity, device) with a weak reference:
+    a new array at a dead one's address, and more arrays than its 64 slots, must still be read as they are."""
+    import warp_programs as p
+
+    wp = warp_cpu
+    compiled, python = wrappers
+    seen: set[int] = set()
+    reused = 0
+    for i in range(120):
+        n = 4 + i % 5
+        a = wp.zeros(n, dtype=float, device=p.DEVICE)
+        b = wp.zeros(n + i % 3, dtype=float, device=p.DEVICE)
+        with bus.subscribe() as sub:
+            _ = [f(p.scale, dim=n, inputs=[a, b, 1.0]) for f in (compiled, python)]  # one line: one call site
+            raw = [e for e in sub.drain_raw() if e[0] == bus.RECORD]
+        assert len(raw) == 2 and _comparable(raw[0]) == _comparable(raw[1]), i
+        reused += id(a) in seen
+        seen.add(id(a))
+        del a, b
+    assert reused > 0  # the allocator did hand a dead array's address to a new one
+    arrays = [wp.zeros(3, dtype=float, device=p.DEVICE) for _ in range(150)]  # more than the 64 slots
+    with bus.subscribe() as sub:
+        for _ in range(2):
+            for a in arrays:
+                _ = [f(p.scale, dim=3, inputs=[a, arrays[0], 2.0]) for f in (compiled, python)]
+        raw = [e for e in sub.drain_raw() if e[0] == bus.RECORD]
+    assert len(raw) == 600
+    assert all(_comparable(raw[i]) == _comparable(raw[i + 1]) for i in range(0, 600, 2))
+
+
+def test_a_changed_call_site_entry_is_read_again(warp_cpu, wrappers, monkeypatch):
+    """The call site's module is remembered with the user-code map's version: a change to the map (as when the
+    library folders are configured again) is seen by the next launch."""
+    import sys
+
+    import warp_programs as p
+    from launchtrace.capture import hotpath
+
+    wp = warp_cpu
+    compiled, _ = wrappers
+    x = wp.zeros(8, dtype=float, device=p.DEVICE)
+    code = sys._getframe().f_code
+    with bus.subscribe() as sub:
+        for step in range(4):
+            if step == 2:
+                monkeypatch.setitem(hotpath._USER_MODULE, id(code), (code, "renamed.module"))
+            compiled(p.scale, dim=8, inputs=[x, x, 1.0], device=p.DEVICE)
+        modules = [e[7] for e in sub.drain_raw() if e[0] == bus.RECORD]
+    assert modules == [__name__, __name__, "renamed.module", "renamed.module"]

@@ -31,6 +31,23 @@
 #define HANDLE_CACHE 8
 #define MAX_SUBS 8 /* subscriptions remembered; more than that are looked up on every call */
 
+/* A value read from a dict (a module's, or hotpath._USER_MODULE) and the dict's version tag when it was read. */
+typedef struct {
+    PyObject *dict;  /* borrowed: the module dicts and user_module are kept alive by the Launcher */
+    uint64_t tag;    /* 0: nothing remembered */
+    PyObject *value; /* strong */
+} DictCache;
+
+enum { DC_SUBS, DC_RUNTIME, DC_PROBES, DC_SITE, DC_COUNT };
+
+#define ARR_CACHE 64 /* direct-mapped by address */
+
+typedef struct {
+    PyObject *obj;     /* the array's address when remembered (compared only; the weak reference says if alive) */
+    PyObject *ref;     /* weakref.ref(array) */
+    PyObject *vals[5]; /* ptr (0 for none), shape, dtype id, capacity (0 for none), device id */
+} ArrSlot;
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall; /* called as Warp's function is: positional arguments and keyword names */
@@ -72,6 +89,15 @@ typedef struct {
     PyObject *line_code;
     int line_lasti;
     PyObject *line;
+    /* module attributes and the call site's user_module entry, each remembered with the version tag of the
+     * dict it came from (CPython changes a dict's tag on every change to it, PEP 509): see dict_cached() */
+    DictCache attrs[DC_COUNT];
+    /* the thread's state object, remembered with the thread state's id (unique for the interpreter's life) */
+    uint64_t st_thread;
+    PyObject *st_cached;
+    /* each recent wp.array argument's event values (ptr, shape, dtype id, capacity, device id), remembered
+     * with a weak reference to the array: see array_values() */
+    ArrSlot arr_cache[ARR_CACHE];
 } Launcher;
 
 static PyObject *s_st, *s_busy, *s_subs, *s_probes, *s_runtime, *s_tape, *s_stack, *s_capture_graph, *s_tid;
@@ -95,10 +121,68 @@ static PyObject *module_attr(PyObject *module, PyObject *name) {
     return PyObject_GetAttr(module, name);
 }
 
+/* dict[name] (new reference; NULL with no exception when absent), remembered with the dict's version tag.
+ *
+ * Why: three module attributes and the call site's entry were four dict look-ups per launch (0.2 us). A dict's
+ * version tag (PEP 509) changes whenever the dict changes, so an unchanged tag means the same value: exact.
+ * CPython 3.12 deprecates the tag; there, and on any build without it, this is a plain look-up. */
+static PyObject *dict_cached(DictCache *c, PyObject *dict, PyObject *name) {
+#if PY_VERSION_HEX < 0x030C0000
+    uint64_t tag = ((PyDictObject *)dict)->ma_version_tag;
+    if (c->tag != 0 && c->dict == dict && c->tag == tag) {
+        Py_INCREF(c->value);
+        return c->value;
+    }
+#endif
+    PyObject *v = PyDict_GetItemWithError(dict, name); /* borrowed */
+    if (v == NULL) return NULL;
+    Py_INCREF(v);
+#if PY_VERSION_HEX < 0x030C0000
+    Py_INCREF(v);
+    Py_XSETREF(c->value, v);
+    c->dict = dict;
+    c->tag = tag;
+#endif
+    return v;
+}
+
+static void dict_cache_clear(DictCache *c) {
+    Py_CLEAR(c->value);
+    c->dict = NULL;
+    c->tag = 0;
+}
+
+/* module.name (new reference) through `c` when it is a plain module, else module_attr(). */
+static PyObject *module_attr_cached(DictCache *c, PyObject *module, PyObject *name) {
+    if (PyModule_CheckExact(module)) {
+        PyObject *v = dict_cached(c, PyModule_GetDict(module), name);
+        if (v != NULL || PyErr_Occurred()) return v;
+    }
+    return module_attr(module, name);
+}
+
 /* This thread's capture.state.ThreadState (new reference): `local.st`, remembered in the thread's own state
  * dict (cleared by Python when the thread ends) next to the `local` it came from, so later calls skip the
- * threading.local look-up. `local.st` is set once per thread and never replaced. */
+ * threading.local look-up. `local.st` is set once per thread and never replaced. The last thread's is also
+ * remembered by the thread state's id, which the interpreter never gives to another thread. */
+static PyObject *thread_state_slow(Launcher *self);
+
 static PyObject *thread_state(Launcher *self) {
+    uint64_t id = PyThreadState_GetID(PyThreadState_Get());
+    if (self->st_cached != NULL && self->st_thread == id) {
+        Py_INCREF(self->st_cached);
+        return self->st_cached;
+    }
+    PyObject *st = thread_state_slow(self);
+    if (st != NULL) {
+        Py_INCREF(st);
+        Py_XSETREF(self->st_cached, st);
+        self->st_thread = id;
+    }
+    return st;
+}
+
+static PyObject *thread_state_slow(Launcher *self) {
     PyObject *d = PyThreadState_GetDict(); /* borrowed; NULL when there is none */
     if (d != NULL) {
         PyObject *hit = PyDict_GetItemWithError(d, s_state_key);
@@ -365,6 +449,70 @@ static int put(Event *e, Py_ssize_t *pos, PyObject *v) {
     return 0;
 }
 
+static void arr_slot_clear(ArrSlot *slot) {
+    slot->obj = NULL;
+    Py_CLEAR(slot->ref);
+    for (int k = 0; k < 5; k++) Py_CLEAR(slot->vals[k]);
+}
+
+static PyObject *weak_target(PyObject *ref) { /* borrowed; Py_None once the object is gone */
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *obj = NULL;
+    if (PyWeakref_GetRef(ref, &obj) <= 0) {
+        PyErr_Clear();
+        return Py_None;
+    }
+    Py_DECREF(obj); /* the caller holds the array itself */
+    return obj;
+#else
+    return PyWeakref_GET_OBJECT(ref);
+#endif
+}
+
+/* The event values of wp.array `v` (ptr or 0, shape, dtype id, capacity or 0, device id), borrowed from the
+ * cache slot that now holds them; NULL with an exception set.
+ *
+ * Why: five attribute reads per array argument were the wrapper's largest single cost (0.35 us for two arrays).
+ * Warp sets these five attributes only while constructing an array (warp/_src/types.py, array._init_*), so a
+ * live array's values never change; a slot is used only while its weak reference still points at this very
+ * object, so an address reused by a new array is read afresh. Setting `ptr` or `shape` on a live wp.array by
+ * hand is not something Warp supports, and would be missed here. */
+static PyObject **array_values(Launcher *self, PyObject *v) {
+    ArrSlot *slot = &self->arr_cache[((uintptr_t)v >> 4) % ARR_CACHE];
+    if (slot->obj == v && slot->ref != NULL && weak_target(slot->ref) == v) return slot->vals;
+    PyObject *ptr = PyObject_GetAttr(v, s_ptr);
+    PyObject *shape = ptr ? PyObject_GetAttr(v, s_shape) : NULL;
+    PyObject *dtype = shape ? PyObject_GetAttr(v, s_dtype) : NULL;
+    PyObject *cap = dtype ? PyObject_GetAttr(v, s_capacity_attr) : NULL;
+    PyObject *device = cap ? PyObject_GetAttr(v, s_device) : NULL;
+    PyObject *did = device ? handle(self, dtype) : NULL;
+    PyObject *vid = did ? handle(self, device) : NULL;
+    PyObject **out = NULL;
+    if (vid != NULL) {
+        int ptr_true = PyObject_IsTrue(ptr), cap_true = PyObject_IsTrue(cap);
+        if (ptr_true >= 0 && cap_true >= 0) {
+            arr_slot_clear(slot);
+            slot->ref = PyWeakref_NewRef(v, NULL);
+            if (slot->ref == NULL) PyErr_Clear(); /* no weak references: used for this call, never hit */
+            slot->obj = v;
+            PyObject *vals[5] = {ptr_true ? ptr : c_zero, shape, did, cap_true ? cap : c_zero, vid};
+            for (int k = 0; k < 5; k++) {
+                Py_INCREF(vals[k]);
+                slot->vals[k] = vals[k];
+            }
+            out = slot->vals;
+        }
+    }
+    Py_XDECREF(ptr);
+    Py_XDECREF(shape);
+    Py_XDECREF(dtype);
+    Py_XDECREF(cap);
+    Py_XDECREF(device);
+    Py_XDECREF(did);
+    Py_XDECREF(vid);
+    return out;
+}
+
 /* Put the event's values for `seq` into `event` from *pos (values_size items); 0 or -1 with an exception set.
  * On an error the items not yet put are NULL, which deallocating the event allows. */
 static int put_values(Launcher *self, Event *event, Py_ssize_t *pos, PyObject *seq) {
@@ -377,29 +525,10 @@ static int put_values(Launcher *self, Event *event, Py_ssize_t *pos, PyObject *s
             if (put(event, pos, v) < 0) return -1;
             continue;
         }
-        PyObject *ptr = PyObject_GetAttr(v, s_ptr);
-        PyObject *shape = ptr ? PyObject_GetAttr(v, s_shape) : NULL;
-        PyObject *dtype = shape ? PyObject_GetAttr(v, s_dtype) : NULL;
-        PyObject *cap = dtype ? PyObject_GetAttr(v, s_capacity_attr) : NULL;
-        PyObject *device = cap ? PyObject_GetAttr(v, s_device) : NULL;
-        PyObject *did = device ? handle(self, dtype) : NULL;
-        PyObject *vid = did ? handle(self, device) : NULL;
-        int rc = -1;
-        if (vid != NULL) {
-            int ptr_true = PyObject_IsTrue(ptr), cap_true = PyObject_IsTrue(cap);
-            if (ptr_true >= 0 && cap_true >= 0) {
-                PyObject *parts[6] = {self->arr, ptr_true ? ptr : c_zero, shape, did, cap_true ? cap : c_zero, vid};
-                rc = 0;
-                for (int k = 0; k < 6 && rc == 0; k++) rc = put(event, pos, parts[k]);
-            }
-        }
-        Py_XDECREF(ptr);
-        Py_XDECREF(shape);
-        Py_XDECREF(dtype);
-        Py_XDECREF(cap);
-        Py_XDECREF(device);
-        Py_XDECREF(did);
-        Py_XDECREF(vid);
+        PyObject **vals = array_values(self, v);
+        if (vals == NULL) return -1;
+        int rc = put(event, pos, self->arr);
+        for (int k = 0; k < 5 && rc == 0; k++) rc = put(event, pos, vals[k]);
         if (rc < 0) return -1;
     }
     return 0;
@@ -489,9 +618,27 @@ static int record(Launcher *self, PyObject *st, PyObject *subs, const Call *c, l
         return -1;
     }
     PyCodeObject *fcode = PyFrame_GetCode(frame);
-    PyObject *code_id = PyLong_FromVoidPtr(fcode);
-    PyObject *hit = code_id ? PyDict_GetItemWithError(self->user_module, code_id) : NULL; /* borrowed */
-    Py_XDECREF(code_id);
+    PyObject *hit = NULL; /* user_module[id(fcode)], borrowed: the cache keeps a reference */
+    DictCache *site_cache = &self->attrs[DC_SITE];
+    if (site_cache->tag != 0 && site_cache->value != NULL && PyTuple_CheckExact(site_cache->value) &&
+        PyTuple_GET_SIZE(site_cache->value) == 2 && PyTuple_GET_ITEM(site_cache->value, 0) == (PyObject *)fcode) {
+#if PY_VERSION_HEX < 0x030C0000
+        if (((PyDictObject *)self->user_module)->ma_version_tag == site_cache->tag) hit = site_cache->value;
+#endif
+    }
+    if (hit == NULL) { /* the look-up itself; its answer remembered for the next launch from this code */
+        PyObject *code_id = PyLong_FromVoidPtr(fcode);
+        hit = code_id ? PyDict_GetItemWithError(self->user_module, code_id) : NULL; /* borrowed */
+        Py_XDECREF(code_id);
+#if PY_VERSION_HEX < 0x030C0000
+        if (hit != NULL) {
+            Py_INCREF(hit);
+            Py_XSETREF(site_cache->value, hit);
+            site_cache->dict = self->user_module;
+            site_cache->tag = ((PyDictObject *)self->user_module)->ma_version_tag;
+        }
+#endif
+    }
     if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 2 &&
         PyTuple_GET_ITEM(hit, 0) == (PyObject *)fcode) {
         code = (PyObject *)fcode;
@@ -613,18 +760,18 @@ done:
  * 1 yes (st and subs set, new references), 2 not recorded and nothing to do but run it (nobody listens, or
  * inside another recorded call, and no Tape), 0 the Python wrapper decides, -1 error. */
 static int common_call(Launcher *self, const Call *c, PyObject **st_out, PyObject **subs_out) {
-    PyObject *subs = module_attr(self->bus, s_subs);
+    PyObject *subs = module_attr_cached(&self->attrs[DC_SUBS], self->bus, s_subs);
     if (subs == NULL) return -1;
     int listening = PyTuple_Check(subs) && PyTuple_GET_SIZE(subs) > 0;
     PyObject *st = listening ? thread_state(self) : NULL;
     PyObject *busy = st ? st_get(self, st, ST_BUSY) : NULL;
-    PyObject *runtime = module_attr(self->ctx, s_runtime);
+    PyObject *runtime = module_attr_cached(&self->attrs[DC_RUNTIME], self->ctx, s_runtime);
     PyObject *tape = runtime ? PyObject_GetAttr(runtime, s_tape) : NULL;
     PyObject *probes = NULL;
     int ok = -1;
     if (tape != NULL && (!listening || busy == Py_True)) {
         ok = tape == Py_None ? 2 : 0; /* the Python wrapper fixes the Tape's caller record */
-    } else if (tape != NULL && busy != NULL && (probes = module_attr(self->warp_mod, s_probes)) != NULL) {
+    } else if (tape != NULL && busy != NULL && (probes = module_attr_cached(&self->attrs[DC_PROBES], self->warp_mod, s_probes)) != NULL) {
         ok = busy == Py_False && probes == Py_False && tape == Py_None && c->nargs <= 4 && flat_keywords(c);
         if (ok) {
             PyObject *device = keyword(c, s_device);
@@ -721,6 +868,14 @@ static PyObject *Launcher_vectorcall(Launcher *self, PyObject *const *args, size
     return result;
 }
 
+/* Drop what dict_cached, thread_state and array_values remember. */
+static void forget_caches(Launcher *self) {
+    for (int i = 0; i < DC_COUNT; i++) dict_cache_clear(&self->attrs[i]);
+    Py_CLEAR(self->st_cached);
+    self->st_thread = 0;
+    for (int i = 0; i < ARR_CACHE; i++) arr_slot_clear(&self->arr_cache[i]);
+}
+
 static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"original", "fallback", "local", "bus", "warp_module", "ctx", "next_seq",
                             "user_module", "handles", "array_type", "device_type", "find_site", "failed",
@@ -747,6 +902,7 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwds) {
         Py_CLEAR(self->handle_ids[i]);
         self->handle_objs[i] = NULL;
     }
+    forget_caches(self);
     return 0;
 }
 
@@ -772,6 +928,12 @@ static int Launcher_traverse(Launcher *self, visitproc visit, void *arg) {
     Py_VISIT(self->st_type);
     Py_VISIT(self->subs_seen);
     Py_VISIT(self->line_code);
+    for (int i = 0; i < DC_COUNT; i++) Py_VISIT(self->attrs[i].value);
+    Py_VISIT(self->st_cached);
+    for (int i = 0; i < ARR_CACHE; i++) {
+        Py_VISIT(self->arr_cache[i].ref);
+        for (int k = 0; k < 5; k++) Py_VISIT(self->arr_cache[i].vals[k]);
+    }
     for (Py_ssize_t i = 0; i < self->n_subs_seen; i++) {
         Py_VISIT(self->sub_queues[i]);
         Py_VISIT(self->sub_appends[i]);
@@ -801,6 +963,7 @@ static int Launcher_clear(Launcher *self) {
     Py_CLEAR(self->line_code);
     Py_CLEAR(self->line);
     forget_subs(self);
+    forget_caches(self);
     Py_CLEAR(self->st_type);
     for (int i = 0; i < HANDLE_CACHE; i++) {
         Py_CLEAR(self->handle_ids[i]);
