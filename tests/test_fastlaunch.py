@@ -73,6 +73,7 @@ def test_both_wrappers_queue_equal_events_for_every_call_shape(warp_cpu, wrapper
         ((p.scale,), dict(dim=4, inputs=[x[2:6], y[0:4], float("nan")])),
         ((p.scale,), dict(dim=8, inputs=[x, y, 2.0], device=wp.get_device(p.DEVICE))),  # a Device, by id
         ((p.scale,), dict(dim=8, inputs=[x, y, 2.0], stream=None)),  # another keyword: the Python wrapper
+        ((p.scale,), {"dim": 8, "".join(["inp", "uts"]): [x, y, 0.25]}),  # a keyword name made at run time
         ((p.integrate,), dict(dim=4, inputs=[pos, pos, wp.vec3(1.0, 2.0, 3.0), 0.5])),  # a vector
         ((p.drift,), dict(dim=4, inputs=[parts, 0.1])),  # a struct
         ((p.scale,), dict(dim=8, inputs=[x, y, 1.0], record_cmd=True)),  # a command: nothing ran yet

@@ -23,6 +23,7 @@
 #include <Python.h>
 #include <frameobject.h>
 #include <structmember.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <time.h>
 
@@ -276,12 +277,19 @@ static PyObject *handle(Launcher *self, PyObject *obj) {
     return key;
 }
 
+/* The keywords the flat path knows, in the order of wp.launch's parameters. */
+enum { KW_KERNEL, KW_DIM, KW_INPUTS, KW_OUTPUTS, KW_RECORD_TAPE, KW_DEVICE, KW_COUNT };
+
 /* One call's arguments as the vectorcall protocol passes them: nargs positional ones, then one value per name
- * in kwnames (NULL when there are none). Read in place: no tuple or dict is made for a recorded call. */
+ * in kwnames (NULL when there are none). Read in place: no tuple or dict is made for a recorded call. The
+ * keywords are matched to the flat path's names once per call (read_keywords): `kw` holds each one's value
+ * (borrowed) or NULL, `flat` whether every keyword is among them. */
 typedef struct {
     PyObject *const *args;
     Py_ssize_t nargs;
     PyObject *kwnames;
+    PyObject *kw[KW_COUNT];
+    int flat;
 } Call;
 
 /* Whether keyword name `key` is `name` (interned). Names in compiled calls are interned, and two interned
@@ -293,31 +301,33 @@ static int same_name(PyObject *key, PyObject *name) {
     return PyUnicode_Compare(key, name) == 0;
 }
 
-/* Keyword names all among those of the flat path (kernel, dim, inputs, outputs, record_tape, device). */
-static int flat_keywords(const Call *c) {
-    if (c->kwnames == NULL) return 1;
-    PyObject *names[] = {s_kernel, s_dim, s_inputs, s_outputs, s_record_tape, s_device};
+/* Fill c->kw and c->flat from the call's keyword names: one pass (the wrapper asked for keywords by name up
+ * to ten times per launch, each a walk over the names). */
+static void read_keywords(Call *c) {
+    for (int i = 0; i < KW_COUNT; i++) c->kw[i] = NULL;
+    c->flat = 1;
+    if (c->kwnames == NULL) return;
+    PyObject *names[KW_COUNT] = {s_kernel, s_dim, s_inputs, s_outputs, s_record_tape, s_device};
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(c->kwnames); k++) {
-        int ok = 0;
-        for (int i = 0; i < 6 && !ok; i++) ok = same_name(PyTuple_GET_ITEM(c->kwnames, k), names[i]);
-        if (!ok) return 0;
+        PyObject *key = PyTuple_GET_ITEM(c->kwnames, k);
+        int found = -1;
+        for (int i = 0; i < KW_COUNT && found < 0; i++)
+            if (key == names[i]) found = i;
+        for (int i = 0; i < KW_COUNT && found < 0; i++)
+            if (same_name(key, names[i])) found = i;
+        if (found < 0) {
+            c->flat = 0;
+        } else if (c->kw[found] == NULL) {
+            c->kw[found] = c->args[c->nargs + k];
+        }
     }
-    return 1;
 }
 
-/* The keyword argument `name`, or NULL (borrowed; never an error). */
-static PyObject *keyword(const Call *c, PyObject *name) {
-    if (c->kwnames == NULL) return NULL;
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(c->kwnames); k++)
-        if (same_name(PyTuple_GET_ITEM(c->kwnames, k), name)) return c->args[c->nargs + k];
-    return NULL;
-}
+/* The keyword argument `which` (KW_...), or NULL (borrowed; never an error). */
+static PyObject *keyword(const Call *c, int which) { return c->kw[which]; }
 
-/* Positional argument i if there are enough, else keyword `name`, else NULL (borrowed). */
-static PyObject *argument(const Call *c, Py_ssize_t i, PyObject *name) {
-    if (c->nargs > i) return c->args[i];
-    return keyword(c, name);
-}
+/* Positional argument i if there are enough, else keyword `which`, else NULL (borrowed). */
+static PyObject *argument(const Call *c, Py_ssize_t i, int which) { return c->nargs > i ? c->args[i] : c->kw[which]; }
 
 /* A list or tuple of arrays and plain values: its length, or -1 when the flat path does not take it. */
 static Py_ssize_t values_ok(Launcher *self, PyObject *seq) {
@@ -572,6 +582,116 @@ static int remember_subs(Launcher *self, PyObject *subs) {
     return 0;
 }
 
+/* -- pauses in the launches, watched without the GIL ----------------------------------------------------------
+ *
+ * The export worker waits for a pause in the launches before it builds spans (launchtrace.export.pipeline).
+ * Watching for one from Python meant waking every 20 ms and taking the GIL each time; a thread asking for the
+ * GIL makes the launching thread hand it over at its next check and signal a waiter at every release (every
+ * ctypes call of a launch) until it does: 1-2 ms of the launching thread's time per wake, 8% of a long burst
+ * of launches. Here the worker waits outside the GIL on a condition variable, reading the time of the last
+ * queued event (stored by every recorded launch, and by touch() from the Python paths), and comes back only
+ * when no event came for `gap`, when its deadline passes, or when wake() is called (a flush, stopping, a queue
+ * past half full). wake_count() taken before the worker looks at its flags closes the race with a wake() that
+ * lands between that look and the wait. */
+static pthread_mutex_t pause_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pause_cv = PTHREAD_COND_INITIALIZER;
+static long long last_event_ns;        /* CLOCK_REALTIME ns of the last queued event (atomic access) */
+static unsigned long long wake_counter; /* under pause_mu */
+
+static void note_event(long long t) { __atomic_store_n(&last_event_ns, t, __ATOMIC_RELAXED); }
+
+static void wake_waiters(void) {
+    pthread_mutex_lock(&pause_mu);
+    wake_counter++;
+    pthread_cond_broadcast(&pause_cv);
+    pthread_mutex_unlock(&pause_mu);
+}
+
+static void pause_after_fork_child(void) { /* another thread may have held them at fork(): made afresh */
+    pthread_mutex_init(&pause_mu, NULL);
+    pthread_cond_init(&pause_cv, NULL);
+}
+
+static long long mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static PyObject *py_touch(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    note_event(now_ns());
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_wake(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    wake_waiters(); /* the mutex is only ever held for a few instructions, never around the GIL */
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_wake_count(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    pthread_mutex_lock(&pause_mu); /* never held for long: no GIL release needed */
+    unsigned long long n = wake_counter;
+    pthread_mutex_unlock(&pause_mu);
+    return PyLong_FromUnsignedLongLong(n);
+}
+
+/* wait_for_pause(gap_s, timeout_s, token[, first_s]) -> "pause" | "timeout" | "woken", without the GIL: after
+ * first_s (0 by default; a wake ends that too), until no event came for gap_s, or timeout_s from the call. */
+static PyObject *py_wait_for_pause(PyObject *module, PyObject *args) {
+    (void)module;
+    double gap_s, timeout_s, first_s = 0.0;
+    unsigned long long token;
+    if (!PyArg_ParseTuple(args, "ddK|d", &gap_s, &timeout_s, &token, &first_s)) return NULL;
+    if (!(gap_s > 0.0) || !(timeout_s >= 0.0) || !(first_s >= 0.0) || gap_s > 3600.0 || timeout_s > 86400.0 ||
+        first_s > 86400.0) {
+        PyErr_SetString(PyExc_ValueError, "gap_s must be in (0, 3600], timeout_s and first_s in [0, 86400]");
+        return NULL;
+    }
+    long long start = mono_ns();
+    long long gap = (long long)(gap_s * 1e9), deadline = start + (long long)(timeout_s * 1e9);
+    long long first_end = start + (long long)(first_s * 1e9);
+    if (first_end > deadline) first_end = deadline;
+    const char *why;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&pause_mu);
+    for (;;) {
+        if (wake_counter != token) {
+            why = "woken";
+            break;
+        }
+        long long mono = mono_ns(), now = now_ns();
+        long long left = deadline - mono;
+        if (left <= 0) {
+            why = "timeout";
+            break;
+        }
+        long long step;
+        if (mono < first_end) {
+            step = first_end - mono; /* the first wait: launching or not */
+        } else {
+            long long since = now - __atomic_load_n(&last_event_ns, __ATOMIC_RELAXED);
+            if (since >= gap) {
+                why = "pause";
+                break;
+            }
+            step = since < 0 ? gap : gap - since; /* until this event's gap ends (a clock step back: one gap) */
+        }
+        if (step > left) step = left;
+        long long until = now + step;
+        struct timespec ts = {(time_t)(until / 1000000000LL), (long)(until % 1000000000LL)};
+        pthread_cond_timedwait(&pause_cv, &pause_mu, &ts); /* CLOCK_REALTIME, as now_ns() */
+    }
+    pthread_mutex_unlock(&pause_mu);
+    Py_END_ALLOW_THREADS
+    return PyUnicode_FromString(why);
+}
+
 /* Queue `event` on every subscription (sub.full(event) where one is full); 0 or -1 with an exception set. */
 static int queue_event(Launcher *self, PyObject *subs, PyObject *event) {
     if (subs != self->subs_seen && remember_subs(self, subs) < 0) return -1;
@@ -583,6 +703,7 @@ static int queue_event(Launcher *self, PyObject *subs, PyObject *event) {
             if (len < 0) return -1;
             r = len < self->sub_capacities[i] ? PyObject_CallOneArg(self->sub_appends[i], event)
                                               : PyObject_CallMethodOneArg(sub, s_full, event);
+            if (len == self->sub_capacities[i] / 2) wake_waiters(); /* past half full: the worker exports now */
         } else {
             PyObject *q = PyObject_GetAttr(sub, s_queue);
             PyObject *cap = q ? PyObject_GetAttr(sub, s_capacity) : NULL;
@@ -593,9 +714,11 @@ static int queue_event(Launcher *self, PyObject *subs, PyObject *event) {
             Py_ssize_t len = PyObject_Length(q);
             Py_ssize_t limit = PyLong_AsSsize_t(cap);
             r = NULL;
-            if (len >= 0 && !(limit == -1 && PyErr_Occurred()))
+            if (len >= 0 && !(limit == -1 && PyErr_Occurred())) {
                 r = len < limit ? PyObject_CallMethodOneArg(q, s_append, event)
                                 : PyObject_CallMethodOneArg(sub, s_full, event);
+                if (len == limit / 2) wake_waiters();
+            }
             Py_DECREF(q);
             Py_DECREF(cap);
         }
@@ -687,11 +810,11 @@ static int record(Launcher *self, PyObject *st, PyObject *subs, const Call *c, l
     if (seq == NULL) goto done;
     PyObject *scope = (PyList_Check(stack) && PyList_GET_SIZE(stack)) ? PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1)
                                                                      : Py_None;
-    PyObject *kernel = argument(c, 0, s_kernel);
-    PyObject *dim = argument(c, 1, s_dim);
-    PyObject *inputs = argument(c, 2, s_inputs);
-    PyObject *outputs = argument(c, 3, s_outputs);
-    PyObject *device = keyword(c, s_device);
+    PyObject *kernel = argument(c, 0, KW_KERNEL);
+    PyObject *dim = argument(c, 1, KW_DIM);
+    PyObject *inputs = argument(c, 2, KW_INPUTS);
+    PyObject *outputs = argument(c, 3, KW_OUTPUTS);
+    PyObject *device = keyword(c, KW_DEVICE);
     if (kernel == NULL) {
         PyErr_SetString(PyExc_TypeError, "no kernel");
         goto done;
@@ -736,6 +859,7 @@ static int record(Launcher *self, PyObject *st, PyObject *subs, const Call *c, l
         Py_SETREF(event, t);
     }
     if (queue_event(self, subs, event) < 0) goto done;
+    note_event(t1);
     rc = 0;
 done:
     Py_XDECREF(site);
@@ -772,14 +896,14 @@ static int common_call(Launcher *self, const Call *c, PyObject **st_out, PyObjec
     if (tape != NULL && (!listening || busy == Py_True)) {
         ok = tape == Py_None ? 2 : 0; /* the Python wrapper fixes the Tape's caller record */
     } else if (tape != NULL && busy != NULL && (probes = module_attr_cached(&self->attrs[DC_PROBES], self->warp_mod, s_probes)) != NULL) {
-        ok = busy == Py_False && probes == Py_False && tape == Py_None && c->nargs <= 4 && flat_keywords(c);
+        ok = busy == Py_False && probes == Py_False && tape == Py_None && c->nargs <= 4 && c->flat;
         if (ok) {
-            PyObject *device = keyword(c, s_device);
+            PyObject *device = keyword(c, KW_DEVICE);
             if (device != NULL && device != Py_None && !PyUnicode_CheckExact(device) &&
                 (PyObject *)Py_TYPE(device) != self->device_type)
                 ok = 0;
         }
-        if (ok == 1 && (values_ok(self, argument(c, 2, s_inputs)) < 0 || values_ok(self, argument(c, 3, s_outputs)) < 0))
+        if (ok == 1 && (values_ok(self, argument(c, 2, KW_INPUTS)) < 0 || values_ok(self, argument(c, 3, KW_OUTPUTS)) < 0))
             ok = 0;
     }
     Py_XDECREF(busy);
@@ -816,7 +940,8 @@ fail:
 }
 
 static PyObject *Launcher_vectorcall(Launcher *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    Call call = {args, PyVectorcall_NARGS(nargsf), kwnames && PyTuple_GET_SIZE(kwnames) ? kwnames : NULL};
+    Call call = {.args = args, .nargs = PyVectorcall_NARGS(nargsf), .kwnames = kwnames && PyTuple_GET_SIZE(kwnames) ? kwnames : NULL};
+    read_keywords(&call);
     const Call *c = &call;
     PyObject *st = NULL, *subs = NULL;
     int common = common_call(self, c, &st, &subs);
@@ -1012,6 +1137,13 @@ static PyTypeObject LauncherType = {
 
 static PyMethodDef module_methods[] = {
     {"expand", expand, METH_O, "expand(events: list) -> None\n\nEvery queued Event in the list replaced by its flat tuple."},
+    {"touch", py_touch, METH_NOARGS, "touch() -> None\n\nAn event was just queued (by a Python path): the launches go on."},
+    {"wake", py_wake, METH_NOARGS, "wake() -> None\n\nEnd every wait_for_pause() now (a flush, stopping, a queue past half full)."},
+    {"wake_count", py_wake_count, METH_NOARGS, "wake_count() -> int\n\nThe token for wait_for_pause(): wake() calls so far."},
+    {"wait_for_pause", py_wait_for_pause, METH_VARARGS,
+     "wait_for_pause(gap_s, timeout_s, token, first_s=0) -> 'pause' | 'timeout' | 'woken'\n\nWait, without the GIL, "
+     "at least first_s, then until no event was queued for gap_s; timeout_s ends it, and so does a wake() since "
+     "wake_count() gave token."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1050,6 +1182,10 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     INTERN(s_launch, "launch");
     INTERN(s_state_key, "launchtrace.capture._fastlaunch.state");
     if ((c_zero = PyLong_FromLong(0)) == NULL) return NULL;
+    if (pthread_atfork(NULL, NULL, pause_after_fork_child) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "pthread_atfork failed");
+        return NULL;
+    }
     if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&EventType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

@@ -41,8 +41,10 @@ PROBED = 3  # (PROBED, seq, tid, record event, probe results): a record measured
 
 try:  # the compiled capture wrapper queues launch events outside the cycle collector; drain_raw makes them tuples
     from launchtrace.capture._fastlaunch import expand as _expand_events
-except ImportError:  # not built: every event is a tuple already
-    _expand_events = None
+    from launchtrace.capture._fastlaunch import touch as touch_activity
+    from launchtrace.capture._fastlaunch import wake as wake_consumers
+except ImportError:  # not built: every event is a tuple already, and the export worker watches the queue itself
+    _expand_events = touch_activity = wake_consumers = None
 
 next_seq: Callable[[], int] = itertools.count(1).__next__
 """The next process-wide sequence number (thread-safe under the GIL)."""
@@ -59,13 +61,23 @@ def queues() -> tuple[Subscription, ...]:
 
 
 def offer(event: tuple) -> None:
-    """Queue ``event`` for every open subscription (:meth:`Subscription.full` where a queue is full)."""
+    """Queue ``event`` for every open subscription (:meth:`Subscription.full` where a queue is full).
+
+    Where the compiled wrapper is built, also tell a consumer waiting for a pause in the launches that they go
+    on (``touch_activity``), and wake it when a queue passes half full (``wake_consumers``); see
+    ``launchtrace/capture/_fastlaunch.c``. Every place that queues events does the same.
+    """
     for sub in _subs:
         q = sub.queue
-        if len(q) < sub.capacity:
+        n = len(q)
+        if n < sub.capacity:
             q.append(event)
+            if n == sub.capacity // 2 and wake_consumers is not None:
+                wake_consumers()
         else:
             sub.full(event)
+    if touch_activity is not None:
+        touch_activity()
 
 
 class Subscription:

@@ -190,10 +190,15 @@ def _append(kind: str, payload: tuple, frame: Any, t0: int, t1: int, error: Base
     )
     for sub in bus._subs:  # bus.offer, inlined: this runs once per launch
         q = sub.queue
-        if len(q) < sub.capacity:
+        n = len(q)
+        if n < sub.capacity:
             q.append(event)
+            if n == sub.capacity // 2 and bus.wake_consumers is not None:
+                bus.wake_consumers()
         else:
             sub.full(event)
+    if bus.touch_activity is not None:
+        bus.touch_activity()
 
 
 _next_seq = bus.next_seq

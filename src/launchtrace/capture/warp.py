@@ -321,10 +321,15 @@ def wrap_launch(original: Callable) -> Callable:
                 )
             for sub in subs:
                 q = sub.queue
-                if len(q) < sub.capacity:
+                n = len(q)
+                if n < sub.capacity:
                     q.append(event)
+                    if n == sub.capacity // 2 and bus.wake_consumers is not None:
+                        bus.wake_consumers()
                 else:
                     sub.full(event)
+            if bus.touch_activity is not None:
+                bus.touch_activity()
         except Exception:
             _warn_once("launch")
         return result
