@@ -116,7 +116,8 @@ class ExportPipeline:
     last looked, :data:`BUSY_GAP_S` ago), it looks again every :data:`BUSY_GAP_S` and exports once no event
     came in between, or after ``config.busy_defer_s`` at the latest. Work done in the program's pauses
     (waiting on the device, I/O, between steps) costs it nothing, and the launching thread and the worker do
-    not hand the GIL back and forth on every ctypes call of a launch.
+    not hand the GIL back and forth on every ctypes call of a launch. Where the compiled capture wrapper is
+    built, the same rule is kept without the GIL (:meth:`_run_waiting_outside_the_gil`).
     """
 
     def __init__(
