@@ -215,14 +215,21 @@ def test_expand_replaces_only_events_in_place(warp_cpu, wrappers):
         _fastlaunch.expand((event,))
 
 
-def test_queued_launches_set_off_no_more_collections_than_bare_launches(warp_cpu, instrumented):
+def test_queued_launches_set_off_no_more_collections_than_bare_launches(warp_cpu, instrumented, monkeypatch):
     """Each queued tuple used to count as a young object: a collection every 700 launches (and now and then a
     full one of the whole heap) on the launching thread, 7 in 3,000 launches here against 2 for bare launches
     (Warp's own launch allocates and frees). Events count for nothing."""
     import gc
 
-    import warp_programs as p
+    import warp._src.context as ctx
 
+    import warp_programs as p
+    from launchtrace.capture import _fastlaunch
+
+    monkeypatch.delenv("LAUNCHTRACE_PURE_PYTHON", raising=False)  # this is about the compiled wrapper's events
+    instrumented.uninstrument()
+    instrumented.instrument()
+    assert type(ctx.launch) is _fastlaunch.Launcher
     wp = warp_cpu
     x = wp.zeros(8, dtype=float, device=p.DEVICE)
     collections = []
