@@ -355,8 +355,8 @@ static Py_ssize_t values_size(Launcher *self, PyObject *seq) {
  *
  * Why: a tuple is allocated as a GC object, and every one that stays queued raises the collector's young
  * generation count until it collects (every 700 launches); survivors of those collections pile up until a full
- * collection of the program's whole heap (23-33 ms for the benchmark's 111,000 objects, once per 30,000-50,000
- * launches). An Event is plain memory: queuing it costs the collector nothing. It is made only when every item
+ * collection of the program's whole heap (23-35 ms for the benchmark's 111,000 objects, once in 36,000-150,000
+ * launches in those runs). An Event is plain memory: queuing it costs the collector nothing. It is made only when every item
  * is out of the cycle collector already (atomic values, or tuples of them: lt_acyclic's rule, the rule under
  * which the tuple used to be untracked), so no reference cycle can pass through it; otherwise the event is the
  * tracked tuple, as before. Subscription.drain_raw turns Events into tuples (expand() below) before anyone
