@@ -32,7 +32,7 @@ setup(
         Extension(
             f"launchtrace.{name.replace('/', '.')}",
             sources=[f"src/launchtrace/{name}.c"],
-            depends=["src/launchtrace/_native.h"],
+            depends=["src/launchtrace/_native.h", "src/launchtrace/otlp/_spandata.h"],
             optional=True,
         )
         for name in NATIVE

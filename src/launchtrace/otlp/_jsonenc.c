@@ -26,6 +26,7 @@
 #include <structmember.h>
 
 #include "../_native.h"
+#include "_spandata.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -367,42 +368,6 @@ static int format_double(double v, char *out, size_t outsize) {
 
 /* ------------------------------------------------------------------------------------------ encoder */
 
-enum {
-    F_TRACE_ID,
-    F_SPAN_ID,
-    F_PARENT,
-    F_NAME,
-    F_START,
-    F_END,
-    F_ATTRS,
-    F_KIND,
-    F_STATUS_CODE,
-    F_STATUS_MSG,
-    F_EVENTS,
-    F_LINKS,
-    F_TRACE_STATE,
-    F_FLAGS,
-    F_DROPPED_ATTRS,
-    F_DROPPED_EVENTS,
-    F_DROPPED_LINKS,
-    F_RESOURCE,
-    F_RESOURCE_SCHEMA,
-    F_SCOPE_NAME,
-    F_SCOPE_VERSION,
-    F_SCOPE_ATTRS,
-    F_SCHEMA_URL,
-    N_SPAN_FIELDS
-};
-static const char *SPAN_FIELDS[N_SPAN_FIELDS] = {
-    "trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "attributes", "kind",
-    "status_code", "status_message", "events", "links", "trace_state", "flags", "dropped_attributes_count",
-    "dropped_events_count", "dropped_links_count", "resource", "resource_schema_url", "scope_name",
-    "scope_version", "scope_attributes", "schema_url"};
-enum { E_NAME, E_TIME, E_ATTRS, E_DROPPED, N_EVENT_FIELDS };
-static const char *EVENT_FIELDS[N_EVENT_FIELDS] = {"name", "time_ns", "attributes", "dropped_attributes_count"};
-enum { L_TRACE_ID, L_SPAN_ID, L_ATTRS, L_TRACE_STATE, L_FLAGS, L_DROPPED, N_LINK_FIELDS };
-static const char *LINK_FIELDS[N_LINK_FIELDS] = {"trace_id", "span_id", "attributes", "trace_state", "flags",
-                                                  "dropped_attributes_count"};
 
 typedef struct {
     PyObject *first; /* the first pair (strong); NULL: empty slot */
@@ -417,7 +382,7 @@ typedef struct {
     PyTypeObject *span_type, *event_type, *link_type;
     PyObject *encode_any_value; /* json_codec.encode_any_value */
     PyObject *group_spans;      /* json_codec.group_spans */
-    Py_ssize_t span_off[N_SPAN_FIELDS], event_off[N_EVENT_FIELDS], link_off[N_LINK_FIELDS];
+    Py_ssize_t span_off[N_SPANDATA_FIELDS], event_off[N_EVENT_FIELDS], link_off[N_LINK_FIELDS];
     Block *blocks; /* BLOCK_SLOTS */
     Py_ssize_t nblocks;
     int busy;
@@ -1078,7 +1043,7 @@ static PyObject *Encoder_clear(Encoder *self, PyObject *unused) {
 }
 
 /* the slot offsets of cls's fields (member descriptors of a slotted class) */
-static int offsets(PyObject *cls, const char **names, int n, Py_ssize_t *out) {
+static int offsets(PyObject *cls, const char *const *names, int n, Py_ssize_t *out) {
     if (!PyType_Check(cls)) {
         PyErr_SetString(PyExc_TypeError, "expected a class");
         return -1;
@@ -1100,7 +1065,7 @@ static PyObject *Encoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         return NULL;
     Encoder *self = (Encoder *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
-    if (offsets(span_type, SPAN_FIELDS, N_SPAN_FIELDS, self->span_off) < 0 ||
+    if (offsets(span_type, SPANDATA_FIELDS, N_SPANDATA_FIELDS, self->span_off) < 0 ||
         offsets(event_type, EVENT_FIELDS, N_EVENT_FIELDS, self->event_off) < 0 ||
         offsets(link_type, LINK_FIELDS, N_LINK_FIELDS, self->link_off) < 0) {
         Py_DECREF(self);

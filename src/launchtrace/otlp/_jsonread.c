@@ -37,6 +37,7 @@
 #include <structmember.h>
 
 #include "../_native.h"
+#include "_spandata.h"
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -173,23 +174,6 @@ static void cache_put(Cache *c, const unsigned char *s, Py_ssize_t n, uint64_t h
 
 /* ----------------------------------------------------------------------------------------- the decoder */
 
-enum {
-    F_TRACE_ID, F_SPAN_ID, F_PARENT_SPAN_ID, F_NAME, F_START_NS, F_END_NS, F_ATTRIBUTES, F_KIND, F_STATUS_CODE,
-    F_STATUS_MESSAGE, F_EVENTS, F_LINKS, F_TRACE_STATE, F_FLAGS, F_DROPPED_ATTRIBUTES, F_DROPPED_EVENTS,
-    F_DROPPED_LINKS, F_RESOURCE, F_RESOURCE_SCHEMA_URL, F_SCOPE_NAME, F_SCOPE_VERSION, F_SCOPE_ATTRIBUTES,
-    F_SCHEMA_URL, N_SPAN_FIELDS
-};
-static const char *const SPAN_FIELDS[N_SPAN_FIELDS] = {
-    "trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "attributes", "kind", "status_code",
-    "status_message", "events", "links", "trace_state", "flags", "dropped_attributes_count",
-    "dropped_events_count", "dropped_links_count", "resource", "resource_schema_url", "scope_name",
-    "scope_version", "scope_attributes", "schema_url",
-};
-enum { E_NAME, E_TIME_NS, E_ATTRIBUTES, E_DROPPED_ATTRIBUTES, N_EVENT_FIELDS };
-static const char *const EVENT_FIELDS[N_EVENT_FIELDS] = {"name", "time_ns", "attributes", "dropped_attributes_count"};
-enum { L_TRACE_ID, L_SPAN_ID, L_ATTRIBUTES, L_TRACE_STATE, L_FLAGS, L_DROPPED_ATTRIBUTES, N_LINK_FIELDS };
-static const char *const LINK_FIELDS[N_LINK_FIELDS] = {"trace_id", "span_id", "attributes", "trace_state", "flags",
-                                                       "dropped_attributes_count"};
 
 #define MAX_NAMES 16
 
@@ -221,7 +205,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyTypeObject *span_cls, *event_cls, *link_cls;
-    Py_ssize_t span_off[N_SPAN_FIELDS], event_off[N_EVENT_FIELDS], link_off[N_LINK_FIELDS];
+    Py_ssize_t span_off[N_SPANDATA_FIELDS], event_off[N_EVENT_FIELDS], link_off[N_LINK_FIELDS];
     PyObject *decode_id; /* ids.decode_id(text, size, encoding): everything but plain hex */
     PyObject *dec_bytes; /* json_codec._dec_bytes(text): bytesValue */
     PyObject *encoding;  /* the id encoding, a str */
@@ -1069,21 +1053,21 @@ static PyObject *parse_event(P *ps) {
         if (r < 0) goto fail;
         int i;
         if (IS(k, kn, "timeUnixNano"))
-            FIELD(E_TIME_NS, parse_intish(ps));
+            FIELD(E_TIME, parse_intish(ps));
         else if (IS(k, kn, "name"))
             FIELD(E_NAME, parse_str(ps));
         else if (IS(k, kn, "attributes"))
-            FIELD(E_ATTRIBUTES, parse_attrs(ps, &m, NULL));
+            FIELD(E_ATTRS, parse_attrs(ps, &m, NULL));
         else if (IS(k, kn, "droppedAttributesCount"))
-            FIELD(E_DROPPED_ATTRIBUTES, parse_intish(ps));
+            FIELD(E_DROPPED, parse_intish(ps));
         else
             goto fail;
         if (f[i] == NULL) goto fail;
     }
     if (!f[E_NAME]) f[E_NAME] = Py_NewRef(d->empty_str);
-    if (!f[E_TIME_NS]) f[E_TIME_NS] = Py_NewRef(d->zero);
-    if (!f[E_ATTRIBUTES]) f[E_ATTRIBUTES] = Py_NewRef(d->empty_tuple);
-    if (!f[E_DROPPED_ATTRIBUTES]) f[E_DROPPED_ATTRIBUTES] = Py_NewRef(d->zero);
+    if (!f[E_TIME]) f[E_TIME] = Py_NewRef(d->zero);
+    if (!f[E_ATTRS]) f[E_ATTRS] = Py_NewRef(d->empty_tuple);
+    if (!f[E_DROPPED]) f[E_DROPPED] = Py_NewRef(d->zero);
     PyObject *o = new_instance(d->event_cls, d->event_off, f, N_EVENT_FIELDS);
     if (o != NULL) return o;
 fail:
@@ -1109,9 +1093,9 @@ static PyObject *parse_link(P *ps) {
         else if (IS(k, kn, "traceState"))
             FIELD(L_TRACE_STATE, parse_str(ps));
         else if (IS(k, kn, "attributes"))
-            FIELD(L_ATTRIBUTES, parse_attrs(ps, &m, NULL));
+            FIELD(L_ATTRS, parse_attrs(ps, &m, NULL));
         else if (IS(k, kn, "droppedAttributesCount"))
-            FIELD(L_DROPPED_ATTRIBUTES, parse_intish(ps));
+            FIELD(L_DROPPED, parse_intish(ps));
         else if (IS(k, kn, "flags"))
             FIELD(L_FLAGS, parse_intish(ps));
         else
@@ -1119,10 +1103,10 @@ static PyObject *parse_link(P *ps) {
         if (f[i] == NULL) goto fail;
     }
     if (!f[L_TRACE_ID] || !f[L_SPAN_ID]) goto fail; /* decode_id(""): IdError, the link is dropped */
-    if (!f[L_ATTRIBUTES]) f[L_ATTRIBUTES] = Py_NewRef(d->empty_tuple);
+    if (!f[L_ATTRS]) f[L_ATTRS] = Py_NewRef(d->empty_tuple);
     if (!f[L_TRACE_STATE]) f[L_TRACE_STATE] = Py_NewRef(d->empty_str);
     if (!f[L_FLAGS]) f[L_FLAGS] = Py_NewRef(d->zero);
-    if (!f[L_DROPPED_ATTRIBUTES]) f[L_DROPPED_ATTRIBUTES] = Py_NewRef(d->zero);
+    if (!f[L_DROPPED]) f[L_DROPPED] = Py_NewRef(d->zero);
     PyObject *o = new_instance(d->link_cls, d->link_off, f, N_LINK_FIELDS);
     if (o != NULL) return o;
 fail:
@@ -1133,7 +1117,7 @@ fail:
 /* a span object -> SpanData with every field but the resource's and scope's (set by the callers) */
 static PyObject *parse_span(P *ps) {
     Decoder *d = ps->d;
-    PyObject *f[N_SPAN_FIELDS] = {NULL};
+    PyObject *f[N_SPANDATA_FIELDS] = {NULL};
     const unsigned char *k;
     Py_ssize_t kn;
     unsigned seen = 0;
@@ -1167,11 +1151,11 @@ static PyObject *parse_span(P *ps) {
                 else if (IS(k, kn, "status")) {
                     i = F_STATUS_CODE;
                     SEEN(F_STATUS_CODE);
-                    SEEN(F_STATUS_MESSAGE);
+                    SEEN(F_STATUS_MSG);
                     ws(ps);
                     if (literal(ps, "null", 4)) {
                         f[F_STATUS_CODE] = Py_NewRef(d->zero);
-                        f[F_STATUS_MESSAGE] = Py_NewRef(d->empty_str);
+                        f[F_STATUS_MSG] = Py_NewRef(d->empty_str);
                         break;
                     }
                     if (!eat(ps, '{')) goto fail;
@@ -1184,13 +1168,13 @@ static PyObject *parse_span(P *ps) {
                             if (f[F_STATUS_CODE] == NULL) goto fail;
                         } else if (IS(k, kn, "message") && !(sseen & 2)) {
                             sseen |= 2;
-                            if ((f[F_STATUS_MESSAGE] = parse_str(ps)) == NULL) goto fail;
+                            if ((f[F_STATUS_MSG] = parse_str(ps)) == NULL) goto fail;
                         } else {
                             goto fail;
                         }
                     }
                     if (!f[F_STATUS_CODE]) f[F_STATUS_CODE] = Py_NewRef(d->zero);
-                    if (!f[F_STATUS_MESSAGE]) f[F_STATUS_MESSAGE] = Py_NewRef(d->empty_str);
+                    if (!f[F_STATUS_MSG]) f[F_STATUS_MSG] = Py_NewRef(d->empty_str);
                 } else
                     goto fail;
                 break;
@@ -1202,14 +1186,14 @@ static PyObject *parse_span(P *ps) {
                 if (IS(k, kn, "traceState"))
                     FIELD(F_TRACE_STATE, parse_str(ps));
                 else if (IS(k, kn, "attributes"))
-                    FIELD(F_ATTRIBUTES, parse_attrs(ps, &m, d->pos));
+                    FIELD(F_ATTRS, parse_attrs(ps, &m, d->pos));
                 else
                     goto fail;
                 break;
             case 12:
                 if (!IS(k, kn, "parentSpanId")) goto fail;
-                i = F_PARENT_SPAN_ID;
-                SEEN(F_PARENT_SPAN_ID);
+                i = F_PARENT;
+                SEEN(F_PARENT);
                 ws(ps);
                 if (literal(ps, "null", 4) || literal(ps, "\"\"", 2)) /* falsy: a root span */
                     f[i] = Py_NewRef(Py_None);
@@ -1218,11 +1202,11 @@ static PyObject *parse_span(P *ps) {
                 break;
             case 15:
                 if (!IS(k, kn, "endTimeUnixNano")) goto fail;
-                FIELD(F_END_NS, parse_intish(ps));
+                FIELD(F_END, parse_intish(ps));
                 break;
             case 17:
                 if (IS(k, kn, "startTimeUnixNano"))
-                    FIELD(F_START_NS, parse_intish(ps));
+                    FIELD(F_START, parse_intish(ps));
                 else if (IS(k, kn, "droppedLinksCount"))
                     FIELD(F_DROPPED_LINKS, parse_intish(ps));
                 else
@@ -1234,7 +1218,7 @@ static PyObject *parse_span(P *ps) {
                 break;
             case 22:
                 if (!IS(k, kn, "droppedAttributesCount")) goto fail;
-                FIELD(F_DROPPED_ATTRIBUTES, parse_intish(ps));
+                FIELD(F_DROPPED_ATTRS, parse_intish(ps));
                 break;
             default:
                 goto fail;
@@ -1242,14 +1226,14 @@ static PyObject *parse_span(P *ps) {
         if (f[i] == NULL) goto fail;
     }
     if (!f[F_TRACE_ID] || !f[F_SPAN_ID]) goto fail; /* decode_id(""): IdError */
-    if (!f[F_PARENT_SPAN_ID]) f[F_PARENT_SPAN_ID] = Py_NewRef(Py_None);
+    if (!f[F_PARENT]) f[F_PARENT] = Py_NewRef(Py_None);
     if (!f[F_NAME]) f[F_NAME] = Py_NewRef(d->empty_str);
-    if (!f[F_STATUS_MESSAGE]) f[F_STATUS_MESSAGE] = Py_NewRef(d->empty_str);
+    if (!f[F_STATUS_MSG]) f[F_STATUS_MSG] = Py_NewRef(d->empty_str);
     if (!f[F_TRACE_STATE]) f[F_TRACE_STATE] = Py_NewRef(d->empty_str);
-    if (!f[F_ATTRIBUTES]) f[F_ATTRIBUTES] = Py_NewRef(d->empty_tuple);
+    if (!f[F_ATTRS]) f[F_ATTRS] = Py_NewRef(d->empty_tuple);
     if (!f[F_EVENTS]) f[F_EVENTS] = Py_NewRef(d->empty_tuple);
     if (!f[F_LINKS]) f[F_LINKS] = Py_NewRef(d->empty_tuple);
-    static const int ints[] = {F_START_NS, F_END_NS, F_KIND, F_STATUS_CODE, F_FLAGS, F_DROPPED_ATTRIBUTES,
+    static const int ints[] = {F_START, F_END, F_KIND, F_STATUS_CODE, F_FLAGS, F_DROPPED_ATTRS,
                                F_DROPPED_EVENTS, F_DROPPED_LINKS};
     for (size_t j = 0; j < sizeof(ints) / sizeof(ints[0]); j++)
         if (!f[ints[j]]) f[ints[j]] = Py_NewRef(d->zero);
@@ -1257,7 +1241,7 @@ static PyObject *parse_span(P *ps) {
     PyObject *o = new_instance(d->span_cls, d->span_off, f, F_RESOURCE);
     if (o != NULL) return o;
 fail:
-    drop_all(f, N_SPAN_FIELDS);
+    drop_all(f, N_SPANDATA_FIELDS);
     return NULL;
 }
 
@@ -1337,7 +1321,7 @@ static int parse_scope_spans(P *ps, PyObject *out) {
     }
     set_field(d, out, start, F_SCOPE_NAME, name ? name : d->empty_str);
     set_field(d, out, start, F_SCOPE_VERSION, version ? version : d->empty_str);
-    set_field(d, out, start, F_SCOPE_ATTRIBUTES, attrs ? attrs : d->empty_tuple);
+    set_field(d, out, start, F_SCOPE_ATTRS, attrs ? attrs : d->empty_tuple);
     set_field(d, out, start, F_SCHEMA_URL, schema_url ? schema_url : d->empty_str);
     Py_XDECREF(name);
     Py_XDECREF(version);
@@ -1405,7 +1389,7 @@ static int parse_resource_spans(P *ps, PyObject *out) {
         }
     }
     set_field(d, out, start, F_RESOURCE, attrs ? attrs : d->empty_tuple);
-    set_field(d, out, start, F_RESOURCE_SCHEMA_URL, schema_url ? schema_url : d->empty_str);
+    set_field(d, out, start, F_RESOURCE_SCHEMA, schema_url ? schema_url : d->empty_str);
     Py_XDECREF(attrs);
     Py_XDECREF(schema_url);
     return 0;
@@ -1529,7 +1513,7 @@ static PyObject *Decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         return NULL;
     Decoder *self = (Decoder *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
-    if (slot_offsets(span_cls, SPAN_FIELDS, N_SPAN_FIELDS, self->span_off) < 0 ||
+    if (slot_offsets(span_cls, SPANDATA_FIELDS, N_SPANDATA_FIELDS, self->span_off) < 0 ||
         slot_offsets(event_cls, EVENT_FIELDS, N_EVENT_FIELDS, self->event_off) < 0 ||
         slot_offsets(link_cls, LINK_FIELDS, N_LINK_FIELDS, self->link_off) < 0 ||
         enum_names(kind_names, self->kinds, self->kind_len, &self->n_kinds) < 0 ||

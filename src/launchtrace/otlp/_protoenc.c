@@ -28,6 +28,7 @@
 #include <structmember.h>
 
 #include "../_native.h"
+#include "_spandata.h"
 
 #define N_SLOTS 1024 /* attribute block table (a power of two) */
 #define GROUP_CACHE_LIMIT 1024
@@ -415,43 +416,7 @@ static int reusable_pair(PyObject *pair) {
 }
 
 /* ---------------------------------------------------------------------------------------------- encoder */
-enum {
-    F_TRACE_ID,
-    F_SPAN_ID,
-    F_PARENT,
-    F_NAME,
-    F_START,
-    F_END,
-    F_ATTRS,
-    F_KIND,
-    F_STATUS_CODE,
-    F_STATUS_MSG,
-    F_EVENTS,
-    F_LINKS,
-    F_TRACE_STATE,
-    F_FLAGS,
-    F_DROPPED_ATTRS,
-    F_DROPPED_EVENTS,
-    F_DROPPED_LINKS,
-    N_SPAN_FIELDS, /* the fields of the Span message; the grouping fields follow */
-    F_RESOURCE = N_SPAN_FIELDS,
-    F_RESOURCE_SCHEMA,
-    F_SCOPE_NAME,
-    F_SCOPE_VERSION,
-    F_SCOPE_ATTRS,
-    F_SCHEMA_URL,
-    N_FIELDS
-};
-
-static const char *FIELD_NAMES[N_FIELDS] = {
-    "trace_id", "span_id",     "parent_span_id", "name",          "start_ns",
-    "end_ns",   "attributes",  "kind",           "status_code",   "status_message",
-    "events",   "links",       "trace_state",    "flags",         "dropped_attributes_count",
-    "dropped_events_count",    "dropped_links_count",            "resource",
-    "resource_schema_url",     "scope_name",     "scope_version", "scope_attributes",
-    "schema_url",
-};
-static PyObject *field_names[N_FIELDS];
+static PyObject *field_names[N_SPANDATA_FIELDS];
 
 /* One slot of the attribute block table (see the header comment). */
 typedef struct {
@@ -466,7 +431,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyTypeObject *span_type; /* SpanData: its fields are read by slot offset */
-    Py_ssize_t offsets[N_FIELDS];
+    Py_ssize_t offsets[N_SPANDATA_FIELDS];
     PyObject *resources; /* grouping key -> ResourceSpans.resource field */
     PyObject *scopes;    /* grouping key -> ScopeSpans.scope field */
     Block *blocks;       /* N_SLOTS */
@@ -673,9 +638,9 @@ static int put_each(Buf *b, unsigned char tag, PyObject *seq, int (*put)(Buf *, 
 /* The body of one Span, fields in the order of their numbers (as the Python encoder writes them). */
 static int put_span(Encoder *self, PyObject *s) {
     Buf *b = &self->out;
-    PyObject *f[N_SPAN_FIELDS];
+    PyObject *f[N_SPAN_MESSAGE_FIELDS];
     int rc = -1, t, n = 0;
-    for (; n < N_SPAN_FIELDS; n++)
+    for (; n < N_SPAN_MESSAGE_FIELDS; n++)
         if ((f[n] = getf(self, s, n)) == NULL) goto done;
     if (put_bytes_field(b, 0x0a, f[F_TRACE_ID], 1) < 0 || put_bytes_field(b, 0x12, f[F_SPAN_ID], 1) < 0) goto done;
     if (put_str_if(b, 0x1a, f[F_TRACE_STATE]) < 0) goto done;
@@ -1057,7 +1022,7 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kwds) {
     }
     Py_INCREF(type);
     self->span_type = (PyTypeObject *)type;
-    for (int i = 0; i < N_FIELDS; i++) {
+    for (int i = 0; i < N_SPANDATA_FIELDS; i++) {
         /* -1: read by getattr (which raises AttributeError for a field the class lacks) */
         self->offsets[i] = lt_slot_offset((PyTypeObject *)type, field_names[i]);
     }
@@ -1131,7 +1096,7 @@ static struct PyModuleDef module = {
     } while (0)
 
 PyMODINIT_FUNC PyInit__protoenc(void) {
-    for (int i = 0; i < N_FIELDS; i++) INTERN(field_names[i], FIELD_NAMES[i]);
+    for (int i = 0; i < N_SPANDATA_FIELDS; i++) INTERN(field_names[i], SPANDATA_FIELDS[i]);
     INTERN(s_name, "name");
     INTERN(s_time_ns, "time_ns");
     INTERN(s_attributes, "attributes");
