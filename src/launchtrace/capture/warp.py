@@ -40,6 +40,7 @@ from launchtrace.capture.hotpath import (
     is_library_code,
     is_warp_code,
     set_library_prefixes,
+    set_public_entries,
     wrap,
 )
 from launchtrace.capture.patching import PatchSet, wraps_like
@@ -558,6 +559,33 @@ def _wrap_tape_scope_end(original: Callable) -> Callable:
 
 # -- the patch table --------------------------------------------------------------------------------------------
 
+PUBLIC_ENTRIES = (
+    "launch",
+    "launch_tiled",
+    "Launch.launch",
+    "copy",
+    "capture_launch",
+    "capture_if",
+    "capture_while",
+)
+"""Warp's public device-work entry points in ``warp._src.context`` besides the arrays' ``assign`` / ``fill_`` /
+``zero_`` and the :data:`PRIMITIVES`: called from user code they are user work, whatever other entry point
+Warp implements them with (``launchtrace.capture.hotpath.is_internal_entry``)."""
+
+
+def _public_entries(ctx: Any, wtypes: Any, wutils: Any) -> list[Any]:
+    found = []
+    for dotted in PUBLIC_ENTRIES:
+        owner: Any = ctx
+        for part in dotted.split("."):
+            owner = getattr(owner, part, None)
+        found.append(owner)
+    for cls in (wtypes.array, wtypes.noncontiguous_array_base):
+        found.extend(cls.__dict__.get(name) for name in ("assign", "fill_", "zero_"))
+    found.extend(getattr(wutils, name, None) for name in PRIMITIVES)
+    return [f for f in found if f is not None]
+
+
 
 def patch_warp() -> PatchSet:
     """Patch every entry point listed in the module docstring; returns what to restore."""
@@ -573,6 +601,7 @@ def patch_warp() -> PatchSet:
     ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     set_library_prefixes(warp_dir, ours, exempt=(os.path.join(ours, "demo") + os.sep,))
 
+    set_public_entries(_public_entries(ctx, wtypes, wutils))
     patches = PatchSet()
     everywhere: dict[int, tuple[Any, Any]] = {}
 
