@@ -185,6 +185,8 @@ class LaunchRecord:
     repeat: int = 1  # > 1 only for a record standing for folded repetitions (rebuilt from a summary span)
     module_hash: str = ""  # the compiled module's content hash, when known: tells builds apart
     probes: tuple = ()  # ValueStats / DeviceTime measured for this launch (optional, off by default)
+    graph_replay: int = 0  # graph_launch: which replay of graph_id this is in the process (1, 2, ...); else 0
+    graph_launches: int | None = None  # graph_launch: records captured into the graph (None: not recorded)
     # The materializer's earlier record this one was copied from (equal in all but start / end, seq and scope,
     # see capture.materialize), or None. The span builder reuses the template's fold key. Not compared.
     template: LaunchRecord | None = dataclasses.field(default=None, compare=False, repr=False)

@@ -874,7 +874,7 @@ def _build_primitive(payload: tuple, seq: int, caller: Any, common: dict) -> Lau
 
 
 def _build_graph_launch(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
-    graph_id, stream, device = payload
+    graph_id, stream, device, replay, launches = payload
     return LaunchRecord(
         Op.GRAPH_LAUNCH.value,
         "wp.capture_launch",
@@ -885,6 +885,8 @@ def _build_graph_launch(payload: tuple, seq: int, caller: Any, common: dict) -> 
         graph_id=graph_id,
         device=_device_name(device),
         api="wp.capture_launch",
+        graph_replay=int(replay or 0),
+        graph_launches=launches,
         **common,
     )
 

@@ -65,15 +65,21 @@ SPARSE_NATIVES = (
     "wp_bsr_compress_inplace_device",
 )
 
-_GRAPH_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_GRAPHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""``wp.Graph`` -> ``[graph id, records captured into it (None: nothing recorded them), replays so far]``."""
 _PROBES = False  # a measurement (value statistics, device timing) is on: see launchtrace.capture.probes
 _PLAIN = frozenset((int, float, bool, str, type(None)))
 
 
 def graph_id_of(graph: Any) -> int | None:
     """The launchtrace id of a captured ``wp.Graph`` (``None`` if it was captured while not instrumented)."""
+    info = _graph_info(graph)
+    return None if info is None else info[0]
+
+
+def _graph_info(graph: Any) -> list | None:
     try:
-        return _GRAPH_IDS.get(graph)
+        return _GRAPHS.get(graph)
     except TypeError:
         return None
 
@@ -411,8 +417,11 @@ def extract_zero(args: tuple, kwargs: dict, result: Any) -> tuple:
 
 
 def extract_graph_launch(args: tuple, kwargs: dict, result: Any) -> tuple:
+    """``(graph id, stream, device, replay ordinal, records captured)`` of a ``wp.capture_launch``."""
     graph = _arg(args, kwargs, 0, "graph")
-    return (graph_id_of(graph), _stream_handle(_arg(args, kwargs, 1, "stream")), getattr(graph, "device", None))
+    info = _graph_info(graph) or (None, None, 0)
+    stream = _stream_handle(_arg(args, kwargs, 1, "stream"))
+    return (info[0], stream, getattr(graph, "device", None), info[2], info[1])
 
 
 def make_primitive_extractor(name: str, function: Callable) -> Callable:
@@ -472,13 +481,39 @@ _WRAPPER_FILES = frozenset(
 # -- graph capture bookkeeping ----------------------------------------------------------------------------------
 
 
+_counting: dict[int, bus.Subscription] = {}  # graph id being captured -> the subscription counting its records
+
+
 def _wrap_capture_begin(original: Callable) -> Callable:
+    """A new graph id for the work issued on this thread until ``capture_end``, and a private bus
+    subscription for this thread that counts it (whoever else listens, or nobody: the replays say how many
+    records each one ran). Captures are rare; recording during one costs nothing that matters."""
+
     def capture_begin(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
-        tstate().capture_graph = next_graph_id()
+        graph_id = next_graph_id()
+        tstate().capture_graph = graph_id
+        try:
+            _counting[graph_id] = bus.subscribe(thread=tstate().tid)
+        except Exception:
+            _warn_once("capture_begin")
         return result
 
     return wraps_like(original, capture_begin)
+
+
+def _captured_count(sub: bus.Subscription | None, graph_id: int) -> int | None:
+    """Records of ``graph_id`` in ``sub``'s queue that ran without error (``None``: some were dropped)."""
+    if sub is None:
+        return None
+    sub.close()
+    count = 0
+    for e in sub.drain_raw():
+        if e[0] == bus.PROBED:
+            e = e[3]
+        if e[0] == bus.RECORD and e[12] == graph_id and e[13] is None:
+            count += 1
+    return None if sub.dropped else count
 
 
 def _wrap_capture_end(original: Callable) -> Callable:
@@ -486,15 +521,35 @@ def _wrap_capture_end(original: Callable) -> Callable:
         st = tstate()
         graph_id = st.capture_graph
         st.capture_graph = None
-        graph = original(*args, **kwargs)
+        sub = _counting.pop(graph_id, None) if graph_id is not None else None
+        try:
+            graph = original(*args, **kwargs)
+        finally:
+            try:
+                size = _captured_count(sub, graph_id) if graph_id is not None else None
+            except Exception:
+                size = None
+                _warn_once("capture_end")
         if graph_id is not None:
             try:
-                _GRAPH_IDS[graph] = graph_id
+                _GRAPHS[graph] = [graph_id, size, 0]
             except TypeError:
                 pass
         return graph
 
     return wraps_like(original, capture_end)
+
+
+def _counting_capture_launch(original: Callable) -> Callable:
+    """``capture_launch`` counting each graph's replays (recorded or not), before the recording wrapper."""
+
+    def capture_launch(*args: Any, **kwargs: Any) -> Any:
+        info = _graph_info(_arg(args, kwargs, 0, "graph"))
+        if info is not None:
+            info[2] += 1
+        return original(*args, **kwargs)
+
+    return wraps_like(original, capture_launch)
 
 
 # -- scopes -----------------------------------------------------------------------------------------------------
@@ -586,7 +641,6 @@ def _public_entries(ctx: Any, wtypes: Any, wutils: Any) -> list[Any]:
     return [f for f in found if f is not None]
 
 
-
 def patch_warp() -> PatchSet:
     """Patch every entry point listed in the module docstring; returns what to restore."""
     import warp
@@ -612,7 +666,8 @@ def patch_warp() -> PatchSet:
 
     rebind(ctx, "launch", wrap_launch(ctx.launch))
     rebind(ctx, "copy", wrap(ctx.copy, "copy", extract_copy))
-    rebind(ctx, "capture_launch", wrap(ctx.capture_launch, "graph_launch", extract_graph_launch))
+    replays = _counting_capture_launch(ctx.capture_launch)
+    rebind(ctx, "capture_launch", wrap(replays, "graph_launch", extract_graph_launch))
     rebind(ctx, "capture_begin", _wrap_capture_begin(ctx.capture_begin))
     rebind(ctx, "capture_end", _wrap_capture_end(ctx.capture_end))
     for name in PRIMITIVES:
