@@ -156,6 +156,11 @@ class LaunchRecord:
 
     Beyond the seed: parameter names, block_dim / max_blocks, device, per-array shape / dtype / bytes / owner,
     thread, host start / end (ns since the epoch), the enclosing scope, and for captured work its graph.
+
+    Graph capture: a record with ``captured=True`` did not run when it was issued; every ``graph_launch`` record
+    of the same ``graph_id`` (unique across processes) ran all of them once. A replay carries ``graph_replay``
+    (its ordinal for that graph in the process) and ``graph_launches`` (how many records the capture holds);
+    :func:`launchtrace.topology.captured_graphs` maps graph ids to their captured records.
     """
 
     op: str

@@ -7,7 +7,9 @@ budgeted in microseconds (a CPU ``wp.launch`` costs 8-13 us):
 1. cheap exit first: nobody subscribed, or already inside a recorded call on this thread (``wp.clone`` calls
    ``wp.copy``: one record) -> call through;
 2. call the original, timing it with ``time.time_ns``;
-3. find the emitting site (first frame outside ``warp`` and ``launchtrace``, cached per code object);
+3. find the emitting site (first frame outside ``warp`` and ``launchtrace``, cached per code object) and the
+   Warp entry point it called (the outermost Warp frame: a user's ``wp.launch_tiled`` is user work, the fill
+   inside ``wp.zeros`` is Warp's own, see :func:`is_internal_entry`);
 4. turn the arguments into plain values (pointers, shapes, dtypes, scalars: never a reference to a user's
    array) and append one tuple per subscriber queue.
 

@@ -42,12 +42,13 @@ THREAD_NAMES: dict[int, str] = {}
 class ThreadState:
     """One thread's capture state."""
 
-    __slots__ = ("busy", "capture_graph", "in_timer", "stack", "tape_stack", "tid")
+    __slots__ = ("busy", "capture_graph", "capture_outer", "in_timer", "stack", "tape_stack", "tid")
 
     def __init__(self) -> None:
         self.busy = False  # inside a recorded call: nested device work belongs to it (wp.clone -> wp.copy)
         self.in_timer = 0  # inside ScopedTimer.__enter__/__exit__: its tape scope call is the same scope
         self.capture_graph: int | None = None  # id of the graph being captured on this thread
+        self.capture_outer: list[int | None] = []  # enclosing captures' ids (a capture begun inside another)
         self.stack: list[int] = []  # open scope ids, innermost last
         self.tape_stack: list[int] = []  # the subset opened by Tape.record_scope_begin
         self.tid = threading.get_ident()

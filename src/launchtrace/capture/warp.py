@@ -492,7 +492,9 @@ def _wrap_capture_begin(original: Callable) -> Callable:
     def capture_begin(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
         graph_id = next_graph_id()
-        tstate().capture_graph = graph_id
+        st = tstate()
+        st.capture_outer.append(st.capture_graph)
+        st.capture_graph = graph_id
         try:
             _counting[graph_id] = bus.subscribe(thread=tstate().tid)
         except Exception:
@@ -520,7 +522,7 @@ def _wrap_capture_end(original: Callable) -> Callable:
     def capture_end(*args: Any, **kwargs: Any) -> Any:
         st = tstate()
         graph_id = st.capture_graph
-        st.capture_graph = None
+        st.capture_graph = st.capture_outer.pop() if st.capture_outer else None  # back to an enclosing capture
         sub = _counting.pop(graph_id, None) if graph_id is not None else None
         try:
             graph = original(*args, **kwargs)
