@@ -164,3 +164,30 @@ def test_exported_capture_and_replays_survive_a_file_and_rebuild_across_traces(t
     assert all(r.graph_launches == len(kept) for r in runs)
     ran = [rec for run in runs for rec in graphs[run.graph_id]]
     assert sum(r.kernel.endswith("accumulate") for r in ran) == 2 * (REPLAYS + 2)  # acc == 14 x, as checked
+
+
+def test_a_captured_sparse_product_is_warps_own_work_and_each_replay_runs_it(instrumented) -> None:
+    """``warp.sparse.bsr_mv`` under a CPU capture: its launch is internal and captured; ``graph_launches``
+    counts it although ``trace_launches()`` (user work only) leaves it out of the captured records."""
+    import warp.sparse as sparse
+
+    n = 16
+    diagonal = wp.array(np.arange(n, dtype=np.int32), device="cpu")
+    matrix = sparse.bsr_from_triplets(n, n, diagonal, diagonal, wp.full(n, 2.0, dtype=float, device="cpu"))
+    x = wp.array(np.ones(n, dtype=np.float32), device="cpu")
+    y = wp.zeros(n, dtype=float, device="cpu")
+    sparse.bsr_mv(matrix, x, y)  # compiled outside the capture; y = A x = 2
+    with trace_launches(include_warp=True) as everything, trace_launches() as user:
+        with wp.ScopedCapture(device="cpu") as cap:
+            sparse.bsr_mv(matrix, x, y, alpha=1.0, beta=1.0)  # y += A x, on each replay
+        np.testing.assert_array_equal(y.numpy(), np.full(n, 2.0, dtype=np.float32))  # nothing ran yet
+        for _ in range(REPLAYS):
+            wp.capture_launch(cap.graph)
+    np.testing.assert_array_equal(y.numpy(), np.full(n, 2.0 * (1 + REPLAYS), dtype=np.float32))
+    graph_id = capture.warp.graph_id_of(cap.graph)
+    (kept,) = everything.captured_graph(graph_id)
+    assert kept.internal and kept.captured and kept.op == "launch" and "bsr_mv" in kept.kernel
+    assert user.captured_graph(graph_id) == []
+    assert [(r.graph_replay, r.graph_launches) for r in user.replays(graph_id)] == [
+        (i, 1) for i in range(1, REPLAYS + 1)
+    ]

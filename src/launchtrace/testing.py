@@ -164,7 +164,9 @@ class LaunchTrace:
     # -- graph capture -------------------------------------------------------------------------------
     def captured_graph(self, graph_id: int) -> list[LaunchRecord]:
         """The records captured into graph ``graph_id`` in this trace (``captured=True``: they did not run
-        then; each replay runs them all), in capture order. Empty when the capture is not in this trace."""
+        then; each replay runs them all), in capture order. Empty when the capture is not in this trace; Warp's
+        own captured work (a ``warp.sparse`` product) only with ``include_warp=True``, while a replay's
+        ``graph_launches`` counts it either way."""
         return _topo.captured_graphs(self.records).get(graph_id, [])
 
     def replays(self, graph_id: int | None = None) -> list[LaunchRecord]:

@@ -8,7 +8,8 @@ Patched (Warp 1.19; see ``shared/notes/warp-internals.md``):
   array and ``wp.array(data=...)`` funnel into it);
 - fills: ``array.fill_`` / ``zero_`` and the ``noncontiguous_array_base`` versions (indexed arrays);
 - graphs: ``capture_begin`` / ``capture_end`` (bookkeeping: work issued in between is recorded as captured and
-  tied to the graph) and ``capture_launch`` (a graph launch record);
+  tied to the graph, and counted) and ``capture_launch`` (a graph launch record with its replay ordinal and the
+  graph's record count);
 - native primitives: ``array_scan``, ``radix_sort_pairs``, ``segmented_sort_pairs``, ``runlength_encode``,
   ``array_sum``, ``array_inner`` (every binding, fem's and optim's included) and the ``wp_bsr_*`` natives that
   ``warp.sparse`` calls through ``runtime.core``;
