@@ -483,6 +483,9 @@ _WRAPPER_FILES = frozenset(
 
 
 _counting: dict[int, bus.Subscription] = {}  # graph id being captured -> the subscription counting its records
+COUNT_CAPACITY = 100_000
+"""Most events a capture's counting subscription holds (tens of MB at most, for a capture never ended); a graph
+of more records gets ``graph_launches=None``, "not known"."""
 
 
 def _wrap_capture_begin(original: Callable) -> Callable:
@@ -497,7 +500,7 @@ def _wrap_capture_begin(original: Callable) -> Callable:
         st.capture_outer.append(st.capture_graph)
         st.capture_graph = graph_id
         try:
-            _counting[graph_id] = bus.subscribe(thread=tstate().tid)
+            _counting[graph_id] = bus.subscribe(capacity=COUNT_CAPACITY, thread=st.tid)
         except Exception:
             _warn_once("capture_begin")
         return result
