@@ -61,6 +61,7 @@ EXPECTED = [
     ("zero_", "fill", "wp.zero", "wp.array.zero_"),
     ("indexed.fill_", "fill", "wp.fill", "wp.array.fill_"),
     ("indexed.zero_", "fill", "wp.zero", "wp.array.zero_"),
+    ("indexed.assign", "copy", "wp.array.assign", "wp.array.assign"),
     ("array_sum", "primitive", "warp.utils.array_sum", "warp.utils.array_sum"),
     ("array_inner", "primitive", "warp.utils.array_inner", "warp.utils.array_inner"),
     ("array_scan", "primitive", "warp.utils.array_scan", "warp.utils.array_scan"),
@@ -87,6 +88,7 @@ class Arrays:
         self.run_lengths = wp.empty(N, dtype=wp.int32, device="cpu")
         self.run_count = wp.empty(1, dtype=wp.int32, device="cpu")
         self.index = wp.array(np.array([1, 3], dtype=np.int32), device="cpu")
+        self.pair = wp.array(np.array([4.0, 5.0], dtype=np.float32), dtype=float, device="cpu")
         wp.launch(double, dim=N, inputs=[self.a, self.b], device="cpu")  # compiled outside the traces
         wp.launch_tiled(tiled, dim=[N], inputs=[self.a, self.b], block_dim=1, device="cpu")
         with wp.ScopedCapture(device="cpu") as cap:
@@ -107,6 +109,7 @@ def user_program(x: Arrays) -> None:
     indexed = wp.indexedarray(x.b, [x.index])
     indexed.fill_(5.0)  # entry: indexed.fill_
     indexed.zero_()  # entry: indexed.zero_
+    indexed.assign(x.pair)  # entry: indexed.assign
     wp.zeros(N, dtype=float, device="cpu")  # internal: zeros
     wp.clone(x.a)  # internal: clone
     wp.utils.array_sum(x.a, out=x.s)  # entry: array_sum
