@@ -24,6 +24,7 @@ from typing import Any
 __all__ = [
     "DEFAULTS",
     "ENV",
+    "FOLD_MODES",
     "LAUNCHTRACE_BUSY_DEFER",
     "LAUNCHTRACE_DEVICE_TIMING",
     "LAUNCHTRACE_EXPORT_INTERVAL",
@@ -47,7 +48,6 @@ __all__ = [
     "OTEL_SERVICE_NAME",
     "OTEL_TRACES_SAMPLER",
     "OTEL_TRACES_SAMPLER_ARG",
-    "FOLD_MODES",
     "PROTOCOLS",
     "SAMPLERS",
     "ExportConfig",

@@ -96,9 +96,10 @@ def summary_span_name(kernel: str, count: int, others: int) -> str:
 class _Trace:
     """One trace being built: its id, sampling decision and span budget.
 
-    ``held`` / ``held_recs`` (``fold="auto"``, until the trace folds or ends): the launch spans built so far
-    and, in the same order, ``(node, record, key id)`` for each (``record`` None: the node's folder was
-    flushed there, a child scope began), so that a trace passing its budget can be folded after all.
+    ``held`` (``fold="auto"``, until the trace folds or ends): the spans built so far below the root, in order;
+    ``held_recs``: for each, in the same order, ``(node, record, key id)`` for a launch span or
+    ``(node, span, 0)`` for a child scope's span, and ``(node, None, 0)`` where the node's folder was flushed
+    (a child scope began), so that a trace passing its budget can be folded after all.
     """
 
     __slots__ = ("dropped", "full", "held", "held_recs", "id", "limit", "sampled", "used")
@@ -482,7 +483,12 @@ class SpanBuilder:
         if node.is_root:
             self._finish_trace(node, span)
         elif node.emitted:
-            self._out.append(span)
+            trace = node.trace
+            if trace.held is not None:  # in its place among the held launch spans (it keeps its budget)
+                trace.held.append(span)
+                trace.held_recs.append((node, span, 0))  # type: ignore[union-attr]
+            else:
+                self._out.append(span)
 
     def _close_step(self, step: _Node) -> None:
         self._flush_folder(step)
@@ -626,9 +632,9 @@ class SpanBuilder:
         discarded), then every open node of the trace keeps folding. The held spans' budget is given back
         first, so the folded result gets the whole budget; what still does not fit is cut as usual.
         """
-        held, recs = trace.held or [], trace.held_recs or []
+        recs = trace.held_recs or []
         trace.held = trace.held_recs = None
-        trace.used -= len(held)
+        trace.used -= sum(1 for _, rec, _ in recs if rec is not None and not isinstance(rec, SpanData))
         self.traces_folded += 1
         switched: dict[int, _Node] = {}
 
@@ -645,6 +651,9 @@ class SpanBuilder:
             folding(node)
             if rec is None:
                 self._flush_folder(node)
+                continue
+            if isinstance(rec, SpanData):  # a child scope's span: already counted in the budget
+                self._out.append(rec)
                 continue
             for group in node.folder.push(rec, key):
                 self._emit_group(node, group)
