@@ -205,6 +205,8 @@ FOLD_COUNT = "launchtrace.fold.count"  # int: repetitions of the sequence; marks
 FOLD_PERIOD = "launchtrace.fold.period"  # int: records per repetition (1..8)
 FOLD_LAUNCHES = "launchtrace.fold.launches"  # int: count * period
 FOLD_SEQ_LAST = "launchtrace.fold.seq_last"  # int: seq of the last record folded (the first's is in its event)
+FOLD_KERNELS = "launchtrace.fold.kernels"  # string[]: the sequence's distinct launchtrace.kernel values, in order
+# a summary span also carries launchtrace.op / launchtrace.kernel of its first launch (first record if none is one)
 EVENT_FOLD_POSITION = "launchtrace.fold.position"  # one event per position: its record attributes + stats
 FOLD_POSITION = "launchtrace.fold.index"  # int: the position of an event within the sequence
 FOLD_DURATION_COUNT = "launchtrace.fold.duration.count"  # int: samples behind the statistics

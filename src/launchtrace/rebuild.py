@@ -153,11 +153,11 @@ class _TraceRebuilder:
 
     def _take(self, span: SpanData, d: dict[str, Any], keyed: list, scopes: dict, attributes: dict) -> int:
         """Add what ``span`` holds; 1 when it is one of ours, 0 when skipped as someone else's."""
-        if C.OP in d:
+        if C.FOLD_COUNT in d:  # first: a summary span also carries its first launch's launchtrace.op
+            keyed.extend(self._expand(span, d))
+        elif C.OP in d:
             rec = _record(d, span.start_ns, span.end_ns, _error(span), self._parent_scope(span))
             keyed.append(((rec.seq, 0), rec))
-        elif C.FOLD_COUNT in d:
-            keyed.extend(self._expand(span, d))
         elif C.SCOPE_KIND in d:
             if span.parent_span_id is None or span.parent_span_id not in self.spans:
                 attributes.setdefault(ROOT_NAME, span.name)

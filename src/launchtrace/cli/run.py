@@ -20,13 +20,20 @@ import sys
 import traceback
 
 from launchtrace.errors import UserError
+from launchtrace.export.config import FOLD_MODES
 
 HELP = "run a Python program with Warp instrumented, exporting every launch as a span"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", "-o", metavar="FILE", help="the OTLP JSON Lines file to write (emptied first)")
-    parser.add_argument("--no-fold", action="store_true", help="export every launch as its own span")
+    parser.add_argument(
+        "--fold",
+        choices=FOLD_MODES,
+        help="when repeated launches become summary spans: auto (the default: only a trace that would pass its "
+        "span budget), always (from the first repeat), off (never; a trace past its budget is cut)",
+    )
+    parser.add_argument("--no-fold", action="store_true", help="the same as --fold off")
     parser.add_argument(
         "--value-stats", action="store_true", help="add mean/std/min/max of every array a launch writes (slower)"
     )
@@ -61,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{args.script}: no such file")
         program_args = list(args.args)
         target = args.script
-    settings: dict = {"fold": False} if args.no_fold else {}
+    settings: dict = {"fold": "off"} if args.no_fold else {"fold": args.fold} if args.fold else {}
     if args.value_stats:
         settings["value_stats"] = True
     if args.device_timing:
@@ -77,8 +84,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     code = _run_program(target, program_args, as_module=args.module is not None)
     stats = stop_export()
-    dropped = f", {stats.dropped} dropped" if stats.dropped else ""
-    print(f"launchtrace: {stats.exported} spans -> {pipeline.sink.description}{dropped}", file=sys.stderr)
+    print(
+        f"launchtrace: {stats.exported} spans -> {pipeline.sink.description} ({stats.folded_records} records folded "
+        f"into {stats.summary_spans} summary spans, {stats.dropped} dropped)",
+        file=sys.stderr,
+    )
     return code
 
 

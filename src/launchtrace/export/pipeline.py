@@ -55,6 +55,8 @@ class ExportStats:
       the exit flush ran out of time (each event is one span: a record, or a scope's begin or end).
     - ``dropped_budget``: spans cut by the per-trace span budget; ``unsampled``: spans of traces the sampler
       left out (by design, not a loss).
+    - ``folded_records`` / ``summary_spans``: records folded into summary spans (not lost: each summary
+      span holds the repetition count and the sequence), and how many summary spans they became.
     - ``batches`` / ``failures``: sink writes and failed sink writes. ``sink``: where spans go.
     """
 
@@ -64,6 +66,8 @@ class ExportStats:
     dropped_queue: int = 0
     dropped_budget: int = 0
     unsampled: int = 0
+    folded_records: int = 0
+    summary_spans: int = 0
     batches: int = 0
     failures: int = 0
     sink: str = ""
@@ -249,6 +253,8 @@ class ExportPipeline:
             dropped_queue=queue,
             dropped_budget=budget,
             unsampled=unsampled,
+            folded_records=getattr(builder, "folded_records", 0) if builder is not None else 0,
+            summary_spans=getattr(builder, "summary_spans", 0) if builder is not None else 0,
             batches=sink.batches,
             failures=sink.failures,
             sink=self.sink.description,
