@@ -32,6 +32,7 @@ from launchtrace.model import (
     UNKNOWN_SITE,
     BufferArg,
     DeviceTime,
+    Fold,
     LaunchRecord,
     ScopeKind,
     ScopeRecord,
@@ -238,7 +239,10 @@ class _TraceRebuilder:
             return []
         scope_id = self._parent_scope(span)
         means = [max(0, _int(p.get(C.FOLD_DURATION_MEAN, 0))) for p in positions]
-        bases = [_record(p, 0, 0, None, scope_id) for p in positions]
+        bases = [
+            dataclasses.replace(_record(p, 0, 0, None, scope_id), fold=_fold(span, count, period, j, p))
+            for j, p in enumerate(positions)
+        ]
         anchor = bases[0].seq
         if not self.expand or count * period > MAX_EXPANDED:
             if self.expand:
@@ -263,6 +267,25 @@ class _TraceRebuilder:
             cursor = end + gap
         return out
 
+
+def _fold(span: SpanData, count: int, period: int, position: int, d: Mapping[str, Any]) -> Fold:
+    """Where an expanded record came from: the summary span and its position's recorded statistics."""
+    stat = {k: max(0, _int(d.get(k, 0))) for k in _FOLD_STATS}
+    return Fold(
+        span.span_id.hex(),
+        count,
+        period,
+        position,
+        span.start_ns,
+        span.end_ns,
+        stat[C.FOLD_DURATION_MIN],
+        stat[C.FOLD_DURATION_MEAN],
+        stat[C.FOLD_DURATION_MAX],
+        stat[C.FOLD_DURATION_P50],
+    )
+
+
+_FOLD_STATS = (C.FOLD_DURATION_MIN, C.FOLD_DURATION_MEAN, C.FOLD_DURATION_MAX, C.FOLD_DURATION_P50)
 
 _with_times: Callable[[LaunchRecord, int, int, int], LaunchRecord] = slot_copier(
     LaunchRecord, ("start_ns", "end_ns", "seq")
