@@ -59,8 +59,13 @@ def test_check_static(files, tmp_path, capsys) -> None:
 
 def test_dataflow_and_summary(files, capsys) -> None:
     assert main(["dataflow", str(files["base"]), "--format", "json"]) == 0
+    (whole,) = json.loads(capsys.readouterr().out)  # the whole run (one process) by default
+    assert len(whole["records"]) == 9 and (2, 3, "RAW", "sim.x") in {
+        (e["src"], e["dst"], e["kind"], e["buffer"]) for e in whole["edges"]
+    }  # the copy into sim.x orders the next step's scale
+    assert main(["dataflow", str(files["base"]), "--format", "json", "--scope", "step"]) == 0
     flows = json.loads(capsys.readouterr().out)
-    assert len(flows) == 3  # one trace per step occurrence
+    assert len(flows) == 3 and flows[1]["view"].endswith("step #1")  # one per step occurrence
     assert {(e["src"], e["dst"], e["kind"], e["buffer"]) for e in flows[0]["edges"]} == {
         (0, 1, "RAW", "sim.tmp"),
         (1, 2, "RAW", "sim.out"),

@@ -6,6 +6,12 @@ copy writes its destination (key 0) and reads its source (key 1), a fill writes 
 record (a launch whose split is unknown, a primitive, a graph replay) is assumed to read *and* write each
 array -- the conservative choice, which can only add edges, never hide a hazard.
 
+Graph replays and captures (see :mod:`launchtrace.analysis.replays`): a ``graph_launch`` (``wp.capture_launch``)
+accesses every buffer its graph's captured launches access, with their combined modes, so a replay is ordered
+after the setup that wrote its inputs; the captured records themselves did not execute when they were recorded,
+so their accesses live in a space of their own graph (``captured:<G>:...``): they order one another, never the
+work around the capture, and add nothing to the critical path.
+
 A buffer is located by owner label and byte range (``owner``, ``offset``, ``nbytes``) when the owner
 registry knew it, else by its pointer range (``ptr`` .. ``ptr + nbytes``); two accesses touch the same memory
 when their ranges in the same space overlap. From the accesses, in issue order, come read-after-write,
@@ -36,6 +42,7 @@ import dataclasses
 from collections.abc import Sequence
 from enum import Enum
 
+from launchtrace.analysis.replays import Graphs, captured_graphs, replay_buffers
 from launchtrace.model import BufferArg, LaunchRecord, Op, TraceData
 
 __all__ = [
@@ -202,13 +209,16 @@ class _RegionState:
         self.readers: list[int] = []
 
 
-def _accesses(records: Sequence[LaunchRecord]) -> list[Access]:
+def _accesses(records: Sequence[LaunchRecord], graphs: Graphs) -> list[Access]:
     out = []
     for i, rec in enumerate(records):
-        for buf in buffers_of_record(rec):
+        replay = rec.op == Op.GRAPH_LAUNCH and rec.graph_id in graphs
+        for buf in replay_buffers(rec, graphs) if replay else buffers_of_record(rec):
             region = region_of(buf)
             if region is None:
                 continue
+            if rec.captured:
+                region = dataclasses.replace(region, space=f"captured:{rec.graph_id}:{region.space}")
             mode, inferred = access_mode(rec, buf)
             out.append(Access(i, buf.key, buf.name or rec.arg_name(buf.key), region, mode, inferred))
     return out
@@ -266,7 +276,7 @@ def _critical_path(records: Sequence[LaunchRecord], edges: Sequence[Edge]) -> tu
     via: list[int | None] = [None] * len(records)
     for i, rec in enumerate(records):  # issue order is a topological order: every edge points forward
         best_p = max(preds[i], key=lambda p: (finish[p], -p)) if preds[i] else None
-        finish[i] = (finish[best_p] if best_p is not None else 0) + rec.duration_ns
+        finish[i] = (finish[best_p] if best_p is not None else 0) + (0 if rec.captured else rec.duration_ns)
         via[i] = best_p
     if not records:
         return (), 0
@@ -299,13 +309,13 @@ def _hazards(records: Sequence[LaunchRecord], edges: Sequence[Edge]) -> list[Haz
         la, lb = lane_of(a), lane_of(b)
         if la[0] == "stream" or lb[0] == "stream":
             reason = (
-                f"{e.kind} on {e.buffer}: {a.kernel} (stream {a.stream}) and {b.kernel} (stream {b.stream}) "
-                "with no ordering between their streams in the trace"
+                f"{e.kind} on {e.buffer}: {a.kernel} (stream {a.stream}, {a.site}) and {b.kernel} "
+                f"(stream {b.stream}, {b.site}) with no ordering between their streams in the trace"
             )
         elif a.start_ns < b.end_ns and b.start_ns < a.end_ns:
             reason = (
-                f"{e.kind} on {e.buffer}: {a.kernel} (thread {a.thread_name or a.thread}) and {b.kernel} "
-                f"(thread {b.thread_name or b.thread}) ran at the same time"
+                f"{e.kind} on {e.buffer}: {a.kernel} (thread {a.thread_name or a.thread}, {a.site}) and "
+                f"{b.kernel} (thread {b.thread_name or b.thread}, {b.site}) ran at the same time"
             )
         else:
             continue
@@ -313,8 +323,10 @@ def _hazards(records: Sequence[LaunchRecord], edges: Sequence[Edge]) -> list[Haz
     return out
 
 
-def build_dataflow(trace: TraceData | Sequence[LaunchRecord]) -> Dataflow:
-    """The :class:`Dataflow` of ``trace`` (records in issue order).
+def build_dataflow(trace: TraceData | Sequence[LaunchRecord], graphs: Graphs | None = None) -> Dataflow:
+    """The :class:`Dataflow` of ``trace`` (records in issue order). ``graphs`` (graph id -> captured records,
+    :func:`~launchtrace.analysis.replays.captured_graphs` over the whole run) says what each replay ran; by
+    default the captures found in ``trace`` itself.
 
     Example::
 
@@ -322,7 +334,7 @@ def build_dataflow(trace: TraceData | Sequence[LaunchRecord]) -> Dataflow:
         print(len(flow.edges), "edges,", len(flow.hazards), "hazards")
     """
     records = tuple(trace.records if isinstance(trace, TraceData) else trace)
-    accesses = _accesses(records)
+    accesses = _accesses(records, captured_graphs([TraceData(list(records))]) if graphs is None else graphs)
     edges = _edges(records, accesses)
     path, total = _critical_path(records, edges)
     return Dataflow(

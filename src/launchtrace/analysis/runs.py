@@ -27,6 +27,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 
+from launchtrace.analysis.replays import captured_graphs
 from launchtrace.errors import UserError
 from launchtrace.model import TraceData
 from launchtrace.rebuild import TRACE_ID, scope_traces
@@ -34,6 +35,7 @@ from launchtrace.rebuild import TRACE_ID, scope_traces
 __all__ = [
     "Occurrence",
     "Run",
+    "View",
     "group_runs",
     "merge_run",
     "occurrences",
@@ -41,6 +43,7 @@ __all__ = [
     "representative",
     "select",
     "trace_label",
+    "views",
 ]
 
 _RUN_KEYS = ("service.instance.id", "process.pid", "host.name")
@@ -210,14 +213,16 @@ def select(
     scope). Raises :class:`UserError` when nothing matches.
     """
     pool = list(traces)
+    occs = occurrences(traces, scope)
     if trace is not None:
         wanted = trace.lower()
-        pool = [t for t in traces if str(t.attributes.get(TRACE_ID, "")).lower().startswith(wanted)]
-        if not pool:
+        keep = [k for k, t in enumerate(traces) if str(t.attributes.get(TRACE_ID, "")).lower().startswith(wanted)]
+        if not keep:
             raise UserError(f"--trace {trace}: no such trace (of {len(traces)})")
-        if len(pool) > 1:
-            raise UserError(f"--trace {trace}: {len(pool)} traces start so; give more of the id")
-    occs = occurrences(pool, scope)
+        if len(keep) > 1:
+            raise UserError(f"--trace {trace}: {len(keep)} traces start so; give more of the id")
+        pool = [traces[keep[0]]]
+        occs = [o for o in occs if o.trace == keep[0]]  # numbered as in the whole run
     if scope is not None and not occs:
         names = sorted({o.name for o in occurrences(pool)} | {s.name for t in pool for s in t.scopes.values()})
         raise UserError(f"--scope {scope}: no such scope (seen: {', '.join(names[:12]) or 'none'})")
@@ -225,3 +230,49 @@ def select(
         return occs
     name = scope or _common_name(occs)
     return [pick([o for o in occs if o.name == name], occurrence)]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class View:
+    """What one command draws or analyses: a ``label`` for people, the ``data``, the run it belongs to, and
+    that run's captured graphs (graph id -> captured records), so replays expand wherever the capture was."""
+
+    label: str
+    data: TraceData
+    run: Run
+    graphs: dict
+    occurrence: Occurrence | None = None
+
+
+def views(
+    traces: Sequence[TraceData],
+    *,
+    scope: str | None = None,
+    trace: str | None = None,
+    occurrence: str | int | None = None,
+) -> list[View]:
+    """With no choice made, one :class:`View` per run: every thread of the process merged (:func:`merge_run`);
+    else one per occurrence :func:`select` picks, run by run.
+
+    Example::
+
+        for view in views(traces, scope="step", occurrence="slowest"):
+            flow = build_dataflow(view.data, view.graphs)
+    """
+    out = []
+    chosen = scope is not None or trace is not None or occurrence is not None
+    for run in group_runs(traces):
+        graphs = captured_graphs(run.traces)
+        if not chosen:
+            out.append(View(run.label, merge_run(run.traces), run, graphs))
+            continue
+        try:
+            picked = select(run.traces, scope=scope, trace=trace, occurrence=occurrence)
+        except UserError:
+            if len(traces) == len(run.traces):
+                raise
+            continue  # another run may hold it
+        out.extend(View(f"{run.label}: {o.name} #{o.index}", o.data, run, graphs, o) for o in picked)
+    if chosen and not out:
+        select(traces, scope=scope, trace=trace, occurrence=occurrence)  # raises the error naming what is missing
+    return out
