@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import warp as wp
-from test_analysis_programs import DEVICE, N, Sim, add, scale, write_trace_file
 
 import launchtrace
 from launchtrace.analysis.dataflow import build_dataflow
@@ -34,6 +33,7 @@ from launchtrace.loading import load_traces
 from launchtrace.model import LaunchRecord, Op
 from launchtrace.otlp.json_codec import encode_line
 from launchtrace.testing import trace_launches
+from test_analysis_programs import DEVICE, N, Sim, add, scale, write_trace_file
 
 HERE = Path(__file__).parent
 
@@ -97,7 +97,7 @@ def test_steps_are_chosen_by_scope_trace_and_occurrence(tmp_path: Path) -> None:
     tid = str(traces[1].attributes["trace_id"])
     (one,) = select(traces, trace=tid[:10])
     assert one.trace == 1
-    with pytest.raises(UserError, match="no such scope .*seen: step"):
+    with pytest.raises(UserError, match=r"no such scope .*seen: step"):
         select(traces, scope="nope")
     with pytest.raises(UserError, match="no such trace"):
         select(traces, trace="ffff")
