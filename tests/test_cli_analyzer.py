@@ -81,8 +81,15 @@ def test_graph_writes_dot_svg_png(files, tmp_path, capsys) -> None:
     out = tmp_path / "g"
     assert main(["graph", str(files["base"]), "--out", str(out), "--hide-readonly"]) == 0
     written = sorted(p.suffix for p in out.iterdir())
-    assert written == sorted([".dot"] * 3 + [".svg"] * 3 + [".png"] * 3)  # one graph per step trace
+    assert written == [".dot", ".png", ".svg"]  # three identical steps: one picture
     assert all(p.parent == out for p in out.iterdir())
+    assert "step: 3 occurrences with this topology" in next(out.glob("*.dot")).read_text()
+    capsys.readouterr()
+    chosen = tmp_path / "chosen"
+    args = ["graph", str(files["base"]), "--out", str(chosen), "--formats", "", "--scope", "step", "--occurrence"]
+    assert main([*args, "slowest"]) == 0
+    (dot,) = chosen.glob("*.dot")
+    assert "step #" in dot.read_text()
     png = next(out.glob("*.png")).read_bytes()
     assert png.startswith(b"\x89PNG")
     capsys.readouterr()
