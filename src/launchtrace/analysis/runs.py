@@ -36,6 +36,7 @@ __all__ = [
     "Occurrence",
     "Run",
     "View",
+    "common_scope",
     "group_runs",
     "merge_run",
     "occurrences",
@@ -161,7 +162,8 @@ def occurrences(traces: Sequence[TraceData], scope: str | None = None) -> list[O
     return out
 
 
-def _common_name(occs: Sequence[Occurrence]) -> str | None:
+def common_scope(occs: Sequence[Occurrence]) -> str | None:
+    """The most common occurrence name (a tie with the synthetic step root goes to the named scope)."""
     counts = Counter(o.name for o in occs)
     if not counts:
         return None
@@ -195,7 +197,7 @@ def representative(traces: Sequence[TraceData], scope: str | None = None) -> Occ
     """The step to show for a run: the median-duration occurrence of ``scope``, or of the most common
     outermost scope."""
     occs = occurrences(traces, scope)
-    name = scope or _common_name(occs)
+    name = scope or common_scope(occs)
     return pick([o for o in occs if o.name == name], "median")
 
 
@@ -228,7 +230,7 @@ def select(
         raise UserError(f"--scope {scope}: no such scope (seen: {', '.join(names[:12]) or 'none'})")
     if occurrence is None:
         return occs
-    name = scope or _common_name(occs)
+    name = scope or common_scope(occs)
     return [pick([o for o in occs if o.name == name], occurrence)]
 
 

@@ -15,7 +15,7 @@ from launchtrace.analysis.dataflow import build_dataflow
 from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.replays import captured_graphs
 from launchtrace.analysis.runs import View, group_runs, occurrences, pick
-from launchtrace.cli._analyzer import add_selection, safe_child, selected_views
+from launchtrace.cli._analyzer import add_selection, safe_child, safe_name, selected_views
 from launchtrace.errors import UserError
 from launchtrace.loading import load_traces
 from launchtrace.model import TraceData
@@ -52,7 +52,7 @@ def _distinct_steps(traces: list[TraceData]) -> list[tuple[str, View]]:
             title = f"{chosen.name}: {n} occurrence{'s' if n != 1 else ''}" + (
                 f" with this topology (drawn: #{chosen.index}, the median)" if n > 1 else f" (#{chosen.index})"
             )
-            stem = f"run{r}-{k}-{chosen.name}"
+            stem = f"run{r}-{k}-{safe_name(chosen.name, 40)}"  # short: the extension must survive safe_child
             out.append((stem, View(title, chosen.data, run, graphs, chosen)))
     return out
 
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if traces and chosen:
         for k, view in enumerate(selected_views(traces, args)):
             name = view.occurrence.name if view.occurrence else "run"
-            jobs.append((f"{k}-{name}", view.data, {}, [], view.label, view.graphs))
+            jobs.append((f"{k}-{safe_name(name, 40)}", view.data, {}, [], view.label, view.graphs))
     elif traces:
         for stem, view in _distinct_steps(traces):
             jobs.append((stem, view.data, {}, [], view.label, view.graphs))

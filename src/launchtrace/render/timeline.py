@@ -122,10 +122,12 @@ def _fold_item(t: int, depth: int, recs: list[tuple[int, LaunchRecord]]) -> Time
         if f is None or f.position in seen:
             continue
         seen.add(f.position)
+        args = ", ".join(f"{b.name or r.arg_name(b.key)}={_owner(b)}" for b in r.buffers)
         details.append(
             (
                 f"#{f.position} {r.kernel}",
-                f"mean {f.mean_ns / 1000:.1f} us, min {f.min_ns / 1000:.1f}, max {f.max_ns / 1000:.1f}",
+                f"mean {f.mean_ns / 1000:.1f} us, min {f.min_ns / 1000:.1f}, max {f.max_ns / 1000:.1f}"
+                + (f"; {args}" if args else ""),
             )
         )
     return TimelineItem(
