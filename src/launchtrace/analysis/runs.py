@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from launchtrace.analysis.replays import captured_graphs
 from launchtrace.errors import UserError
 from launchtrace.model import TraceData
-from launchtrace.rebuild import TRACE_ID, scope_traces
+from launchtrace.rebuild import TRACE_ID
 
 __all__ = [
     "Occurrence",
@@ -135,20 +135,54 @@ def _span_of(data: TraceData) -> tuple[int, int]:
     return min(starts, default=0), max(ends, default=0)
 
 
+def _partition(trace: TraceData, scope: str | None) -> list[TraceData]:
+    """``trace`` cut into one :class:`TraceData` per outermost scope (named ``scope``, or any), each with the
+    records and scopes under it, in one pass (a scope nested in another of the same name belongs to the outer)."""
+    top: dict[int | None, int | None] = {None: None}
+
+    def top_of(sid: int | None) -> int | None:
+        chain = []
+        found: int | None = None
+        while sid is not None and sid not in top:
+            chain.append(sid)
+            scope_rec = trace.scopes.get(sid)
+            if scope_rec is None or scope_rec.parent_id == sid or len(chain) > len(trace.scopes):
+                sid = None
+                break
+            sid = scope_rec.parent_id
+        found = top.get(sid)
+        for sid in reversed(chain):  # outermost first: an outer match wins
+            scope_rec = trace.scopes.get(sid)
+            if found is None and scope_rec is not None and (scope is None or scope_rec.name == scope):
+                found = sid
+            top[sid] = found
+        return found
+
+    parts: dict[int, TraceData] = {}
+    for sid in sorted(trace.scopes, key=lambda k: (trace.scopes[k].seq, k)):
+        root = top_of(sid)
+        if root is not None and root not in parts:
+            attrs = {**trace.attributes, "scope_id": root, "scope_name": trace.scopes[root].name}
+            parts[root] = TraceData([], {}, attrs)
+        if root is not None:
+            parts[root].scopes[sid] = trace.scopes[sid]
+    for rec in trace.records:
+        root = top_of(rec.scope_id)
+        if root is not None:
+            parts[root].records.append(rec)
+    return list(parts.values())
+
+
 def occurrences(traces: Sequence[TraceData], scope: str | None = None) -> list[Occurrence]:
-    """Every occurrence of the scope named ``scope``; with ``None`` each trace's outermost scopes (a trace of
-    unscoped work counts as one occurrence named after its root), in run order."""
-    out: list[Occurrence] = []
-    counts: Counter[str] = Counter()
+    """Every occurrence of the scope named ``scope``; with ``None`` each trace's outermost scopes (a trace's
+    unscoped work counts as one occurrence named after its root), numbered per name in run order."""
+    found: list[tuple[int, int, str, int, TraceData]] = []
     for t, trace in enumerate(traces):
+        parts = _partition(trace, scope)
         if scope is None:
-            roots = {s.id for s in trace.scopes.values() if s.parent_id not in trace.scopes}
-            parts = [p for p in scope_traces(trace, None) if p.attributes["scope_id"] in roots]
             loose = [r for r in trace.records if r.scope_id not in trace.scopes]
             if loose or not parts:
                 parts.append(TraceData(loose, {}, {**trace.attributes, "scope_name": trace.attributes.get("root")}))
-        else:
-            parts = scope_traces(trace, scope)
         for part in parts:
             name = str(part.attributes.get("scope_name") or trace_label(trace))
             sid = part.attributes.get("scope_id")
@@ -156,9 +190,13 @@ def occurrences(traces: Sequence[TraceData], scope: str | None = None) -> list[O
                 start, end = part.scopes[sid].start_ns, part.scopes[sid].end_ns
             else:
                 start, end = _span_of(part)
-            out.append(Occurrence(name, counts[name], t, start, end, part))
-            counts[name] += 1
-    out.sort(key=lambda o: (o.start_ns, o.trace))
+            found.append((start, t, name, end, part))
+    found.sort(key=lambda item: (item[0], item[1]))
+    counts: Counter[str] = Counter()
+    out = []
+    for start, t, name, end, part in found:
+        out.append(Occurrence(name, counts[name], t, start, end, part))
+        counts[name] += 1
     return out
 
 
