@@ -43,6 +43,7 @@ __all__ = [
     "pick",
     "representative",
     "select",
+    "topology_groups",
     "trace_label",
     "views",
 ]
@@ -198,6 +199,19 @@ def occurrences(traces: Sequence[TraceData], scope: str | None = None) -> list[O
         out.append(Occurrence(name, counts[name], t, start, end, part))
         counts[name] += 1
     return out
+
+
+def topology_groups(occs: Sequence[Occurrence]) -> list[list[Occurrence]]:
+    """``occs`` grouped by name and launch topology (as :func:`launchtrace.topology.topology_key` with owners,
+    not raw pointers; a folded record's repetition count is part of its key, never expanded), in first-seen
+    order: identical steps fall in one group."""
+    from launchtrace.topology import topology_key
+
+    groups: dict[tuple, list[Occurrence]] = {}
+    for occ in occs:
+        key = (occ.name, tuple((topology_key(r, raw=False), max(1, r.repeat)) for r in occ.data.records))
+        groups.setdefault(key, []).append(occ)
+    return list(groups.values())
 
 
 def common_scope(occs: Sequence[Occurrence]) -> str | None:

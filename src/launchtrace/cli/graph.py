@@ -14,14 +14,14 @@ from pathlib import Path
 from launchtrace.analysis.dataflow import build_dataflow
 from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.replays import captured_graphs
-from launchtrace.analysis.runs import View, group_runs, occurrences, pick
+from launchtrace.analysis.runs import View, group_runs, occurrences, pick, topology_groups
 from launchtrace.cli._analyzer import add_selection, safe_child, safe_name, selected_views
 from launchtrace.errors import UserError
 from launchtrace.loading import load_traces
 from launchtrace.model import TraceData
 from launchtrace.render.dot import render_dot
 from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
-from launchtrace.topology import ChangeKind, fingerprint
+from launchtrace.topology import ChangeKind
 
 HELP = "draw the dataflow graph as DOT, SVG and PNG (kernels with argument ports, scopes, repeated blocks)"
 
@@ -42,11 +42,8 @@ def _distinct_steps(traces: list[TraceData]) -> list[tuple[str, View]]:
     """One (stem, view) per distinct topology of each run's outermost scope occurrences, titled with its count."""
     out = []
     for r, run in enumerate(group_runs(traces)):
-        groups: dict[tuple[str, str], list] = {}
-        for occ in occurrences(run.traces):
-            groups.setdefault((occ.name, fingerprint(occ.data.records)), []).append(occ)
         graphs = captured_graphs(run.traces)
-        for k, members in enumerate(groups.values()):
+        for k, members in enumerate(topology_groups(occurrences(run.traces))):
             chosen = pick(members, "median")
             n = len(members)
             title = f"{chosen.name}: {n} occurrence{'s' if n != 1 else ''}" + (
