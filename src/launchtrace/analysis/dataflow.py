@@ -38,6 +38,7 @@ Example::
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Sequence
 from enum import Enum
@@ -205,8 +206,33 @@ class _RegionState:
 
     def __init__(self, region: Region) -> None:
         self.region = region
-        self.writers: list[int] = []
-        self.readers: list[int] = []
+        self.writers: dict[int, None] = {}  # insertion-ordered sets: membership in O(1) on long runs
+        self.readers: dict[int, None] = {}
+
+
+class _Space:
+    """The regions seen in one space, indexed by start so an overlap query looks only at regions that can
+    overlap (those starting less than the longest region's length before it), not at every region."""
+
+    __slots__ = ("keys", "longest", "states")
+
+    def __init__(self) -> None:
+        self.states: dict[tuple[int, int], _RegionState] = {}
+        self.keys: list[tuple[int, int]] = []  # sorted (start, end)
+        self.longest = 0
+
+    def overlapping(self, region: Region) -> list[_RegionState]:
+        lo = bisect.bisect_left(self.keys, (region.start - self.longest, region.start - self.longest))
+        hi = bisect.bisect_left(self.keys, (region.end, region.end))
+        return [st for key in self.keys[lo:hi] if (st := self.states[key]).region.overlaps(region)]
+
+    def state(self, region: Region) -> _RegionState:
+        key = (region.start, region.end)
+        if key not in self.states:
+            self.states[key] = _RegionState(region)
+            bisect.insort(self.keys, key)
+            self.longest = max(self.longest, region.end - region.start)
+        return self.states[key]
 
 
 def _accesses(records: Sequence[LaunchRecord], graphs: Graphs) -> list[Access]:
@@ -226,7 +252,7 @@ def _accesses(records: Sequence[LaunchRecord], graphs: Graphs) -> list[Access]:
 
 def _edges(records: Sequence[LaunchRecord], accesses: Sequence[Access]) -> list[Edge]:
     """RAW / WAR / WAW edges in issue order; one edge per (src, dst, kind, buffer)."""
-    spaces: dict[str, dict[tuple[int, int], _RegionState]] = {}
+    spaces: dict[str, _Space] = {}
     edges: dict[tuple, Edge] = {}
     lanes = [lane_of(r) for r in records]
 
@@ -240,9 +266,8 @@ def _edges(records: Sequence[LaunchRecord], accesses: Sequence[Access]) -> list[
     for i in sorted(by_record):
         mine = by_record[i]
         for acc in mine:  # dependencies first, against the state before this record
-            for state in spaces.get(acc.region.space, {}).values():
-                if not state.region.overlaps(acc.region):
-                    continue
+            space = spaces.get(acc.region.space)
+            for state in space.overlapping(acc.region) if space is not None else ():
                 for w in state.writers:
                     add(w, i, EdgeKind.RAW if acc.reads else EdgeKind.WAW, acc.region.label)
                     if acc.reads and acc.writes:
@@ -251,20 +276,16 @@ def _edges(records: Sequence[LaunchRecord], accesses: Sequence[Access]) -> list[
                     for r in state.readers:
                         add(r, i, EdgeKind.WAR, acc.region.label)
         for acc in mine:  # then this record's own effects
-            regions = spaces.setdefault(acc.region.space, {})
-            key = (acc.region.start, acc.region.end)
-            if key not in regions:
-                regions[key] = _RegionState(acc.region)
-            for state in regions.values():
-                if not state.region.overlaps(acc.region):
-                    continue
+            space = spaces.setdefault(acc.region.space, _Space())
+            space.state(acc.region)
+            for state in space.overlapping(acc.region):
                 if acc.writes:
                     if acc.region.covers(state.region):
-                        state.writers, state.readers = [i], []
-                    elif i not in state.writers:
-                        state.writers.append(i)
-                if acc.reads and (state.region == acc.region) and i not in state.readers:
-                    state.readers.append(i)
+                        state.writers, state.readers = {i: None}, {}
+                    else:
+                        state.writers[i] = None
+                if acc.reads and state.region == acc.region:
+                    state.readers[i] = None
     return list(edges.values())
 
 
