@@ -33,7 +33,7 @@ from launchtrace.loading import load_traces
 from launchtrace.model import LaunchRecord, Op
 from launchtrace.otlp.json_codec import encode_line
 from launchtrace.testing import trace_launches
-from test_analysis_programs import DEVICE, N, Sim, add, scale, write_trace_file
+from test_analysis_programs import DEVICE, N, Sim, add, scale, write_substep_file, write_trace_file
 
 HERE = Path(__file__).parent
 
@@ -187,3 +187,22 @@ def test_replays_run_the_captured_launches_across_traces(tmp_path: Path, capsys)
     assert main(["summary", str(tmp_path / "g.jsonl")]) == 0
     lines = {x.split()[0].rsplit(".", 1)[-1]: x.split() for x in capsys.readouterr().out.splitlines()[2:]}
     assert lines["scale"][2] == "2" and lines["add"][2] == "2"
+
+
+def test_records_rebuilt_from_a_summary_span_say_so(tmp_path: Path) -> None:
+    """The same program exported with and without folding: only the folded file's records carry a Fold, whose
+    count x period is the number of records it stands for and whose statistics are those recorded."""
+    plain = [r for t in load_traces(write_substep_file(tmp_path / "p.jsonl", fold=False)) for r in t.records]
+    folded = [r for t in load_traces(write_substep_file(tmp_path / "f.jsonl", fold=True)) for r in t.records]
+    assert all(r.fold is None for r in plain) and len(plain) == len(folded) == 36
+    by_span: dict[str, list] = {}
+    for r in folded:
+        if r.fold is not None:
+            by_span.setdefault(r.fold.span_id, []).append(r)
+    assert by_span
+    for recs in by_span.values():
+        fold = recs[0].fold
+        assert len(recs) == fold.count * fold.period
+        assert all(fold.start_ns <= r.start_ns and r.end_ns <= fold.end_ns for r in recs)
+        for r in recs:
+            assert 0 < r.fold.min_ns <= r.fold.mean_ns <= r.fold.max_ns and r.duration_ns == r.fold.mean_ns

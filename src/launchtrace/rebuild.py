@@ -5,8 +5,9 @@ back. Record spans become :class:`~launchtrace.model.LaunchRecord` objects equal
 spans become :class:`~launchtrace.model.ScopeRecord` objects with their nesting; a folded summary span is
 expanded into its repetitions (each with the mean duration of its position, laid out from the span's
 start, and marked with a :class:`~launchtrace.model.Fold` naming the summary and its recorded statistics, so
-no consumer takes the laid-out times for measured ones); synthetic step roots are not scopes (their records have no scope, as when captured). Spans that
-launchtrace did not write (another instrumentation in the same trace) are skipped and counted.
+no consumer takes the laid-out times for measured ones); synthetic step roots are not scopes (their records
+have no scope, as when captured). Spans that launchtrace did not write (another instrumentation in the same
+trace) are skipped and counted.
 
 Only :mod:`launchtrace.conventions` is needed: no OpenTelemetry SDK, no export machinery.
 
