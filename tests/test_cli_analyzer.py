@@ -144,3 +144,18 @@ def test_graph_without_graphviz_still_writes_dot(files, tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.suffix for p in out.iterdir()) == [".dot"] * 3
     assert "Graphviz 'dot' is not installed" in proc.stderr
+
+
+def test_choosing_what_to_look_at_rejects_what_matches_nothing(files, tmp_path, capsys) -> None:
+    base = str(files["base"])
+    for argv in (["--trace", "ffff"], ["--scope", "nope"], ["--scope", "step", "--occurrence", "7"]):
+        assert main(["dataflow", base, *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and ("no such" in err or "out of range" in err), err
+    with pytest.raises(SystemExit) as exc:
+        main(["dataflow", base, "--occurrence", "-1"])
+    assert exc.value.code == 2 and "expected a number >= 0" in capsys.readouterr().err
+    out = tmp_path / "chosen.json"
+    assert main(["chrome-trace", base, "--out", str(out), "--scope", "step", "--occurrence", "1"]) == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    assert sum(1 for e in events if e["ph"] == "X" and e["cat"] != "scope") == 3  # one step's three records
