@@ -180,6 +180,14 @@ class Page:
         self.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x1, "y": y1, "button": "left"})
         self.call("Input.dispatchMouseEvent", {"type": "mouseReleased", "x": x1, "y": y1, **left})
 
+    def key(self, key: str) -> None:
+        """A key press and release (a printable key, e.g. ``"w"``)."""
+        code = f"Key{key.upper()}" if key.isalpha() else key
+        for kind in ("keyDown", "keyUp"):
+            event = {"type": kind, "key": key, "code": code, "text": key if kind == "keyDown" else ""}
+            self.call("Input.dispatchKeyEvent", event)
+        self.eval("new Promise(r => requestAnimationFrame(() => r(1)))")
+
     def hover(self, x: float, y: float) -> None:
         self.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y})
 

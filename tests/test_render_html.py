@@ -119,6 +119,14 @@ def test_every_section_renders_and_the_timeline_zooms_and_pans(report: Path, tmp
         page.screenshot(tmp_path / "zoomed.png")
         page.eval("document.getElementById('zoom-reset').click()")
         assert rng() == before
+        page.hover(x, y)  # the keys act on the timeline under the mouse, as in Perfetto
+        page.key("w")
+        keyed = rng()
+        assert keyed[1] - keyed[0] < before[1] - before[0]
+        page.key("d")
+        moved = rng()
+        assert moved[0] > keyed[0] and abs((moved[1] - moved[0]) - (keyed[1] - keyed[0])) < 1e-3 * keyed[1]
+        page.eval("document.getElementById('zoom-reset').click()")
         # hover details: owners, arguments and the call site
         page.eval("document.querySelector('.timeline').scrollIntoView()")
         bar = page.eval("(() => { const b = document.querySelector('.timeline .bar.launch') || "

@@ -253,7 +253,7 @@ def render_report(
         '<section id="timeline-section"><h2>Timeline</h2>'
         '<div class="toolbar"><label>step <select id="view-select"></select></label>'
         '<button type="button" id="zoom-reset">reset zoom</button>'
-        '<span class="note">wheel: zoom, drag: pan, hover: details</span></div>',
+        '<span class="note">wheel or W/S: zoom, drag or A/D: pan, hover: details</span></div>',
     ]
     if left_out:
         parts.append(f'<p class="note">{left_out:,} more step(s) not embedded (over {MAX_TIMELINE_ITEMS:,} bars).</p>')

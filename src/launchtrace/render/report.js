@@ -210,17 +210,33 @@
       root.dataset.viewEnd = String(t1);
       root.dataset.ticks = String(tk.values.length);
     }
+    function zoom(frac, f) {  // keep the time under `frac` (0..1 of the width) in place, scale the span by f
+      const at = t0 + frac * (t1 - t0);
+      const span = Math.min(Math.max((t1 - t0) * f, 100), (full[1] - full[0]) * 4);
+      t0 = at - frac * span; t1 = t0 + span;
+      draw();
+    }
+    let mouseFrac = 0.5;
     body.addEventListener("wheel", ev => {
       ev.preventDefault();
       const width = Math.max(body.clientWidth - LABEL, 50);
       const rect = body.getBoundingClientRect();
-      const frac = Math.min(Math.max((ev.clientX - rect.left - LABEL) / width, 0), 1);
-      const at = t0 + frac * (t1 - t0);
-      const f = Math.pow(1.0015, ev.deltaY);  // deltaY < 0: zoom in
-      const span = Math.min(Math.max((t1 - t0) * f, 100), (full[1] - full[0]) * 4);
-      t0 = at - frac * span; t1 = t0 + span;
-      draw();
+      zoom(Math.min(Math.max((ev.clientX - rect.left - LABEL) / width, 0), 1), Math.pow(1.0015, ev.deltaY));
     }, { passive: false });
+    body.addEventListener("mousemove", ev => {
+      const rect = body.getBoundingClientRect();
+      mouseFrac = Math.min(Math.max((ev.clientX - rect.left - LABEL) / Math.max(body.clientWidth - LABEL, 50), 0), 1);
+      hovered = root;
+    });
+    root.key = key => {  // as in Perfetto: W/S zoom in/out at the mouse, A/D pan left/right
+      if (key === "w") zoom(mouseFrac, 0.8);
+      else if (key === "s") zoom(mouseFrac, 1.25);
+      else if (key === "a" || key === "d") {
+        const shift = (key === "a" ? -0.2 : 0.2) * (t1 - t0);
+        t0 += shift; t1 += shift; draw();
+      } else return false;
+      return true;
+    };
     let drag = null;
     body.addEventListener("mousedown", ev => { drag = { x: ev.clientX, t0, t1 }; body.classList.add("dragging"); });
     window.addEventListener("mousemove", ev => {
@@ -235,6 +251,11 @@
     return root;
   }
   const timelines = new Map();
+  let hovered = null;  // the timeline the mouse was last over: W/A/S/D act on it
+  window.addEventListener("keydown", ev => {
+    if (hovered && !ev.ctrlKey && !ev.metaKey && !ev.altKey && ev.target.tagName !== "SELECT" &&
+        hovered.key(ev.key.toLowerCase())) ev.preventDefault();
+  });
   function selectView(id, keep) {
     const host = document.getElementById("timelines");
     const sel = document.getElementById("view-select");
