@@ -225,3 +225,33 @@ def test_report_of_a_plain_trace_file_from_the_cli(tmp_path: Path) -> None:
     assert 'id="steps-chart"' in html and 'id="kernel-table"' in html and 'id="timelines"' in html
     assert main(["report", str(tmp_path / "t.jsonl"), "--out", str(page), "--scope", "step", "--occurrence", "2"]) == 0
     assert "step #2" in page.read_text()
+
+
+def test_streams_get_their_own_rows_and_captured_work_says_so() -> None:
+    """A stream and a capture need CUDA: the records of a CPU run are given a stream, and the first one is
+    marked captured into graph 5, with a replay after it."""
+    import json
+
+    from launchtrace.model import LaunchRecord
+
+    trace = run_program("base", 1)
+    recs = [dataclasses.replace(r, stream=0xABC, device="cuda:0") for r in trace.records]
+    recs[0] = dataclasses.replace(recs[0], captured=True, graph_id=5)
+    replay = dataclasses.replace(
+        LaunchRecord("graph_launch", "wp.capture_launch", (), 0xABC, (), (), recs[0].site, device="cuda:0", graph_id=5),
+        start_ns=recs[-1].end_ns + 10,
+        end_ns=recs[-1].end_ns + 20,
+        scope_id=recs[-1].scope_id,
+        seq=recs[-1].seq + 1,
+    )
+    data = TraceData([*recs, replay], trace.scopes, trace.attributes)
+    html = render_report([data], overview([data]))
+    island = html.split('id="launchtrace-data">', 1)[1].split("</script>", 1)[0]
+    view = json.loads(island)["views"][0]
+    lanes = {(it["lk"], it["l"]) for it in view["items"]}
+    assert lanes == {("thread", "thread MainThread"), ("stream", "cuda:0 stream 0xabc")}
+    hovers = {it["n"]: dict(it["h"]) for it in view["items"]}
+    assert hovers[recs[0].kernel]["captured"].startswith("into graph 5")
+    assert hovers["wp.capture_launch"]["graph"] == "replays graph 5"
+    kernels = {row["k"]: row["c"] for row in json.loads(island)["kernels"]["all"]}
+    assert kernels[recs[0].kernel] == 1 and kernels["wp.capture_launch"] == 1  # captured once, replayed once
