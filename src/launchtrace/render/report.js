@@ -276,6 +276,7 @@
     });
     const defaults = data.defaults.length ? data.defaults : data.views.slice(0, 1).map(v => v.id);
     defaults.forEach((id, k) => selectView(id, k > 0));
+    if (defaults.length) sel.value = defaults[0];  // the selector names the first shown (the median step)
     window.addEventListener("resize", () => { for (const tl of document.getElementById("timelines").children) tl.draw(); });
   }
 
