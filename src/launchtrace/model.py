@@ -24,6 +24,7 @@ __all__ = [
     "ArgKey",
     "BufferArg",
     "DeviceTime",
+    "Fold",
     "LaunchRecord",
     "Op",
     "ScopeKind",
@@ -138,6 +139,25 @@ class DeviceTime:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Fold:
+    """The summary span a rebuilt record was expanded from: its times are not measured but laid out from the
+    summary, so views draw the whole fold as one block (``start_ns`` .. ``end_ns``, ``count`` repetitions of
+    ``period`` records) and statistics use the recorded ones of the record's ``position`` (nanoseconds; 0 when
+    the span did not carry one). ``span_id`` (hex) tells one fold from the next."""
+
+    span_id: str
+    count: int
+    period: int
+    position: int
+    start_ns: int
+    end_ns: int
+    min_ns: int = 0
+    mean_ns: int = 0
+    max_ns: int = 0
+    p50_ns: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class LaunchRecord:
     """One recorded launch, copy, fill, primitive or graph launch.
 
@@ -195,6 +215,8 @@ class LaunchRecord:
     # The materializer's earlier record this one was copied from (equal in all but start / end, seq and scope,
     # see capture.materialize), or None. The span builder reuses the template's fold key. Not compared.
     template: LaunchRecord | None = dataclasses.field(default=None, compare=False, repr=False)
+    # Rebuilt from a folded summary span (its times laid out, not measured), or None. Not compared.
+    fold: Fold | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.op} {self.kernel} dim={self.dim} from {self.site}"

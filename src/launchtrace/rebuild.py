@@ -4,8 +4,10 @@ Whatever the spans came from (our JSON Lines file, Jaeger, Tempo), the analyses 
 back. Record spans become :class:`~launchtrace.model.LaunchRecord` objects equal to the captured ones; scope
 spans become :class:`~launchtrace.model.ScopeRecord` objects with their nesting; a folded summary span is
 expanded into its repetitions (each with the mean duration of its position, laid out from the span's
-start); synthetic step roots are not scopes (their records have no scope, as when captured). Spans that
-launchtrace did not write (another instrumentation in the same trace) are skipped and counted.
+start, and marked with a :class:`~launchtrace.model.Fold` naming the summary and its recorded statistics, so
+no consumer takes the laid-out times for measured ones); synthetic step roots are not scopes (their records
+have no scope, as when captured). Spans that launchtrace did not write (another instrumentation in the same
+trace) are skipped and counted.
 
 Only :mod:`launchtrace.conventions` is needed: no OpenTelemetry SDK, no export machinery.
 
@@ -32,6 +34,7 @@ from launchtrace.model import (
     UNKNOWN_SITE,
     BufferArg,
     DeviceTime,
+    Fold,
     LaunchRecord,
     ScopeKind,
     ScopeRecord,
@@ -238,7 +241,10 @@ class _TraceRebuilder:
             return []
         scope_id = self._parent_scope(span)
         means = [max(0, _int(p.get(C.FOLD_DURATION_MEAN, 0))) for p in positions]
-        bases = [_record(p, 0, 0, None, scope_id) for p in positions]
+        bases = [
+            dataclasses.replace(_record(p, 0, 0, None, scope_id), fold=_fold(span, count, period, j, p))
+            for j, p in enumerate(positions)
+        ]
         anchor = bases[0].seq
         if not self.expand or count * period > MAX_EXPANDED:
             if self.expand:
@@ -277,6 +283,26 @@ def _replay_steps(bases: list[LaunchRecord]) -> list[int]:
             counts[rec.graph_id] = counts.get(rec.graph_id, 0) + 1
     return [counts[rec.graph_id] if rec.graph_replay else 0 for rec in bases]
 
+
+
+def _fold(span: SpanData, count: int, period: int, position: int, d: Mapping[str, Any]) -> Fold:
+    """Where an expanded record came from: the summary span and its position's recorded statistics."""
+    stat = {k: max(0, _int(d.get(k, 0))) for k in _FOLD_STATS}
+    return Fold(
+        span.span_id.hex(),
+        count,
+        period,
+        position,
+        span.start_ns,
+        span.end_ns,
+        stat[C.FOLD_DURATION_MIN],
+        stat[C.FOLD_DURATION_MEAN],
+        stat[C.FOLD_DURATION_MAX],
+        stat[C.FOLD_DURATION_P50],
+    )
+
+
+_FOLD_STATS = (C.FOLD_DURATION_MIN, C.FOLD_DURATION_MEAN, C.FOLD_DURATION_MAX, C.FOLD_DURATION_P50)
 
 _with_times: Callable[[LaunchRecord, int, int, int], LaunchRecord] = slot_copier(
     LaunchRecord, ("start_ns", "end_ns", "seq")
