@@ -26,7 +26,7 @@ from opentelemetry.sdk.resources import Resource
 from launchtrace import __version__
 from launchtrace import conventions as C
 
-__all__ = ["build_resource", "warp_devices", "warp_version"]
+__all__ = ["build_resource", "warp_devices", "warp_version", "with_pid"]
 
 _log = logging.getLogger(__name__)
 
@@ -81,3 +81,8 @@ def build_resource(service_name: str | None = None, extra: dict[str, Any] | None
     override = {"service.name": service_name} if service_name else {}
     resource = Resource(base).merge(Resource.create(override))
     return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in resource.attributes.items())
+
+
+def with_pid(resource: tuple, pid: int) -> tuple:
+    """``resource`` for a forked child: the same attributes, ``process.pid`` replaced (no detector runs)."""
+    return tuple(("process.pid", pid) if key == "process.pid" else (key, value) for key, value in resource)
