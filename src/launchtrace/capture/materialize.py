@@ -307,7 +307,7 @@ class Materializer:
     # -- scopes ------------------------------------------------------------------------------------------------
 
     def scope_begin(self, e: tuple) -> ScopeRecord:
-        _, seq, tid, sid, parent, name, kind, attrs, t0, site, internal = e
+        _, seq, tid, sid, parent, name, kind, attrs, t0, site, internal = e[:11]
         scope = ScopeRecord(
             id=sid,
             name=name,
@@ -320,6 +320,7 @@ class Materializer:
             internal=bool(internal),
             site=_site(*site[:3]) if site else None,
             seq=seq,
+            remote_parent=e[11] if len(e) > 11 else None,
         )
         self.open_scopes[sid] = scope
         return scope
@@ -343,6 +344,7 @@ class Materializer:
             internal=begun.internal,
             site=begun.site,
             seq=begun.seq,
+            remote_parent=begun.remote_parent,
         )
 
     # -- records -----------------------------------------------------------------------------------------------

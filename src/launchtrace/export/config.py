@@ -158,6 +158,9 @@ class ExportConfig:
     - ``join_active_span``: a root scope opened while the thread has an active OpenTelemetry span (the
       application's own tracing) becomes that span's child, in its trace (``LAUNCHTRACE_JOIN_ACTIVE_SPAN``,
       default on); off, every root starts its own trace.
+    - ``tracer_provider``: an SDK ``TracerProvider`` (``WarpInstrumentor().instrument(tracer_provider=...)``)
+      whose resource and sampler are used instead of the ones built from the environment; its span
+      processors are not (launchtrace builds and sends its spans itself). Anything else is refused.
     - ``max_attribute_length``: strings longer than this are cut (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``).
     """
 
@@ -183,6 +186,7 @@ class ExportConfig:
     service_name: str | None = None
     max_attribute_length: int = 2048
     join_active_span: bool = True
+    tracer_provider: Any = None
 
     def __post_init__(self) -> None:
         for name, (check, what) in _CHECKS.items():
@@ -261,6 +265,13 @@ def _is_bool(v: Any) -> bool:
     return isinstance(v, bool)
 
 
+def _is_sdk_provider(v: Any) -> bool:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.sampling import Sampler
+
+    return isinstance(getattr(v, "resource", None), Resource) and isinstance(getattr(v, "sampler", None), Sampler)
+
+
 _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "file_path": (lambda v: isinstance(v, str), "a path string"),
     "endpoint": (lambda v: v is None or (isinstance(v, str) and v != ""), "a URL or None"),
@@ -284,6 +295,11 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "service_name": (lambda v: v is None or (isinstance(v, str) and v != ""), "a non-empty string or None"),
     "max_attribute_length": (_positive_int, "a positive int"),
     "join_active_span": (_is_bool, "a bool"),
+    "tracer_provider": (
+        lambda v: v is None or _is_sdk_provider(v),
+        "an opentelemetry.sdk.trace.TracerProvider (launchtrace uses its resource and sampler; it builds "
+        "its spans itself, so an API-only or proxy provider has nothing it can use)",
+    ),
 }
 
 ENV: dict[str, tuple[tuple[str, ...], Callable[[str], Any]]] = {

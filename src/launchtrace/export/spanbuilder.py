@@ -107,6 +107,7 @@ class _Node:
         "children",
         "digest",
         "emitted",
+        "external_parent",
         "first_start",
         "folder",
         "foreign",
@@ -136,6 +137,7 @@ class _Node:
         self.last_end = 0
         self.links: tuple = ()
         self.step_index = 0
+        self.external_parent: bytes | None = None  # the application's span a root joined (its span id)
 
     @property
     def is_root(self) -> bool:
@@ -157,11 +159,16 @@ class SpanBuilder:
         clock_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self.config = config if config is not None else ExportConfig.resolve()
-        self.resource = resource if resource is not None else build_resource(self.config.service_name)
+        provider = self.config.tracer_provider
+        if resource is None:
+            resource = build_resource(self.config.service_name, provider_resource=getattr(provider, "resource", None))
+        self.resource = resource
         self._clock = clock_ns
         self._rng = random.Random()  # our own: a program's random.seed(0) must not make ids repeat
         _RNGS.add(self._rng)
-        self._sampler = TraceSampler(self.config.sampler, self.config.sampler_arg, self.config.sample_every)
+        sampler = provider.sampler if provider is not None else self.config.sampler
+        self._sampler = TraceSampler(sampler, self.config.sampler_arg, self.config.sample_every)
+        self._join = self.config.join_active_span
         self._limit = self.config.max_attribute_length
         self._include_internal = self.config.include_internal
         self._step_max = self.config.step_max_spans
@@ -262,7 +269,7 @@ class SpanBuilder:
             step = self._steps.get(scope.thread)
             if step is not None:  # "consecutive" means in the thread's order: no run spans this scope
                 self._flush_folder(step)
-            node = self._new_root(scope.name, span_id)
+            node = self._new_root(scope.name, span_id, scope.remote_parent if self._join else None)
         else:
             self._flush_folder(parent)
             node = _Node(parent.trace, span_id, parent, self._folder(parent.trace))
@@ -301,12 +308,15 @@ class SpanBuilder:
     def _span_id(self) -> bytes:
         return (self._rng.getrandbits(64) or 1).to_bytes(8, "big")
 
-    def _new_root(self, name: str, span_id: bytes) -> _Node:
-        trace_id = (self._rng.getrandbits(128) or 1).to_bytes(16, "big")
-        decision = self._sampler.decide(trace_id, name)
+    def _new_root(self, name: str, span_id: bytes, remote: tuple[bytes, bytes, int] | None = None) -> _Node:
+        """A new trace, or with ``remote`` (the application's span it opened in) a subtree of that trace."""
+        trace_id = remote[0] if remote is not None else (self._rng.getrandbits(128) or 1).to_bytes(16, "big")
+        decision = self._sampler.decide(trace_id, name, remote)
         trace = _Trace(trace_id, decision.sampled, decision.full, self.config.span_budget)
         self.traces_started += 1
         node = _Node(trace, span_id, None, self._folder(trace))
+        if remote is not None:
+            node.external_parent = remote[1]
         if decision.sampled:
             previous = self._last_root.get(name)
             if previous is not None:
@@ -493,7 +503,7 @@ class SpanBuilder:
         error: str | None,
         events: tuple = (),
     ) -> SpanData:
-        parent = node.parent.span_id if node.parent is not None else None
+        parent = node.parent.span_id if node.parent is not None else node.external_parent
         return self._make(node.trace.id, node.span_id, parent, name, start, end, attrs, error, events, node.links)
 
     def _make(
