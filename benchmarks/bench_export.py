@@ -59,6 +59,10 @@ def summary(name: str, ratios: list[float], unit: str = "x") -> str:
     )
 
 
+DEVICE = "cpu"
+"""The Warp device the launch loops run on (``--device``)."""
+
+
 def alternate(a: Callable[[], float], b: Callable[[], float], pairs: int) -> list[tuple[float, float]]:
     a(), b()  # warm-up pair
     return [(a(), b()) for _ in range(pairs)]
@@ -68,9 +72,9 @@ def alternate(a: Callable[[], float], b: Callable[[], float], pairs: int) -> lis
 class LaunchLoop:
     def __init__(self, n: int) -> None:
         self.n = n
-        self.x = wp.ones(256, dtype=float, device="cpu")
-        self.y = wp.zeros(256, dtype=float, device="cpu")
-        wp.launch(_axpy, dim=256, inputs=[self.x, self.y, 0.5], device="cpu")  # compile
+        self.x = wp.ones(256, dtype=float, device=DEVICE)
+        self.y = wp.zeros(256, dtype=float, device=DEVICE)
+        wp.launch(_axpy, dim=256, inputs=[self.x, self.y, 0.5], device=DEVICE)  # compile
         self.tmp = tempfile.mkdtemp(prefix="bench_export_")
         self.hot: list[float] = []
         self.cpu: dict[str, list[tuple[float, float]]] = {"bare": [], "exported": []}  # (process, thread)
@@ -78,7 +82,7 @@ class LaunchLoop:
     def loop(self) -> None:
         x, y = self.x, self.y
         for _ in range(self.n):
-            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device="cpu")
+            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device=DEVICE)
 
     def bare(self) -> float:
         capture.uninstrument()
@@ -134,12 +138,12 @@ def bench_loop(n: int, pairs: int) -> None:
 # -- 3: OTLP/gRPC throughput -----------------------------------------------------------------------------------
 def launch_spans(n: int) -> list:
     """Real launch spans: ``n`` launches captured and built by the SpanBuilder (folding off)."""
-    x = wp.ones(256, dtype=float, device="cpu")
-    y = wp.zeros(256, dtype=float, device="cpu")
+    x = wp.ones(256, dtype=float, device=DEVICE)
+    y = wp.zeros(256, dtype=float, device=DEVICE)
     capture.instrument()
     with bus.subscribe(capacity=n + 10) as sub:
         for _ in range(n):
-            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device="cpu")
+            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device=DEVICE)
         events = sub.drain()
     capture.uninstrument()
     builder = SpanBuilder(ExportConfig.resolve(fold=False, file_path=os.devnull))
@@ -334,9 +338,13 @@ def main() -> None:
     parser.add_argument("--otlp-spans", type=int, default=50_000)
     parser.add_argument("--sdk-spans", type=int, default=5_000)
     parser.add_argument("--only", choices=["loop", "otlp"])
+    parser.add_argument("--device", default="cpu", help="Warp device of the launch loops (default cpu; cuda:0)")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
     wp.init()
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; CPU device only")
+    name = wp.get_device(DEVICE).name
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; device {DEVICE} ({name})")
     if args.only in (None, "loop"):
         bench_loop(args.launches, args.pairs)
     if args.only in (None, "otlp"):

@@ -93,9 +93,8 @@ def test_a_scope_in_an_unsampled_app_span_follows_its_decision(warp_cpu, tmp_pat
 
 
 def test_instrumentor_uses_the_tracer_providers_resource_and_sampler(warp_cpu, tmp_path: Path) -> None:
-    from launchtrace.instrumentor import WarpInstrumentor
-
     import warp_programs
+    from launchtrace.instrumentor import WarpInstrumentor
 
     path = tmp_path / "spans.jsonl"
     provider = TracerProvider(resource=Resource.create({"service.name": "trainer", "team": "sim"}))
