@@ -66,7 +66,8 @@ def main() -> int:
 
     print(f"device {device} ({wp.get_device(device).name}); host window {(after - before) / 1e6:.3f} ms")
     print(
-        f"{'#':>3} {'host issue us':>14} {'dev start us':>13} {'dev end us':>11} {'dev dur us':>11}  (from window start)"
+        f"{'#':>3} {'host issue us':>14} {'dev start us':>13} {'dev end us':>11} {'dev dur us':>11}"
+        "  (from the window's start)"
     )
     failures = []
     previous = None
@@ -91,8 +92,9 @@ def main() -> int:
     timed = [r.probes[0] for r in trace if r.probes and isinstance(r.probes[0], DeviceTime)]
     if timed:
         durations = sorted(t.duration_ns for t in timed)
+        median_us = durations[len(durations) // 2] / 1e3
         print(
-            f"timed {len(timed)}/{len(trace)} launches; device duration median {durations[len(durations) // 2] / 1e3:.1f} us, "
+            f"timed {len(timed)}/{len(trace)} launches; device duration median {median_us:.1f} us, "
             f"first start {(timed[0].start_ns - before) / 1e3:.1f} us after the window opened, "
             f"last end {(after - timed[-1].end_ns) / 1e3:.1f} us before it closed"
         )

@@ -33,7 +33,9 @@ def test_a_gpu_warp_cannot_use_stops_before_the_checks(tmp_path: Path) -> None:
     bin_dir.mkdir()
     fake = bin_dir / "nvidia-smi"
     fake.write_text(
-        "#!/bin/sh\necho 'index, name, driver_version, memory.total [MiB], compute_cap'\necho '0, Stand-in GPU, 0, 0 MiB, 9.0'\n"
+        "#!/bin/sh\n"
+        "echo 'index, name, driver_version, memory.total [MiB], compute_cap'\n"
+        "echo '0, Stand-in GPU, 0, 0 MiB, 9.0'\n"
     )
     fake.chmod(0o755)
     proc = _run(f"{bin_dir}:/usr/bin:/bin", tmp_path)

@@ -129,7 +129,7 @@ def test_instrumentor_refuses_a_provider_it_cannot_use(warp_cpu) -> None:
     from launchtrace.instrumentor import WarpInstrumentor
 
     inst = WarpInstrumentor()
-    with pytest.raises(ValueError, match="tracer_provider must be an opentelemetry.sdk.trace.TracerProvider"):
+    with pytest.raises(ValueError, match=r"tracer_provider must be an opentelemetry\.sdk\.trace\.TracerProvider"):
         inst.instrument(tracer_provider=NoOpTracerProvider())
     assert not capture.is_instrumented() and export._pipeline is None
     inst.uninstrument()
