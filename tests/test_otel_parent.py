@@ -142,3 +142,49 @@ def test_join_active_span_setting_resolves_like_the_others(monkeypatch) -> None:
     assert ExportConfig.resolve(join_active_span=True).join_active_span is True
     with pytest.raises(ValueError, match="join_active_span"):
         ExportConfig.resolve(join_active_span="yes")
+
+
+def test_launches_outside_scopes_join_the_active_span_through_their_step_root(warp_cpu, tmp_path: Path) -> None:
+    """No scope at all: each request's launches get a ``launchtrace.step`` root that is the request span's
+    child; the launches after the last request get a step root of their own."""
+    import warp_programs
+
+    provider, _ = _app_tracing()
+    tracer = provider.get_tracer("app")
+    path = tmp_path / "spans.jsonl"
+    export.start_export(file_path=str(path), truncate=True, step_window_s=60.0)
+    try:
+        sim = warp_programs.Sim()
+        requests = []
+        for i in range(2):  # two requests within one step window: still two step roots, one per request
+            with tracer.start_as_current_span(f"request-{i}") as request:
+                sim.step()
+            requests.append(request.get_span_context())
+        sim.step()
+        export.stop_export(30)
+    finally:
+        capture.uninstrument()
+    spans = file_spans(path)
+    steps = {s.span_id: s for s in spans if s.name == "launchtrace.step"}
+    for request in requests:
+        trace_id, span_id = request.trace_id.to_bytes(16, "big"), request.span_id.to_bytes(8, "big")
+        (step,) = [s for s in steps.values() if s.parent_span_id == span_id]
+        assert step.trace_id == trace_id
+        under = [s for s in spans if s.parent_span_id == step.span_id and s.attribute(C.OP)]
+        assert len(under) == 5 and {s.trace_id for s in under} == {trace_id}
+    request_traces = {r.trace_id.to_bytes(16, "big") for r in requests}
+    after = [s for s in steps.values() if s.trace_id not in request_traces]
+    assert after and all(s.parent_span_id is None for s in after)  # the Sim() setup and the last step
+
+
+def test_instrumenting_wraps_and_restores_opentelemetrys_runtime_context(warp_cpu) -> None:
+    import opentelemetry.context as otel_context
+
+    original = otel_context._RUNTIME_CONTEXT
+    capture.instrument()
+    try:
+        assert otel_context._RUNTIME_CONTEXT is not original
+        assert otel_context._RUNTIME_CONTEXT._inner is original
+    finally:
+        capture.uninstrument()
+    assert otel_context._RUNTIME_CONTEXT is original

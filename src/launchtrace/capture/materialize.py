@@ -288,6 +288,8 @@ class Materializer:
                     out.append(("scope_end", self.scope_end(event)))
                 elif kind == bus.PROBED:
                     out.append(("record", self.probed(event)))
+                elif kind == bus.APP_SPAN:  # (thread, the application's active span or None)
+                    out.append(("app_span", (event[2], event[3])))
             except Exception:
                 _log.warning("launchtrace: could not materialise a capture event; skipped", exc_info=True)
         return out

@@ -193,7 +193,9 @@ class SpanBuilder:
             "record": self._on_record,
             "scope_begin": self._on_scope_begin,
             "scope_end": self._on_scope_end,
+            "app_span": self._on_app_span,
         }
+        self._app_spans: dict[int, tuple[bytes, bytes, int]] = {}  # thread -> the application's active span
 
     # --- public -------------------------------------------------------------------------------------------
 
@@ -282,6 +284,20 @@ class SpanBuilder:
         node.first_start = scope.start_ns
         self._scopes[scope.id] = node
 
+    def _on_app_span(self, change: tuple[int, tuple[bytes, bytes, int] | None]) -> None:
+        """The application's active span changed on a thread: its open step root ends (a step never spans two
+        of the application's spans), and the next one joins the new span."""
+        if not self._join:
+            return
+        thread, span = change
+        if span is None:
+            self._app_spans.pop(thread, None)
+        else:
+            self._app_spans[thread] = span
+        step = self._steps.pop(thread, None)
+        if step is not None:
+            self._close_step(step)
+
     def _on_scope_end(self, scope: ScopeRecord) -> None:
         if scope.id in self._aliases:
             del self._aliases[scope.id]
@@ -337,7 +353,7 @@ class SpanBuilder:
             self._close_step(step)
             step = None
         if step is None:
-            step = self._new_root(STEP_SPAN_NAME, self._span_id())
+            step = self._new_root(STEP_SPAN_NAME, self._span_id(), self._app_spans.get(rec.thread))
             step.first_start = rec.start_ns
             index = self._step_counts.get(rec.thread, 0)
             self._step_counts[rec.thread] = index + 1
