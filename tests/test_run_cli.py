@@ -235,3 +235,13 @@ def test_run_a_bad_option_prints_runs_usage(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.startswith("usage: launchtrace run ")
     assert "launchtrace run: error: unrecognized arguments: --bogus" in proc.stderr
+
+
+def test_run_a_missing_submodule_is_one_line_exit_2_and_no_file(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    out = tmp_path / "m.jsonl"
+    proc = run("--out", str(out), "-m", "pkg.nosuch", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == "launchtrace run: error: -m pkg.nosuch: no module named 'pkg.nosuch'"
+    assert "Traceback" not in proc.stderr and not out.exists()

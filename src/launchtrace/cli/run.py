@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import importlib.util
 import os
 import runpy
@@ -75,11 +76,28 @@ def _check_module(name: str) -> None:
     looked up here: importing a parent package before Warp is instrumented would let it keep unpatched names."""
     top = name.partition(".")[0]
     try:
-        found = importlib.util.find_spec(top) is not None
+        found = importlib.util.find_spec(top) is not None or _find_in_cwd(top)
     except (ImportError, ValueError):
         found = False
     if not found:
         raise UserError(f"-m {name}: no module named {top!r}")
+
+
+def _find_in_cwd(top: str) -> bool:
+    """``python -m`` looks in the working directory first; the ``launchtrace`` script's ``sys.path`` may not."""
+    return importlib.machinery.PathFinder.find_spec(top, [os.getcwd()]) is not None
+
+
+def _submodule_found(name: str) -> bool:
+    """Whether ``pkg.mod`` exists: its parent packages are imported (Warp instrumented by then, as runpy would
+    import them), the module itself is not run."""
+    sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
+    finally:
+        sys.path.remove(os.getcwd())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,6 +129,11 @@ def run(args: argparse.Namespace) -> int:
         pipeline = start_export(truncate=bool(args.out), **settings)
     except (ValueError, OSError) as exc:
         raise UserError(str(exc)) from None
+    if args.module is not None and "." in args.module and not _submodule_found(args.module):
+        stop_export()
+        if args.out and os.path.exists(settings["file_path"]) and os.path.getsize(settings["file_path"]) == 0:
+            os.remove(settings["file_path"])
+        raise UserError(f"-m {args.module}: no module named {args.module!r}")
     autorun.export_to_children(pipeline.config, settings)
     code = _run_program(target, program_args, as_module=args.module is not None)
     stats = stop_export()
