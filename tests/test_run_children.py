@@ -45,11 +45,14 @@ PROGRAM = textwrap.dedent(
         i = wp.tid()
         x[i] = x[i] * 2.0
 
-    def child_work():
+    def child_work(ready=None):
         x = wp.zeros(8, dtype=float)
         with launchtrace.scope("child"):
             for _ in range({CHILD_LAUNCHES}):
                 wp.launch(child_kernel, dim=8, inputs=[x])
+        if ready is not None:  # then wait to be terminated (SIGTERM), as a stopped worker is
+            ready.set()
+            time.sleep(120)
 
     if __name__ == "__main__":
         how = sys.argv[1]
@@ -64,6 +67,15 @@ PROGRAM = textwrap.dedent(
                 sys.exit(0)  # as the program would: the child leaves through launchtrace run's end too
             _, status = os.waitpid(pid, 0)
             code = os.waitstatus_to_exitcode(status)
+        elif how == "terminate":
+            context = multiprocessing.get_context("fork")
+            ready = context.Event()
+            process = context.Process(target=child_work, args=(ready,))
+            process.start()
+            ready.wait({TIMEOUT_S})
+            process.terminate()
+            process.join({TIMEOUT_S})
+            code = 0 if process.exitcode == -15 else process.exitcode
         elif how == "sigterm":
             print("ready", flush=True)
             time.sleep(120)
@@ -126,6 +138,16 @@ def test_every_child_exports_its_own_launches_once(warp_cpu, tmp_path: Path, pro
     out, err = proc.communicate(timeout=TIMEOUT_S)
     assert proc.returncode == 0, err
     assert "child exit 0" in out
+    counts = _kernel_counts(tmp_path / "spans.jsonl")
+    assert counts == {("parent", "parent_kernel"): PARENT_LAUNCHES, ("child", "child_kernel"): CHILD_LAUNCHES}
+
+
+def test_a_terminated_forked_worker_flushes_before_it_dies(warp_cpu, tmp_path: Path, program: Path) -> None:
+    """``Process.terminate()`` sends SIGTERM: the worker's pending launches still reach the file."""
+    proc = _launch(program, "terminate", cwd=tmp_path, LAUNCHTRACE_EXPORT_INTERVAL="60")
+    out, err = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 0, err
+    assert "child exit 0" in out  # the worker died of SIGTERM (-15)
     counts = _kernel_counts(tmp_path / "spans.jsonl")
     assert counts == {("parent", "parent_kernel"): PARENT_LAUNCHES, ("child", "child_kernel"): CHILD_LAUNCHES}
 
