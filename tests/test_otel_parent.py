@@ -22,6 +22,7 @@ import launchtrace.capture as capture
 import launchtrace.export as export
 from launchtrace import conventions as C
 from launchtrace.export.config import ExportConfig
+from launchtrace.rebuild import rebuild
 from test_pipeline import file_spans
 
 
@@ -63,6 +64,12 @@ def test_a_scope_opened_in_an_active_sdk_span_is_its_child_in_its_trace(warp_cpu
     assert len(launches) == 5 and {s.trace_id for s in launches} == {step.trace_id}
     (outside,) = [s for s in spans if s.name == "outside"]
     assert outside.parent_span_id is None and outside.trace_id != step.trace_id
+    assert step.attribute(C.SCOPE_JOINED) is True and outside.attribute(C.SCOPE_JOINED) is None
+    rebuilt = rebuild(spans)  # the application's span is not in the file: not a missing parent of ours
+    assert not rebuilt.warnings
+    (joined,) = [t for tid, t in rebuilt.traces.items() if tid == step.trace_id.hex()]
+    assert [s.name for s in joined.scopes.values()] == ["step"]
+    assert sum(1 for r in joined.records if r.scope_id is not None) == 5
     (app_span,) = memory.get_finished_spans()  # the app's own span is exported by the app, not by launchtrace
     assert app_span.name == "handle-request" and not [s for s in spans if s.name == "handle-request"]
 
@@ -172,6 +179,8 @@ def test_launches_outside_scopes_join_the_active_span_through_their_step_root(wa
         assert step.trace_id == trace_id
         under = [s for s in spans if s.parent_span_id == step.span_id and s.attribute(C.OP)]
         assert len(under) == 5 and {s.trace_id for s in under} == {trace_id}
+        assert step.attribute(C.SCOPE_JOINED) is True
+    assert not rebuild(spans).warnings
     request_traces = {r.trace_id.to_bytes(16, "big") for r in requests}
     after = [s for s in steps.values() if s.trace_id not in request_traces]
     assert after and all(s.parent_span_id is None for s in after)  # the Sim() setup and the last step

@@ -459,6 +459,8 @@ class SpanBuilder:
         attrs = scope_attributes(begin, final, self._limit) + self._summary(node)
         if incomplete:
             attrs += ((C.SCOPE_INCOMPLETE, True),)
+        if node.external_parent is not None:
+            attrs += ((C.SCOPE_JOINED, True),)
         span = self._span(
             node, begin.name, begin.start_ns, max(end_ns, begin.start_ns), attrs, final.error if end else None
         )
@@ -476,6 +478,8 @@ class SpanBuilder:
             (C.STEP_INDEX, step.step_index),
             *self._summary(step),
         )
+        if step.external_parent is not None:
+            attrs += ((C.SCOPE_JOINED, True),)
         end = max(step.first_start, step.last_end)
         span = self._span(step, STEP_SPAN_NAME, step.first_start, end, attrs, None)
         self._finish_trace(step, span)
