@@ -27,7 +27,6 @@ import threading
 from typing import Any
 
 from launchtrace.capture import bus
-from launchtrace.capture.hotpath import active_span_parent
 from launchtrace.capture.state import _local
 
 __all__ = ["unwatch", "watch"]
@@ -35,24 +34,37 @@ __all__ = ["unwatch", "watch"]
 _log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _wrapped: Any = None  # the runtime context we replaced, while watching
+_get_current_span: Any = None  # opentelemetry.trace.get_current_span, once watching
 
 
 class _Last(threading.local):
-    span: Any = None  # what this thread last told the bus
+    span: Any = None  # the span object this thread's active span was when last looked at
+    told: Any = None  # what this thread last told the bus
 
 
 _last = _Last()
 
 
-def _changed() -> None:
+def _changed(context: Any = None) -> None:
+    """After attach (``context``: the one attached) or detach: queue the thread's active span if it changed."""
     if not bus.queues():
         return
     try:
-        span = active_span_parent()
-        if span == _last.span:
+        span = _get_current_span(context)
+        last = _last
+        if span is last.span:  # the common case of nested attaches within one span: nothing to build
             return
-        _last.span = span
-        bus.offer((bus.APP_SPAN, bus.next_seq(), _local.st.tid, span))
+        last.span = span
+        sc = span.get_span_context()
+        told = (
+            (sc.trace_id.to_bytes(16, "big"), sc.span_id.to_bytes(8, "big"), int(sc.trace_flags))
+            if sc.is_valid
+            else None
+        )
+        if told == last.told:
+            return
+        last.told = told
+        bus.offer((bus.APP_SPAN, bus.next_seq(), _local.st.tid, told))
     except Exception:  # never break the application's own tracing
         _log.debug("launchtrace: could not note the active span", exc_info=True)
 
@@ -66,7 +78,7 @@ def _watching_class(base: type) -> type:
 
         def attach(self, context: Any) -> Any:
             token = self._inner.attach(context)
-            _changed()
+            _changed(context)
             return token
 
         def get_current(self) -> Any:
@@ -81,15 +93,17 @@ def _watching_class(base: type) -> type:
 
 def watch() -> bool:
     """Start telling the bus about changes of the active span; whether it is on (idempotent)."""
-    global _wrapped
+    global _wrapped, _get_current_span
     with _lock:
         if _wrapped is not None:
             return True
         try:
             import opentelemetry.context as otel_context
             from opentelemetry.context.context import _RuntimeContext
+            from opentelemetry.trace import get_current_span
         except ImportError:
             return False
+        _get_current_span = get_current_span
         inner = getattr(otel_context, "_RUNTIME_CONTEXT", None)
         if inner is None:
             _log.debug("launchtrace: OpenTelemetry's runtime context not found; launches outside scopes never join")

@@ -74,6 +74,10 @@ def start_export(*, instrument: bool = True, truncate: bool = False, **settings:
         from launchtrace.capture import instrument as _instrument
 
         _instrument()
+    if not _pipeline.config.join_active_span:  # nothing will use the application's active span: stop watching it
+        from launchtrace.capture import appspan
+
+        appspan.unwatch()
     logger.debug("launchtrace: exporting to %s", _pipeline.sink.description)
     return _pipeline
 
