@@ -197,3 +197,15 @@ def test_instrumenting_wraps_and_restores_opentelemetrys_runtime_context(warp_cp
     finally:
         capture.uninstrument()
     assert otel_context._RUNTIME_CONTEXT is original
+
+
+def test_join_off_leaves_opentelemetrys_runtime_context_alone(warp_cpu, tmp_path: Path) -> None:
+    import opentelemetry.context as otel_context
+
+    original = otel_context._RUNTIME_CONTEXT
+    export.start_export(file_path=str(tmp_path / "s.jsonl"), join_active_span=False)
+    try:
+        assert otel_context._RUNTIME_CONTEXT is original
+    finally:
+        export.stop_export(30)
+        capture.uninstrument()
