@@ -102,6 +102,9 @@ def records(draw) -> LaunchRecord:
         error=draw(st.one_of(st.none(), st.none(), st.sampled_from(["RuntimeError: boom", "odd"]))),
         repeat=draw(st.sampled_from([1, 1, 1, 4])),
         module_hash=draw(st.sampled_from(["", "deadbeef"])),
+        # graph_replay is left 0: a pool record repeats with one ordinal, which no real replay does (real
+        # replays, folded and not, are checked in test_graph_capture.py)
+        graph_launches=draw(st.one_of(st.none(), st.integers(0, 100))),
     )
 
 

@@ -77,6 +77,8 @@ __all__ = [
     "FOLD_POSITION",
     "FOLD_SEQ_LAST",
     "GRAPH_ID",
+    "GRAPH_LAUNCHES",
+    "GRAPH_REPLAY",
     "INTERNAL",
     "KERNEL",
     "MAX_BLOCKS",
@@ -136,7 +138,9 @@ API = "launchtrace.api"  # the public entry point: "wp.launch", "wp.clone", ...
 INTERNAL = "launchtrace.internal"  # bool: issued by code inside the warp package
 ADJOINT = "launchtrace.adjoint"  # bool: an adjoint (backward) launch
 CAPTURED = "launchtrace.captured"  # bool: issued while a graph capture was active
-GRAPH_ID = "launchtrace.graph.id"  # int: the graph captured into, or replayed
+GRAPH_ID = "launchtrace.graph.id"  # int: the graph captured into, or replayed (unique across processes)
+GRAPH_REPLAY = "launchtrace.graph.replay"  # int (graph launch): which replay of the graph, 1, 2, ... per process
+GRAPH_LAUNCHES = "launchtrace.graph.launches"  # int (graph launch): records captured into the graph, so run
 BYTES = "launchtrace.bytes"  # int: bytes touched (sum of the array arguments' sizes)
 SEQ = "launchtrace.seq"  # int: process-wide order of capture events
 REPEAT = "launchtrace.repeat"  # int > 1: a record that itself stands for folded repetitions

@@ -156,6 +156,11 @@ class LaunchRecord:
 
     Beyond the seed: parameter names, block_dim / max_blocks, device, per-array shape / dtype / bytes / owner,
     thread, host start / end (ns since the epoch), the enclosing scope, and for captured work its graph.
+
+    Graph capture: a record with ``captured=True`` did not run when it was issued; every ``graph_launch`` record
+    of the same ``graph_id`` (unique across processes) ran all of them once. A replay carries ``graph_replay``
+    (its ordinal for that graph in the process) and ``graph_launches`` (how many records the capture holds);
+    :func:`launchtrace.topology.captured_graphs` maps graph ids to their captured records.
     """
 
     op: str
@@ -185,6 +190,8 @@ class LaunchRecord:
     repeat: int = 1  # > 1 only for a record standing for folded repetitions (rebuilt from a summary span)
     module_hash: str = ""  # the compiled module's content hash, when known: tells builds apart
     probes: tuple = ()  # ValueStats / DeviceTime measured for this launch (optional, off by default)
+    graph_replay: int = 0  # graph_launch: which replay of graph_id this is in the process (1, 2, ...); else 0
+    graph_launches: int | None = None  # graph_launch: records captured into the graph (None: not recorded)
     # The materializer's earlier record this one was copied from (equal in all but start / end, seq and scope,
     # see capture.materialize), or None. The span builder reuses the template's fold key. Not compared.
     template: LaunchRecord | None = dataclasses.field(default=None, compare=False, repr=False)

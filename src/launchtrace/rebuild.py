@@ -258,14 +258,28 @@ class _TraceRebuilder:
         busy = count * sum(means)
         gap = max(0, (span.end_ns - span.start_ns - busy) // total) if total > 1 else 0
         cursor = span.start_ns
+        replays = _replay_steps(bases)
         out = []
         for k in range(total):
             j = k % period
             seq = anchor + (k * (last_seq - anchor)) // (total - 1) if total > 1 else anchor
             end = cursor + means[j]
-            out.append(((anchor, k), _with_times(bases[j], cursor, end, seq)))
+            rec = _with_times(bases[j], cursor, end, seq)
+            if replays[j] and k >= period:  # the graph's later replays: ordinals count on from the first
+                rec = dataclasses.replace(rec, graph_replay=rec.graph_replay + (k // period) * replays[j])
+            out.append(((anchor, k), rec))
             cursor = end + gap
         return out
+
+
+def _replay_steps(bases: list[LaunchRecord]) -> list[int]:
+    """Per position of a folded sequence: how far a graph replay's ordinal advances per repetition (the number
+    of positions replaying that graph), or 0 for a position that is no replay."""
+    counts: dict[int | None, int] = {}
+    for rec in bases:
+        if rec.graph_replay:
+            counts[rec.graph_id] = counts.get(rec.graph_id, 0) + 1
+    return [counts[rec.graph_id] if rec.graph_replay else 0 for rec in bases]
 
 
 _with_times: Callable[[LaunchRecord, int, int, int], LaunchRecord] = slot_copier(
@@ -423,6 +437,8 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
         repeat=_int(d.get(C.REPEAT, 1)),
         module_hash=str(d.get(C.MODULE_HASH, "")),
         probes=tuple(probes),
+        graph_replay=_int(d.get(C.GRAPH_REPLAY, 0)),
+        graph_launches=None if (launches := d.get(C.GRAPH_LAUNCHES)) is None else _int(launches),
     )
 
 

@@ -436,6 +436,8 @@ class SpanBuilder:
                 self._attrs[key] = static
         if rec.probes:  # device times differ per launch, like the sequence number
             return (*static, (C.SEQ, rec.seq), *device_time_attributes(rec))
+        if rec.graph_replay:  # so does a replay's ordinal (not in the fold key: repeated replays fold)
+            return (*static, (C.SEQ, rec.seq), (C.GRAPH_REPLAY, rec.graph_replay))
         return (*static, (C.SEQ, rec.seq))
 
     def _flush_folder(self, node: _Node) -> None:
