@@ -213,3 +213,27 @@ def test_children_get_the_parents_settings_through_the_environment(tmp_path: Pat
     assert environ["LAUNCHTRACE_SERVICE_NAME"] == "sim"
     child = ExportConfig.resolve(env=environ)
     assert (child.file_path, child.value_stats, child.service_name) == (config.file_path, True, "sim")
+
+
+def test_the_child_bootstrap_is_light_and_keeps_the_sitecustomize_it_hides(tmp_path: Path) -> None:
+    """A Python child that never imports Warp loads no Warp and no exporter; the environment's own
+    ``sitecustomize`` (here one that leaves a marker) still runs."""
+    from launchtrace import autorun
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text("import os\nos.environ['THEIRS_RAN'] = '1'\n")
+    src = str(Path(autorun.__file__).resolve().parents[1])
+    code = (
+        "import os, sys; print(os.environ.get('THEIRS_RAN'), 'launchtrace.autorun' in sys.modules, "
+        "'warp' in sys.modules, 'launchtrace.export' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env(PYTHONPATH=os.pathsep.join([autorun.AUTORUN_DIR, str(theirs), src]), LAUNCHTRACE_AUTORUN="1"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "True", "False", "False"]
