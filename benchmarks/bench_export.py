@@ -60,6 +60,10 @@ def summary(name: str, ratios: list[float], unit: str = "x") -> str:
     )
 
 
+DEVICE = "cpu"
+"""The Warp device the launch loops run on (``--device``)."""
+
+
 def alternate(a: Callable[[], float], b: Callable[[], float], pairs: int) -> list[tuple[float, float]]:
     a(), b()  # warm-up pair
     return [(a(), b()) for _ in range(pairs)]
@@ -70,9 +74,9 @@ class LaunchLoop:
     def __init__(self, n: int, fold: str = "off") -> None:
         self.n = n
         self.fold = fold
-        self.x = wp.ones(256, dtype=float, device="cpu")
-        self.y = wp.zeros(256, dtype=float, device="cpu")
-        wp.launch(_axpy, dim=256, inputs=[self.x, self.y, 0.5], device="cpu")  # compile
+        self.x = wp.ones(256, dtype=float, device=DEVICE)
+        self.y = wp.zeros(256, dtype=float, device=DEVICE)
+        wp.launch(_axpy, dim=256, inputs=[self.x, self.y, 0.5], device=DEVICE)  # compile
         self.tmp = tempfile.mkdtemp(prefix="bench_export_")
         self.hot: list[float] = []
         self.cpu: dict[str, list[tuple[float, float]]] = {"bare": [], "exported": []}  # (process, thread)
@@ -80,7 +84,7 @@ class LaunchLoop:
     def loop(self) -> None:
         x, y = self.x, self.y
         for _ in range(self.n):
-            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device="cpu")
+            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device=DEVICE)
 
     def bare(self) -> float:
         capture.uninstrument()
@@ -144,12 +148,12 @@ def bench_loop(n: int, pairs: int, fold: str = "off", capture_alone: bool = True
 # -- 3: OTLP/gRPC throughput -----------------------------------------------------------------------------------
 def launch_spans(n: int) -> list:
     """Real launch spans: ``n`` launches captured and built by the SpanBuilder (folding off)."""
-    x = wp.ones(256, dtype=float, device="cpu")
-    y = wp.zeros(256, dtype=float, device="cpu")
+    x = wp.ones(256, dtype=float, device=DEVICE)
+    y = wp.zeros(256, dtype=float, device=DEVICE)
     capture.instrument()
     with bus.subscribe(capacity=n + 10) as sub:
         for _ in range(n):
-            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device="cpu")
+            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device=DEVICE)
         events = sub.drain()
     capture.uninstrument()
     builder = SpanBuilder(ExportConfig.resolve(fold=False, file_path=os.devnull))
@@ -345,9 +349,13 @@ def main() -> None:
     parser.add_argument("--sdk-spans", type=int, default=5_000)
     parser.add_argument("--only", choices=["loop", "otlp"])
     parser.add_argument("--fold", default="auto,always", help="fold modes for measurements 1 and 2, comma-separated")
+    parser.add_argument("--device", default="cpu", help="Warp device of the launch loops (default cpu; cuda:0)")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
     wp.init()
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; CPU device only")
+    name = wp.get_device(DEVICE).name
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; device {DEVICE} ({name})")
     if args.only in (None, "loop"):
         for i, fold in enumerate(args.fold.split(",")):
             bench_loop(args.launches, args.pairs, fold.strip(), capture_alone=i == 0)

@@ -100,6 +100,7 @@ __all__ = [
     "SCOPE_ID",
     "SCOPE_INCOMPLETE",
     "SCOPE_INTERNAL",
+    "SCOPE_JOINED",
     "SCOPE_KIND",
     "SCOPE_LAUNCHES",
     "SEQ",
@@ -196,6 +197,7 @@ SCOPE_FINGERPRINT = "launchtrace.scope.fingerprint"  # hex: topology of everythi
 SCOPE_LAUNCHES = "launchtrace.scope.launches"  # int: records under the scope (nested scopes included)
 SCOPE_FOREIGN_POINTERS = "launchtrace.scope.foreign_pointers"  # int: distinct foreign pointers under it
 SCOPE_INCOMPLETE = "launchtrace.scope.incomplete"  # bool: still open when the exporter flushed
+SCOPE_JOINED = "launchtrace.scope.joined"  # bool: a root whose parent is the application's span (not ours)
 SCOPE_INTERNAL = "launchtrace.scope.internal"  # bool: one of Warp's own timers
 SCOPE_ATTRIBUTE_KEYS = "launchtrace.scope.attribute_keys"  # string[]: which attributes the user passed
 STEP_INDEX = "launchtrace.step.index"  # int: n-th synthetic step root of this name

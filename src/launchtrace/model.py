@@ -263,7 +263,9 @@ class ScopeRecord:
     """One scope: a ``wp.Tape`` scope, a ``wp.ScopedTimer`` or a ``launchtrace.scope``.
 
     ``parent_id`` nests scopes per thread. ``internal`` marks Warp's own timers ("Module X load"), kept out of
-    exports by default. ``end_ns`` is 0 while the scope is still open.
+    exports by default. ``end_ns`` is 0 while the scope is still open. ``remote_parent``: for an outermost
+    scope opened inside a span of the application's own tracing, that span's ``(trace_id, span_id,
+    trace_flags)`` (16 and 8 bytes, an int), else ``None``.
     """
 
     id: int
@@ -279,6 +281,7 @@ class ScopeRecord:
     internal: bool = False
     site: Site | None = None
     seq: int = 0
+    remote_parent: tuple[bytes, bytes, int] | None = None
 
     @property
     def duration_ns(self) -> int:

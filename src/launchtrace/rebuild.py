@@ -181,6 +181,8 @@ class _TraceRebuilder:
     def _parent_scope(self, span: SpanData) -> int | None:
         """The scope id of the nearest scope span above ``span`` (foreign spans in between are skipped)."""
         parent = span.parent_span_id
+        if self.attrs.get(span.span_id, {}).get(C.SCOPE_JOINED):  # its parent is the application's span
+            return None
         seen: list[bytes] = []
         seen_set: set[bytes] = set()
         result: int | None = None
@@ -200,6 +202,8 @@ class _TraceRebuilder:
             d = self.attrs[parent]
             if C.SCOPE_KIND in d and d[C.SCOPE_KIND] != STEP and C.SCOPE_ID in d:
                 result = _int(d[C.SCOPE_ID])
+                break
+            if d.get(C.SCOPE_JOINED):  # a joined step root: above it is the application's span
                 break
             parent = above.parent_span_id
         for sid in seen:

@@ -134,7 +134,7 @@ class LaunchTrace:
                 if kind == "record":
                     if self.include_warp or not item.internal:
                         self.records.append(item)
-                else:  # scope_begin / scope_end: the end carries the finished scope
+                elif kind in ("scope_begin", "scope_end"):  # the end carries the finished scope
                     self.scopes[item.id] = item
             self.dropped = sub.dropped
         finally:

@@ -244,6 +244,25 @@ _next_seq = bus.next_seq
 # -- scopes --------------------------------------------------------------------------------------------------
 
 
+def active_span_parent() -> tuple[bytes, bytes, int] | None:
+    """The OpenTelemetry span active in this context (the application's own tracing), as ``(trace_id,
+    span_id, trace_flags)``; ``None`` when there is none or OpenTelemetry's API was never imported.
+
+    Read when an outermost scope opens, never per launch: the span builder, which runs later on another
+    thread, cannot see the launching thread's context."""
+    trace_api = sys.modules.get("opentelemetry.trace")
+    if trace_api is None:
+        return None
+    try:
+        context = trace_api.get_current_span().get_span_context()
+        if not context.is_valid:
+            return None
+        return context.trace_id.to_bytes(16, "big"), context.span_id.to_bytes(8, "big"), int(context.trace_flags)
+    except Exception:  # a third-party context implementation: never break the scope
+        _warn_once("reading the active OpenTelemetry span")
+        return None
+
+
 def emit_scope_begin(name: str, kind: str, attributes: tuple, internal: bool, frame: Any) -> int:
     """Open a scope on this thread (always tracked; an event only while someone listens). Returns its id."""
     sid = next_scope_id()
@@ -267,6 +286,7 @@ def emit_scope_begin(name: str, kind: str, attributes: tuple, internal: bool, fr
                 time_ns(),
                 site,
                 internal,
+                active_span_parent() if parent is None else None,
             )
             bus.offer(event)
         except Exception:

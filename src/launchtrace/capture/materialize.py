@@ -288,6 +288,8 @@ class Materializer:
                     out.append(("scope_end", self.scope_end(event)))
                 elif kind == bus.PROBED:
                     out.append(("record", self.probed(event)))
+                elif kind == bus.APP_SPAN:  # (thread, the application's active span or None)
+                    out.append(("app_span", (event[2], event[3])))
             except Exception:
                 _log.warning("launchtrace: could not materialise a capture event; skipped", exc_info=True)
         return out
@@ -307,7 +309,7 @@ class Materializer:
     # -- scopes ------------------------------------------------------------------------------------------------
 
     def scope_begin(self, e: tuple) -> ScopeRecord:
-        _, seq, tid, sid, parent, name, kind, attrs, t0, site, internal = e
+        _, seq, tid, sid, parent, name, kind, attrs, t0, site, internal = e[:11]
         scope = ScopeRecord(
             id=sid,
             name=name,
@@ -320,6 +322,7 @@ class Materializer:
             internal=bool(internal),
             site=_site(*site[:3]) if site else None,
             seq=seq,
+            remote_parent=e[11] if len(e) > 11 else None,
         )
         self.open_scopes[sid] = scope
         return scope
@@ -343,6 +346,7 @@ class Materializer:
             internal=begun.internal,
             site=begun.site,
             seq=begun.seq,
+            remote_parent=begun.remote_parent,
         )
 
     # -- records -----------------------------------------------------------------------------------------------

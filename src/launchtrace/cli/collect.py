@@ -47,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.grpc is None and args.http is None:
         raise UserError("both --grpc and --http are off: nothing to listen on")
+    from launchtrace.cli._output import make_parent
+
+    make_parent("--out", args.out)
     try:
         collector = Collector(args.out, grpc_port=args.grpc, http_port=args.http, host=args.host).start()
     except OSError as exc:

@@ -41,9 +41,10 @@ def run(args: argparse.Namespace) -> int:
     wp.config.quiet = True
     import launchtrace
     from launchtrace.capture import bus
+    from launchtrace.cli._output import make_parent
     from launchtrace.demo.particles import ParticleSim
 
-    settings: dict = {"file_path": args.out} if args.out else {}
+    settings: dict = {"file_path": make_parent("--out", args.out)} if args.out else {}
     if args.value_stats:
         settings["value_stats"] = True
     if args.device_timing:

@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from launchtrace.cli._output import make_parent
 from launchtrace.errors import UserError
 from launchtrace.otlp.json_codec import encode_line
 from launchtrace.otlp.problems import Severity
@@ -188,7 +189,7 @@ def write_jsonl(result: ReadResult, out: str) -> int:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
         return len(lines)
-    target = Path(out)
+    target = Path(make_parent("--out", out))
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
         with os.fdopen(fd, "w", encoding="utf-8") as f:

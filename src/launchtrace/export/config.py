@@ -32,9 +32,11 @@ __all__ = [
     "LAUNCHTRACE_FOLD",
     "LAUNCHTRACE_FOLD_MIN_REPEATS",
     "LAUNCHTRACE_INCLUDE_INTERNAL",
+    "LAUNCHTRACE_JOIN_ACTIVE_SPAN",
     "LAUNCHTRACE_MAX_EXPORT_BATCH",
     "LAUNCHTRACE_QUEUE_CAPACITY",
     "LAUNCHTRACE_SAMPLE_EVERY",
+    "LAUNCHTRACE_SERVICE_NAME",
     "LAUNCHTRACE_SPAN_BUDGET",
     "LAUNCHTRACE_STEP_MAX_SPANS",
     "LAUNCHTRACE_STEP_WINDOW",
@@ -72,6 +74,8 @@ LAUNCHTRACE_VALUE_STATS = "LAUNCHTRACE_VALUE_STATS"
 LAUNCHTRACE_VALUE_STATS_MAX_ELEMENTS = "LAUNCHTRACE_VALUE_STATS_MAX_ELEMENTS"
 LAUNCHTRACE_DEVICE_TIMING = "LAUNCHTRACE_DEVICE_TIMING"
 LAUNCHTRACE_SAMPLE_EVERY = "LAUNCHTRACE_SAMPLE_EVERY"
+LAUNCHTRACE_JOIN_ACTIVE_SPAN = "LAUNCHTRACE_JOIN_ACTIVE_SPAN"
+LAUNCHTRACE_SERVICE_NAME = "LAUNCHTRACE_SERVICE_NAME"
 # Standard OpenTelemetry variables.
 OTEL_EXPORTER_OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
@@ -168,7 +172,14 @@ class ExportConfig:
       the export worker (never a synchronize on the launching thread); nothing on the CPU.
     - ``sampler`` / ``sampler_arg``: ``OTEL_TRACES_SAMPLER`` / ``_ARG``, decided once per trace.
     - ``sample_every``: every N-th trace of each root name is kept in full (unfolded) whatever the sampler.
-    - ``service_name``: overrides ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` when given.
+    - ``service_name``: overrides ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` when given
+      (``LAUNCHTRACE_SERVICE_NAME``: how ``launchtrace run`` hands the name it chose to child processes).
+    - ``join_active_span``: a root scope opened while the thread has an active OpenTelemetry span (the
+      application's own tracing) becomes that span's child, in its trace (``LAUNCHTRACE_JOIN_ACTIVE_SPAN``,
+      default on); off, every root starts its own trace.
+    - ``tracer_provider``: an SDK ``TracerProvider`` (``WarpInstrumentor().instrument(tracer_provider=...)``)
+      whose resource and sampler are used instead of the ones built from the environment; its span
+      processors are not (launchtrace builds and sends its spans itself). Anything else is refused.
     - ``max_attribute_length``: strings longer than this are cut (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``).
     """
 
@@ -193,6 +204,8 @@ class ExportConfig:
     sample_every: int = 0
     service_name: str | None = None
     max_attribute_length: int = 2048
+    join_active_span: bool = True
+    tracer_provider: Any = None
 
     def __post_init__(self) -> None:
         if isinstance(self.fold, bool):  # the earlier boolean setting
@@ -273,6 +286,13 @@ def _is_bool(v: Any) -> bool:
     return isinstance(v, bool)
 
 
+def _is_sdk_provider(v: Any) -> bool:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.sampling import Sampler
+
+    return isinstance(getattr(v, "resource", None), Resource) and isinstance(getattr(v, "sampler", None), Sampler)
+
+
 _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "file_path": (lambda v: isinstance(v, str), "a path string"),
     "endpoint": (lambda v: v is None or (isinstance(v, str) and v != ""), "a URL or None"),
@@ -295,6 +315,12 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "sample_every": (_non_negative_int, "an int >= 0"),
     "service_name": (lambda v: v is None or (isinstance(v, str) and v != ""), "a non-empty string or None"),
     "max_attribute_length": (_positive_int, "a positive int"),
+    "join_active_span": (_is_bool, "a bool"),
+    "tracer_provider": (
+        lambda v: v is None or _is_sdk_provider(v),
+        "an opentelemetry.sdk.trace.TracerProvider (launchtrace uses its resource and sampler; it builds "
+        "its spans itself, so an API-only or proxy provider has nothing it can use)",
+    ),
 }
 
 ENV: dict[str, tuple[tuple[str, ...], Callable[[str], Any]]] = {
@@ -318,6 +344,8 @@ ENV: dict[str, tuple[tuple[str, ...], Callable[[str], Any]]] = {
     "sampler_arg": ((OTEL_TRACES_SAMPLER_ARG,), float),
     "sample_every": ((LAUNCHTRACE_SAMPLE_EVERY,), int),
     "max_attribute_length": ((OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT,), int),
+    "service_name": ((LAUNCHTRACE_SERVICE_NAME,), str.strip),
+    "join_active_span": ((LAUNCHTRACE_JOIN_ACTIVE_SPAN,), _parse_bool),
 }
 """Field -> (environment variables in order of precedence, parser)."""
 

@@ -132,6 +132,7 @@ class _Node:
         "closed",
         "digest",
         "emitted",
+        "external_parent",
         "first_start",
         "folder",
         "foreign",
@@ -162,6 +163,7 @@ class _Node:
         self.last_end = 0
         self.links: tuple = ()
         self.step_index = 0
+        self.external_parent: bytes | None = None  # the application's span a root joined (its span id)
 
     @property
     def is_root(self) -> bool:
@@ -185,11 +187,16 @@ class SpanBuilder:
         clock_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self.config = config if config is not None else ExportConfig.resolve()
-        self.resource = resource if resource is not None else build_resource(self.config.service_name)
+        provider = self.config.tracer_provider
+        if resource is None:
+            resource = build_resource(self.config.service_name, provider_resource=getattr(provider, "resource", None))
+        self.resource = resource
         self._clock = clock_ns
         self._rng = random.Random()  # our own: a program's random.seed(0) must not make ids repeat
         _RNGS.add(self._rng)
-        self._sampler = TraceSampler(self.config.sampler, self.config.sampler_arg, self.config.sample_every)
+        sampler = provider.sampler if provider is not None else self.config.sampler
+        self._sampler = TraceSampler(sampler, self.config.sampler_arg, self.config.sample_every)
+        self._join = self.config.join_active_span
         self._limit = self.config.max_attribute_length
         self._include_internal = self.config.include_internal
         self._step_max = self.config.step_max_spans
@@ -218,7 +225,9 @@ class SpanBuilder:
             "record": self._on_record,
             "scope_begin": self._on_scope_begin,
             "scope_end": self._on_scope_end,
+            "app_span": self._on_app_span,
         }
+        self._app_spans: dict[int, tuple[bytes, bytes, int]] = {}  # thread -> the application's active span
 
     # --- public -------------------------------------------------------------------------------------------
 
@@ -294,7 +303,7 @@ class SpanBuilder:
             step = self._steps.get(scope.thread)
             if step is not None:  # "consecutive" means in the thread's order: no run spans this scope
                 self._flush_folder(step)
-            node = self._new_root(scope.name, span_id)
+            node = self._new_root(scope.name, span_id, scope.remote_parent if self._join else None)
         else:
             self._flush_folder(parent)
             if parent.trace.held is not None and parent.trace.used >= parent.trace.limit:
@@ -308,6 +317,20 @@ class SpanBuilder:
         node.begin = scope
         node.first_start = scope.start_ns
         self._scopes[scope.id] = node
+
+    def _on_app_span(self, change: tuple[int, tuple[bytes, bytes, int] | None]) -> None:
+        """The application's active span changed on a thread: its open step root ends (a step never spans two
+        of the application's spans), and the next one joins the new span."""
+        if not self._join:
+            return
+        thread, span = change
+        if span is None:
+            self._app_spans.pop(thread, None)
+        else:
+            self._app_spans[thread] = span
+        step = self._steps.pop(thread, None)
+        if step is not None:
+            self._close_step(step)
 
     def _on_scope_end(self, scope: ScopeRecord) -> None:
         if scope.id in self._aliases:
@@ -337,14 +360,17 @@ class SpanBuilder:
     def _span_id(self) -> bytes:
         return (self._rng.getrandbits(64) or 1).to_bytes(8, "big")
 
-    def _new_root(self, name: str, span_id: bytes) -> _Node:
-        trace_id = (self._rng.getrandbits(128) or 1).to_bytes(16, "big")
-        decision = self._sampler.decide(trace_id, name)
+    def _new_root(self, name: str, span_id: bytes, remote: tuple[bytes, bytes, int] | None = None) -> _Node:
+        """A new trace, or with ``remote`` (the application's span it opened in) a subtree of that trace."""
+        trace_id = remote[0] if remote is not None else (self._rng.getrandbits(128) or 1).to_bytes(16, "big")
+        decision = self._sampler.decide(trace_id, name, remote)
         trace = _Trace(
             trace_id, decision.sampled, decision.full, self.config.span_budget, hold=self._fold_mode == "auto"
         )
         self.traces_started += 1
         node = _Node(trace, span_id, None, self._folder(trace))
+        if remote is not None:
+            node.external_parent = remote[1]
         if decision.sampled:
             previous = self._last_root.get(name)
             if previous is not None:
@@ -365,7 +391,7 @@ class SpanBuilder:
             self._close_step(step)
             step = None
         if step is None:
-            step = self._new_root(STEP_SPAN_NAME, self._span_id())
+            step = self._new_root(STEP_SPAN_NAME, self._span_id(), self._app_spans.get(rec.thread))
             step.first_start = rec.start_ns
             index = self._step_counts.get(rec.thread, 0)
             self._step_counts[rec.thread] = index + 1
@@ -479,6 +505,8 @@ class SpanBuilder:
         attrs = scope_attributes(begin, final, self._limit) + self._summary(node)
         if incomplete:
             attrs += ((C.SCOPE_INCOMPLETE, True),)
+        if node.external_parent is not None:
+            attrs += ((C.SCOPE_JOINED, True),)
         span = self._span(
             node, begin.name, begin.start_ns, max(end_ns, begin.start_ns), attrs, final.error if end else None
         )
@@ -502,6 +530,8 @@ class SpanBuilder:
             (C.STEP_INDEX, step.step_index),
             *self._summary(step),
         )
+        if step.external_parent is not None:
+            attrs += ((C.SCOPE_JOINED, True),)
         end = max(step.first_start, step.last_end)
         span = self._span(step, STEP_SPAN_NAME, step.first_start, end, attrs, None)
         self._finish_trace(step, span)
@@ -548,7 +578,7 @@ class SpanBuilder:
         error: str | None,
         events: tuple = (),
     ) -> SpanData:
-        parent = node.parent.span_id if node.parent is not None else None
+        parent = node.parent.span_id if node.parent is not None else node.external_parent
         return self._make(node.trace.id, node.span_id, parent, name, start, end, attrs, error, events, node.links)
 
     def _make(
