@@ -288,7 +288,6 @@ def _replay_steps(bases: list[LaunchRecord]) -> list[int]:
     return [counts[rec.graph_id] if rec.graph_replay else 0 for rec in bases]
 
 
-
 def _fold(span: SpanData, count: int, period: int, position: int, d: Mapping[str, Any]) -> Fold:
     """Where an expanded record came from: the summary span and its position's recorded statistics."""
     stat = {k: max(0, _int(d.get(k, 0))) for k in _FOLD_STATS}
