@@ -56,7 +56,7 @@ class JaegerSource:
     ) -> ReadResult:
         """Several traces by id, fetched one by one; ``progress(done, total)`` after each."""
         log = ProblemLog(strict=strict)
-        ids = list(trace_ids)
+        ids = list(dict.fromkeys(trace_ids))  # each id fetched once
         spans: list[SpanData] = []
         for i, trace_id in enumerate(ids, 1):
             spans.extend(self.fetch_trace(trace_id, log))
