@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -60,3 +62,36 @@ def test_depth_is_orjsons_and_lone_surrogates_are_refused() -> None:
     for bad in (b'"\\ud800"', b'"\\udc00"', b'"\\ud800\\u0041"'):
         assert compiled.check(bad) is not None and not orjson_ok(bad)
     assert compiled.check(b'"\\ud83d\\ude00"') is None
+
+
+def first_duplicate(data: bytes) -> bool:
+    """Whether any object of ``data`` repeats a key (the standard library's pairs hook as the oracle)."""
+    found = []
+
+    def hook(pairs: list) -> dict:
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) < len(keys):
+            found.append(keys)
+        return {}
+
+    json.loads(data, object_pairs_hook=hook)
+    return bool(found)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(
+    st.integers(0, 3),
+    lambda kids: st.lists(kids, max_size=4)
+    | st.lists(st.tuples(st.sampled_from("abc"), kids), max_size=4).map(lambda kv: {"__pairs__": kv}),
+    max_leaves=15,
+))  # fmt: skip
+def test_duplicate_keys_are_found_as_the_standard_library_sees_them(value) -> None:
+    def dump(v) -> str:
+        if isinstance(v, dict):
+            return "{" + ",".join(f'"{k}":{dump(x)}' for k, x in v["__pairs__"]) + "}"
+        if isinstance(v, list):
+            return "[" + ",".join(dump(x) for x in v) + "]"
+        return str(v)
+
+    data = dump(value).encode()
+    assert (compiled.duplicate_key(data) is not None) == first_duplicate(data), data

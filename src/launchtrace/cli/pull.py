@@ -229,8 +229,22 @@ def _summary(result: ReadResult, out: str) -> None:
         print(f"  ... and {hidden} more", file=sys.stderr)
 
 
+def _made_writable(result: ReadResult, strict: bool) -> ReadResult:
+    """The spans with what OTLP JSON cannot write as it is changed (nesting cut, see writable), each said."""
+    from launchtrace.sources.writable import writable
+
+    spans, notes = writable(result.spans, where=result.source)
+    if not notes:
+        return result
+    if strict:
+        raise UserError(str(notes[0]))
+    return dataclasses.replace(
+        result, spans=spans, problems=result.problems + tuple(notes), warnings=result.warnings + len(notes)
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    result = _PULLERS[args.kind](args)
+    result = _made_writable(_PULLERS[args.kind](args), args.strict)
     write_jsonl(result, args.out)
     _summary(result, args.out)
     return 2 if result.errors else 0

@@ -6,6 +6,8 @@
  *
  * check(buffer) -> None when the bytes are one JSON value (RFC 8259, UTF-8, surrounding whitespace allowed,
  * nesting up to MAX_DEPTH like orjson), else (offset, message, truncated) for the first fault.
+ * duplicate_key(buffer) -> the first key given twice in one object (orjson keeps the last silently), compared
+ * as raw bytes with up to MAX_COMPARED earlier keys of its object (bounded time on hostile objects).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -17,7 +19,35 @@ typedef struct {
     const unsigned char *s, *p, *end;
     const char *err;
     int truncated;
+    /* duplicate keys (when keys != NULL): the keys of the open objects, each object's from its base */
+    Py_ssize_t (*keys)[2]; /* (offset, length) of the raw key bytes, quotes excluded */
+    Py_ssize_t nkeys, cap;
+    Py_ssize_t dup_at, dup_len; /* the first key seen twice in one object; dup_at -1: none */
+    int nomem;
 } C;
+
+#define MAX_COMPARED 32 /* a key is compared with at most this many earlier keys of its object */
+
+static void note_key(C *c, Py_ssize_t base, Py_ssize_t at, Py_ssize_t len) {
+    if (c->keys == NULL || c->dup_at >= 0) return;
+    Py_ssize_t from = c->nkeys - MAX_COMPARED > base ? c->nkeys - MAX_COMPARED : base;
+    for (Py_ssize_t i = from; i < c->nkeys; i++)
+        if (c->keys[i][1] == len && memcmp(c->s + c->keys[i][0], c->s + at, (size_t)len) == 0) {
+            c->dup_at = at;
+            c->dup_len = len;
+            return;
+        }
+    if (c->nkeys == c->cap) {
+        Py_ssize_t cap = c->cap ? c->cap * 2 : 64;
+        void *grown = realloc(c->keys, (size_t)cap * sizeof(c->keys[0]));
+        if (grown == NULL) { c->nomem = 1; return; }
+        c->keys = grown;
+        c->cap = cap;
+    }
+    c->keys[c->nkeys][0] = at;
+    c->keys[c->nkeys][1] = len;
+    c->nkeys++;
+}
 
 static int fail(C *c, const char *msg) {
     if (c->err == NULL) {
@@ -136,6 +166,7 @@ static int word(C *c, const char *w, Py_ssize_t n) {
 /* One value, iteratively: stack[i] is 1 for an object, 0 for an array. */
 static int value(C *c) {
     unsigned char stack[MAX_DEPTH];
+    Py_ssize_t bases[MAX_DEPTH]; /* where each open object's keys start in c->keys */
     int depth = 0;
     while (1) {
         ws(c);
@@ -143,11 +174,12 @@ static int value(C *c) {
         unsigned ch = *c->p;
         if (ch == '{' || ch == '[') {
             if (depth == MAX_DEPTH) return fail(c, "nested deeper than 1024 levels");
+            bases[depth] = c->nkeys;
             stack[depth++] = ch == '{';
             c->p++;
             ws(c);
             if (c->p >= c->end) return fail(c, "unexpected end of data");
-            if (*c->p == (ch == '{' ? '}' : ']')) { c->p++; depth--; goto after; }
+            if (*c->p == (ch == '{' ? '}' : ']')) { c->p++; depth--; c->nkeys = bases[depth]; goto after; }
             if (ch == '{') goto key;
             continue;
         }
@@ -169,7 +201,7 @@ static int value(C *c) {
                 if (is_obj) goto key;
                 break; /* next array item */
             }
-            if (ch == (is_obj ? '}' : ']')) { c->p++; depth--; continue; }
+            if (ch == (is_obj ? '}' : ']')) { c->p++; depth--; c->nkeys = bases[depth]; continue; }
             return fail(c, is_obj ? "expected ',' or '}'" : "expected ',' or ']'");
         }
         continue;
@@ -177,7 +209,11 @@ static int value(C *c) {
         ws(c);
         if (c->p >= c->end) return fail(c, "unexpected end of data");
         if (*c->p != '"') return fail(c, "expected a key (a string)");
-        if (string(c) < 0) return -1;
+        {
+            const unsigned char *k = c->p;
+            if (string(c) < 0) return -1;
+            note_key(c, bases[depth - 1], k + 1 - c->s, c->p - k - 2);
+        }
         ws(c);
         if (c->p >= c->end) return fail(c, "unexpected end of data");
         if (*c->p != ':') return fail(c, "expected ':'");
@@ -185,10 +221,31 @@ static int value(C *c) {
     }
 }
 
+static PyObject *duplicate_key(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    C c = {view.buf, view.buf, (const unsigned char *)view.buf + view.len, NULL, 0, NULL, 0, 0, -1, 0, 0};
+    c.keys = malloc(64 * sizeof(c.keys[0]));
+    c.cap = c.keys ? 64 : 0;
+    Py_BEGIN_ALLOW_THREADS
+    (void)value(&c);
+    Py_END_ALLOW_THREADS
+    free(c.keys);
+    PyObject *out;
+    if (c.keys == NULL || c.nomem)
+        out = PyErr_NoMemory();
+    else if (c.dup_at < 0)
+        out = Py_NewRef(Py_None);
+    else
+        out = Py_BuildValue("(ny#)", c.dup_at, (const char *)c.s + c.dup_at, c.dup_len);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyObject *check(PyObject *self, PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    C c = {view.buf, view.buf, (const unsigned char *)view.buf + view.len, NULL, 0};
+    C c = {view.buf, view.buf, (const unsigned char *)view.buf + view.len, NULL, 0, NULL, 0, 0, -1, 0, 0};
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = value(&c);
@@ -205,6 +262,8 @@ static PyObject *check(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"check", check, METH_O, "check(buffer) -> None, or (offset, message, truncated) at the first fault."},
+    {"duplicate_key", duplicate_key, METH_O,
+     "duplicate_key(buffer) -> None, or (offset, raw key bytes) of the first key given twice in one object."},
     {NULL, NULL, 0, NULL},
 };
 

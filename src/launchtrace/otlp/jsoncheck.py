@@ -19,7 +19,7 @@ import re
 
 from launchtrace import native
 
-__all__ = ["CHECK_FROM_BYTES", "MAX_DEPTH", "check", "check_python"]
+__all__ = ["CHECK_FROM_BYTES", "MAX_DEPTH", "check", "check_python", "duplicate_key", "fault_text"]
 
 CHECK_FROM_BYTES = 1 << 20
 """Lines (or bodies) this long or longer are checked before they are parsed."""
@@ -174,6 +174,21 @@ def check(data: bytes) -> tuple[int, str, bool] | None:
     if compiled is not None:
         return compiled.check(data)
     return None
+
+
+def duplicate_key(data: bytes) -> tuple[int, str] | None:
+    """The first key given twice in one object, ``(byte offset, key)``; ``None`` when none (or not compiled).
+
+    orjson keeps the last of duplicate keys without a word; the readers say so in a warning. Keys are compared
+    as written (escapes not undone), each with the 32 before it in its object (bounded time on hostile input).
+    """
+    compiled = native.load("launchtrace.otlp._jsoncheck")
+    if compiled is None:
+        return None
+    found = compiled.duplicate_key(data)
+    if found is None:
+        return None
+    return found[0], found[1].decode("utf-8", "replace")
 
 
 def fault_text(fault: tuple[int, str, bool]) -> str:

@@ -40,7 +40,7 @@ import orjson
 
 from launchtrace.errors import UserError
 from launchtrace.otlp.json_fast import FastLineDecoder
-from launchtrace.otlp.jsoncheck import CHECK_FROM_BYTES, check, fault_text
+from launchtrace.otlp.jsoncheck import CHECK_FROM_BYTES, check, duplicate_key, fault_text
 from launchtrace.otlp.problems import Problem, Severity
 from launchtrace.otlp.proto_decode import MAX_MESSAGE_BYTES, decode_traces_bytes, iter_length_prefixed
 from launchtrace.sources.documents import spans_from_document
@@ -175,6 +175,18 @@ class SpanFile:
                 where = f"{self.name}:byte {offset}"
                 yield self._decoded(where, decode_traces_bytes(body, where=where))
 
+    def _warn_duplicates(self, text: bytes, where: str) -> None:
+        """A warning for a key given twice in one object (parsing kept the last without a word).
+
+        Only for what the compiled reader left to the general path: it takes no line with a repeated key.
+        """
+        found = duplicate_key(text)
+        if found is not None:
+            offset, key = found
+            self.log.add(
+                Problem(where, f"duplicate key {key!r} at byte {offset}: the last value is kept", Severity.WARNING)
+            )
+
     def _decoded(self, where: str, result: tuple[list[SpanData], list[Problem]]) -> tuple[str, list[SpanData]]:
         spans, problems = result
         for p in problems:
@@ -215,9 +227,11 @@ class SpanFile:
                 yield from self._lines([whole] if one_line else io.BytesIO(whole), 1)
                 return
             self.format = _document_format(doc) + suffix
+            self._warn_duplicates(whole, self.name)
             yield self._decoded(self.name, spans_from_document(doc, where=self.name, id_encoding=self.id_encoding))
             return
         kind = _document_format(first_obj)
+        self._warn_duplicates(first, f"{self.name}:1")
         self.format = ("otlp-jsonl" if kind == "otlp-json" else f"{kind}-lines") + suffix
         yield self._decoded(
             f"{self.name}:1", spans_from_document(first_obj, where=f"{self.name}:1", id_encoding=self.id_encoding)
@@ -241,6 +255,7 @@ class SpanFile:
                         except orjson.JSONDecodeError as exc:
                             obj, problem = None, Problem(where, _json_error(line, exc))
                         else:
+                            self._warn_duplicates(line, where)
                             result = spans_from_document(obj, where=where, id_encoding=self.id_encoding)
             if spans is not None:
                 yield where, spans
