@@ -86,11 +86,13 @@ def test_utf16_and_utf32_files_are_named_as_such(tmp_path: Path, encoding: str, 
 
 
 RSS_SCRIPT = """
-import resource, sys
+import sys
+def vmhwm():  # this process's own peak (ru_maxrss would include the parent's: Linux keeps it across exec)
+    return next(int(ln.split()[1]) * 1024 for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
 from launchtrace.sources.files import read_spans
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = vmhwm()
 r = read_spans(sys.argv[1])
-print(len(r.spans), r.errors, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)
+print(len(r.spans), r.errors, vmhwm() - base)
 print(r.problems[0] if r.problems else "")
 """
 

@@ -3,7 +3,7 @@
 No Jaeger or Tempo can run here: the hostile "backends" are ``loopback_http.Backend`` (a real ``http.server``)
 for canned bodies and :class:`RawServer` (a socket server whose handler writes whatever bytes, as slowly as it
 likes) for what no well-behaved server sends: slow drips, endless chunked bodies. Memory is the pull
-process's own peak RSS (``ru_maxrss``), in a subprocess, against a small pull in the same way.
+process's own peak RSS (``VmHWM``), in a subprocess, against a small pull in the same way.
 """
 
 from __future__ import annotations
@@ -87,10 +87,12 @@ def gzip_zeros(size: int) -> bytes:
 
 
 RSS_SCRIPT = """
-import resource, sys
+import sys
+def vmhwm():  # this process's own peak (ru_maxrss would include the parent's: Linux keeps it across exec)
+    return next(int(ln.split()[1]) * 1024 for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
 from launchtrace.cli import main
 rc = main(sys.argv[1:])
-print("MAXRSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, file=sys.stderr)
+print("MAXRSS", vmhwm(), file=sys.stderr)
 sys.exit(rc)
 """
 
