@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from launchtrace import native
 from launchtrace.cli import main
 from launchtrace.errors import UserError
 from launchtrace.sources.files import read_spans
@@ -97,6 +98,12 @@ print(r.problems[0] if r.problems else "")
 """
 
 
+COMPILED_CHECK = pytest.mark.skipif(
+    native.load("launchtrace.otlp._jsoncheck") is None, reason="needs the compiled JSON check (_jsoncheck.c)"
+)
+
+
+@COMPILED_CHECK
 @pytest.mark.parametrize("shape", ["numbers", "string"])
 def test_a_long_invalid_line_costs_at_most_about_its_size(tmp_path: Path, shape: str) -> None:
     size = 100 << 20
@@ -146,6 +153,7 @@ def test_an_integer_past_64_bits_written_as_a_string_is_a_warning(tmp_path: Path
     assert dict(read_spans(out).spans[0].attributes)["n"] == "1" * 30
 
 
+@COMPILED_CHECK
 def test_duplicate_keys_are_a_warning(tmp_path: Path) -> None:
     path = tmp_path / "dup.jsonl"
     line = span_line().replace(b'"name":"s"', b'"name":"first","name":"second"')

@@ -227,6 +227,17 @@ def test_tempo_search_honours_the_limit_and_fetches_each_trace_once(tmp_path: Pa
     assert fetched == [f"/api/v2/traces/{many[0]}", f"/api/v2/traces/{many[1]}"]
 
 
+def test_jaeger_search_keeps_at_most_limit_traces(tmp_path: Path) -> None:
+    spans = [{"traceId": f"{i + 1:032x}", "spanId": "eee19b7ec3c1b174", "name": "s"} for i in range(300)]
+    body = orjson.dumps({"result": {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}})
+    out = tmp_path / "j.jsonl"
+    with Backend() as b:
+        b.routes["/api/v3/traces"] = Answer(200, body)
+        rc = main(["pull", "--from", "jaeger", b.url, "--service", "s", "--limit", "20", "--out", str(out)])
+    assert rc == 0
+    assert len(out.read_bytes().splitlines()) == 20  # one line per trace
+
+
 def test_a_redirect_to_another_origin_drops_every_user_header() -> None:
     with Backend() as target, Backend() as origin:
         target.routes["/y"] = Answer(200, b"{}")
