@@ -267,3 +267,15 @@ def test_too_many_redirects_is_one_line() -> None:
         b.routes["/x"] = Answer(302, b"", headers=(("Location", "/x"),))
         with pytest.raises(UserError, match="redirect"):
             HttpClient(HttpOptions(b.url)).get("/x")
+
+
+def test_a_connection_dropped_mid_answer_is_not_called_cannot_connect() -> None:
+    def cut(conn: socket.socket) -> None:
+        conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":')
+
+    with RawServer(cut) as srv:
+        url = srv.url
+        with pytest.raises(UserError) as err:
+            HttpClient(HttpOptions(url, retries=1), sleep=lambda s: None).get("/x")
+    assert str(err.value).startswith(f"{url}/x: connection failed while reading the answer ("), err.value
+    assert str(err.value).endswith("(tried 2 times)")
