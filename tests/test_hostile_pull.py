@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import math
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -36,8 +37,10 @@ GOOD = orjson.dumps(
 class RawServer:
     """A loopback TCP server; ``handle(sock)`` writes the answer (bounded loops only). One thread per client."""
 
-    def __init__(self, handle: Callable[[socket.socket], None]) -> None:
+    def __init__(self, handle: Callable[[socket.socket], None], tls: ssl.SSLContext | None = None) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_side=True)
         self.handle = handle
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -279,3 +282,19 @@ def test_a_connection_dropped_mid_answer_is_not_called_cannot_connect() -> None:
             HttpClient(HttpOptions(url, retries=1), sleep=lambda s: None).get("/x")
     assert str(err.value).startswith(f"{url}/x: connection failed while reading the answer ("), err.value
     assert str(err.value).endswith("(tried 2 times)")
+
+
+def test_the_deadline_holds_under_tls_too(tmp_path: Path) -> None:
+    from tests.loopback_http import _self_signed
+
+    cert, key = _self_signed(tmp_path)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    with RawServer(drip(True), tls=ctx) as srv:
+        port = srv.sock.getsockname()[1]
+        t0 = time.monotonic()
+        with pytest.raises(UserError) as err:
+            HttpClient(HttpOptions(f"https://localhost:{port}", ca_file=str(cert), timeout=1.0, retries=0)).get("/x")
+        took = time.monotonic() - t0
+    assert "no complete answer within 1 s (tried once)" in str(err.value), err.value
+    assert took < 3

@@ -383,6 +383,8 @@ class HttpClient:
                 try:
                     if resp.status_code in _REDIRECTS and resp.headers.get("Location"):
                         current = urljoin(resp.url, resp.headers["Location"])
+                        if urlsplit(current).scheme not in ("http", "https"):
+                            raise UserError(f"{url}: redirected to a URL that is not http(s)")
                         if _origin(current) != self._origin:
                             credentials = False
                         continue
@@ -390,6 +392,8 @@ class HttpClient:
                 finally:
                     resp.close()
             except requests.exceptions.SSLError as exc:
+                if deadline.expired():  # the deadline shut the socket down under TLS
+                    raise _Retry(self._problem(exc, deadline)) from None
                 raise UserError(f"{url}: TLS failed ({_reason(exc)}); see --ca-file or --insecure") from None
             except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
                 raise _Retry(self._problem(exc, deadline)) from None
