@@ -308,3 +308,29 @@ def _complete(line: bytes) -> bool:
     except orjson.JSONDecodeError:
         return False
     return True
+
+
+def test_a_grpc_gzip_message_inflating_past_the_limit_is_refused_by_grpc(tmp_path: Path) -> None:
+    """gRPC's own bound: grpcio checks the inflated size against ``grpc.max_receive_message_length`` (64 MiB)."""
+    import grpc
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launchtrace", "collect", "--out", str(tmp_path / "g.jsonl"), "--grpc", "0",
+         "--http", "off"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        port = int(proc.stdout.readline().split("grpc 127.0.0.1:")[1].split(";")[0])
+        options = [("grpc.max_send_message_length", (1 << 31) - 1)]
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=options, compression=grpc.Compression.Gzip) as ch:
+            export = ch.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            export(b"", timeout=10)
+            before = peak_rss(proc.pid)
+            with pytest.raises(grpc.RpcError) as err:
+                export(bytes(256 << 20), timeout=60)
+            grown = peak_rss(proc.pid) - before
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert grown < 100 << 20, f"{grown >> 20} MiB"
