@@ -83,10 +83,12 @@ class RawServer:
 
 
 def gzip_zeros(size: int) -> bytes:
-    """gzip of ``size`` zero bytes, made in 1 MiB steps (never holding ``size`` bytes)."""
+    """gzip of ``size`` zero bytes, made cheaply: one 64 MiB member repeated (RFC 1952 allows concatenated
+    members, and readers inflate them all)."""
     comp = zlib.compressobj(9, zlib.DEFLATED, 31)
     step = bytes(1 << 20)
-    return b"".join(comp.compress(step) for _ in range(size >> 20)) + comp.flush()
+    member = b"".join(comp.compress(step) for _ in range(64)) + comp.flush()
+    return member * max(1, size >> 26)
 
 
 RSS_SCRIPT = """
