@@ -256,6 +256,11 @@ def test_200_concurrent_senders_all_succeed_and_each_request_is_written_once(col
 
 
 def test_600_idle_connections_are_closed_after_the_idle_timeout(collector: Collector) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2000:  # both ends of 600 connections live in this process
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
     baseline = threading.active_count()
     socks = [socket.create_connection(("127.0.0.1", collector.http_port), timeout=10) for _ in range(600)]
     try:
