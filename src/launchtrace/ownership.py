@@ -27,6 +27,7 @@ import bisect
 import dataclasses
 import itertools
 import logging
+import sys
 import threading
 import time
 import types
@@ -675,7 +676,13 @@ def own(obj: Any, label: str, max_depth: int = 10) -> BufferSet:
             sim.step()
         trace[0].buffers[0].owner  # "sim.x"
     """
-    return OWNERS.own(obj, label, max_depth)
+    owned = OWNERS.own(obj, label, max_depth)
+    if "tinygrad" in sys.modules:  # tinygrad's tensors: their own registry (launchtrace.tinygrad_ownership)
+        from launchtrace.tinygrad_ownership import OWNERS as TINYGRAD_OWNERS, is_tinygrad_object
+
+        if is_tinygrad_object(obj):
+            TINYGRAD_OWNERS.own(obj, label)
+    return owned
 
 
 def disown(obj_or_label: Any) -> int:
@@ -685,4 +692,9 @@ def disown(obj_or_label: Any) -> int:
 
         launchtrace.disown("sim")
     """
-    return OWNERS.disown(obj_or_label)
+    ended = OWNERS.disown(obj_or_label)
+    if "tinygrad" in sys.modules:
+        from launchtrace.tinygrad_ownership import OWNERS as TINYGRAD_OWNERS
+
+        ended += TINYGRAD_OWNERS.disown(obj_or_label)
+    return ended

@@ -1,6 +1,7 @@
 """Capture: interpose every public way Warp issues device work, and scopes around it.
 
-``instrument()`` patches Warp (see :mod:`launchtrace.capture.warp` for the list) and ``uninstrument()`` puts
+``instrument()`` patches Warp (see :mod:`launchtrace.capture.warp` for the list) and tinygrad when it is
+installed (:mod:`launchtrace.capture.tinygrad`: at once if imported, else when the program imports it), and ``uninstrument()`` puts
 every binding back exactly; both are idempotent and thread-safe. While instrumented and while somebody listens
 (a :func:`launchtrace.testing.trace_launches` block, the exporter: see :mod:`launchtrace.capture.bus`), each
 call becomes one record; with nobody listening a patched call costs one attribute read more than bare Warp.
@@ -40,6 +41,9 @@ def instrument() -> bool:
         from launchtrace.capture.warp import patch_warp
 
         _patches = patch_warp()
+        from launchtrace.capture import tinygrad  # patches tinygrad if imported, else when it is (if installed)
+
+        tinygrad.install()
         return True
 
 
@@ -51,6 +55,9 @@ def uninstrument() -> bool:
             return False
         _patches.restore()
         _patches = None
+        from launchtrace.capture import tinygrad
+
+        tinygrad.uninstall()
         return True
 
 

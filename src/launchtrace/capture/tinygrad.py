@@ -1,0 +1,490 @@
+"""tinygrad frontend: every kernel execution and copy tinygrad runs becomes a record of the same model as Warp's.
+
+Where: tinygrad 0.14 executes every call of a schedule (``Tensor.realize``, ``TinyJit`` replays, the jit's
+input copies, ``.numpy()``'s copy-out, BEAM timing runs) through ``realize.pm_exec.rewrite(call, ctx)``, looked
+up on every call. :func:`install` puts a wrapper there as an *instance* attribute (whatever was there before,
+someone else's wrapper included, is what it calls, and :func:`uninstall` puts exactly that back).
+
+When: :func:`launchtrace.instrument` calls :func:`install`. If ``tinygrad.engine.realize`` is already imported
+it is patched at once; if tinygrad is only importable, a meta-path finder patches it right after the program
+imports it (tinygrad is never imported on the program's behalf); if tinygrad is not installed nothing happens.
+
+Hot path (the launching thread): time the original call, find the user's frame, and queue one raw event holding
+*references* (the call UOp, the context's input UOps, a copy of the variable values): about 3 us. Decoding
+(kernel name, launch dims, buffers, roles, offsets, owners: 19-49 us in place) happens in the materializer, off
+the launching thread, through :func:`build_record`, registered for the raw kind ``"tinygrad"``. The queued
+references keep the call's buffers alive until the event is decoded and no longer; nothing long-lived is keyed
+by a raw address (the per-call cache is a ``WeakKeyDictionary`` on the call UOp).
+
+Kinds of work (``LaunchRecord.api``): ``tinygrad.realize`` (user work: ``Tensor.realize`` and what triggers it,
+uploads included), ``tinygrad.TinyJit`` (a jit replay), ``tinygrad.internal`` (``update_stats=False``: the
+copy-out of ``.numpy()``, ``Buffer(initial_value=...)``; ``internal=True``), ``tinygrad.beam`` (BEAM timing
+runs, ``ctx.cache is False``; left out unless :func:`configure` ``(record_beam=True)`` or
+``LAUNCHTRACE_TINYGRAD_BEAM=1``). A graph runner's batch (``CUSTOM_FUNCTION "graph"``: CUDA, Metal, NULL, ...)
+is a scope of kind ``"graph"`` whose records are its kernels; tinygrad times only the whole batch, so each
+kernel carries the batch's start and end and the scope says ``timing="per batch"``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.abc
+import importlib.util
+import logging
+import os
+import sys
+import threading
+import weakref
+from time import time_ns
+from typing import Any
+
+from launchtrace.capture import bus
+from launchtrace.capture.hotpath import _warn_once, emit_scope_begin, emit_scope_end, is_library_code
+from launchtrace.capture.state import _local
+from launchtrace.model import BufferArg, LaunchRecord, Op
+
+__all__ = ["KIND", "build_record", "configure", "install", "is_patched", "uninstall"]
+
+_log = logging.getLogger("launchtrace.capture")
+
+KIND = "tinygrad"  # the raw event kind (materialize._BUILDERS key)
+REALIZE, JIT, INTERNAL, BEAM, GRAPH = (
+    "tinygrad.realize",
+    "tinygrad.TinyJit",
+    "tinygrad.internal",
+    "tinygrad.beam",
+    "tinygrad.graph",
+)
+COPY_KERNEL = "tinygrad.copy"
+GRAPH_SCOPE = "tinygrad.graph"
+
+_lock = threading.RLock()
+_record_beam = os.environ.get("LAUNCHTRACE_TINYGRAD_BEAM", "").strip() not in ("", "0")
+_patch: _Patch | None = None
+_finder: _PatchOnImport | None = None
+_wanted = False  # install() was called and uninstall() not yet
+
+
+def configure(record_beam: bool | None = None) -> None:
+    """Record BEAM search timing runs too (off by default: they are tinygrad's tuning, not the program's work)."""
+    global _record_beam
+    if record_beam is not None:
+        _record_beam = bool(record_beam)
+
+
+def is_patched() -> bool:
+    """Whether tinygrad's executor is wrapped now."""
+    return _patch is not None
+
+
+# -- installing ---------------------------------------------------------------------------------------------
+
+
+class _Patch:
+    """One wrapping of ``pm_exec.rewrite``: what was in the instance dict before, and our wrapper."""
+
+    def __init__(self, realize: Any) -> None:
+        self.pm = realize.pm_exec
+        self.had = "rewrite" in self.pm.__dict__
+        self.saved = self.pm.__dict__.get("rewrite")
+        self.wrapper = _make_hook(self.pm.rewrite, realize)
+        self.pm.rewrite = self.wrapper
+
+    def restore(self) -> None:
+        current = self.pm.__dict__.get("rewrite")
+        if current is not self.wrapper:
+            _log.warning("launchtrace: tinygrad's pm_exec.rewrite was rebound by someone else; leaving it")
+            return
+        if self.had:
+            self.pm.rewrite = self.saved
+        else:
+            del self.pm.rewrite
+
+
+class _Loader(importlib.abc.Loader):
+    """Runs the real loader of ``tinygrad.engine.realize``, then patches the fresh module."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def create_module(self, spec: Any) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.inner.exec_module(module)
+        try:
+            _patch_now(module)
+        except Exception:
+            _warn_once("tinygrad install")
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches tinygrad when the program imports it, so instrumenting never imports tinygrad itself."""
+
+    target = "tinygrad.engine.realize"
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.target:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _Loader(spec.loader)
+                return spec
+        return None
+
+
+def _patch_now(realize: Any) -> None:
+    global _patch
+    with _lock:
+        if _patch is None and _wanted:
+            _setup_paths(realize)
+            _patch = _Patch(realize)
+
+
+def install() -> None:
+    """Patch tinygrad now if it is imported, else when it is imported (if it is installed at all)."""
+    global _finder, _wanted
+    with _lock:
+        _wanted = True
+        realize = sys.modules.get("tinygrad.engine.realize")
+        if realize is not None and hasattr(realize, "pm_exec"):
+            _patch_now(realize)
+            return
+        if _finder is None and importlib.util.find_spec("tinygrad") is not None:
+            _finder = _PatchOnImport()
+            sys.meta_path.insert(0, _finder)
+
+
+def uninstall() -> None:
+    """Undo :func:`install` exactly (the import hook too)."""
+    global _patch, _finder, _wanted
+    with _lock:
+        _wanted = False
+        if _finder is not None:
+            try:
+                sys.meta_path.remove(_finder)
+            except ValueError:
+                pass
+            _finder = None
+        if _patch is not None:
+            _patch.restore()
+            _patch = None
+
+
+# -- the hot path -------------------------------------------------------------------------------------------
+
+_TG_PREFIX = ""
+_CONTEXTLIB = os.path.normcase(os.path.abspath(__import__("contextlib").__file__))
+_SITE_CACHE: dict[int, tuple[Any, bool]] = {}  # id(code) -> (code, skip?): the code is kept, so ids stay unique
+
+
+def _setup_paths(realize: Any) -> None:
+    global _TG_PREFIX
+    _TG_PREFIX = os.path.dirname(os.path.dirname(os.path.abspath(realize.__file__))) + os.sep
+    _SITE_CACHE.clear()
+
+
+def _skip(code: Any) -> bool:
+    hit = _SITE_CACHE.get(id(code))
+    if hit is None or hit[0] is not code:
+        name = code.co_filename
+        skip = name.startswith(_TG_PREFIX) or name == _CONTEXTLIB or is_library_code(code)
+        if len(_SITE_CACHE) > 100_000:
+            _SITE_CACHE.clear()
+        hit = _SITE_CACHE[id(code)] = (code, skip)
+    return hit[1]
+
+
+def _user_frame(frame: Any) -> Any:
+    f = frame
+    while f is not None and _skip(f.f_code):
+        f = f.f_back
+    return f or frame
+
+
+def _queue(event: tuple) -> None:
+    for sub in bus._subs:  # bus.offer, inlined
+        q = sub.queue
+        n = len(q)
+        if n < sub.capacity:
+            q.append(event)
+            if n == sub.capacity // 2 and bus.wake_consumers is not None:
+                bus.wake_consumers()
+        else:
+            sub.full(event)
+    if bus.touch_activity is not None:
+        bus.touch_activity()
+
+
+def _make_hook(inner: Any, realize: Any) -> Any:
+    """The wrapper of ``pm_exec.rewrite``; ``inner`` is what was there (bound method or someone's wrapper)."""
+    from tinygrad.uop.ops import Ops
+
+    program, copy, custom = Ops.PROGRAM, Ops.COPY, Ops.CUSTOM_FUNCTION
+    record, next_seq = bus.RECORD, bus.next_seq
+    local = _local
+
+    def rewrite(call: Any, ctx: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if not bus._subs or ctx is None or args or kwargs:
+            return inner(call, ctx, *args, **kwargs)
+        if ctx.cache is False:
+            if not _record_beam:
+                return inner(call, ctx)
+            api = BEAM
+        elif not ctx.update_stats:
+            api = INTERNAL
+        else:
+            api = JIT if ctx.jit else REALIZE
+        op = call.src[0].op
+        if op is custom and call.src[0].arg == "graph":
+            return _run_graph(inner, call, ctx)
+        if op is not program and op is not copy:
+            return inner(call, ctx)
+        st = local.st
+        t0 = time_ns()
+        try:
+            result = inner(call, ctx)
+        except BaseException as exc:
+            _record_failure(call, ctx, api, t0, exc, sys._getframe(1))
+            raise
+        t1 = time_ns()
+        try:
+            f = _user_frame(sys._getframe(1))
+            code = f.f_code
+            stack = st.stack
+            vv = ctx.var_vals
+            _queue(
+                (
+                    record, next_seq(), st.tid, KIND, (call, ctx.input_uops, dict(vv) if vv else None, api),
+                    code, f.f_lineno, f.f_globals.get("__name__", ""), code, t0, t1,
+                    stack[-1] if stack else None, None, None,
+                )
+            )  # fmt: skip
+        except Exception:
+            _warn_once("tinygrad")
+        return result
+
+    def _record_failure(call: Any, ctx: Any, api: str, t0: int, exc: BaseException, frame: Any) -> None:
+        try:
+            f = _user_frame(frame)
+            st = local.st
+            stack = st.stack
+            vv = ctx.var_vals
+            _queue(
+                (
+                    record, next_seq(), st.tid, KIND, (call, ctx.input_uops, dict(vv) if vv else None, api),
+                    f.f_code, f.f_lineno, f.f_globals.get("__name__", ""), f.f_code, t0, time_ns(),
+                    stack[-1] if stack else None, None, f"{type(exc).__name__}: {exc}",
+                )
+            )  # fmt: skip
+        except Exception:
+            _warn_once("tinygrad")
+
+    def _run_graph(inner: Any, call: Any, ctx: Any) -> Any:
+        """A graph runner's batch: a ``graph`` scope around one record per kernel it ran (timed per batch)."""
+        try:
+            f = _user_frame(sys._getframe(2))
+            inner_calls = call.src[0].src[0].src
+            device = call.src[0].device
+            attrs = (
+                ("timing", "per batch"),
+                ("kernels", len(inner_calls)),
+                ("device", device if isinstance(device, str) else ",".join(device)),
+            )
+            sid = emit_scope_begin(GRAPH_SCOPE, "graph", attrs, False, f)
+        except Exception:
+            _warn_once("tinygrad graph")
+            return inner(call, ctx)
+        error: BaseException | None = None
+        t0 = time_ns()
+        try:
+            return inner(call, ctx)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            t1 = time_ns()
+            try:
+                st = local.st
+                vv = dict(ctx.var_vals) if ctx.var_vals else None
+                err = None if error is None else f"{type(error).__name__}: {error}"
+                code = f.f_code
+                for kcall in inner_calls:
+                    kop = kcall.src[0].op
+                    if kop is not program and kop is not copy:
+                        continue
+                    _queue(
+                        (
+                            record, next_seq(), st.tid, KIND, (kcall, ctx.input_uops, vv, GRAPH),
+                            code, f.f_lineno, f.f_globals.get("__name__", ""), code, t0, t1, sid, None, err,
+                        )
+                    )  # fmt: skip
+            except Exception:
+                _warn_once("tinygrad graph")
+            emit_scope_end(sid, error)
+
+    rewrite.__wrapped__ = inner  # type: ignore[attr-defined]
+    rewrite.__name__ = "rewrite"
+    rewrite.__qualname__ = "PatternMatcher.rewrite"
+    return rewrite
+
+
+# -- decoding (off the launching thread) ---------------------------------------------------------------------
+
+
+class _Static:
+    """What one call UOp always says: kind, name, parameter names, slots and their roles, variables."""
+
+    __slots__ = ("info", "kernel", "names", "op", "roles", "slots", "static_dims", "var_names")
+
+    def __init__(self, call: Any, realize: Any) -> None:
+        from tinygrad.uop.ops import Ops
+
+        ast = call.src[0]
+        outs, ins = realize.get_call_outs_ins(call)
+        if ast.op is Ops.PROGRAM:
+            info = ast.arg
+            self.op = Op.LAUNCH.value
+            self.info = info
+            self.kernel = str(info.function_name)
+            self.slots = tuple(info.globals)
+            self.var_names = tuple(str(v.expr) for v in info.vars)
+            dims = info.global_size, info.local_size
+            self.static_dims = (
+                info.launch_dims({}) if all(type(d) is int for d in (*dims[0], *(dims[1] or ()))) else None
+            )
+        else:
+            self.op = Op.COPY.value
+            self.info = None
+            self.kernel = COPY_KERNEL
+            self.slots = (0, 1)
+            self.var_names = ()
+            self.static_dims = None
+        self.roles = tuple(("r" if s in ins else "") + ("w" if s in outs else "") for s in self.slots)
+        if self.op == Op.COPY.value:
+            self.names: tuple = ("dest", "src", "dest_device", "src_device")
+        else:
+            self.names = (*(f"data{s}" for s in self.slots), *self.var_names, "local_size")
+
+
+_statics: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _static(call: Any, realize: Any) -> _Static:
+    try:
+        hit = _statics.get(call)
+    except TypeError:
+        return _Static(call, realize)
+    if hit is None:
+        hit = _Static(call, realize)
+        try:
+            _statics[call] = hit
+        except TypeError:
+            pass
+    return hit
+
+
+def _address(raw: Any) -> int:
+    """The host-visible address of an allocator's raw buffer (0 where it has none, e.g. the NULL device)."""
+    va = getattr(raw, "va_addr", None)
+    if isinstance(va, int):
+        return va
+    if isinstance(raw, memoryview):
+        try:
+            return ctypes.addressof(ctypes.c_char.from_buffer(raw))
+        except (TypeError, ValueError):
+            return 0
+    value = getattr(raw, "value", None)  # ctypes pointers (c_void_p and friends)
+    return value if isinstance(value, int) else 0
+
+
+def _buffer_fields(buf: Any) -> tuple[int, int, str, int, int]:
+    """``(view address, size, dtype, nbytes, byte offset in its base)`` of a tinygrad ``Buffer``."""
+    base = buf.base
+    raw = base._bufs.get(base.device) if hasattr(base, "_bufs") else None
+    addr = _address(raw) if raw is not None else 0
+    offset = int(buf.offset or 0)
+    return (addr + offset if addr else 0), int(buf.size), _dtype(buf.dtype), int(buf.nbytes), offset
+
+
+def _dtype(dtype: Any) -> str:
+    name = getattr(dtype, "name", None)
+    return str(name) if name else str(dtype)
+
+
+_realize: Any = None
+
+
+def build_record(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
+    """The :class:`LaunchRecord` of one raw tinygrad event (``materialize._BUILDERS["tinygrad"]``)."""
+    global _realize
+    if _realize is None:
+        _realize = sys.modules["tinygrad.engine.realize"]
+    from launchtrace import tinygrad_ownership
+
+    call, inputs, var_vals, api = payload
+    static = _static(call, _realize)
+    resolved = _realize.resolve_params(call, inputs)
+    owners = tinygrad_ownership.OWNERS
+    arrays: list[tuple] = []
+    buffers: list[BufferArg] = []
+    scalars: list[tuple] = []
+    devices: list[str] = []
+    for i, slot in enumerate(static.slots):
+        buf = resolved[slot].buffer
+        shards = getattr(buf, "bufs", None)  # a MultiBuffer: one entry per device
+        parts = list(enumerate(shards)) if shards is not None else [(None, buf)]
+        for j, part in parts:
+            key: Any = i if j is None else f"{i}.{j}"
+            ptr, size, dtype, nbytes, offset = _buffer_fields(part)
+            owner, owner_offset, foreign = owners.answer(part, seq)
+            name = static.names[i] if j is None else f"{static.names[i]}.{j}"
+            arrays.append((key, ptr))
+            buffers.append(
+                BufferArg(key, name, ptr, (size,), dtype, nbytes, owner, owner_offset, foreign, static.roles[i])
+            )
+            if offset or part._base is not None:
+                scalars.append((f"{i}.view_offset" if j is None else f"{i}.{j}.view_offset", offset))
+            devices.append(str(part.device))
+    n = len(static.slots)
+    if static.op == Op.LAUNCH.value:
+        dims = static.static_dims or static.info.launch_dims(var_vals or {})
+        gsize, lsize = dims
+        for k, var in enumerate(static.var_names):
+            scalars.append((n + k, int((var_vals or {}).get(var, 0)) if var in (var_vals or {}) else None))
+        if lsize is not None:
+            scalars.append((n + len(static.var_names), tuple(int(x) for x in lsize)))
+        dim = tuple(int(x) for x in gsize)
+        device = devices[0] if devices else ""
+    else:
+        dim = (int(buffers[0].shape[0]) if buffers else 0,)
+        scalars.append((2, devices[0] if devices else ""))
+        scalars.append((3, devices[-1] if len(devices) > 1 else ""))
+        device = devices[0] if devices else ""
+    common["internal"] = api in (INTERNAL, BEAM)
+    return LaunchRecord(
+        static.op,
+        static.kernel,
+        dim,
+        None,
+        tuple(arrays),
+        tuple(scalars),
+        params=static.names,
+        buffers=tuple(buffers),
+        device=device,
+        api=api,
+        **common,
+    )
+
+
+def _register() -> None:
+    from launchtrace.capture import materialize
+
+    materialize._BUILDERS[KIND] = build_record
+
+
+_register()
