@@ -678,7 +678,8 @@ def own(obj: Any, label: str, max_depth: int = 10) -> BufferSet:
     """
     owned = OWNERS.own(obj, label, max_depth)
     if "tinygrad" in sys.modules:  # tinygrad's tensors: their own registry (launchtrace.tinygrad_ownership)
-        from launchtrace.tinygrad_ownership import OWNERS as TINYGRAD_OWNERS, is_tinygrad_object
+        from launchtrace.tinygrad_ownership import OWNERS as TINYGRAD_OWNERS
+        from launchtrace.tinygrad_ownership import is_tinygrad_object
 
         if is_tinygrad_object(obj):
             TINYGRAD_OWNERS.own(obj, label)
