@@ -42,6 +42,7 @@ class TinygradOwners:
         self._buffers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Buffer -> (label, born, root)
         self._pending: list[tuple[weakref.ref, str, int, str]] = []  # (tensor, label, born, root): not realized
         self._roots: dict[str, int] = {}  # root label -> seq of own(); gone once disowned
+        self.version = 0  # moves on every change: the decoder's cached answers hold while it stays
 
     def own(self, obj: Any, label: str) -> int:
         """Label the tensors reachable from ``obj`` as ``"<label>.<state dict name>"``; returns how many."""
@@ -54,6 +55,7 @@ class TinygradOwners:
             return 0
         born = bus.next_seq()
         with self._lock:
+            self.version += 1
             self._roots.setdefault(label, born)
             for name, tensor in state.items():
                 path = f"{label}.{name}" if name else label
@@ -67,6 +69,7 @@ class TinygradOwners:
     def disown(self, obj_or_label: Any) -> int:
         """End the labels under root ``label`` (or of the tensors reachable from ``obj``); returns how many."""
         with self._lock:
+            self.version += 1
             if isinstance(obj_or_label, str):
                 root = obj_or_label
                 self._roots.pop(root, None)
@@ -85,6 +88,7 @@ class TinygradOwners:
             return 0
         ended = 0
         with self._lock:
+            self.version += 1
             tensors = {id(t): t for t in state.values()}
             self._pending = [p for p in self._pending if id(p[0]()) not in tensors]
             for t in tensors.values():
@@ -95,6 +99,7 @@ class TinygradOwners:
 
     def clear(self) -> None:
         with self._lock:
+            self.version += 1
             self._buffers = weakref.WeakKeyDictionary()
             self._pending = []
             self._roots = {}
@@ -103,10 +108,11 @@ class TinygradOwners:
         if buf not in self._buffers:  # the first label wins
             try:
                 self._buffers[buf] = (label, born, root)
+                self.version += 1
             except TypeError:
                 pass
 
-    def _adopt(self) -> None:
+    def adopt(self) -> None:
         """Label the buffers of pending tensors that have been realized since."""
         with self._lock:
             keep = []
@@ -130,7 +136,7 @@ class TinygradOwners:
             return None
         hit = self._lookup(buf, seq)
         if hit is None and self._pending:
-            self._adopt()
+            self.adopt()
             hit = self._lookup(buf, seq)
         return hit
 

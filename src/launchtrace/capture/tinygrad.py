@@ -40,6 +40,7 @@ from typing import Any
 
 from launchtrace.capture import bus
 from launchtrace.capture.hotpath import _warn_once, emit_scope_begin, emit_scope_end, is_library_code
+from launchtrace.capture.materialize import make_buffer_arg, make_launch_record
 from launchtrace.capture.state import _local
 from launchtrace.model import BufferArg, LaunchRecord, Op
 
@@ -337,9 +338,10 @@ def _make_hook(inner: Any, realize: Any) -> Any:
 
 
 class _Static:
-    """What one call UOp always says: kind, name, parameter names, slots and their roles, variables."""
+    """What one call UOp always says: kind, name, parameter names, slots and their roles, variables; and the
+    last decoded body (see :func:`build_record`)."""
 
-    __slots__ = ("info", "kernel", "names", "op", "roles", "slots", "static_dims", "var_names")
+    __slots__ = ("info", "kernel", "last", "names", "op", "roles", "slots", "sources", "static_dims", "var_names")
 
     def __init__(self, call: Any, realize: Any) -> None:
         from tinygrad.uop.ops import Ops
@@ -369,6 +371,61 @@ class _Static:
             self.names: tuple = ("dest", "src", "dest_device", "src_device")
         else:
             self.names = (*(f"data{s}" for s in self.slots), *self.var_names, "local_size")
+        self.last: _Body | None = None
+        # per slot: ("param", input index) for a plain jit input, ("fixed", weakref to its Buffer) for a buffer
+        # the call names itself (arena views, parameters), None: resolve through tinygrad on every decode
+        self.sources: list[tuple | None] | None = None
+
+    def resolve(self, call: Any, inputs: tuple, realize: Any) -> list:
+        """The Buffer (or MultiBuffer) of every slot, as ``realize.resolve_params`` resolves it, cheaply."""
+        sources = self.sources
+        if sources is None:
+            sources = self.sources = _sources(call, realize)
+        out = []
+        resolved = None
+        for i, src in enumerate(sources):
+            buf = None
+            if src is not None:
+                buf = inputs[src[1]].buffer if src[0] == "param" else src[1]()
+            if buf is None:
+                if resolved is None:
+                    resolved = realize.resolve_params(call, inputs)
+                buf = resolved[self.slots[i]].buffer
+            out.append(buf)
+        return out
+
+
+def _sources(call: Any, realize: Any) -> list[tuple | None]:
+    from tinygrad.uop.ops import Ops
+
+    args = realize.get_call_arg_uops(call)
+    ast = call.src[0]
+    slots = tuple(ast.arg.globals) if ast.op is Ops.PROGRAM else (0, 1)
+    out: list[tuple | None] = []
+    for slot in slots:
+        arg = args[slot]
+        if arg.op is Ops.PARAM and type(arg.arg.slot) is int:
+            out.append(("param", arg.arg.slot))
+        elif arg.op is Ops.BUFFER or (arg.op is not Ops.PARAM and not any(u.op is Ops.PARAM for u in arg.toposort())):
+            try:
+                out.append(("fixed", weakref.ref(arg.buffer)))
+            except TypeError:
+                out.append(None)
+        else:
+            out.append(None)
+    return out
+
+
+class _Body:
+    """The decoded fields of one call that depend only on its buffers, variable values, kind and owners:
+    reused while all of those are the same (a jit replay; a call repeated on the same buffers)."""
+
+    __slots__ = ("api", "arrays", "buffers", "device", "dim", "key", "refs", "scalars")
+
+    def __init__(self, key: tuple, refs: tuple, api: str, arrays: tuple, buffers: tuple, scalars: tuple,
+                 dim: tuple, device: str) -> None:  # fmt: skip
+        self.key, self.refs, self.api = key, refs, api
+        self.arrays, self.buffers, self.scalars, self.dim, self.device = arrays, buffers, scalars, dim, device
 
 
 _statics: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -402,13 +459,12 @@ def _address(raw: Any) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _buffer_fields(buf: Any) -> tuple[int, int, str, int, int]:
-    """``(view address, size, dtype, nbytes, byte offset in its base)`` of a tinygrad ``Buffer``."""
-    base = buf.base
-    raw = base._bufs.get(base.device) if hasattr(base, "_bufs") else None
+def _view_address(buf: Any) -> int:
+    """Where a tinygrad ``Buffer`` (or view: its base's memory plus its byte offset) starts; 0 if unallocated."""
+    base = buf._base or buf
+    raw = base._bufs.get(base.device)
     addr = _address(raw) if raw is not None else 0
-    offset = int(buf.offset or 0)
-    return (addr + offset if addr else 0), int(buf.size), _dtype(buf.dtype), int(buf.nbytes), offset
+    return addr + int(buf.offset or 0) if addr else 0
 
 
 def _dtype(dtype: Any) -> str:
@@ -417,68 +473,96 @@ def _dtype(dtype: Any) -> str:
 
 
 _realize: Any = None
+_owners: Any = None
+
+
+def _parts(static: _Static, bufs: list) -> list[tuple[Any, Any, str]]:
+    """``(key, Buffer, name)`` of every buffer argument (a MultiBuffer: one per device, keys ``"i.j"``)."""
+    out = []
+    for i, buf in enumerate(bufs):
+        shards = getattr(buf, "bufs", None)
+        if shards is None:
+            out.append((i, buf, static.names[i]))
+        else:
+            out.extend((f"{i}.{j}", part, f"{static.names[i]}.{j}") for j, part in enumerate(shards))
+    return out
 
 
 def build_record(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
-    """The :class:`LaunchRecord` of one raw tinygrad event (``materialize._BUILDERS["tinygrad"]``)."""
-    global _realize
+    """The :class:`LaunchRecord` of one raw tinygrad event (``materialize._BUILDERS["tinygrad"]``).
+
+    The buffer-dependent part is cached on the call (the last one decoded): it is reused when the same live
+    ``Buffer`` objects (checked through weak references) sit at the same addresses, with the same variable
+    values, kind of work and owner-registry version."""
+    global _realize, _owners
     if _realize is None:
         _realize = sys.modules["tinygrad.engine.realize"]
-    from launchtrace import tinygrad_ownership
+        from launchtrace import tinygrad_ownership
 
+        _owners = tinygrad_ownership.OWNERS
     call, inputs, var_vals, api = payload
     static = _static(call, _realize)
-    resolved = _realize.resolve_params(call, inputs)
-    owners = tinygrad_ownership.OWNERS
+    parts = _parts(static, static.resolve(call, inputs, _realize))
+    owners = _owners
+    if owners._pending:
+        owners.adopt()
+    addrs = tuple(_view_address(b) for _, b, _ in parts)
+    roots = owners._roots
+    in_force = sum(1 for born in roots.values() if born <= seq)  # labels given after seq do not apply to it
+    key = (*addrs, tuple(var_vals.items()) if var_vals else None, api, owners.version, in_force)
+    body = static.last
+    if (
+        body is None
+        or body.key != key
+        or len(body.refs) != len(parts)
+        or any(r() is not p[1] for r, p in zip(body.refs, parts))
+    ):
+        body = static.last = _decode(static, parts, addrs, var_vals, api, seq, key, owners)
+    return make_launch_record(
+        static.op, static.kernel, body.dim, None, body.arrays, body.scalars, common["site"], static.names,
+        body.buffers, None, 0, body.device, common["thread"], common["thread_name"], common["start_ns"],
+        common["end_ns"], common["scope_id"], None, False, False, api, api in (INTERNAL, BEAM), common["error"],
+        seq,
+    )  # fmt: skip
+
+
+def _decode(
+    static: _Static, parts: list, addrs: tuple, var_vals: Any, api: str, seq: int, key: tuple, owners: Any
+) -> _Body:
     arrays: list[tuple] = []
     buffers: list[BufferArg] = []
     scalars: list[tuple] = []
     devices: list[str] = []
-    for i, slot in enumerate(static.slots):
-        buf = resolved[slot].buffer
-        shards = getattr(buf, "bufs", None)  # a MultiBuffer: one entry per device
-        parts = list(enumerate(shards)) if shards is not None else [(None, buf)]
-        for j, part in parts:
-            key: Any = i if j is None else f"{i}.{j}"
-            ptr, size, dtype, nbytes, offset = _buffer_fields(part)
-            owner, owner_offset, foreign = owners.answer(part, seq)
-            name = static.names[i] if j is None else f"{static.names[i]}.{j}"
-            arrays.append((key, ptr))
-            buffers.append(
-                BufferArg(key, name, ptr, (size,), dtype, nbytes, owner, owner_offset, foreign, static.roles[i])
-            )
-            if offset or part._base is not None:
-                scalars.append((f"{i}.view_offset" if j is None else f"{i}.{j}.view_offset", offset))
-            devices.append(str(part.device))
     n = len(static.slots)
+    for (key_i, buf, name), ptr in zip(parts, addrs):
+        i = key_i if type(key_i) is int else int(key_i.split(".")[0])
+        offset = int(buf.offset or 0)
+        owner, owner_offset, foreign = owners.answer(buf, seq)
+        arrays.append((key_i, ptr))
+        buffers.append(
+            make_buffer_arg(
+                key_i, name, ptr, (int(buf.size),), _dtype(buf.dtype), int(buf.nbytes), owner, owner_offset,
+                foreign, static.roles[i],
+            )
+        )  # fmt: skip
+        if offset or buf._base is not None:
+            scalars.append((f"{key_i}.view_offset", offset))
+        devices.append(str(buf.device))
     if static.op == Op.LAUNCH.value:
-        dims = static.static_dims or static.info.launch_dims(var_vals or {})
-        gsize, lsize = dims
+        values = var_vals or {}
+        gsize, lsize = static.static_dims or static.info.launch_dims(values)
         for k, var in enumerate(static.var_names):
-            scalars.append((n + k, int((var_vals or {}).get(var, 0)) if var in (var_vals or {}) else None))
+            scalars.append((n + k, int(values[var]) if var in values else None))
         if lsize is not None:
             scalars.append((n + len(static.var_names), tuple(int(x) for x in lsize)))
         dim = tuple(int(x) for x in gsize)
-        device = devices[0] if devices else ""
     else:
         dim = (int(buffers[0].shape[0]) if buffers else 0,)
         scalars.append((2, devices[0] if devices else ""))
         scalars.append((3, devices[-1] if len(devices) > 1 else ""))
-        device = devices[0] if devices else ""
-    common["internal"] = api in (INTERNAL, BEAM)
-    return LaunchRecord(
-        static.op,
-        static.kernel,
-        dim,
-        None,
-        tuple(arrays),
-        tuple(scalars),
-        params=static.names,
-        buffers=tuple(buffers),
-        device=device,
-        api=api,
-        **common,
-    )
+    refs = tuple(weakref.ref(p[1]) for p in parts)
+    device = devices[0] if devices else ""
+    return _Body(key, refs, api, tuple(arrays), tuple(buffers), tuple(scalars), dim, device)
 
 
 def _register() -> None:

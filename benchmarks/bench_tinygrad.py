@@ -1,0 +1,100 @@
+"""tinygrad capture hot path: jitted calls on tinygrad's CPU device, recorded (one subscription, as the exporter
+has) versus bare (``uninstrument()``), in the same process, alternating A B A B.
+
+Two workloads: a jitted MLP training step (8-16-4, SGD, batch 4: every kernel of the step passes the recorder on
+every replay) and a jitted tiny add (one kernel per call: the recorder's cost against the smallest kernel
+tinygrad runs). The recorded side decodes its events after each timed block, as the export worker would off the
+launching thread; that decode time is reported per record too (it is not on the launching thread).
+
+    python benchmarks/bench_tinygrad.py [--calls 400] [--pairs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import tinygrad_programs as tp
+
+tp.configure_env("CPU")
+
+import launchtrace  # noqa: E402
+from launchtrace.capture import bus  # noqa: E402
+
+
+def timed(fn, args: tuple, calls: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    return time.perf_counter() - t0
+
+
+def measure(name: str, fn, args: tuple, calls: int, pairs: int) -> None:
+    for _ in range(3):
+        fn(*args)  # jit: eager call, capture, first replay
+    ratios, bare_us, rec_us, decode_us = [], [], [], []
+    per_call = 0
+    for _ in range(pairs):
+        launchtrace.uninstrument()
+        bare = timed(fn, args, calls)
+        launchtrace.instrument()
+        sub = bus.subscribe(capacity=1_000_000)
+        rec = timed(fn, args, calls)
+        sub.close()
+        t0 = time.perf_counter()
+        events = sub.drain()
+        decode = time.perf_counter() - t0
+        n = sum(1 for kind, _ in events if kind == "record")
+        assert n and n % calls == 0, (n, calls)
+        per_call = n // calls
+        ratios.append(rec / bare)
+        bare_us.append(bare / calls * 1e6)
+        rec_us.append(rec / calls * 1e6)
+        decode_us.append(decode / n * 1e6)
+    launchtrace.uninstrument()
+    extra = [(r - b) / per_call for r, b in zip(rec_us, bare_us)]
+    print(f"{name}: {per_call} kernel(s) per call, {calls} calls per block, {pairs} pairs")
+    print(f"  bare:      {statistics.median(bare_us):8.1f} us/call (median)")
+    print(f"  recorded:  {statistics.median(rec_us):8.1f} us/call")
+    print(
+        f"  ratio recorded / bare: median {statistics.median(ratios):.3f}  min {min(ratios):.3f}  max {max(ratios):.3f}"
+    )
+    print(f"  recorder cost per kernel on the launching thread: median {statistics.median(extra):.2f} us")
+    print(f"  decode per record (off the launching thread):     median {statistics.median(decode_us):.1f} us")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--pairs", type=int, default=7)
+    args = parser.parse_args()
+
+    from tinygrad import Tensor, TinyJit
+
+    from importlib.metadata import version
+
+    print(
+        f"machine: {platform.machine()} python {platform.python_version()} tinygrad {version('tinygrad')}, "
+        f"DEV={os.environ['DEV']}, {os.cpu_count()} CPUs"
+    )
+    _model, _opt, step = tp.make_training()
+    x, y = tp.batch()
+    measure("jitted MLP step", step, (x, y), args.calls, args.pairs)
+
+    a = Tensor.ones(16).contiguous().realize()
+
+    @TinyJit
+    def add(t):
+        return (t + 1).realize()
+
+    measure("jitted tiny add", add, (a,), args.calls * 4, args.pairs)
+
+
+if __name__ == "__main__":
+    main()
