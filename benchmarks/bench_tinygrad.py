@@ -75,9 +75,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=7)
     args = parser.parse_args()
 
-    from tinygrad import Tensor, TinyJit
-
     from importlib.metadata import version
+
+    from tinygrad import Tensor, TinyJit
 
     print(
         f"machine: {platform.machine()} python {platform.python_version()} tinygrad {version('tinygrad')}, "
