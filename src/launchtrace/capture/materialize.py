@@ -288,6 +288,8 @@ class Materializer:
                     out.append(("scope_end", self.scope_end(event)))
                 elif kind == bus.PROBED:
                     out.append(("record", self.probed(event)))
+                elif kind == bus.FRAMEWORK:  # tinygrad (launchtrace.capture.tinygrad): its own layout and decoder
+                    out.append(("record", event[3](event)))
             except Exception:
                 _log.warning("launchtrace: could not materialise a capture event; skipped", exc_info=True)
         return out

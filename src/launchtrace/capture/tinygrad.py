@@ -12,7 +12,7 @@ imports it (tinygrad is never imported on the program's behalf); if tinygrad is 
 Hot path (the launching thread): time the original call, find the user's frame, and queue one raw event holding
 *references* (the call UOp, the context's input UOps, a copy of the variable values): about 3 us. Decoding
 (kernel name, launch dims, buffers, roles, offsets, owners: 19-49 us in place) happens in the materializer, off
-the launching thread, through :func:`build_record`, registered for the raw kind ``"tinygrad"``. The queued
+the launching thread, by :func:`decode_event`, which each ``bus.FRAMEWORK`` event names. The queued
 references keep the call's buffers alive until the event is decoded and no longer; nothing long-lived is keyed
 by a raw address (the per-call cache is a ``WeakKeyDictionary`` on the call UOp).
 
@@ -40,15 +40,14 @@ from typing import Any
 
 from launchtrace.capture import bus
 from launchtrace.capture.hotpath import _warn_once, emit_scope_begin, emit_scope_end, is_library_code
-from launchtrace.capture.materialize import make_buffer_arg, make_launch_record
-from launchtrace.capture.state import _local
+from launchtrace.capture.materialize import _site, make_buffer_arg, make_launch_record
+from launchtrace.capture.state import THREAD_NAMES, _local
 from launchtrace.model import BufferArg, LaunchRecord, Op
 
-__all__ = ["KIND", "build_record", "configure", "install", "is_patched", "uninstall"]
+__all__ = ["configure", "decode_event", "install", "is_patched", "uninstall"]
 
 _log = logging.getLogger("launchtrace.capture")
 
-KIND = "tinygrad"  # the raw event kind (materialize._BUILDERS key)
 REALIZE, JIT, INTERNAL, BEAM, GRAPH = (
     "tinygrad.realize",
     "tinygrad.TinyJit",
@@ -221,73 +220,104 @@ def _queue(event: tuple) -> None:
         bus.touch_activity()
 
 
+class _Run:
+    """What the calls of one ``run_linear`` (one ``ExecContext``) share: its inputs and variable values, the kind
+    of work, the user's call site. Queued events hold it; the hook only a weak reference, so the inputs (the
+    user's buffers) live until the last of its events is decoded and no longer."""
+
+    __slots__ = ("__weakref__", "api", "code", "inputs", "line", "module", "var_vals")
+
+    def __init__(self, inputs: tuple, var_vals: Any, api: str, code: Any, line: int, module: str) -> None:
+        self.inputs, self.var_vals, self.api = inputs, var_vals, api
+        self.code, self.line, self.module = code, line, module
+
+
+def _kind_of(ctx: Any) -> str | None:
+    """The ``api`` of the work a context runs, or ``None`` when it is not recorded (BEAM runs, unless asked)."""
+    if ctx.cache is False:
+        return BEAM if _record_beam else None
+    if not ctx.update_stats:
+        return INTERNAL
+    return JIT if ctx.jit else REALIZE
+
+
+def _new_run(ctx: Any, frame: Any, api: str) -> _Run:
+    f = _user_frame(frame)
+    vv = ctx.var_vals
+    return _Run(ctx.input_uops, dict(vv) if vv else None, api, f.f_code, f.f_lineno, f.f_globals.get("__name__", ""))
+
+
 def _make_hook(inner: Any, realize: Any) -> Any:
-    """The wrapper of ``pm_exec.rewrite``; ``inner`` is what was there (bound method or someone's wrapper)."""
+    """The wrapper of ``pm_exec.rewrite``; ``inner`` is what was there (bound method or someone's wrapper).
+
+    One event per kernel or copy: ``(FRAMEWORK, seq, tid, decode, call, run, t0, t1, scope, error)``, a single
+    tuple (the cycle collector's cost grows with the tracked objects queued), sharing one :class:`_Run` per
+    ``run_linear``; the context's run is found again through weak references (the context, the run)."""
     from tinygrad.uop.ops import Ops
 
     program, copy, custom = Ops.PROGRAM, Ops.COPY, Ops.CUSTOM_FUNCTION
-    record, next_seq = bus.RECORD, bus.next_seq
+    framework, next_seq = bus.FRAMEWORK, bus.next_seq
     local = _local
+    decode = decode_event
+    last: list = [None, None]  # weak references: the context, its run
 
-    def rewrite(call: Any, ctx: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if not bus._subs or ctx is None or args or kwargs:
-            return inner(call, ctx, *args, **kwargs)
-        if ctx.cache is False:
-            if not _record_beam:
-                return inner(call, ctx)
-            api = BEAM
-        elif not ctx.update_stats:
-            api = INTERNAL
-        else:
-            api = JIT if ctx.jit else REALIZE
-        op = call.src[0].op
-        if op is custom and call.src[0].arg == "graph":
-            return _run_graph(inner, call, ctx)
-        if op is not program and op is not copy:
+    def rewrite(call: Any, ctx: Any = None) -> Any:
+        subs = bus._subs
+        if not subs or ctx is None:
             return inner(call, ctx)
+        ast = call.src[0]
+        op = ast.op
+        if op is not program and op is not copy:
+            if op is custom and ast.arg == "graph":
+                return _run_graph(inner, call, ctx)
+            return inner(call, ctx)
+        run = None
+        ref = last[0]
+        if ref is not None and ref() is ctx:
+            run = last[1]()
+        if run is None:
+            try:
+                api = _kind_of(ctx)
+                if api is None:
+                    return inner(call, ctx)
+                run = _new_run(ctx, sys._getframe(1), api)
+                last[0], last[1] = weakref.ref(ctx), weakref.ref(run)
+            except Exception:
+                _warn_once("tinygrad")
+                return inner(call, ctx)
         st = local.st
         t0 = time_ns()
         try:
             result = inner(call, ctx)
         except BaseException as exc:
-            _record_failure(call, ctx, api, t0, exc, sys._getframe(1))
+            stack = st.stack
+            error = f"{type(exc).__name__}: {exc}"
+            _queue(
+                (framework, next_seq(), st.tid, decode, call, run, t0, time_ns(), stack[-1] if stack else None, error)
+            )
             raise
         t1 = time_ns()
-        try:
-            f = _user_frame(sys._getframe(1))
-            code = f.f_code
-            stack = st.stack
-            vv = ctx.var_vals
-            _queue(
-                (
-                    record, next_seq(), st.tid, KIND, (call, ctx.input_uops, dict(vv) if vv else None, api),
-                    code, f.f_lineno, f.f_globals.get("__name__", ""), code, t0, t1,
-                    stack[-1] if stack else None, None, None,
-                )
-            )  # fmt: skip
-        except Exception:
-            _warn_once("tinygrad")
+        stack = st.stack
+        event = (framework, next_seq(), st.tid, decode, call, run, t0, t1, stack[-1] if stack else None, None)
+        for sub in subs:  # bus.offer, inlined
+            q = sub.queue
+            n = len(q)
+            if n < sub.capacity:
+                q.append(event)
+                if n == sub.capacity // 2 and bus.wake_consumers is not None:
+                    bus.wake_consumers()
+            else:
+                sub.full(event)
+        if bus.touch_activity is not None:
+            bus.touch_activity()
         return result
-
-    def _record_failure(call: Any, ctx: Any, api: str, t0: int, exc: BaseException, frame: Any) -> None:
-        try:
-            f = _user_frame(frame)
-            st = local.st
-            stack = st.stack
-            vv = ctx.var_vals
-            _queue(
-                (
-                    record, next_seq(), st.tid, KIND, (call, ctx.input_uops, dict(vv) if vv else None, api),
-                    f.f_code, f.f_lineno, f.f_globals.get("__name__", ""), f.f_code, t0, time_ns(),
-                    stack[-1] if stack else None, None, f"{type(exc).__name__}: {exc}",
-                )
-            )  # fmt: skip
-        except Exception:
-            _warn_once("tinygrad")
 
     def _run_graph(inner: Any, call: Any, ctx: Any) -> Any:
         """A graph runner's batch: a ``graph`` scope around one record per kernel it ran (timed per batch)."""
         try:
+            api = _kind_of(ctx)
+            if api is None:
+                return inner(call, ctx)
             f = _user_frame(sys._getframe(2))
             inner_calls = call.src[0].src[0].src
             device = call.src[0].device
@@ -295,6 +325,10 @@ def _make_hook(inner: Any, realize: Any) -> Any:
                 ("timing", "per batch"),
                 ("kernels", len(inner_calls)),
                 ("device", device if isinstance(device, str) else ",".join(device)),
+            )
+            vv = ctx.var_vals
+            run = _Run(
+                ctx.input_uops, dict(vv) if vv else None, GRAPH, f.f_code, f.f_lineno, f.f_globals.get("__name__", "")
             )
             sid = emit_scope_begin(GRAPH_SCOPE, "graph", attrs, False, f)
         except Exception:
@@ -311,19 +345,11 @@ def _make_hook(inner: Any, realize: Any) -> Any:
             t1 = time_ns()
             try:
                 st = local.st
-                vv = dict(ctx.var_vals) if ctx.var_vals else None
                 err = None if error is None else f"{type(error).__name__}: {error}"
-                code = f.f_code
                 for kcall in inner_calls:
                     kop = kcall.src[0].op
-                    if kop is not program and kop is not copy:
-                        continue
-                    _queue(
-                        (
-                            record, next_seq(), st.tid, KIND, (kcall, ctx.input_uops, vv, GRAPH),
-                            code, f.f_lineno, f.f_globals.get("__name__", ""), code, t0, t1, sid, None, err,
-                        )
-                    )  # fmt: skip
+                    if kop is program or kop is copy:
+                        _queue((framework, next_seq(), st.tid, decode, kcall, run, t0, t1, sid, err))
             except Exception:
                 _warn_once("tinygrad graph")
             emit_scope_end(sid, error)
@@ -339,7 +365,7 @@ def _make_hook(inner: Any, realize: Any) -> Any:
 
 class _Static:
     """What one call UOp always says: kind, name, parameter names, slots and their roles, variables; and the
-    last decoded body (see :func:`build_record`)."""
+    last decoded body (see :func:`decode_event`)."""
 
     __slots__ = ("info", "kernel", "last", "names", "op", "roles", "slots", "sources", "static_dims", "var_names")
 
@@ -488,8 +514,8 @@ def _parts(static: _Static, bufs: list) -> list[tuple[Any, Any, str]]:
     return out
 
 
-def build_record(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
-    """The :class:`LaunchRecord` of one raw tinygrad event (``materialize._BUILDERS["tinygrad"]``).
+def decode_event(e: tuple) -> LaunchRecord:
+    """The :class:`LaunchRecord` of one raw tinygrad event (run by the materializer, off the launching thread).
 
     The buffer-dependent part is cached on the call (the last one decoded): it is reused when the same live
     ``Buffer`` objects (checked through weak references) sit at the same addresses, with the same variable
@@ -500,9 +526,10 @@ def build_record(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchR
         from launchtrace import tinygrad_ownership
 
         _owners = tinygrad_ownership.OWNERS
-    call, inputs, var_vals, api = payload
+    _, seq, tid, _, call, run, t0, t1, scope, error = e
+    var_vals, api = run.var_vals, run.api
     static = _static(call, _realize)
-    parts = _parts(static, static.resolve(call, inputs, _realize))
+    parts = _parts(static, static.resolve(call, run.inputs, _realize))
     owners = _owners
     if owners._pending:
         owners.adopt()
@@ -519,10 +546,9 @@ def build_record(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchR
     ):
         body = static.last = _decode(static, parts, addrs, var_vals, api, seq, key, owners)
     return make_launch_record(
-        static.op, static.kernel, body.dim, None, body.arrays, body.scalars, common["site"], static.names,
-        body.buffers, None, 0, body.device, common["thread"], common["thread_name"], common["start_ns"],
-        common["end_ns"], common["scope_id"], None, False, False, api, api in (INTERNAL, BEAM), common["error"],
-        seq,
+        static.op, static.kernel, body.dim, None, body.arrays, body.scalars, _site(run.code, run.line, run.module),
+        static.names, body.buffers, None, 0, body.device, tid, THREAD_NAMES.get(tid, ""), t0, t1, scope, None,
+        False, False, api, api in (INTERNAL, BEAM), error, seq,
     )  # fmt: skip
 
 
@@ -563,12 +589,3 @@ def _decode(
     refs = tuple(weakref.ref(p[1]) for p in parts)
     device = devices[0] if devices else ""
     return _Body(key, refs, api, tuple(arrays), tuple(buffers), tuple(scalars), dim, device)
-
-
-def _register() -> None:
-    from launchtrace.capture import materialize
-
-    materialize._BUILDERS[KIND] = build_record
-
-
-_register()
