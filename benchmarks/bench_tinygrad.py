@@ -6,7 +6,7 @@ every replay) and a jitted tiny add (one kernel per call: the recorder's cost ag
 tinygrad runs). The recorded side decodes its events after each timed block, as the export worker would off the
 launching thread; that decode time is reported per record too (it is not on the launching thread).
 
-    python benchmarks/bench_tinygrad.py [--calls 200] [--pairs 15]
+    python benchmarks/bench_tinygrad.py [--calls 200] [--pairs 15] [--export]
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ tp.configure_env("CPU")
 
 import launchtrace  # noqa: E402
 from launchtrace.capture import bus  # noqa: E402
+from launchtrace.export.config import ExportConfig  # noqa: E402
+from launchtrace.export.pipeline import ExportPipeline  # noqa: E402
 
 
 def timed(fn, args: tuple, calls: int) -> tuple[float, float]:
@@ -78,10 +80,49 @@ def measure(name: str, fn, args: tuple, calls: int, pairs: int) -> None:
     print(f"  decode per record (off the launching thread):     median {statistics.median(decode_us):.1f} us")
 
 
+def measure_export(name: str, fn, args: tuple, calls: int, pairs: int) -> None:
+    """The same loop with the export pipeline running (file sink, folding on, as ``launchtrace run``): the
+    launching thread's wall time for the loop, and the process's CPU time until every span is written."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="bench_tinygrad_")
+    hot, total = [], []
+    for _ in range(pairs):
+        launchtrace.uninstrument()
+        w0, p0 = time.perf_counter(), time.process_time()
+        for _ in range(calls):
+            fn(*args)
+        bare_wall, bare_cpu = time.perf_counter() - w0, time.process_time() - p0
+        config = ExportConfig.resolve(file_path=os.path.join(folder, "spans.jsonl"), export_interval_s=0.05)
+        pipeline = ExportPipeline(config, truncate=True).start()
+        launchtrace.instrument()
+        w0, p0 = time.perf_counter(), time.process_time()
+        for _ in range(calls):
+            fn(*args)
+        loop_wall = time.perf_counter() - w0
+        stats = pipeline.stop(timeout=120)
+        cpu = time.process_time() - p0
+        launchtrace.uninstrument()
+        if stats.dropped:
+            raise SystemExit(f"lost spans in the benchmark: {stats}")
+        hot.append(loop_wall / bare_wall)
+        total.append(cpu / bare_cpu)
+    print(f"{name} with export running (file sink), {calls} calls per block, {pairs} pairs")
+    print(
+        f"  launching thread, loop wall time / bare: median {statistics.median(hot):.3f}  "
+        f"min {min(hot):.3f}  max {max(hot):.3f}"
+    )
+    print(
+        f"  process CPU time until written / bare:   median {statistics.median(total):.3f}  "
+        f"min {min(total):.3f}  max {max(total):.3f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--pairs", type=int, default=15)
+    parser.add_argument("--export", action="store_true", help="also measure with the export pipeline running")
     args = parser.parse_args()
 
     from importlib.metadata import version
@@ -95,6 +136,8 @@ def main() -> None:
     _model, _opt, step = tp.make_training()
     x, y = tp.batch()
     measure("jitted MLP step", step, (x, y), args.calls, args.pairs)
+    if args.export:
+        measure_export("jitted MLP step", step, (x, y), args.calls, max(5, args.pairs // 3))
 
     a = Tensor.ones(16).contiguous().realize()
 

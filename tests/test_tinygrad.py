@@ -28,6 +28,7 @@ from launchtrace.analysis.dataflow import EdgeKind, build_dataflow  # noqa: E402
 from launchtrace.analysis.static import check_static  # noqa: E402
 from launchtrace.capture import bus  # noqa: E402
 from launchtrace.capture import tinygrad as tg_capture  # noqa: E402
+from launchtrace.capture.materialize import materialize  # noqa: E402
 from launchtrace.export.config import ExportConfig  # noqa: E402
 from launchtrace.export.spanbuilder import SpanBuilder  # noqa: E402
 from launchtrace.otlp.json_codec import decode_traces_data, encode_line  # noqa: E402
@@ -441,3 +442,51 @@ def test_dataflow_cli_reports_edges_on_a_tinygrad_trace(run_files):
     report = json.loads(proc.stdout)
     kinds = json.dumps(report)
     assert '"RAW"' in kinds and '"WAR"' in kinds
+
+
+def test_template_copies_equal_the_full_decode(instrumented):
+    """Replays decoded as copies of an earlier record (the fast path) equal a full decode of each event."""
+    model, _opt, step = tp.make_training(seed=7)
+    x, y = tp.batch()
+    launchtrace.own(model, "tnet")
+    try:
+        sub = bus.subscribe()
+        try:
+            for _ in range(6):  # eager call, capture, 4 replays: the replays are template copies
+                step(x, y)
+        finally:
+            sub.close()
+        raw = sub.drain_raw()
+        fast = [item for kind, item in materialize(raw) if kind == "record"]
+        slow = []
+        for event in raw:
+            tg_capture._statics.clear()  # nothing cached: every event decoded in full
+            slow.extend(item for kind, item in materialize([event]) if kind == "record")
+    finally:
+        launchtrace.disown("tnet")
+    assert len(fast) == len(slow) > 40
+    replays = len(fast) // 2
+    assert sum(r.template is not None for r in fast) >= replays  # the fast path did run
+    assert [dataclasses.replace(r, template=None) for r in fast] == [
+        dataclasses.replace(r, template=None) for r in slow
+    ]
+
+
+def test_queued_events_keep_a_users_buffer_alive_only_until_decoded(instrumented):
+    import gc
+    import weakref
+
+    sub = bus.subscribe()
+    try:
+        t = (Tensor.ones(32).contiguous() * 3).realize()
+    finally:
+        sub.close()
+    ref = weakref.ref(t.uop.base.realized)
+    del t
+    gc.collect()
+    assert ref() is not None  # the queued event still refers to the call, so to the buffer: it can be decoded
+    records = [item for kind, item in sub.drain() if kind == "record"]
+    assert records and records[-1].buffers[0].ptr
+    del records
+    gc.collect()
+    assert ref() is None  # decoded: nothing of ours holds it any more

@@ -40,7 +40,7 @@ from typing import Any
 
 from launchtrace.capture import bus
 from launchtrace.capture.hotpath import _warn_once, emit_scope_begin, emit_scope_end, is_library_code
-from launchtrace.capture.materialize import _site, make_buffer_arg, make_launch_record
+from launchtrace.capture.materialize import _copy_launch, _site, make_buffer_arg, make_launch_record
 from launchtrace.capture.state import THREAD_NAMES, _local
 from launchtrace.model import BufferArg, LaunchRecord, Op
 
@@ -367,7 +367,9 @@ class _Static:
     """What one call UOp always says: kind, name, parameter names, slots and their roles, variables; and the
     last decoded body (see :func:`decode_event`)."""
 
-    __slots__ = ("info", "kernel", "last", "names", "op", "roles", "slots", "sources", "static_dims", "var_names")
+    __slots__ = (
+        "fast", "info", "kernel", "last", "names", "op", "roles", "slots", "sources", "static_dims", "var_names",
+    )  # fmt: skip
 
     def __init__(self, call: Any, realize: Any) -> None:
         from tinygrad.uop.ops import Ops
@@ -398,6 +400,7 @@ class _Static:
         else:
             self.names = (*(f"data{s}" for s in self.slots), *self.var_names, "local_size")
         self.last: _Body | None = None
+        self.fast: _Template | None = None
         # per slot: ("param", input index) for a plain jit input, ("fixed", weakref to its Buffer) for a buffer
         # the call names itself (arena views, parameters), None: resolve through tinygrad on every decode
         self.sources: list[tuple | None] | None = None
@@ -452,6 +455,51 @@ class _Body:
                  dim: tuple, device: str) -> None:  # fmt: skip
         self.key, self.refs, self.api = key, refs, api
         self.arrays, self.buffers, self.scalars, self.dim, self.device = arrays, buffers, scalars, dim, device
+
+
+class _Template:
+    """A decoded record of one call and everything it was made from, held weakly: a later event of the same call
+    whose inputs, buffers (and their memory), variable values, kind, site, thread and owner answers are all the
+    same is a copy of it with its own times, scope and sequence number (a jit replay: most events)."""
+
+    __slots__ = ("api", "buf_refs", "code", "in_force", "input_refs", "line", "proto", "raw_refs", "tid", "var_vals",
+                 "version")  # fmt: skip
+
+    def __init__(self, proto: LaunchRecord, run: _Run, static: _Static, bufs: list, version: int, in_force: int):
+        self.proto, self.api, self.code, self.line, self.tid = proto, run.api, run.code, run.line, proto.thread
+        self.var_vals = run.var_vals
+        self.version, self.in_force = version, in_force
+        self.input_refs = tuple(
+            (src[1], weakref.ref(run.inputs[src[1]])) for src in static.sources or () if src[0] == "param"
+        )
+        self.buf_refs = tuple(weakref.ref(b) for b in bufs)
+        raws = []
+        for b in bufs:
+            base = b._base or b
+            raw = base._bufs.get(base.device)
+            raws.append(None if raw is None else weakref.ref(raw))
+        self.raw_refs = tuple(raws)
+
+    def matches(self, run: _Run, tid: int, version: int, in_force: int) -> bool:
+        if (
+            run.api != self.api or run.code is not self.code or run.line != self.line or tid != self.tid
+            or version != self.version or in_force != self.in_force or run.var_vals != self.var_vals
+            or THREAD_NAMES.get(tid, "") != self.proto.thread_name
+        ):  # fmt: skip
+            return False
+        inputs = run.inputs
+        for i, ref in self.input_refs:
+            if i >= len(inputs) or inputs[i] is not ref():
+                return False
+        for bref, rref in zip(self.buf_refs, self.raw_refs):
+            b = bref()
+            if b is None:
+                return False
+            base = b._base or b
+            raw = base._bufs.get(base.device)
+            if (raw is not rref()) if rref is not None else (raw is not None):
+                return False
+        return True
 
 
 _statics: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -529,13 +577,18 @@ def decode_event(e: tuple) -> LaunchRecord:
     _, seq, tid, _, call, run, t0, t1, scope, error = e
     var_vals, api = run.var_vals, run.api
     static = _static(call, _realize)
-    parts = _parts(static, static.resolve(call, run.inputs, _realize))
     owners = _owners
     if owners._pending:
         owners.adopt()
-    addrs = tuple(_view_address(b) for _, b, _ in parts)
     roots = owners._roots
-    in_force = sum(1 for born in roots.values() if born <= seq)  # labels given after seq do not apply to it
+    in_force = sum(1 for born in roots.values() if born <= seq) if roots else 0  # later labels do not apply
+    fast = static.fast
+    if fast is not None and error is None and fast.matches(run, tid, owners.version, in_force):
+        proto = fast.proto
+        return _copy_launch(proto, t0, t1, scope, seq, proto)
+    bufs = static.resolve(call, run.inputs, _realize)
+    parts = _parts(static, bufs)
+    addrs = tuple(_view_address(b) for _, b, _ in parts)
     key = (*addrs, tuple(var_vals.items()) if var_vals else None, api, owners.version, in_force)
     body = static.last
     if (
@@ -545,11 +598,18 @@ def decode_event(e: tuple) -> LaunchRecord:
         or any(r() is not p[1] for r, p in zip(body.refs, parts))
     ):
         body = static.last = _decode(static, parts, addrs, var_vals, api, seq, key, owners)
-    return make_launch_record(
+    rec = make_launch_record(
         static.op, static.kernel, body.dim, None, body.arrays, body.scalars, _site(run.code, run.line, run.module),
         static.names, body.buffers, None, 0, body.device, tid, THREAD_NAMES.get(tid, ""), t0, t1, scope, None,
         False, False, api, api in (INTERNAL, BEAM), error, seq,
     )  # fmt: skip
+    sources = static.sources
+    if error is None and sources is not None and all(sources) and len(parts) == len(bufs):  # no MultiBuffer
+        try:
+            static.fast = _Template(rec, run, static, bufs, owners.version, in_force)
+        except TypeError:  # something not weakly referenceable: no template
+            static.fast = None
+    return rec
 
 
 def _decode(
