@@ -305,6 +305,8 @@ def test_mixed_warp_and_tinygrad_in_one_scope_give_one_trace(instrumented):
         with launchtrace.scope("mixed"):
             wp.launch(scale, dim=8, inputs=[arr, 2.0], device="cpu")
             (Tensor.ones(8).contiguous() * 2).realize()
+            with wp.ScopedTimer("warp-timer", print=False):  # a Warp scope around tinygrad work
+                (Tensor.ones(8).contiguous() + 5).realize()
     finally:
         sub.close()
     spans = _export(sub.drain())
@@ -313,7 +315,9 @@ def test_mixed_warp_and_tinygrad_in_one_scope_give_one_trace(instrumented):
     (data,) = result.traces.values()
     apis = {r.api for r in data.records}
     assert "wp.launch" in apis and "tinygrad.realize" in apis
-    assert {data.scope_path(r.scope_id) for r in data.records} == {("mixed",)}
+    paths = {(r.api, data.scope_path(r.scope_id)) for r in data.records}
+    assert ("wp.launch", ("mixed",)) in paths and ("tinygrad.realize", ("mixed",)) in paths
+    assert ("tinygrad.realize", ("mixed", "warp-timer")) in paths
 
 
 GRAPH_PROGRAM = textwrap.dedent(
@@ -490,3 +494,64 @@ def test_queued_events_keep_a_users_buffer_alive_only_until_decoded(instrumented
     del records
     gc.collect()
     assert ref() is None  # decoded: nothing of ours holds it any more
+
+
+def test_start_export_writes_tinygrad_spans(instrumented, tmp_path):
+    from launchtrace.loading import load_traces
+
+    path = tmp_path / "spans.jsonl"
+    launchtrace.start_export(file_path=str(path), truncate=True)
+    try:
+        with launchtrace.scope("export-me"):
+            (Tensor.ones(8).contiguous() * 4).sum().realize()
+    finally:
+        launchtrace.stop_export()
+    records = [r for t in load_traces(path) for r in t.records]
+    assert len(records) >= 2 and all(r.api == "tinygrad.realize" and r.device == "CPU" for r in records)
+    assert {r.op for r in records} == {"launch"}
+
+
+OTEL_PROGRAM = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {tests!r})
+    import tinygrad_programs as tp
+    tp.configure_env("CPU")
+    from tinygrad import Tensor
+    import launchtrace
+    with launchtrace.scope("otel"):
+        print((Tensor([1.0, 2.0, 3.0]) * 2).sum().item())
+    """
+)
+
+
+def test_opentelemetry_instrument_covers_tinygrad(tmp_path):
+    """``opentelemetry-instrument`` loads the ``warp`` instrumentor, which patches tinygrad when the program
+    imports it (the file sink: no OTLP endpoint set)."""
+    from launchtrace.loading import load_traces
+
+    script = tmp_path / "prog.py"
+    script.write_text(OTEL_PROGRAM.format(tests=str(REPO / "tests")))
+    out = tmp_path / "otel.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LAUNCHTRACE_"))}
+    env.update(
+        LAUNCHTRACE_FILE=str(out),
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none",
+        OTEL_TRACES_EXPORTER="none",
+        PYTHONPATH=os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")]),
+        PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+    )
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "opentelemetry-instrument"), sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "12.0"
+    records = [r for t in load_traces(out) for r in t.records]
+    assert any(r.op == "copy" and r.kernel == "tinygrad.copy" for r in records)
+    assert any(r.op == "launch" and r.api == "tinygrad.realize" for r in records)
