@@ -259,7 +259,8 @@ def _make_hook(inner: Any, realize: Any) -> Any:
     framework, next_seq = bus.FRAMEWORK, bus.next_seq
     local = _local
     decode = decode_event
-    last: list = [None, None]  # weak references: the context, its run
+    last: list = [None]  # (weak reference to the context, weak reference to its run): one slot, set at once,
+    # so a thread never pairs its context with another thread's run
 
     def rewrite(call: Any, ctx: Any = None) -> Any:
         subs = bus._subs
@@ -272,16 +273,16 @@ def _make_hook(inner: Any, realize: Any) -> Any:
                 return _run_graph(inner, call, ctx)
             return inner(call, ctx)
         run = None
-        ref = last[0]
-        if ref is not None and ref() is ctx:
-            run = last[1]()
+        pair = last[0]
+        if pair is not None and pair[0]() is ctx:
+            run = pair[1]()
         if run is None:
             try:
                 api = _kind_of(ctx)
                 if api is None:
                     return inner(call, ctx)
                 run = _new_run(ctx, sys._getframe(1), api)
-                last[0], last[1] = weakref.ref(ctx), weakref.ref(run)
+                last[0] = (weakref.ref(ctx), weakref.ref(run))
             except Exception:
                 _warn_once("tinygrad")
                 return inner(call, ctx)
