@@ -40,7 +40,7 @@ def timed(fn, args: tuple, calls: int) -> tuple[float, float]:
     return time.perf_counter() - t0, time.thread_time() - c0
 
 
-def measure(name: str, fn, args: tuple, calls: int, pairs: int) -> None:
+def measure(name: str, fn, args: tuple, calls: int, pairs: int) -> tuple[int, float]:
     for _ in range(3):
         fn(*args)  # jit: eager call, capture, first replay
     ratios, wall_ratios, bare_us, rec_us, decode_us = [], [], [], [], []
@@ -78,6 +78,7 @@ def measure(name: str, fn, args: tuple, calls: int, pairs: int) -> None:
     )
     print(f"  recorder cost per kernel on the launching thread: median {statistics.median(extra):.2f} us")
     print(f"  decode per record (off the launching thread):     median {statistics.median(decode_us):.1f} us")
+    return per_call, statistics.median(bare_us)
 
 
 def measure_export(name: str, fn, args: tuple, calls: int, pairs: int) -> None:
@@ -118,6 +119,73 @@ def measure_export(name: str, fn, args: tuple, calls: int, pairs: int) -> None:
     )
 
 
+def measure_hook(pairs: int, per_block: int = 20_000) -> float:
+    """The recorder's own cost per kernel: the hook around a no-op instead of tinygrad's executor, called with a
+    real jit call and context, queue drained every 1,000 events (as a consumer would), against the bare no-op.
+    Returns the median cost in microseconds (less noisy than the workload ratios on a shared machine)."""
+    from tinygrad import Tensor, TinyJit
+    from tinygrad.engine import realize
+
+    from launchtrace.capture import tinygrad as frontend
+
+    seen = []
+    original = realize.pm_exec.rewrite
+
+    def grab(call, ctx=None):
+        seen.append((call, ctx))
+        return original(call, ctx)
+
+    launchtrace.uninstrument()
+    a = Tensor.ones(16).contiguous().realize()
+
+    @TinyJit
+    def add(t):
+        return (t * 2).realize()
+
+    realize.pm_exec.rewrite = grab
+    try:
+        for _ in range(3):
+            add(a)
+    finally:
+        del realize.pm_exec.rewrite
+    call, ctx = seen[-1]
+
+    def noop(c, x=None):
+        return None
+
+    import dataclasses
+
+    hook = frontend._make_hook(noop, realize)
+    results = {}
+    for per_run in (19, 1):  # kernels per run_linear (one ExecContext): the MLP step's, a tiny jitted call's
+        costs = []
+        runs = per_block // per_run
+        for _ in range(pairs):
+            c0 = time.thread_time()
+            for _run in range(runs):
+                fresh = dataclasses.replace(ctx)
+                for _ in range(per_run):
+                    noop(call, fresh)
+            bare = time.thread_time() - c0
+            sub = bus.subscribe(capacity=1_000_000)
+            c0 = time.thread_time()
+            for r in range(runs):
+                fresh = dataclasses.replace(ctx)
+                for _ in range(per_run):
+                    hook(call, fresh)
+                if r % 50 == 0:
+                    sub.queue.clear()  # a consumer drains
+            hooked = time.thread_time() - c0
+            sub.close()
+            costs.append((hooked - bare) / (runs * per_run) * 1e6)
+        results[per_run] = statistics.median(costs)
+        print(
+            f"recorder hook alone, {per_run} kernel(s) per run_linear (no-op executor, real jit call): median "
+            f"{results[per_run]:.2f} us per kernel (min {min(costs):.2f}, max {max(costs):.2f}, {pairs} pairs)"
+        )
+    return results[19]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
@@ -135,7 +203,7 @@ def main() -> None:
     )
     _model, _opt, step = tp.make_training()
     x, y = tp.batch()
-    measure("jitted MLP step", step, (x, y), args.calls, args.pairs)
+    bare_step = measure("jitted MLP step", step, (x, y), args.calls, args.pairs)
     if args.export:
         measure_export("jitted MLP step", step, (x, y), args.calls, max(5, args.pairs // 3))
 
@@ -146,6 +214,12 @@ def main() -> None:
         return (t + 1).realize()
 
     measure("jitted tiny add", add, (a,), args.calls * 4, args.pairs)
+    cost = measure_hook(args.pairs)
+    kernels, bare_us = bare_step
+    print(
+        f"MLP step estimated from the hook alone: 1 + {kernels} x {cost:.2f} us / {bare_us:.1f} us = "
+        f"{1 + kernels * cost / bare_us:.3f}x (target <= 1.05)"
+    )
 
 
 if __name__ == "__main__":
