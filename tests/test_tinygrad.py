@@ -555,3 +555,41 @@ def test_opentelemetry_instrument_covers_tinygrad(tmp_path):
     records = [r for t in load_traces(out) for r in t.records]
     assert any(r.op == "copy" and r.kernel == "tinygrad.copy" for r in records)
     assert any(r.op == "launch" and r.api == "tinygrad.realize" for r in records)
+
+
+LAZY_PROGRAM = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {tests!r})
+    import tinygrad_programs as tp
+    tp.configure_env("CPU")
+    import launchtrace
+    from launchtrace.capture import tinygrad as frontend
+    launchtrace.instrument()
+    print("imported after instrument:", "tinygrad" in sys.modules, frontend.is_patched())
+    from tinygrad import Tensor
+    print("patched on import:", frontend.is_patched())
+    launchtrace.uninstrument()
+    from tinygrad.engine import realize
+    print("restored:", "rewrite" not in realize.pm_exec.__dict__, frontend.is_patched())
+    """
+)
+
+
+def test_instrument_never_imports_tinygrad_and_patches_it_when_the_program_does():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LAUNCHTRACE_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-c", LAZY_PROGRAM.format(tests=str(REPO / "tests"))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stdout.splitlines() if ":" in line]
+    assert lines[-3:] == [
+        "imported after instrument: False False",
+        "patched on import: True",
+        "restored: True False",
+    ]
