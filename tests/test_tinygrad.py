@@ -2,6 +2,8 @@
 spans, rebuild and analyses as Warp. The graph-runner case runs tinygrad's NULL device in a subprocess (its
 environment must be set before tinygrad is imported)."""
 
+# ruff: noqa: E402  (tinygrad reads its environment at import: tp.configure_env() runs before the imports below)
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,21 +21,21 @@ import tinygrad_programs as tp
 tp.configure_env("CPU")
 tinygrad = pytest.importorskip("tinygrad")
 
-import numpy as np  # noqa: E402
-from tinygrad import Tensor, Variable  # noqa: E402
-from tinygrad.engine import realize  # noqa: E402
+import numpy as np
+from tinygrad import Tensor, Variable
+from tinygrad.engine import realize
 
-import launchtrace  # noqa: E402
-from launchtrace.analysis.dataflow import EdgeKind, build_dataflow  # noqa: E402
-from launchtrace.analysis.static import check_static  # noqa: E402
-from launchtrace.capture import bus  # noqa: E402
-from launchtrace.capture import tinygrad as tg_capture  # noqa: E402
-from launchtrace.capture.materialize import materialize  # noqa: E402
-from launchtrace.export.config import ExportConfig  # noqa: E402
-from launchtrace.export.spanbuilder import SpanBuilder  # noqa: E402
-from launchtrace.otlp.json_codec import decode_traces_data, encode_line  # noqa: E402
-from launchtrace.rebuild import rebuild  # noqa: E402
-from launchtrace.testing import trace_launches  # noqa: E402
+import launchtrace
+from launchtrace.analysis.dataflow import EdgeKind, build_dataflow
+from launchtrace.analysis.static import check_static
+from launchtrace.capture import bus, tinygrad_decode
+from launchtrace.capture import tinygrad as tg_capture
+from launchtrace.capture.materialize import materialize
+from launchtrace.export.config import ExportConfig
+from launchtrace.export.spanbuilder import SpanBuilder
+from launchtrace.otlp.json_codec import decode_traces_data, encode_line
+from launchtrace.rebuild import rebuild
+from launchtrace.testing import trace_launches
 
 REPO = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve()
@@ -464,7 +466,7 @@ def test_template_copies_equal_the_full_decode(instrumented):
         fast = [item for kind, item in materialize(raw) if kind == "record"]
         slow = []
         for event in raw:
-            tg_capture._statics.clear()  # nothing cached: every event decoded in full
+            tinygrad_decode._statics.clear()  # nothing cached: every event decoded in full
             slow.extend(item for kind, item in materialize([event]) if kind == "record")
     finally:
         launchtrace.disown("tnet")

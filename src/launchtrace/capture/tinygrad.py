@@ -9,12 +9,15 @@ When: :func:`launchtrace.instrument` calls :func:`install`. If ``tinygrad.engine
 it is patched at once; if tinygrad is only importable, a meta-path finder patches it right after the program
 imports it (tinygrad is never imported on the program's behalf); if tinygrad is not installed nothing happens.
 
-Hot path (the launching thread): time the original call, find the user's frame, and queue one raw event holding
-*references* (the call UOp, the context's input UOps, a copy of the variable values): about 3 us. Decoding
-(kernel name, launch dims, buffers, roles, offsets, owners: 19-49 us in place) happens in the materializer, off
-the launching thread, by :func:`decode_event`, which each ``bus.FRAMEWORK`` event names. The queued
-references keep the call's buffers alive until the event is decoded and no longer; nothing long-lived is keyed
-by a raw address (the per-call cache is a ``WeakKeyDictionary`` on the call UOp).
+Hot path (the launching thread): time the original call and queue one raw event holding *references*: the call
+UOp and a :class:`_Run` shared by every call of one ``run_linear`` (its input UOps, a copy of the variable values,
+the kind of work, the user's frame, found once per run). About 0.7 us per kernel, 2.8 us for a run's first
+(``benchmarks/bench_tinygrad.py``). Decoding (kernel name, launch dims, buffers, roles, offsets, owners: 19-49 us
+in place) happens in the materializer, off the launching thread, by
+:func:`launchtrace.capture.tinygrad_decode.decode_event`, which each ``bus.FRAMEWORK`` event names. The queued
+references keep the call's buffers alive until the event is decoded and no longer (the hook itself holds only
+weak references); nothing long-lived is keyed by a raw address (the per-call cache is a ``WeakKeyDictionary`` on
+the call UOp).
 
 Kinds of work (``LaunchRecord.api``): ``tinygrad.realize`` (user work: ``Tensor.realize`` and what triggers it,
 uploads included), ``tinygrad.TinyJit`` (a jit replay), ``tinygrad.internal`` (``update_stats=False``: the
@@ -27,7 +30,6 @@ kernel carries the batch's start and end and the scope says ``timing="per batch"
 
 from __future__ import annotations
 
-import ctypes
 import importlib.abc
 import importlib.util
 import logging
@@ -40,22 +42,13 @@ from typing import Any
 
 from launchtrace.capture import bus
 from launchtrace.capture.hotpath import _warn_once, emit_scope_begin, emit_scope_end, is_library_code
-from launchtrace.capture.materialize import _copy_launch, _site, make_buffer_arg, make_launch_record
-from launchtrace.capture.state import THREAD_NAMES, _local
-from launchtrace.model import BufferArg, LaunchRecord, Op
+from launchtrace.capture.state import _local
+from launchtrace.capture.tinygrad_decode import BEAM, GRAPH, INTERNAL, JIT, REALIZE, decode_event
 
-__all__ = ["configure", "decode_event", "install", "is_patched", "uninstall"]
+__all__ = ["configure", "install", "is_patched", "uninstall"]
 
 _log = logging.getLogger("launchtrace.capture")
 
-REALIZE, JIT, INTERNAL, BEAM, GRAPH = (
-    "tinygrad.realize",
-    "tinygrad.TinyJit",
-    "tinygrad.internal",
-    "tinygrad.beam",
-    "tinygrad.graph",
-)
-COPY_KERNEL = "tinygrad.copy"
 GRAPH_SCOPE = "tinygrad.graph"
 
 _lock = threading.RLock()
@@ -359,294 +352,3 @@ def _make_hook(inner: Any, realize: Any) -> Any:
     rewrite.__name__ = "rewrite"
     rewrite.__qualname__ = "PatternMatcher.rewrite"
     return rewrite
-
-
-# -- decoding (off the launching thread) ---------------------------------------------------------------------
-
-
-class _Static:
-    """What one call UOp always says: kind, name, parameter names, slots and their roles, variables; and the
-    last decoded body (see :func:`decode_event`)."""
-
-    __slots__ = (
-        "fast", "info", "kernel", "last", "names", "op", "roles", "slots", "sources", "static_dims", "var_names",
-    )  # fmt: skip
-
-    def __init__(self, call: Any, realize: Any) -> None:
-        from tinygrad.uop.ops import Ops
-
-        ast = call.src[0]
-        outs, ins = realize.get_call_outs_ins(call)
-        if ast.op is Ops.PROGRAM:
-            info = ast.arg
-            self.op = Op.LAUNCH.value
-            self.info = info
-            self.kernel = str(info.function_name)
-            self.slots = tuple(info.globals)
-            self.var_names = tuple(str(v.expr) for v in info.vars)
-            dims = info.global_size, info.local_size
-            self.static_dims = (
-                info.launch_dims({}) if all(type(d) is int for d in (*dims[0], *(dims[1] or ()))) else None
-            )
-        else:
-            self.op = Op.COPY.value
-            self.info = None
-            self.kernel = COPY_KERNEL
-            self.slots = (0, 1)
-            self.var_names = ()
-            self.static_dims = None
-        self.roles = tuple(("r" if s in ins else "") + ("w" if s in outs else "") for s in self.slots)
-        if self.op == Op.COPY.value:
-            self.names: tuple = ("dest", "src", "dest_device", "src_device")
-        else:
-            self.names = (*(f"data{s}" for s in self.slots), *self.var_names, "local_size")
-        self.last: _Body | None = None
-        self.fast: _Template | None = None
-        # per slot: ("param", input index) for a plain jit input, ("fixed", weakref to its Buffer) for a buffer
-        # the call names itself (arena views, parameters), None: resolve through tinygrad on every decode
-        self.sources: list[tuple | None] | None = None
-
-    def resolve(self, call: Any, inputs: tuple, realize: Any) -> list:
-        """The Buffer (or MultiBuffer) of every slot, as ``realize.resolve_params`` resolves it, cheaply."""
-        sources = self.sources
-        if sources is None:
-            sources = self.sources = _sources(call, realize)
-        out = []
-        resolved = None
-        for i, src in enumerate(sources):
-            buf = None
-            if src is not None:
-                buf = inputs[src[1]].buffer if src[0] == "param" else src[1]()
-            if buf is None:
-                if resolved is None:
-                    resolved = realize.resolve_params(call, inputs)
-                buf = resolved[self.slots[i]].buffer
-            out.append(buf)
-        return out
-
-
-def _sources(call: Any, realize: Any) -> list[tuple | None]:
-    from tinygrad.uop.ops import Ops
-
-    args = realize.get_call_arg_uops(call)
-    ast = call.src[0]
-    slots = tuple(ast.arg.globals) if ast.op is Ops.PROGRAM else (0, 1)
-    out: list[tuple | None] = []
-    for slot in slots:
-        arg = args[slot]
-        if arg.op is Ops.PARAM and type(arg.arg.slot) is int:
-            out.append(("param", arg.arg.slot))
-        elif arg.op is Ops.BUFFER or (arg.op is not Ops.PARAM and not any(u.op is Ops.PARAM for u in arg.toposort())):
-            try:
-                out.append(("fixed", weakref.ref(arg.buffer)))
-            except TypeError:
-                out.append(None)
-        else:
-            out.append(None)
-    return out
-
-
-class _Body:
-    """The decoded fields of one call that depend only on its buffers, variable values, kind and owners:
-    reused while all of those are the same (a jit replay; a call repeated on the same buffers)."""
-
-    __slots__ = ("api", "arrays", "buffers", "device", "dim", "key", "refs", "scalars")
-
-    def __init__(self, key: tuple, refs: tuple, api: str, arrays: tuple, buffers: tuple, scalars: tuple,
-                 dim: tuple, device: str) -> None:  # fmt: skip
-        self.key, self.refs, self.api = key, refs, api
-        self.arrays, self.buffers, self.scalars, self.dim, self.device = arrays, buffers, scalars, dim, device
-
-
-class _Template:
-    """A decoded record of one call and everything it was made from, held weakly: a later event of the same call
-    whose inputs, buffers (and their memory), variable values, kind, site, thread and owner answers are all the
-    same is a copy of it with its own times, scope and sequence number (a jit replay: most events)."""
-
-    __slots__ = ("api", "buf_refs", "code", "in_force", "input_refs", "line", "proto", "raw_refs", "tid", "var_vals",
-                 "version")  # fmt: skip
-
-    def __init__(self, proto: LaunchRecord, run: _Run, static: _Static, bufs: list, version: int, in_force: int):
-        self.proto, self.api, self.code, self.line, self.tid = proto, run.api, run.code, run.line, proto.thread
-        self.var_vals = run.var_vals
-        self.version, self.in_force = version, in_force
-        self.input_refs = tuple(
-            (src[1], weakref.ref(run.inputs[src[1]])) for src in static.sources or () if src[0] == "param"
-        )
-        self.buf_refs = tuple(weakref.ref(b) for b in bufs)
-        raws = []
-        for b in bufs:
-            base = b._base or b
-            raw = base._bufs.get(base.device)
-            raws.append(None if raw is None else weakref.ref(raw))
-        self.raw_refs = tuple(raws)
-
-    def matches(self, run: _Run, tid: int, version: int, in_force: int) -> bool:
-        if (
-            run.api != self.api or run.code is not self.code or run.line != self.line or tid != self.tid
-            or version != self.version or in_force != self.in_force or run.var_vals != self.var_vals
-            or THREAD_NAMES.get(tid, "") != self.proto.thread_name
-        ):  # fmt: skip
-            return False
-        inputs = run.inputs
-        for i, ref in self.input_refs:
-            if i >= len(inputs) or inputs[i] is not ref():
-                return False
-        for bref, rref in zip(self.buf_refs, self.raw_refs):
-            b = bref()
-            if b is None:
-                return False
-            base = b._base or b
-            raw = base._bufs.get(base.device)
-            if (raw is not rref()) if rref is not None else (raw is not None):
-                return False
-        return True
-
-
-_statics: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _static(call: Any, realize: Any) -> _Static:
-    try:
-        hit = _statics.get(call)
-    except TypeError:
-        return _Static(call, realize)
-    if hit is None:
-        hit = _Static(call, realize)
-        try:
-            _statics[call] = hit
-        except TypeError:
-            pass
-    return hit
-
-
-def _address(raw: Any) -> int:
-    """The host-visible address of an allocator's raw buffer (0 where it has none, e.g. the NULL device)."""
-    va = getattr(raw, "va_addr", None)
-    if isinstance(va, int):
-        return va
-    if isinstance(raw, memoryview):
-        try:
-            return ctypes.addressof(ctypes.c_char.from_buffer(raw))
-        except (TypeError, ValueError):
-            return 0
-    value = getattr(raw, "value", None)  # ctypes pointers (c_void_p and friends)
-    return value if isinstance(value, int) else 0
-
-
-def _view_address(buf: Any) -> int:
-    """Where a tinygrad ``Buffer`` (or view: its base's memory plus its byte offset) starts; 0 if unallocated."""
-    base = buf._base or buf
-    raw = base._bufs.get(base.device)
-    addr = _address(raw) if raw is not None else 0
-    return addr + int(buf.offset or 0) if addr else 0
-
-
-def _dtype(dtype: Any) -> str:
-    name = getattr(dtype, "name", None)
-    return str(name) if name else str(dtype)
-
-
-_realize: Any = None
-_owners: Any = None
-
-
-def _parts(static: _Static, bufs: list) -> list[tuple[Any, Any, str]]:
-    """``(key, Buffer, name)`` of every buffer argument (a MultiBuffer: one per device, keys ``"i.j"``)."""
-    out = []
-    for i, buf in enumerate(bufs):
-        shards = getattr(buf, "bufs", None)
-        if shards is None:
-            out.append((i, buf, static.names[i]))
-        else:
-            out.extend((f"{i}.{j}", part, f"{static.names[i]}.{j}") for j, part in enumerate(shards))
-    return out
-
-
-def decode_event(e: tuple) -> LaunchRecord:
-    """The :class:`LaunchRecord` of one raw tinygrad event (run by the materializer, off the launching thread).
-
-    The buffer-dependent part is cached on the call (the last one decoded): it is reused when the same live
-    ``Buffer`` objects (checked through weak references) sit at the same addresses, with the same variable
-    values, kind of work and owner-registry version."""
-    global _realize, _owners
-    if _realize is None:
-        _realize = sys.modules["tinygrad.engine.realize"]
-        from launchtrace import tinygrad_ownership
-
-        _owners = tinygrad_ownership.OWNERS
-    _, seq, tid, _, call, run, t0, t1, scope, error = e
-    var_vals, api = run.var_vals, run.api
-    static = _static(call, _realize)
-    owners = _owners
-    if owners._pending:
-        owners.adopt()
-    roots = owners._roots
-    in_force = sum(1 for born in roots.values() if born <= seq) if roots else 0  # later labels do not apply
-    fast = static.fast
-    if fast is not None and error is None and fast.matches(run, tid, owners.version, in_force):
-        proto = fast.proto
-        return _copy_launch(proto, t0, t1, scope, seq, proto)
-    bufs = static.resolve(call, run.inputs, _realize)
-    parts = _parts(static, bufs)
-    addrs = tuple(_view_address(b) for _, b, _ in parts)
-    key = (*addrs, tuple(var_vals.items()) if var_vals else None, api, owners.version, in_force)
-    body = static.last
-    if (
-        body is None
-        or body.key != key
-        or len(body.refs) != len(parts)
-        or any(r() is not p[1] for r, p in zip(body.refs, parts))
-    ):
-        body = static.last = _decode(static, parts, addrs, var_vals, api, seq, key, owners)
-    rec = make_launch_record(
-        static.op, static.kernel, body.dim, None, body.arrays, body.scalars, _site(run.code, run.line, run.module),
-        static.names, body.buffers, None, 0, body.device, tid, THREAD_NAMES.get(tid, ""), t0, t1, scope, None,
-        False, False, api, api in (INTERNAL, BEAM), error, seq,
-    )  # fmt: skip
-    sources = static.sources
-    if error is None and sources is not None and all(sources) and len(parts) == len(bufs):  # no MultiBuffer
-        try:
-            static.fast = _Template(rec, run, static, bufs, owners.version, in_force)
-        except TypeError:  # something not weakly referenceable: no template
-            static.fast = None
-    return rec
-
-
-def _decode(
-    static: _Static, parts: list, addrs: tuple, var_vals: Any, api: str, seq: int, key: tuple, owners: Any
-) -> _Body:
-    arrays: list[tuple] = []
-    buffers: list[BufferArg] = []
-    scalars: list[tuple] = []
-    devices: list[str] = []
-    n = len(static.slots)
-    for (key_i, buf, name), ptr in zip(parts, addrs):
-        i = key_i if type(key_i) is int else int(key_i.split(".")[0])
-        offset = int(buf.offset or 0)
-        owner, owner_offset, foreign = owners.answer(buf, seq)
-        arrays.append((key_i, ptr))
-        buffers.append(
-            make_buffer_arg(
-                key_i, name, ptr, (int(buf.size),), _dtype(buf.dtype), int(buf.nbytes), owner, owner_offset,
-                foreign, static.roles[i],
-            )
-        )  # fmt: skip
-        if offset or buf._base is not None:
-            scalars.append((f"{key_i}.view_offset", offset))
-        devices.append(str(buf.device))
-    if static.op == Op.LAUNCH.value:
-        values = var_vals or {}
-        gsize, lsize = static.static_dims or static.info.launch_dims(values)
-        for k, var in enumerate(static.var_names):
-            scalars.append((n + k, int(values[var]) if var in values else None))
-        if lsize is not None:
-            scalars.append((n + len(static.var_names), tuple(int(x) for x in lsize)))
-        dim = tuple(int(x) for x in gsize)
-    else:
-        dim = (int(buffers[0].shape[0]) if buffers else 0,)
-        scalars.append((2, devices[0] if devices else ""))
-        scalars.append((3, devices[-1] if len(devices) > 1 else ""))
-    refs = tuple(weakref.ref(p[1]) for p in parts)
-    device = devices[0] if devices else ""
-    return _Body(key, refs, api, tuple(arrays), tuple(buffers), tuple(scalars), dim, device)
