@@ -242,7 +242,7 @@ def _children(obj: Any, path: str) -> list[tuple[Any, str]]:
     if fields is not None:
         return [(getattr(obj, name, None), f"{path}.{name}") for name in fields]
     module = getattr(type(obj), "__module__", "") or ""
-    if _is_warp_module(module) or module.startswith("torch"):
+    if _is_warp_module(module) or module.startswith(("torch", "tinygrad")):  # tinygrad: tinygrad_ownership.py
         data = getattr(obj, "data", None)  # wp.indexedarray: enter its data array only
         return [(data, f"{path}.data")] if isinstance(data, wp.array) else []
     if isinstance(obj, types.MethodType):
