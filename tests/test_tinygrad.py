@@ -570,9 +570,11 @@ LAZY_PROGRAM = textwrap.dedent(
     launchtrace.instrument()
     print("imported after instrument:", "tinygrad" in sys.modules, frontend.is_patched())
     from tinygrad import Tensor
-    print("patched on import:", frontend.is_patched())
-    launchtrace.uninstrument()
     from tinygrad.engine import realize
+    print("patched on import:", frontend.is_patched())
+    print("hook gone, loader intact:", not any(type(f).__module__.startswith("launchtrace") for f in sys.meta_path),
+          type(realize.__loader__).__name__, "def run_linear" in realize.__loader__.get_source(realize.__name__))
+    launchtrace.uninstrument()
     print("restored:", "rewrite" not in realize.pm_exec.__dict__, frontend.is_patched())
     """
 )
@@ -590,8 +592,9 @@ def test_instrument_never_imports_tinygrad_and_patches_it_when_the_program_does(
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if ":" in line]
-    assert lines[-3:] == [
+    assert lines[-4:] == [
         "imported after instrument: False False",
         "patched on import: True",
+        "hook gone, loader intact: True SourceFileLoader True",
         "restored: True False",
     ]

@@ -94,21 +94,19 @@ class _Patch:
             del self.pm.rewrite
 
 
-class _Loader(importlib.abc.Loader):
-    """Runs the real loader of ``tinygrad.engine.realize``, then patches the fresh module."""
+def _patching_exec(loader: Any) -> None:
+    """Make this (per-spec) loader patch the module right after running it; the loader stays tinygrad's own, so
+    ``module.__loader__`` (``get_source``, resources) is untouched."""
+    run = loader.exec_module
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def create_module(self, spec: Any) -> Any:
-        return self.inner.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        self.inner.exec_module(module)
+    def exec_module(module: Any) -> None:
+        run(module)
         try:
             _patch_now(module)
         except Exception:
             _warn_once("tinygrad install")
+
+    loader.exec_module = exec_module
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
@@ -125,17 +123,26 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None:
-                    spec.loader = _Loader(spec.loader)
+                    try:
+                        _patching_exec(spec.loader)
+                    except (AttributeError, TypeError):  # a loader without instance attributes: no patch
+                        _warn_once("tinygrad install")
                 return spec
         return None
 
 
 def _patch_now(realize: Any) -> None:
-    global _patch
+    global _patch, _finder
     with _lock:
         if _patch is None and _wanted:
             _setup_paths(realize)
             _patch = _Patch(realize)
+        if _finder is not None:  # done: the import hook is not needed any more
+            try:
+                sys.meta_path.remove(_finder)
+            except ValueError:
+                pass
+            _finder = None
 
 
 def install() -> None:
