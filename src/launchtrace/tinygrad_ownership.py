@@ -158,7 +158,7 @@ class TinygradOwners:
         hit = self.locate(buf, seq)
         if hit is not None:
             return hit[0], hit[1], False
-        return None, None, any(born <= seq for born in self._roots.values())
+        return None, None, any(born <= seq for born in tuple(self._roots.values()))  # a snapshot: own() may run
 
 
 def _realized(tensor: Any) -> Any:

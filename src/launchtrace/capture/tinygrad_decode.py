@@ -233,7 +233,7 @@ def decode_event(e: tuple) -> LaunchRecord:
     if owners._pending:
         owners.adopt()
     roots = owners._roots
-    in_force = sum(1 for born in roots.values() if born <= seq) if roots else 0  # later labels do not apply
+    in_force = sum(1 for born in tuple(roots.values()) if born <= seq) if roots else 0  # later labels: no
     fast = static.fast
     if fast is not None and error is None and fast.matches(run, tid, owners.version, in_force):
         proto = fast.proto
