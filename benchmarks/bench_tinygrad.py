@@ -12,6 +12,7 @@ launching thread; that decode time is reported per record too (it is not on the 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import statistics
@@ -43,6 +44,8 @@ def timed(fn, args: tuple, calls: int, sub=None, every: int = 20) -> tuple[float
     done = 0
     while done < calls:
         n = min(every, calls - done) if sub is not None else calls - done
+        if not done:
+            gc.collect()  # instrument() / uninstrument() allocate: no collection they set off lands in a block
         t0, c0 = time.perf_counter(), time.thread_time()
         for _ in range(n):
             fn(*args)
@@ -102,6 +105,7 @@ def measure_export(name: str, fn, args: tuple, calls: int, pairs: int) -> None:
     hot, total = [], []
     for _ in range(pairs):
         launchtrace.uninstrument()
+        gc.collect()
         w0, p0 = time.perf_counter(), time.process_time()
         for _ in range(calls):
             fn(*args)
@@ -109,6 +113,7 @@ def measure_export(name: str, fn, args: tuple, calls: int, pairs: int) -> None:
         config = ExportConfig.resolve(file_path=os.path.join(folder, "spans.jsonl"), export_interval_s=0.05)
         pipeline = ExportPipeline(config, truncate=True).start()
         launchtrace.instrument()
+        gc.collect()
         w0, p0 = time.perf_counter(), time.process_time()
         for _ in range(calls):
             fn(*args)
@@ -173,6 +178,7 @@ def measure_hook(pairs: int, per_block: int = 20_000) -> float:
         costs = []
         runs = per_block // per_run
         for _ in range(pairs):
+            gc.collect()
             c0 = time.thread_time()
             for _run in range(runs):
                 fresh = dataclasses.replace(ctx)
@@ -180,6 +186,7 @@ def measure_hook(pairs: int, per_block: int = 20_000) -> float:
                     noop(call, fresh)
             bare = time.thread_time() - c0
             sub = bus.subscribe(capacity=1_000_000)
+            gc.collect()
             c0 = time.thread_time()
             for r in range(runs):
                 fresh = dataclasses.replace(ctx)
