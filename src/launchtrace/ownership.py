@@ -27,6 +27,7 @@ import bisect
 import dataclasses
 import itertools
 import logging
+import sys
 import threading
 import time
 import types
@@ -246,7 +247,7 @@ def _children(obj: Any, path: str) -> list[tuple[Any, str]]:
     module = getattr(type(obj), "__module__", "") or ""
     if module.startswith(_OPTIM_MODULES):  # Adam's moments m / v, SGD's momentum b: not the params themselves
         return [(v, f"{path}.{k}") for k, v in _attributes(obj).items() if k not in _OPTIM_SKIP]
-    if _is_warp_module(module) or module.startswith("torch"):
+    if _is_warp_module(module) or module.startswith(("torch", "tinygrad")):  # tinygrad: tinygrad_ownership.py
         data = getattr(obj, "data", None)  # wp.indexedarray: enter its data array only
         return [(data, f"{path}.data")] if isinstance(data, wp.array) else []
     if isinstance(obj, types.MethodType):
@@ -696,7 +697,14 @@ def own(obj: Any, label: str, max_depth: int = 10) -> BufferSet:
             sim.step()
         trace[0].buffers[0].owner  # "sim.x"
     """
-    return OWNERS.own(obj, label, max_depth)
+    owned = OWNERS.own(obj, label, max_depth)
+    if "tinygrad" in sys.modules:  # tinygrad's tensors: their own registry (launchtrace.tinygrad_ownership)
+        from launchtrace.tinygrad_ownership import OWNERS as TINYGRAD_OWNERS
+        from launchtrace.tinygrad_ownership import is_tinygrad_object
+
+        if is_tinygrad_object(obj):
+            TINYGRAD_OWNERS.own(obj, label)
+    return owned
 
 
 def disown(obj_or_label: Any) -> int:
@@ -706,4 +714,9 @@ def disown(obj_or_label: Any) -> int:
 
         launchtrace.disown("sim")
     """
-    return OWNERS.disown(obj_or_label)
+    ended = OWNERS.disown(obj_or_label)
+    if "tinygrad" in sys.modules:
+        from launchtrace.tinygrad_ownership import OWNERS as TINYGRAD_OWNERS
+
+        ended += TINYGRAD_OWNERS.disown(obj_or_label)
+    return ended

@@ -1,9 +1,11 @@
 """Capture: interpose every public way Warp issues device work, and scopes around it.
 
-``instrument()`` patches Warp (see :mod:`launchtrace.capture.warp` for the list) and ``uninstrument()`` puts
-every binding back exactly; both are idempotent and thread-safe. While instrumented and while somebody listens
-(a :func:`launchtrace.testing.trace_launches` block, the exporter: see :mod:`launchtrace.capture.bus`), each
-call becomes one record; with nobody listening a patched call costs one attribute read more than bare Warp.
+``instrument()`` patches Warp (see :mod:`launchtrace.capture.warp` for the list) and tinygrad when it is
+installed (:mod:`launchtrace.capture.tinygrad`: at once if imported, else when the program imports it), and
+``uninstrument()`` puts every binding back exactly; both are idempotent and thread-safe. While instrumented
+and while somebody listens (a :func:`launchtrace.testing.trace_launches` block, the exporter: see
+:mod:`launchtrace.capture.bus`), each call becomes one record; with nobody listening a patched call costs one
+attribute read more than bare Warp.
 
 Example::
 
@@ -42,6 +44,9 @@ def instrument() -> bool:
 
         _patches = patch_warp()
         appspan.watch()
+        from launchtrace.capture import tinygrad  # patches tinygrad if imported, else when it is (if installed)
+
+        tinygrad.install()
         return True
 
 
@@ -56,6 +61,9 @@ def uninstrument() -> bool:
         _patches.restore()
         _patches = None
         appspan.unwatch()
+        from launchtrace.capture import tinygrad
+
+        tinygrad.uninstall()
         return True
 
 

@@ -39,6 +39,7 @@ SCOPE_BEGIN = 1
 SCOPE_END = 2
 PROBED = 3  # (PROBED, seq, tid, record event, probe results): a record measured by launchtrace.capture.probes
 APP_SPAN = 4  # (APP_SPAN, seq, tid, (trace_id, span_id, flags) | None): see launchtrace.capture.appspan
+FRAMEWORK = 5  # (FRAMEWORK, seq, tid, decode, ...): another framework's record; decode(event) -> LaunchRecord
 
 try:  # the compiled capture wrapper queues launch events outside the cycle collector; drain_raw makes them tuples
     from launchtrace.capture._fastlaunch import expand as _expand_events

@@ -290,6 +290,8 @@ class Materializer:
                     out.append(("record", self.probed(event)))
                 elif kind == bus.APP_SPAN:  # (thread, the application's active span or None)
                     out.append(("app_span", (event[2], event[3])))
+                elif kind == bus.FRAMEWORK:  # tinygrad (launchtrace.capture.tinygrad): its own layout and decoder
+                    out.append(("record", event[3](event)))
             except Exception:
                 _log.warning("launchtrace: could not materialise a capture event; skipped", exc_info=True)
         return out

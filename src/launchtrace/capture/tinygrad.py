@@ -1,0 +1,361 @@
+"""tinygrad frontend: every kernel execution and copy tinygrad runs becomes a record of the same model as Warp's.
+
+Where: tinygrad 0.14 executes every call of a schedule (``Tensor.realize``, ``TinyJit`` replays, the jit's
+input copies, ``.numpy()``'s copy-out, BEAM timing runs) through ``realize.pm_exec.rewrite(call, ctx)``, looked
+up on every call. :func:`install` puts a wrapper there as an *instance* attribute (whatever was there before,
+someone else's wrapper included, is what it calls, and :func:`uninstall` puts exactly that back).
+
+When: :func:`launchtrace.instrument` calls :func:`install`. If ``tinygrad.engine.realize`` is already imported
+it is patched at once; if tinygrad is only importable, a meta-path finder patches it right after the program
+imports it (tinygrad is never imported on the program's behalf); if tinygrad is not installed nothing happens.
+
+Hot path (the launching thread): time the original call and queue one raw event holding *references*: the call
+UOp and a :class:`_Run` shared by every call of one ``run_linear`` (its input UOps, a copy of the variable values,
+the kind of work, the user's frame, found once per run). About 0.7 us per kernel, 2.8 us for a run's first
+(``benchmarks/bench_tinygrad.py``). Decoding (kernel name, launch dims, buffers, roles, offsets, owners: 19-49 us
+in place) happens in the materializer, off the launching thread, by
+:func:`launchtrace.capture.tinygrad_decode.decode_event`, which each ``bus.FRAMEWORK`` event names. The queued
+references keep the call's buffers alive until the event is decoded and no longer (the hook itself holds only
+weak references); nothing long-lived is keyed by a raw address (the per-call cache is a ``WeakKeyDictionary`` on
+the call UOp).
+
+Kinds of work (``LaunchRecord.api``): ``tinygrad.realize`` (user work: ``Tensor.realize`` and what triggers it,
+uploads included), ``tinygrad.TinyJit`` (a jit replay), ``tinygrad.internal`` (``update_stats=False``: the
+copy-out of ``.numpy()``, ``Buffer(initial_value=...)``; ``internal=True``), ``tinygrad.beam`` (BEAM timing
+runs, ``ctx.cache is False``; left out unless :func:`configure` ``(record_beam=True)`` or
+``LAUNCHTRACE_TINYGRAD_BEAM=1``). A graph runner's batch (``CUSTOM_FUNCTION "graph"``: CUDA, Metal, NULL, ...)
+is a scope of kind ``"graph"`` whose records are its kernels; tinygrad times only the whole batch, so each
+kernel carries the batch's start and end and the scope says ``timing="per batch"``.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import logging
+import os
+import sys
+import threading
+import weakref
+from time import time_ns
+from typing import Any
+
+from launchtrace.capture import bus
+from launchtrace.capture.hotpath import _warn_once, emit_scope_begin, emit_scope_end, is_library_code
+from launchtrace.capture.state import _local
+from launchtrace.capture.tinygrad_decode import BEAM, GRAPH, INTERNAL, JIT, REALIZE, decode_event
+
+__all__ = ["configure", "install", "is_patched", "uninstall"]
+
+_log = logging.getLogger("launchtrace.capture")
+
+GRAPH_SCOPE = "tinygrad.graph"
+
+_lock = threading.RLock()
+_record_beam = os.environ.get("LAUNCHTRACE_TINYGRAD_BEAM", "").strip() not in ("", "0")
+_patch: _Patch | None = None
+_finder: _PatchOnImport | None = None
+_wanted = False  # install() was called and uninstall() not yet
+
+
+def configure(record_beam: bool | None = None) -> None:
+    """Record BEAM search timing runs too (off by default: they are tinygrad's tuning, not the program's work)."""
+    global _record_beam
+    if record_beam is not None:
+        _record_beam = bool(record_beam)
+
+
+def is_patched() -> bool:
+    """Whether tinygrad's executor is wrapped now."""
+    return _patch is not None
+
+
+# -- installing ---------------------------------------------------------------------------------------------
+
+
+class _Patch:
+    """One wrapping of ``pm_exec.rewrite``: what was in the instance dict before, and our wrapper."""
+
+    def __init__(self, realize: Any) -> None:
+        self.pm = realize.pm_exec
+        self.had = "rewrite" in self.pm.__dict__
+        self.saved = self.pm.__dict__.get("rewrite")
+        self.wrapper = _make_hook(self.pm.rewrite, realize)
+        self.pm.rewrite = self.wrapper
+
+    def restore(self) -> None:
+        current = self.pm.__dict__.get("rewrite")
+        if current is not self.wrapper:
+            _log.warning("launchtrace: tinygrad's pm_exec.rewrite was rebound by someone else; leaving it")
+            return
+        if self.had:
+            self.pm.rewrite = self.saved
+        else:
+            del self.pm.rewrite
+
+
+def _patching_exec(loader: Any) -> None:
+    """Make this (per-spec) loader patch the module right after running it; the loader stays tinygrad's own, so
+    ``module.__loader__`` (``get_source``, resources) is untouched."""
+    run = loader.exec_module
+
+    def exec_module(module: Any) -> None:
+        run(module)
+        try:
+            _patch_now(module)
+        except Exception:
+            _warn_once("tinygrad install")
+
+    loader.exec_module = exec_module
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches tinygrad when the program imports it, so instrumenting never imports tinygrad itself."""
+
+    target = "tinygrad.engine.realize"
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.target:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    try:
+                        _patching_exec(spec.loader)
+                    except (AttributeError, TypeError):  # a loader without instance attributes: no patch
+                        _warn_once("tinygrad install")
+                return spec
+        return None
+
+
+def _patch_now(realize: Any) -> None:
+    global _patch, _finder
+    with _lock:
+        if _patch is None and _wanted:
+            _setup_paths(realize)
+            _patch = _Patch(realize)
+        if _finder is not None:  # done: the import hook is not needed any more
+            try:
+                sys.meta_path.remove(_finder)
+            except ValueError:
+                pass
+            _finder = None
+
+
+def install() -> None:
+    """Patch tinygrad now if it is imported, else when it is imported (if it is installed at all)."""
+    global _finder, _wanted
+    with _lock:
+        _wanted = True
+        realize = sys.modules.get("tinygrad.engine.realize")
+        if realize is not None and hasattr(realize, "pm_exec"):
+            _patch_now(realize)
+            return
+        if _finder is None and importlib.util.find_spec("tinygrad") is not None:
+            _finder = _PatchOnImport()
+            sys.meta_path.insert(0, _finder)
+
+
+def uninstall() -> None:
+    """Undo :func:`install` exactly (the import hook too)."""
+    global _patch, _finder, _wanted
+    with _lock:
+        _wanted = False
+        if _finder is not None:
+            try:
+                sys.meta_path.remove(_finder)
+            except ValueError:
+                pass
+            _finder = None
+        if _patch is not None:
+            _patch.restore()
+            _patch = None
+
+
+# -- the hot path -------------------------------------------------------------------------------------------
+
+_TG_PREFIX = ""
+_CONTEXTLIB = os.path.normcase(os.path.abspath(__import__("contextlib").__file__))
+_SITE_CACHE: dict[int, tuple[Any, bool]] = {}  # id(code) -> (code, skip?): the code is kept, so ids stay unique
+
+
+def _setup_paths(realize: Any) -> None:
+    global _TG_PREFIX
+    _TG_PREFIX = os.path.dirname(os.path.dirname(os.path.abspath(realize.__file__))) + os.sep
+    _SITE_CACHE.clear()
+
+
+def _skip(code: Any) -> bool:
+    hit = _SITE_CACHE.get(id(code))
+    if hit is None or hit[0] is not code:
+        name = code.co_filename
+        skip = name.startswith(_TG_PREFIX) or name == _CONTEXTLIB or is_library_code(code)
+        if len(_SITE_CACHE) > 100_000:
+            _SITE_CACHE.clear()
+        hit = _SITE_CACHE[id(code)] = (code, skip)
+    return hit[1]
+
+
+def _user_frame(frame: Any) -> Any:
+    f = frame
+    while f is not None and _skip(f.f_code):
+        f = f.f_back
+    return f or frame
+
+
+def _queue(event: tuple) -> None:
+    for sub in bus._subs:  # bus.offer, inlined
+        q = sub.queue
+        n = len(q)
+        if n < sub.capacity:
+            q.append(event)
+            if n == sub.capacity // 2 and bus.wake_consumers is not None:
+                bus.wake_consumers()
+        else:
+            sub.full(event)
+    if bus.touch_activity is not None:
+        bus.touch_activity()
+
+
+class _Run:
+    """What the calls of one ``run_linear`` (one ``ExecContext``) share: its inputs and variable values, the kind
+    of work, the user's call site. Queued events hold it; the hook only a weak reference, so the inputs (the
+    user's buffers) live until the last of its events is decoded and no longer."""
+
+    __slots__ = ("__weakref__", "api", "code", "inputs", "line", "module", "var_vals")
+
+    def __init__(self, inputs: tuple, var_vals: Any, api: str, code: Any, line: int, module: str) -> None:
+        self.inputs, self.var_vals, self.api = inputs, var_vals, api
+        self.code, self.line, self.module = code, line, module
+
+
+def _kind_of(ctx: Any) -> str | None:
+    """The ``api`` of the work a context runs, or ``None`` when it is not recorded (BEAM runs, unless asked)."""
+    if ctx.cache is False:
+        return BEAM if _record_beam else None
+    if not ctx.update_stats:
+        return INTERNAL
+    return JIT if ctx.jit else REALIZE
+
+
+def _new_run(ctx: Any, frame: Any, api: str) -> _Run:
+    f = _user_frame(frame)
+    vv = ctx.var_vals
+    return _Run(ctx.input_uops, dict(vv) if vv else None, api, f.f_code, f.f_lineno, f.f_globals.get("__name__", ""))
+
+
+def _make_hook(inner: Any, realize: Any) -> Any:
+    """The wrapper of ``pm_exec.rewrite``; ``inner`` is what was there (bound method or someone's wrapper).
+
+    One event per kernel or copy: ``(FRAMEWORK, seq, tid, decode, call, run, t0, t1, scope, error)``, a single
+    tuple (the cycle collector's cost grows with the tracked objects queued), sharing one :class:`_Run` per
+    ``run_linear``; the context's run is found again through weak references (the context, the run)."""
+    from tinygrad.uop.ops import Ops
+
+    program, copy, custom = Ops.PROGRAM, Ops.COPY, Ops.CUSTOM_FUNCTION
+    framework, next_seq = bus.FRAMEWORK, bus.next_seq
+    local = _local
+    decode = decode_event
+    last: list = [None]  # (weak reference to the context, weak reference to its run): one slot, set at once,
+    # so a thread never pairs its context with another thread's run
+
+    def rewrite(call: Any, ctx: Any = None) -> Any:
+        subs = bus._subs
+        if not subs or ctx is None:
+            return inner(call, ctx)
+        ast = call.src[0]
+        op = ast.op
+        if op is not program and op is not copy:
+            if op is custom and ast.arg == "graph":
+                return _run_graph(inner, call, ctx)
+            return inner(call, ctx)
+        run = None
+        pair = last[0]
+        if pair is not None and pair[0]() is ctx:
+            run = pair[1]()
+        if run is None:
+            try:
+                api = _kind_of(ctx)
+                if api is None:
+                    return inner(call, ctx)
+                run = _new_run(ctx, sys._getframe(1), api)
+                last[0] = (weakref.ref(ctx), weakref.ref(run))
+            except Exception:
+                _warn_once("tinygrad")
+                return inner(call, ctx)
+        st = local.st
+        t0 = time_ns()
+        try:
+            result = inner(call, ctx)
+        except BaseException as exc:
+            stack = st.stack
+            error = f"{type(exc).__name__}: {exc}"
+            _queue(
+                (framework, next_seq(), st.tid, decode, call, run, t0, time_ns(), stack[-1] if stack else None, error)
+            )
+            raise
+        t1 = time_ns()
+        stack = st.stack
+        event = (framework, next_seq(), st.tid, decode, call, run, t0, t1, stack[-1] if stack else None, None)
+        for sub in subs:  # bus.offer, inlined
+            q = sub.queue
+            n = len(q)
+            if n < sub.capacity:
+                q.append(event)
+                if n == sub.capacity // 2 and bus.wake_consumers is not None:
+                    bus.wake_consumers()
+            else:
+                sub.full(event)
+        if bus.touch_activity is not None:
+            bus.touch_activity()
+        return result
+
+    def _run_graph(inner: Any, call: Any, ctx: Any) -> Any:
+        """A graph runner's batch: a ``graph`` scope around one record per kernel it ran (timed per batch)."""
+        try:
+            api = _kind_of(ctx)
+            if api is None:
+                return inner(call, ctx)
+            f = _user_frame(sys._getframe(2))
+            inner_calls = call.src[0].src[0].src
+            device = call.src[0].device
+            attrs = (
+                ("timing", "per batch"),
+                ("kernels", len(inner_calls)),
+                ("device", device if isinstance(device, str) else ",".join(device)),
+            )
+            vv = ctx.var_vals
+            run = _Run(
+                ctx.input_uops, dict(vv) if vv else None, GRAPH, f.f_code, f.f_lineno, f.f_globals.get("__name__", "")
+            )
+            sid = emit_scope_begin(GRAPH_SCOPE, "graph", attrs, False, f)
+        except Exception:
+            _warn_once("tinygrad graph")
+            return inner(call, ctx)
+        error: BaseException | None = None
+        t0 = time_ns()
+        try:
+            return inner(call, ctx)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            t1 = time_ns()
+            try:
+                st = local.st
+                err = None if error is None else f"{type(error).__name__}: {error}"
+                for kcall in inner_calls:
+                    kop = kcall.src[0].op
+                    if kop is program or kop is copy:
+                        _queue((framework, next_seq(), st.tid, decode, kcall, run, t0, t1, sid, err))
+            except Exception:
+                _warn_once("tinygrad graph")
+            emit_scope_end(sid, error)
+
+    rewrite.__wrapped__ = inner  # type: ignore[attr-defined]
+    rewrite.__name__ = "rewrite"
+    rewrite.__qualname__ = "PatternMatcher.rewrite"
+    return rewrite
