@@ -66,15 +66,16 @@ def test_mann_whitney_matches_scipy(a: list[int], b: list[int]) -> None:
     assert (u, p) == pytest.approx((float(ref.statistic), float(ref.pvalue)), rel=1e-9, abs=1e-12)
 
 
-def test_one_run_interval_agrees_with_scipy_bootstrap() -> None:
-    """The hand-written bootstrap interval of the median ratio against scipy.stats.bootstrap (percentile
+@pytest.mark.parametrize("q", [0.1, 0.5])
+def test_one_run_interval_agrees_with_scipy_bootstrap(q: float) -> None:
+    """The hand-written bootstrap interval of the quantile ratio against scipy.stats.bootstrap (percentile
     method, other random draws: equal within the resampling error)."""
     rng = np.random.default_rng(3)
     a, b = rng.lognormal(0.0, 0.1, 60), rng.lognormal(0.3, 0.1, 60)
-    v = compare_runs([a], [b], alpha=0.05)
+    v = compare_runs([a], [b], alpha=0.05, quantile=q)
     ref = scipy_stats.bootstrap(
         (a, b),
-        lambda x, y, axis: np.median(y, axis=axis) / np.median(x, axis=axis) - 1,
+        lambda x, y, axis: np.quantile(y, q, axis=axis) / np.quantile(x, q, axis=axis) - 1,
         method="percentile",
         confidence_level=0.95,
         n_resamples=4000,
@@ -82,15 +83,17 @@ def test_one_run_interval_agrees_with_scipy_bootstrap() -> None:
     ).confidence_interval
     assert v.ci_low == pytest.approx(ref.low, abs=0.02)
     assert v.ci_high == pytest.approx(ref.high, abs=0.02)
-    assert v.effect == pytest.approx(np.median(b) / np.median(a) - 1)
+    assert v.effect == pytest.approx(np.quantile(b, q) / np.quantile(a, q) - 1)
+    assert v.p_value < 0.001  # no resample crosses "no change"
 
 
-def test_run_level_interval_is_welchs() -> None:
+@pytest.mark.parametrize("q", [0.1, 0.5])
+def test_run_level_interval_is_welchs(q: float) -> None:
     a = [[10.0, 10.1], [10.4, 10.5], [9.8, 9.9], [10.2, 10.1]]
     b = [[12.0, 12.2], [12.6, 12.5], [11.9, 11.8]]
-    v = compare_runs(a, b, alpha=0.05)
-    la = np.log([np.median(r) for r in a])
-    lb = np.log([np.median(r) for r in b])
+    v = compare_runs(a, b, alpha=0.05, quantile=q)
+    la = np.log([np.quantile(r, q) for r in a])
+    lb = np.log([np.quantile(r, q) for r in b])
     ref = scipy_stats.ttest_ind(lb, la, equal_var=False)
     lo, hi = ref.confidence_interval(0.95)
     assert v.basis == "runs" and v.n_runs_a == 4 and v.n_runs_b == 3 and v.n_steps_a == 8
@@ -151,6 +154,8 @@ def test_insufficient_and_bad_arguments() -> None:
         compare_runs([[1.0] * 9], [[1.0] * 9], alpha=2)
     with pytest.raises(ValueError):
         compare_runs([[1.0] * 9], [[1.0] * 9], min_change=-1)
+    with pytest.raises(ValueError):
+        compare_runs([[1.0] * 9], [[1.0] * 9], quantile=1.0)
 
 
 def test_pooled_steps_when_runs_are_few() -> None:
@@ -167,3 +172,24 @@ def test_warmup_steps() -> None:
     assert warmup_steps([9.0, 9.0, 9.0, 9.0, 1.0, 1.0, 1.0, 1.0]) == 4  # never more than half
     assert warmup_steps([100.0, 1.0]) == 0  # too short to tell
     assert warmup_steps([]) == 0
+
+
+def test_a_run_slowed_by_interference_is_not_called() -> None:
+    """Interference only adds time: a run whose steps were nearly all hit (a busy machine) has its low quantile
+    far above its fastest step, so one run cannot vouch for the change; the same program's quiet run can."""
+    rng = np.random.default_rng(14)
+    quiet = rng.lognormal(0.0, 0.02, 60)
+    busy = rng.lognormal(0.0, 0.02, 60)
+    busy[rng.random(60) < 0.93] += 2.0  # a scheduler slice lost in most steps
+    v = compare_runs([quiet], [busy])
+    assert v.effect > 1.0 and not v.significant and v.detectable_change > v.effect
+    assert "cannot be told from this run's step-to-step noise" in v.reason
+    assert compare_runs([quiet], [busy * 1.0 + 0.0], quantile=0.5).significant is False
+
+
+def test_median_mode_is_available() -> None:
+    rng = np.random.default_rng(15)
+    a, b = rng.lognormal(0.0, 0.02, 40), rng.lognormal(0.4, 0.02, 40)
+    v = compare_runs([a], [b], quantile=0.5)
+    assert v.significant and "median step" in v.reason
+    assert v.effect == pytest.approx(np.median(b) / np.median(a) - 1)
