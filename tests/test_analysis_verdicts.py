@@ -193,3 +193,15 @@ def test_median_mode_is_available() -> None:
     v = compare_runs([a], [b], quantile=0.5)
     assert v.significant and "median step" in v.reason
     assert v.effect == pytest.approx(np.median(b) / np.median(a) - 1)
+
+
+def test_an_absolute_floor_guards_tiny_values_in_one_run_mode_only() -> None:
+    rng = np.random.default_rng(16)
+    a = [rng.lognormal(np.log(10.0), 0.01, 40)]  # 10 units per step, tight
+    b = [rng.lognormal(np.log(15.0), 0.01, 40)]  # +50 %: +5 units
+    assert compare_runs(a, b).significant
+    v = compare_runs(a, b, min_abs_change=50.0)
+    assert not v.significant and v.detectable_change == pytest.approx(50.0 / np.quantile(a[0], 0.1))
+    runs_a = [rng.lognormal(np.log(10.0), 0.01, 40) for _ in range(4)]
+    runs_b = [rng.lognormal(np.log(15.0), 0.01, 40) for _ in range(4)]
+    assert compare_runs(runs_a, runs_b, min_abs_change=50.0).significant  # the run level sees drift itself

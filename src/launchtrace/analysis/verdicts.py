@@ -25,7 +25,8 @@ rests on (``basis``):
   change also exceeds ``detectable_change``: the larger of a floor measured on real repeated runs
   (:data:`ONE_RUN_DRIFT_FLOOR`, see ``benchmarks/bench_verdicts.py`` and ``docs/diff.md``) and
   :data:`ONE_RUN_SPREAD_FACTOR` times how far a side's quantile step sits above its fastest step (a run whose
-  low steps were hit by interference too cannot vouch for its low quantile). Below it the reason says "one
+  low steps were hit by interference too cannot vouch for its low quantile), and ``min_abs_change`` relative
+  to A's value (small values drift most between runs). Below it the reason says "one
   run each: a change under X% cannot be told from this run's step-to-step noise".
 - ``"insufficient"``: fewer than ``min_steps`` steps on a side (or no positive values): no verdict.
 
@@ -349,7 +350,9 @@ def _qname(q: float) -> str:
     return "median" if q == 0.5 else f"p{q * 100:g}"
 
 
-def _by_steps(a: np.ndarray, b: np.ndarray, q: float, alpha: float, min_change: float, who: str) -> tuple:
+def _by_steps(
+    a: np.ndarray, b: np.ndarray, q: float, alpha: float, min_change: float, min_abs: float, who: str
+) -> tuple:
     qa, qb = float(_quantile(a, q)), float(_quantile(b, q))
     effect = qb / qa - 1.0
     rng = np.random.default_rng(_SEED)
@@ -367,7 +370,7 @@ def _by_steps(a: np.ndarray, b: np.ndarray, q: float, alpha: float, min_change: 
     else:
         lo = hi = p = math.nan
     spread = max(qa / float(np.min(a)) - 1.0, qb / float(np.min(b)) - 1.0) if min(a.min(), b.min()) > 0 else math.inf
-    detectable = max(ONE_RUN_DRIFT_FLOOR, ONE_RUN_SPREAD_FACTOR * spread, min_change)
+    detectable = max(ONE_RUN_DRIFT_FLOOR, ONE_RUN_SPREAD_FACTOR * spread, min_change, min_abs / qa)
     tested = p < alpha
     significant = tested and abs(effect) >= detectable
     what = (
@@ -391,12 +394,16 @@ def compare_runs(
     min_runs: int = DEFAULT_MIN_RUNS,
     min_steps: int = DEFAULT_MIN_STEPS,
     quantile: float = DEFAULT_QUANTILE,
+    min_abs_change: float = 0.0,
 ) -> Verdict:
     """Compare B against A, each a sequence of runs, each run its per-step aggregates (warm-up removed).
 
     With at least ``min_runs`` runs per side the test is at the run level; otherwise the runs' steps are
     pooled and judged as one run each (see the module docstring). Each run (or pooled side) is summarised by
-    its ``quantile`` step (:data:`DEFAULT_QUANTILE`: the 10th percentile; ``0.5``: the median). Non-finite
+    its ``quantile`` step (:data:`DEFAULT_QUANTILE`: the 10th percentile; ``0.5``: the median).
+    ``min_abs_change`` (in the inputs' unit) raises the one-run detectability bound for small values: changes
+    smaller than that per step are not called from one run each (run-to-run state effects such as caches
+    dominate tiny kernels; ``launchtrace diff`` passes 50 us). Non-finite
     values and empty runs are left out. ``alpha`` is the significance level and sets the interval's level
     (``1 - alpha``); ``min_change`` the smallest relative change worth reporting. Raises ``ValueError`` for
     arguments out of range.
@@ -411,6 +418,8 @@ def compare_runs(
         raise ValueError(f"alpha must be between 0 and 1, not {alpha!r}")
     if not min_change >= 0.0:
         raise ValueError(f"min_change must be >= 0, not {min_change!r}")
+    if not min_abs_change >= 0.0:
+        raise ValueError(f"min_abs_change must be >= 0, not {min_abs_change!r}")
     if not 0.0 < quantile < 1.0:
         raise ValueError(f"quantile must be between 0 and 1, not {quantile!r}")
     if min_runs < 2 or min_steps < 2:
@@ -432,7 +441,7 @@ def compare_runs(
     else:
         who = "one run each" if len(a) == 1 and len(b) == 1 else f"{len(a)} vs {len(b)} runs, steps pooled"
         effect, lo, hi, p, significant, detectable, reason = _by_steps(
-            pooled_a, pooled_b, quantile, alpha, min_change, who
+            pooled_a, pooled_b, quantile, alpha, min_change, min_abs_change, who
         )
         basis = "steps-one-run"
     return Verdict(effect, lo, hi, p, significant, _call(effect, significant), basis, *counts, detectable, reason)
