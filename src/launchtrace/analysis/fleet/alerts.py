@@ -61,9 +61,10 @@ REASONS = ("topology_drift", "new_foreign_buffers", "launch_count_change", "late
 
 @dataclasses.dataclass(frozen=True)
 class AlertOptions:
-    """``alpha``: the false-alarm level of one group's latency comparisons together; ``min_change``: the smallest slowdown
-    worth an alert (0.10: 10%); ``min_runs`` / ``min_steps``: see :func:`~launchtrace.analysis.verdicts.compare_runs`;
-    ``scopes``: only these scopes (empty: all but records outside any scope)."""
+    """``alpha``: the false-alarm level of one group's latency comparisons together; ``min_change``: the
+    smallest slowdown worth an alert (0.10: 10%); ``min_runs`` / ``min_steps``: see
+    :func:`~launchtrace.analysis.verdicts.compare_runs`; ``scopes``: only these scopes (empty: all but records
+    outside any scope)."""
 
     alpha: float = DEFAULT_ALPHA
     min_change: float = DEFAULT_MIN_CHANGE
