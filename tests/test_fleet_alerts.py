@@ -171,3 +171,49 @@ def test_merge_refuses_baselines_grouped_differently(fleet, tmp_path: Path) -> N
     )
     proc = cli("baseline", "merge", str(a), str(b), "--out", str(tmp_path / "c.pb"))
     assert proc.returncode == 2 and "grouped differently" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_alerts_reach_a_real_alertmanager_and_its_webhook(fleet, tmp_path: Path) -> None:
+    """Debian's Alertmanager on loopback, its webhook receiver a loopback test server: the version "4" payload
+    carries our labels (alertname, service, group, scope, kernel) and annotations (evidence, exemplar traces)."""
+    import requests
+
+    from monitoring import Alertmanager, WebhookReceiver
+
+    base = tmp_path / "base.pb"
+    assert (
+        cli("baseline", "build", "--from", *map(str, clean_runs(fleet, (0, 1, 2))), "--out", str(base)).returncode == 0
+    )
+    window = [*clean_runs(fleet, (3, 4, 5)), *bad_runs(fleet, DIM)]
+    with WebhookReceiver() as hook, Alertmanager(tmp_path, hook.url) as am:
+        proc = cli("alert", "--baseline", str(base), "--from", *map(str, window), "--alertmanager", am.url)
+        assert proc.returncode == 1, proc.stderr
+        assert "posted 1 alert(s)" in proc.stderr
+        payload = hook.wait_for(lambda p: p.get("status") == "firing")
+        held = requests.get(am.url + "/api/v2/alerts", timeout=5).json()
+    assert payload["version"] == "4" and payload["receiver"] == "test"
+    assert {"groupKey", "truncatedAlerts", "groupLabels", "commonLabels", "commonAnnotations", "externalURL"} <= set(
+        payload
+    )
+    (alert,) = payload["alerts"]
+    labels, notes = alert["labels"], alert["annotations"]
+    assert labels["alertname"] == "LaunchtraceTopologyDrift" and labels["service"] == "fleet-sim"
+    assert labels["group"] == "service.version=1.1,host.name=h3" and labels["scope"] == "step"
+    assert labels["kernel"] == "__main__.relax" and labels["host_name"] == "h3" and labels["service_version"] == "1.1"
+    assert "dim (2048,) -> (1024,)" in notes["description"]
+    ids = notes["exemplar_trace_ids"].split(",")
+    assert len(ids) == 2 and all(len(t) == 32 for t in ids)
+    assert alert["status"] == "firing" and alert["fingerprint"]
+    assert [a["labels"]["alertname"] for a in held] == ["LaunchtraceTopologyDrift"]
+
+
+def test_unreachable_alertmanager_is_one_line_exit_2(fleet, tmp_path: Path) -> None:
+    from loopback_http import free_port
+
+    base = tmp_path / "base.pb"
+    assert cli("baseline", "build", "--from", *map(str, clean_runs(fleet, (0,))), "--out", str(base)).returncode == 0
+    url = f"http://127.0.0.1:{free_port()}"
+    proc = cli(
+        "alert", "--baseline", str(base), "--from", *map(str, bad_runs(fleet, DIM)), "--alertmanager", url, "--quiet"
+    )
+    assert proc.returncode == 2 and url in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
