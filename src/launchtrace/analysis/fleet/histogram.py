@@ -40,7 +40,7 @@ class ExpHistogram:
     """A mergeable duration distribution: ``count``, integer ``sum`` / ``min`` / ``max``, ``zero_count`` and
     the positive buckets (``buckets``: index at ``scale`` -> count)."""
 
-    __slots__ = ("buckets", "count", "max", "max_size", "min", "scale", "sum", "zero_count")
+    __slots__ = ("_hi", "_lo", "buckets", "count", "max", "max_size", "min", "scale", "sum", "zero_count")
 
     def __init__(self, max_size: int = DEFAULT_MAX_SIZE) -> None:
         if max_size < 2:
@@ -50,6 +50,7 @@ class ExpHistogram:
         self.buckets: dict[int, int] = {}
         self.count = self.sum = self.zero_count = 0
         self.min = self.max = 0
+        self._lo = self._hi = 0  # lowest and highest bucket index while there are buckets
 
     def add(self, value: int, count: int = 1) -> None:
         """Add ``count`` samples of ``value`` nanoseconds."""
@@ -64,8 +65,16 @@ class ExpHistogram:
             self.zero_count += count
             return
         index = index_at(value) >> (MAX_SCALE - self.scale)
-        self.buckets[index] = self.buckets.get(index, 0) + count
-        self._fit()
+        buckets = self.buckets
+        if not buckets:
+            self._lo = self._hi = index
+        elif index < self._lo:
+            self._lo = index
+        elif index > self._hi:
+            self._hi = index
+        buckets[index] = buckets.get(index, 0) + count
+        if self._hi - self._lo >= self.max_size:
+            self._fit()
 
     def extend(self, values: Iterable[int]) -> None:
         for v in values:
@@ -79,11 +88,14 @@ class ExpHistogram:
             merged[index >> by] = merged.get(index >> by, 0) + n
         self.buckets = merged
         self.scale -= by
+        self._lo, self._hi = self._lo >> by, self._hi >> by
 
     def _fit(self) -> None:
         if len(self.buckets) < 2:
+            if self.buckets:
+                self._lo = self._hi = next(iter(self.buckets))
             return
-        lo, hi = min(self.buckets), max(self.buckets)
+        lo, hi = self._lo, self._hi = min(self.buckets), max(self.buckets)
         by = 0
         while (hi >> by) - (lo >> by) + 1 > self.max_size:
             by += 1
