@@ -83,7 +83,8 @@ class LaunchMetrics:
         self.steps: dict[tuple[str, str], int] = {}
         self._top: dict[int, tuple[int, str] | None] = {}  # open scope id -> (top scope id, name), None: internal
         self._digests: dict[int, Any] = {}  # open top scope id -> sha256 of its records' topology lines
-        self._lines: dict[int, tuple[LaunchRecord, bytes]] = {}  # id(template) -> (template, line)
+        # id(template) -> (template, scope name, key, histogram, topology line)
+        self._by_template: dict[int, tuple[Any, str, tuple[str, str, str], ExpHistogram, bytes]] = {}
         self._fingerprints: dict[str, set[str]] = {}
 
     def observe(self, events: Sequence[tuple[str, Any]]) -> None:
@@ -127,35 +128,37 @@ class LaunchMetrics:
         self.steps[key] = self.steps.get(key, 0) + 1
 
     def _record(self, rec: LaunchRecord) -> None:
-        top = self._top.get(rec.scope_id) if rec.scope_id is not None else None
+        sid = rec.scope_id
+        top = self._top.get(sid) if sid is not None else None
         name = top[1] if top is not None else ""
-        key = (rec.kernel, str(rec.op), name)
+        template = rec.template
+        hit = self._by_template.get(id(template)) if template is not None else None
+        if hit is None or hit[0] is not template or hit[1] != name:
+            key = (rec.kernel, str(rec.op), name)
+            hist = self.durations.get(key)
+            if hist is None:
+                hist = self.durations[key] = ExpHistogram()
+            hit = (template, name, key, hist, self._line(rec))
+            if template is not None:
+                if len(self._by_template) >= _LINE_CACHE:
+                    self._by_template.clear()
+                self._by_template[id(template)] = hit  # kept alive: its id cannot be reused meanwhile
+        _, _, key, hist, line = hit
         n = rec.repeat if rec.repeat > 1 else 1
-        self.launches[key] = self.launches.get(key, 0) + n
-        hist = self.durations.get(key)
-        if hist is None:
-            hist = self.durations[key] = ExpHistogram()
+        launches = self.launches
+        launches[key] = launches.get(key, 0) + n
         if rec.end_ns > 0:
             hist.add(rec.end_ns - rec.start_ns if rec.end_ns > rec.start_ns else 0, n)
         if top is not None:
             digest = self._digests.get(top[0])
             if digest is not None:
-                digest.update(self._line(rec) * n)
+                digest.update(line * n if n > 1 else line)
 
-    def _line(self, rec: LaunchRecord) -> bytes:
-        """The record's line of :func:`launchtrace.topology.fingerprint`'s digest, cached by the materializer's
-        template (records copied from one template have one topology key)."""
-        template = rec.template
-        if template is not None:
-            hit = self._lines.get(id(template))
-            if hit is not None and hit[0] is template:
-                return hit[1]
-        line = json.dumps(_canonical(topology.topology_key(rec, raw=False)), separators=(",", ":")).encode() + b"\n"
-        if template is not None:
-            if len(self._lines) >= _LINE_CACHE:
-                self._lines.clear()
-            self._lines[id(template)] = (template, line)  # kept alive: its id cannot be reused meanwhile
-        return line
+    @staticmethod
+    def _line(rec: LaunchRecord) -> bytes:
+        """The record's line of :func:`launchtrace.topology.fingerprint`'s digest (cached with the record's
+        template by :meth:`_record`: records copied from one template have one topology key)."""
+        return json.dumps(_canonical(topology.topology_key(rec, raw=False)), separators=(",", ":")).encode() + b"\n"
 
     # -- snapshots for the readers (taken under the lock, on the reader's thread)
     def counts(self) -> list[tuple[dict[str, str], int]]:

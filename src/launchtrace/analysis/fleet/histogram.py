@@ -27,6 +27,7 @@ __all__ = ["DEFAULT_MAX_SIZE", "MAX_SCALE", "ExpHistogram", "index_at"]
 
 MAX_SCALE = 20
 DEFAULT_MAX_SIZE = 160
+_TWO_MAX_SCALE = 2.0**MAX_SCALE
 
 
 def index_at(value: int, scale: int = MAX_SCALE) -> int:
@@ -55,16 +56,22 @@ class ExpHistogram:
     def add(self, value: int, count: int = 1) -> None:
         """Add ``count`` samples of ``value`` nanoseconds."""
         value = int(value)
-        if self.count == 0:
-            self.min = self.max = value
+        if self.count:
+            if value < self.min:
+                self.min = value
+            elif value > self.max:
+                self.max = value
         else:
-            self.min, self.max = min(self.min, value), max(self.max, value)
+            self.min = self.max = value
         self.count += count
         self.sum += value * count
         if value <= 0:
             self.zero_count += count
             return
-        index = index_at(value) >> (MAX_SCALE - self.scale)
+        if value & (value - 1):
+            index = (math.ceil(math.log2(value) * _TWO_MAX_SCALE) - 1) >> (MAX_SCALE - self.scale)
+        else:
+            index = index_at(value) >> (MAX_SCALE - self.scale)
         buckets = self.buckets
         if not buckets:
             self._lo = self._hi = index
