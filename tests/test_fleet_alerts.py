@@ -266,3 +266,65 @@ def test_baseline_from_tempo_and_jaeger_equals_the_one_from_files(fleet, tmp_pat
         got = read_baseline(path)
         assert list(got.groups) == list(want.groups) and got.window == want.window, kind
         assert got.sources[0].kind == kind and got.sources[0].traces == len(traces)
+
+
+def _traceql_answer(files_by_group: dict[tuple[str, str], list[Path]], kernel: str, per_sample: int = 3) -> bytes:
+    """What Tempo's ``/api/metrics/query_range`` would answer for the median launch duration of ``kernel`` per
+    group: the fleet's own durations, ``per_sample`` steps a sample, in the response shape of Tempo 3.0."""
+    import orjson
+
+    from launchtrace.loading import load_traces
+
+    series = []
+    for (version, host), files in files_by_group.items():
+        durations = sorted(
+            (r.start_ns, r.duration_ns) for f in files for t in load_traces(f) for r in t.records if r.kernel == kernel
+        )
+        samples = []
+        for i in range(0, len(durations) - per_sample + 1, per_sample):
+            chunk = sorted(d for _, d in durations[i : i + per_sample])
+            samples.append({"timestampMs": str(durations[i][0] // 10**6), "value": chunk[len(chunk) // 2] / 1e9})
+        labels = [
+            {"key": "resource.service.version", "value": {"stringValue": version}},
+            {"key": "resource.host.name", "value": {"stringValue": host}},
+            {"key": "span.launchtrace.kernel", "value": {"stringValue": kernel}},
+        ]
+        series.append({"labels": labels, "samples": samples})
+    series.append({"labels": [{"key": "resource.host.name"}], "samples": [{"timestampMs": "x", "value": 1}]})  # bad
+    return orjson.dumps({"series": series, "status": "PARTIAL"})
+
+
+def test_peer_latency_from_traceql_metrics_finds_the_slow_host(fleet, tmp_path: Path) -> None:
+    """No Tempo can run here: a loopback HTTP server answers ``/api/search``, ``/api/v2/traces/{id}`` and
+    ``/api/metrics/query_range`` in Tempo's response shapes (the metrics computed from the fleet's own spans)."""
+    import orjson
+
+    from launchtrace.otlp.json_codec import encode_line
+    from loopback_http import Answer, Backend
+
+    groups = {
+        CLEAN[0]: clean_runs(fleet, (0, 1, 2))[:3],
+        CLEAN[1]: clean_runs(fleet, (0, 1, 2))[3:],
+        SLOW: bad_runs(fleet, SLOW),
+    }
+    traces = _served_traces([p for files in groups.values() for p in files])
+    with Backend() as tempo:
+        tempo.routes["/api/search"] = Answer(200, orjson.dumps({"traces": [{"traceID": t.hex()} for t in traces]}))
+        for tid, spans in traces.items():
+            tempo.routes[f"/api/v2/traces/{tid.hex()}"] = Answer(200, b'{"trace":' + encode_line(spans).encode() + b"}")
+        tempo.routes["/api/metrics/query_range"] = Answer(200, _traceql_answer(groups, "__main__.work"))
+        proc = cli("alert", "--from", "tempo", tempo.url, "--service", "fleet-sim", "--since", "1d", "--limit", "1000",
+                   "--traceql-latency", "--format", "json")  # fmt: skip
+        asked = [s for s in tempo.seen if s.path == "/api/metrics/query_range"]
+    assert proc.returncode == 1, proc.stderr
+    assert "partial" in proc.stderr and "series 3 skipped" in proc.stderr
+    (query,) = asked
+    assert query.query["q"] == [
+        '{ span.launchtrace.op != nil && resource.service.name = "fleet-sim" } | quantile_over_time(duration, 0.5) '
+        "by (resource.service.version, resource.host.name, span.launchtrace.kernel)"
+    ]
+    alerts = json.loads(proc.stdout)["alerts"]
+    assert [(a["group"]["host.name"], a["reason"], a["kernel"]) for a in alerts] == [
+        ("h4", "latency_regression", "__main__.work")
+    ]
+    assert alerts[0]["against"] == "peers (TraceQL metrics)"

@@ -55,6 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=A.DEFAULT_MIN_STEPS,
         help="steps per side before any latency verdict (default %(default)s)",
     )
+    parser.add_argument(
+        "--traceql-latency",
+        action="store_true",
+        help="with --from tempo and no baseline: latency among peers from TraceQL metrics (quantile_over_time) "
+        "instead of from the traces read",
+    )
+    parser.add_argument("--traceql-step", type=int, default=60, help="seconds per TraceQL metrics sample (default 60)")
     parser.add_argument("--alertmanager", metavar="URL", help="post the alerts to this Alertmanager (/api/v2/alerts)")
     parser.add_argument("--generator-url", default="", help="generatorURL of the posted alerts")
     parser.add_argument("--out", help="write here instead of stdout")
@@ -86,6 +93,33 @@ def post_alerts(url: str, payload: list[dict], timeout: float) -> None:
         raise UserError(f"{target}: Alertmanager answered {answer.status_code}: {answer.text.strip()[:200]}")
 
 
+def _traceql_latency(args: argparse.Namespace, group_by: tuple[str, ...], options) -> list:
+    """Latency outliers among peers from Tempo's TraceQL metrics (median launch duration per group and kernel)."""
+    from launchtrace.analysis.fleet.alerts import peer_latency_from_series
+    from launchtrace.cli import pull
+    from launchtrace.sources.query import parse_time
+    from launchtrace.sources.report import ProblemLog
+    from launchtrace.sources.traceql_metrics import KERNEL_LABEL, kernel_latency_query, query_range
+
+    if not args.since:
+        raise UserError("--traceql-latency needs a window: --since (and --until)")
+    if args.traceql_step < 1:
+        raise UserError(f"--traceql-step must be at least 1, got {args.traceql_step}")
+    args.source = args.source_spec[1]
+    log = ProblemLog()
+    start, end = parse_time(args.since), parse_time(args.until) if args.until else parse_time("now")
+    q = kernel_latency_query(args.service, group_by)
+    series = query_range(pull._client(args), q, start, end, step_s=args.traceql_step, log=log)
+    for problem in log.problems[:5]:
+        print(f"warning: {problem}", file=sys.stderr)
+    rows = [
+        (tuple(s.labels.get(f"resource.{k}", "") for k in group_by), args.service, s.labels.get(KERNEL_LABEL, ""),
+         [v for _, v in s.samples])
+        for s in series
+    ]  # fmt: skip
+    return peer_latency_from_series(rows, group_by, options)
+
+
 def run(args: argparse.Namespace) -> int:
     from launchtrace.analysis.fleet.alerts import against_baseline, among_peers
     from launchtrace.analysis.fleet.baseline import BaselineBuilder
@@ -96,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
     from launchtrace.render import alerts as R
 
     options = _options(args)
+    if args.traceql_latency and (args.baseline or args.source_spec[0] != "tempo"):
+        raise UserError("--traceql-latency needs --from tempo URL and no --baseline")
     baseline = BaselineBuilder.from_proto(read_baseline(args.baseline)) if args.baseline else None
     group_by = group_keys(args.group_by) if args.group_by else (baseline.group_by if baseline else None)
     group_by = group_by or group_keys(DEFAULT_GROUP_BY)
@@ -113,6 +149,10 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UserError(f"--group-by: {exc}") from None
         against = f"baseline {args.baseline}"
+    elif args.traceql_latency:
+        alerts = sorted([*among_peers(window, options, latency=False), *_traceql_latency(args, group_by, options)],
+                        key=lambda a: a.sort_key())  # fmt: skip
+        against = "peers (no baseline; latency from TraceQL metrics)"
     else:
         alerts = among_peers(window, options)
         against = "peers (no baseline)"

@@ -49,6 +49,7 @@ __all__ = [
     "AlertOptions",
     "against_baseline",
     "among_peers",
+    "peer_latency_from_series",
 ]
 
 DEFAULT_ALPHA = 0.01
@@ -348,9 +349,10 @@ def against_baseline(
     return sorted(alerts, key=Alert.sort_key)
 
 
-def among_peers(window: BaselineBuilder, options: AlertOptions | None = None) -> list[Alert]:
+def among_peers(window: BaselineBuilder, options: AlertOptions | None = None, *, latency: bool = True) -> list[Alert]:
     """Alerts for the groups of ``window`` that differ from their peers (no baseline); needs 3 groups or more
-    sharing a scope."""
+    sharing a scope. ``latency=False``: topology only (the latency then comes from elsewhere, e.g.
+    :func:`peer_latency_from_series`)."""
     options = options or AlertOptions()
     alerts: list[Alert] = []
     comparisons: list[_Comparison] = []
@@ -379,8 +381,37 @@ def among_peers(window: BaselineBuilder, options: AlertOptions | None = None) ->
                     foreign_buffers=max(t.foreign_buffers for t in ref_all.topologies.values()),
                 )
                 alerts.extend(_topology_alerts(make, now, ref, peers=True))
+            if not latency:
+                continue
             pooled = _pooled(others, name)
             for kernel, a, b in _latency_pairs(now, pooled):
                 comparisons.append(_Comparison(name, kernel, _runs(a), _runs(b), _exemplar(now), make))
     alerts.extend(_judge(comparisons, options))
     return sorted(alerts, key=Alert.sort_key)
+
+
+def peer_latency_from_series(
+    series: Sequence[tuple[tuple[str, ...], str, str, Sequence[float]]],
+    group_by: tuple[str, ...],
+    options: AlertOptions | None = None,
+) -> list[Alert]:
+    """Latency outliers among peers from per-group time series (TraceQL metrics: one value per time step, e.g. a
+    kernel's median launch duration): ``(group values, service, kernel, values)`` each. A group's series is one
+    run of steps; each other group's series of the same kernel is one run of the reference."""
+    options = options or AlertOptions()
+    by_kernel: dict[str, list[tuple[tuple[str, ...], str, list[float]]]] = {}
+    for group, service, kernel, values in series:
+        clean = [float(v) for v in values if v == v and v > 0]
+        if clean:
+            by_kernel.setdefault(kernel, []).append((tuple(group), service, clean))
+    comparisons = []
+    for kernel in sorted(by_kernel):
+        members = sorted(by_kernel[kernel])
+        if len({g for g, _, _ in members}) < 3:
+            continue
+        for group, service, values in members:
+            acc = GroupAcc(group, service)
+            make = _AlertMaker(group_by, acc, "peers (TraceQL metrics)")
+            others = [v for g, _, v in members if g != group]
+            comparisons.append(_Comparison("", kernel, others, [values], "", make))
+    return sorted(_judge(comparisons, options), key=Alert.sort_key)
