@@ -168,8 +168,9 @@ def _at_exit() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _lock
+    global _lock, _metrics
     _lock = threading.RLock()  # another thread may have held it at fork time
+    _metrics = None  # the pipeline's observers are cleared too: the parent's counts are not the child's
     pipeline = _pipeline
     if pipeline is None:
         return

@@ -268,6 +268,7 @@ class ExportPipeline:
         self._final_requested = self._stopping = self._stopped = False
         self._abandoned = self._build_errors = self._built = self._lost_in_sink = 0
         self._seen, self._deferred_since = 0, None
+        self.observers = []  # the parent's metrics stay the parent's: a child calls start_metrics itself
         if self._own_sink:
             if isinstance(self.sink, FileSink):
                 self.sink.reopen_after_fork()
