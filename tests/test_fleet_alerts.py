@@ -257,7 +257,7 @@ def test_baseline_from_tempo_and_jaeger_equals_the_one_from_files(fleet, tmp_pat
         assert proc.returncode == 0, proc.stderr
         assert f"read {len(traces)} traces" in proc.stderr
         proc = cli("baseline", "build", "--from", "jaeger", jaeger.url, "--service", "fleet-sim", "--since", "1d",
-                   "--out", str(via_jaeger), "--quiet")  # fmt: skip
+                   "--limit", "500", "--out", str(via_jaeger), "--quiet")  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert tempo.seen[0].path == "/api/search" and len(tempo.seen) == 1 + len(traces)
         assert jaeger.seen[0].query["query.service_name"] == ["fleet-sim"]

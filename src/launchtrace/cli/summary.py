@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from launchtrace.analysis.replays import with_replay_counts
 from launchtrace.analysis.stats import kernel_stats
 from launchtrace.cli._analyzer import add_format, write_json, write_text
 from launchtrace.loading import load_traces
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     traces = load_traces(args.traces)
-    rows = kernel_stats(traces)
+    rows = with_replay_counts(kernel_stats(traces), traces)  # count what each capture_launch ran
     if args.top > 0:
         rows = rows[: args.top]
     if args.format == "json":
