@@ -157,6 +157,7 @@ class ExportPipeline:
         self._probes_on = False  # this pipeline turned measurements on (probes.configure)
         self._seen = 0  # capture queue length when the worker last looked (more now: the program launched)
         self._deferred_since: float | None = None  # when the worker began waiting for a pause in the launches
+        self.observers: list[Callable[[list], None]] = []  # see each drained chunk (launchtrace.export.metrics)
         self._inherited_resource: tuple | None = None  # in a forked child: the parent's, with the child's pid
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -292,6 +293,7 @@ class ExportPipeline:
         self._final_requested = self._stopping = self._stopped = False
         self._abandoned = self._build_errors = self._built = self._lost_in_sink = 0
         self._seen, self._deferred_since = 0, None
+        self.observers = []  # the parent's metrics stay the parent's: a child calls start_metrics itself
         if self._own_sink:
             if isinstance(self.sink, FileSink):
                 self.sink.reopen_after_fork()
@@ -393,6 +395,8 @@ class ExportPipeline:
             except Exception:  # a materialisation bug: never let it kill the worker
                 self._log_worker_error("draining the capture bus")
                 events = []
+            for observe in self.observers:  # before sampling and folding: metrics count every record
+                self._build(observe, events)
             pending += self._build(builder.feed, events)
             more = len(events) >= chunk or bool(sub.queue)
             if pending and (len(pending) >= batch or not more):
