@@ -22,6 +22,7 @@ from enum import Enum
 
 import numpy as np
 
+from launchtrace.analysis.verdicts import mann_whitney_u
 from launchtrace.model import TraceData
 
 __all__ = [
@@ -51,40 +52,6 @@ class Verdict(str, Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
-    """``(U of a, two-sided p)`` of the Mann-Whitney U test, normal approximation with tie and continuity
-    corrections. ``p`` is 1.0 when either side is empty or every value is equal.
-
-    Example::
-
-        u, p = mann_whitney_u([1, 2, 3, 4, 5, 6, 7, 8], [5, 6, 7, 8, 9, 10, 11, 12])
-    """
-    n1, n2 = len(a), len(b)
-    if n1 == 0 or n2 == 0:
-        return 0.0, 1.0
-    values = np.concatenate([np.asarray(a, dtype=float), np.asarray(b, dtype=float)])
-    order = np.argsort(values, kind="mergesort")
-    sorted_vals = values[order]
-    ranks = np.empty(len(values), dtype=float)
-    # average ranks over runs of equal values
-    boundaries = np.flatnonzero(np.diff(sorted_vals)) + 1
-    starts = np.concatenate([[0], boundaries])
-    ends = np.concatenate([boundaries, [len(values)]])
-    counts = ends - starts
-    avg = (starts + ends + 1) / 2.0  # ranks are 1-based: mean of starts+1 .. ends
-    ranks[order] = np.repeat(avg, counts)
-    u1 = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2.0)
-    u2 = n1 * n2 - u1
-    n = n1 + n2
-    tie_term = float((counts.astype(float) ** 3 - counts).sum())
-    var = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
-    if var <= 0:
-        return u1, 1.0
-    z = (max(u1, u2) - n1 * n2 / 2.0 - 0.5) / math.sqrt(var)
-    p = min(1.0, math.erfc(z / math.sqrt(2.0)))  # 2 * normal survival function at z
-    return u1, p
 
 
 def percentiles(values: Sequence[float], qs: Iterable[float] = (50, 95)) -> tuple[float, ...]:

@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "graph": "graph",
     "report": "report",
     "chrome-trace": "chrome_trace",
+    "baseline": "baseline",
+    "alert": "alert",
 }
 
 

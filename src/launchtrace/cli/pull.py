@@ -38,6 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", dest="kind", choices=("file", "jaeger", "tempo"), required=True)
     parser.add_argument("source", help="a file path, or the backend's base URL (http://jaeger:16686)")
     parser.add_argument("--out", required=True, help="OTLP JSON Lines file to write ('-' for stdout)")
+    add_query_arguments(parser)
+    parser.add_argument("--strict", action="store_true", help="stop at the first problem (exit 2)")
+    parser.add_argument("--quiet", action="store_true", help="no progress, only the summary")
+
+
+def add_query_arguments(parser: argparse.ArgumentParser) -> None:
+    """The search and connection options (also used by ``baseline build`` and ``alert``)."""
     what = parser.add_argument_group("what to pull")
     what.add_argument("--trace-id", action="append", default=[], help="a trace id (hex or base64); repeatable")
     what.add_argument("--service", default="", help="search: service name")
@@ -57,8 +64,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     conn.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
     conn.add_argument("--timeout", type=float, default=10.0, help="seconds per request (default 10)")
     conn.add_argument("--retries", type=int, default=3, help="retries on 429/5xx/no connection (default 3)")
-    parser.add_argument("--strict", action="store_true", help="stop at the first problem (exit 2)")
-    parser.add_argument("--quiet", action="store_true", help="no progress, only the summary")
 
 
 def _pairs(values: list[str], option: str) -> tuple[tuple[str, str], ...]:

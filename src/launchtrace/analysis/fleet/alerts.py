@@ -1,0 +1,386 @@
+"""Fleet alerts: which group (build, host) launches differently or runs slower, with the reason and evidence.
+
+Two ways to ask:
+
+- :func:`against_baseline`: each group and scope of the window against the baseline's group with the same
+  values, or, for a group the baseline never saw (a new build, a new host), against all of the baseline's groups
+  pooled. Reasons: ``topology_drift`` (a topology fingerprint the baseline does not hold, with the aligned diff
+  of the window's representative step against the baseline's most common one: kernel, dims, buffers by owner,
+  scalars by name, call site), ``new_foreign_buffers`` (a step touches more foreign buffers than any baseline
+  step did: typically an allocation per call), ``launch_count_change`` (records per step differ), and
+  ``latency_regression`` per kernel and per scope.
+- :func:`among_peers` (no baseline): each group against the other groups of the same window. ``topology_drift``
+  and friends when a strict majority of groups share a topology the group does not have; ``latency_regression``
+  when the group is slower than the others pooled.
+
+Latency verdicts come from :func:`launchtrace.analysis.verdicts.compare_runs` over runs' per-step values (warm-up
+steps dropped with :func:`~launchtrace.analysis.verdicts.warmup_steps`), only "slower" fires, and the
+significance level is divided among the latency comparisons made for one group (Bonferroni: ``alpha`` is the
+chance that a group that did not change raises any latency alert), so that many kernels do not raise false
+alarms by sheer number.
+
+Everything is deterministic: same inputs, same alerts in the same order.
+
+Example::
+
+    from launchtrace.analysis.fleet.alerts import against_baseline
+    for alert in against_baseline(baseline_builder, window_builder):
+        print(alert.reason, alert.group_label, alert.scope, alert.kernel, alert.summary)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Sequence
+
+from launchtrace.analysis.diff import NO_SCOPE
+from launchtrace.analysis.fleet.baseline import BaselineBuilder, GroupAcc, LatencyAcc, ScopeAcc, TopologyAcc
+from launchtrace.analysis.fleet.records import records_from_proto
+from launchtrace.topology import ChangeKind, DiffEntry, diff_records, format_entry
+
+__all__ = [
+    "DEFAULT_ALPHA",
+    "DEFAULT_MIN_CHANGE",
+    "DEFAULT_MIN_RUNS",
+    "DEFAULT_MIN_STEPS",
+    "REASONS",
+    "Alert",
+    "AlertOptions",
+    "against_baseline",
+    "among_peers",
+]
+
+DEFAULT_ALPHA = 0.01
+DEFAULT_MIN_CHANGE = 0.10
+DEFAULT_MIN_RUNS = 3
+DEFAULT_MIN_STEPS = 5
+MAX_EVIDENCE = 12
+REASONS = ("topology_drift", "new_foreign_buffers", "launch_count_change", "latency_regression")
+
+
+@dataclasses.dataclass(frozen=True)
+class AlertOptions:
+    """``alpha``: the false-alarm level of one group's latency comparisons together; ``min_change``: the
+    smallest slowdown worth an alert (0.10: 10%); ``min_runs`` / ``min_steps``: see
+    :func:`~launchtrace.analysis.verdicts.compare_runs`; ``scopes``: only these scopes (empty: all but records
+    outside any scope)."""
+
+    alpha: float = DEFAULT_ALPHA
+    min_change: float = DEFAULT_MIN_CHANGE
+    min_runs: int = DEFAULT_MIN_RUNS
+    min_steps: int = DEFAULT_MIN_STEPS
+    scopes: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Alert:
+    """One finding. ``group``: the group's values in ``group_by`` order; ``kernel``: the kernel the finding is
+    about ("" for a whole scope); ``evidence``: lines for people (diff entries, numbers); ``exemplars``: trace
+    ids (hex) of the window's representative step, then the reference's; ``values``: numbers for machines."""
+
+    reason: str
+    service: str
+    group_by: tuple[str, ...]
+    group: tuple[str, ...]
+    scope: str
+    kernel: str
+    summary: str
+    evidence: tuple[str, ...]
+    exemplars: tuple[str, ...]
+    against: str  # "baseline group", "baseline (all groups)", "peers"
+    values: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def group_label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in zip(self.group_by, self.group))
+
+    def sort_key(self) -> tuple:
+        return (self.group, self.scope, REASONS.index(self.reason) if self.reason in REASONS else 99, self.kernel)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Topology
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _dominant(topologies: dict[str, TopologyAcc]) -> tuple[str, TopologyAcc]:
+    return min(topologies.items(), key=lambda item: (-item[1].count, item[0]))
+
+
+def _entry_kernel(entries: Sequence[DiffEntry]) -> str:
+    return entries[0].record.kernel if entries else ""
+
+
+def _topology_alerts(make: _AlertMaker, current: ScopeAcc, reference: ScopeAcc, *, peers: bool = False) -> list[Alert]:
+    """Alerts for the current scope's topologies the reference does not hold."""
+    out: list[Alert] = []
+    if not reference.topologies:
+        return out
+    ref_fp, ref_topo = _dominant(reference.topologies)
+    ref_foreign = max(t.foreign_buffers for t in reference.topologies.values())
+    new = {fp: t for fp, t in current.topologies.items() if fp not in reference.topologies}
+    if peers:  # a group's own minority topologies are not the question: only its dominant one
+        fp, topo = _dominant(current.topologies)
+        new = {fp: topo} if fp not in reference.topologies else {}
+    for fp, topo in sorted(new.items()):
+        share = f"{topo.count} of {current.steps} steps"
+        base_records = records_from_proto(ref_topo.representative)
+        records = records_from_proto(topo.representative)
+        entries = diff_records(base_records, records)
+        lines = tuple(format_entry(e) for e in entries[:MAX_EVIDENCE])
+        if len(entries) > MAX_EVIDENCE:
+            lines += (f"... and {len(entries) - MAX_EVIDENCE} more differences",)
+        exemplars = (topo.rep_key[0], ref_topo.rep_key[0])
+        common = (("fingerprint", fp), ("reference_fingerprint", ref_fp), ("steps", topo.count))
+        if topo.foreign_buffers > ref_foreign:
+            foreign = [e for e in entries if _touches_foreign(e)]
+            kernel = _entry_kernel(foreign) or _entry_kernel(entries)
+            summary = (
+                f"{topo.foreign_buffers} foreign buffer(s) per step where the reference had at most {ref_foreign} "
+                f"(an allocation per call?), {share}"
+            )
+            values = (*common, ("foreign_buffers", topo.foreign_buffers), ("reference_foreign_buffers", ref_foreign))
+            out.append(make("new_foreign_buffers", current.name, kernel, summary, lines, exemplars, values))
+        elif entries:
+            counts = {str(k): sum(1 for e in entries if e.kind == k) for k in ChangeKind}
+            what = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+            summary = f"topology {fp[:12]} not in the reference ({what} against {ref_fp[:12]}), {share}"
+            values = (*common, *counts.items())
+            out.append(make("topology_drift", current.name, _entry_kernel(entries), summary, lines, exemplars, values))
+        if topo.launches != ref_topo.launches:
+            summary = f"{topo.launches} launches per step where the reference has {ref_topo.launches}, {share}"
+            values = (*common, ("launches", topo.launches), ("reference_launches", ref_topo.launches))
+            out.append(make("launch_count_change", current.name, "", summary, lines, exemplars, values))
+    return out
+
+
+def _touches_foreign(entry: DiffEntry) -> bool:
+    rec = entry.record_b or entry.record
+    return any(b.foreign for b in rec.buffers)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Latency
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _runs(acc: LatencyAcc) -> list[list[float]]:
+    from launchtrace.analysis.verdicts import warmup_steps
+
+    out = []
+    for values in acc.run_values().values():
+        skip = warmup_steps(values)
+        if len(values) - skip > 0:
+            out.append([float(v) for v in values[skip:]])
+    return out
+
+
+@dataclasses.dataclass
+class _Comparison:
+    scope: str
+    kernel: str  # "" for the scope itself
+    a: list[list[float]]
+    b: list[list[float]]
+    exemplar: str
+    make: _AlertMaker
+
+
+def _latency_pairs(scope_now: ScopeAcc, reference: ScopeAcc) -> Iterable[tuple[str, LatencyAcc, LatencyAcc]]:
+    yield "", reference.duration, scope_now.duration
+    for key in sorted(scope_now.kernels):
+        if key in reference.kernels:
+            yield key[0], reference.kernels[key], scope_now.kernels[key]
+
+
+def _judge(comparisons: list[_Comparison], options: AlertOptions) -> list[Alert]:
+    """Run the comparisons that have enough data, at ``alpha`` divided among them; alerts for the slower ones."""
+    from launchtrace.analysis.verdicts import compare_runs
+
+    ready = [
+        c
+        for c in comparisons
+        if c.a and c.b and sum(map(len, c.a)) >= options.min_steps and sum(map(len, c.b)) >= options.min_steps
+    ]
+    family: dict[tuple[str, ...], int] = {}
+    for c in ready:
+        family[c.make.group.values] = family.get(c.make.group.values, 0) + 1
+    out = []
+    for c in ready:
+        tests = family[c.make.group.values]
+        alpha = options.alpha / tests
+        v = compare_runs(
+            c.a, c.b, alpha=alpha, min_change=options.min_change, min_runs=options.min_runs, min_steps=options.min_steps
+        )
+        if not (v.significant and v.direction == "slower"):
+            continue
+        what = c.kernel or f"scope {c.scope!r}"
+        summary = f"{what} {v.effect:+.0%} slower ({v.basis}: {v.n_runs_b} vs {v.n_runs_a} runs)"
+        evidence = (
+            v.reason,
+            f"effect {v.effect:+.1%}, interval {v.ci_low:+.1%} .. {v.ci_high:+.1%} at level {1 - alpha:.4g}, "
+            f"p={_p(v.p_value)} (alpha {options.alpha} over the group's {tests} comparisons)",
+            f"median step {_ms(_median(c.b))} vs {_ms(_median(c.a))} in the reference; "
+            f"steps {v.n_steps_b} vs {v.n_steps_a}",
+        )
+        values = (
+            ("effect", _num(v.effect)),
+            ("ci_low", _num(v.ci_low)),
+            ("ci_high", _num(v.ci_high)),
+            ("p_value", _num(v.p_value)),
+            ("basis", v.basis),
+            ("runs", v.n_runs_b),
+            ("reference_runs", v.n_runs_a),
+            ("steps", v.n_steps_b),
+            ("reference_steps", v.n_steps_a),
+        )
+        out.append(c.make("latency_regression", c.scope, c.kernel, summary, evidence, (c.exemplar,), values))
+    return out
+
+
+def _median(runs: list[list[float]]) -> float:
+    values = sorted(v for r in runs for v in r)
+    if not values:
+        return math.nan
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def _p(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.2g}"
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), 6)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Drivers
+# ---------------------------------------------------------------------------------------------------------
+
+
+class _AlertMaker:
+    def __init__(self, group_by: tuple[str, ...], group: GroupAcc, against: str) -> None:
+        self.group_by, self.group, self.against = group_by, group, against
+
+    def __call__(
+        self,
+        reason: str,
+        scope: str,
+        kernel: str,
+        summary: str,
+        evidence: tuple[str, ...],
+        exemplars: tuple[str, ...],
+        values: tuple[tuple[str, object], ...],
+    ) -> Alert:
+        return Alert(
+            reason=reason,
+            service=self.group.service,
+            group_by=self.group_by,
+            group=self.group.values,
+            scope=scope,
+            kernel=kernel,
+            summary=summary,
+            evidence=evidence,
+            exemplars=tuple(e for e in exemplars if e),
+            against=self.against,
+            values=values,
+        )
+
+
+def _wanted(name: str, options: AlertOptions) -> bool:
+    return name in options.scopes if options.scopes else name != NO_SCOPE
+
+
+def _exemplar(scope: ScopeAcc) -> str:
+    return _dominant(scope.topologies)[1].rep_key[0] if scope.topologies else ""
+
+
+def _pooled(groups: Iterable[GroupAcc], name: str) -> ScopeAcc:
+    pooled = ScopeAcc(name)
+    for g in groups:
+        if name in g.scopes:
+            pooled.merge(_copy(g.scopes[name]))
+    return pooled
+
+
+def _copy(scope: ScopeAcc) -> ScopeAcc:
+    from launchtrace.v1 import baseline_pb2 as pb
+
+    return ScopeAcc.from_proto(scope.to_proto(), pb.Limits())
+
+
+def against_baseline(
+    baseline: BaselineBuilder, window: BaselineBuilder, options: AlertOptions | None = None
+) -> list[Alert]:
+    """Alerts for ``window``'s groups against ``baseline`` (both as builders); see the module docstring."""
+    options = options or AlertOptions()
+    if baseline.group_by != window.group_by:
+        raise ValueError(
+            f"the baseline groups by {','.join(baseline.group_by)}, the window by {','.join(window.group_by)}"
+        )
+    alerts: list[Alert] = []
+    comparisons: list[_Comparison] = []
+    for key in sorted(window.groups):
+        group = window.groups[key]
+        own = baseline.groups.get(key)
+        against = "baseline group" if own is not None else "baseline (all groups)"
+        make = _AlertMaker(window.group_by, group, against)
+        for name in sorted(group.scopes):
+            if not _wanted(name, options):
+                continue
+            now = group.scopes[name]
+            ref = own.scopes.get(name) if own is not None else None
+            if ref is None:
+                ref = _pooled(baseline.groups.values(), name)
+            if not ref.steps:
+                summary = f"scope {name!r} ran {now.steps} steps; the baseline never saw it"
+                alerts.append(make("topology_drift", name, "", summary, (), (_exemplar(now),), (("steps", now.steps),)))
+                continue
+            alerts.extend(_topology_alerts(make, now, ref))
+            for kernel, a, b in _latency_pairs(now, ref):
+                comparisons.append(_Comparison(name, kernel, _runs(a), _runs(b), _exemplar(now), make))
+    alerts.extend(_judge(comparisons, options))
+    return sorted(alerts, key=Alert.sort_key)
+
+
+def among_peers(window: BaselineBuilder, options: AlertOptions | None = None) -> list[Alert]:
+    """Alerts for the groups of ``window`` that differ from their peers (no baseline); needs 3 groups or more
+    sharing a scope."""
+    options = options or AlertOptions()
+    alerts: list[Alert] = []
+    comparisons: list[_Comparison] = []
+    names = sorted({n for g in window.groups.values() for n in g.scopes if _wanted(n, options)})
+    for name in names:
+        members = [window.groups[k] for k in sorted(window.groups) if name in window.groups[k].scopes]
+        if len(members) < 3:
+            continue
+        dominant = {g.values: _dominant(g.scopes[name].topologies)[0] for g in members if g.scopes[name].topologies}
+        tally: dict[str, int] = {}
+        for fp in dominant.values():
+            tally[fp] = tally.get(fp, 0) + 1
+        majority = next((fp for fp, n in sorted(tally.items()) if 2 * n > len(dominant)), None)
+        for g in members:
+            make = _AlertMaker(window.group_by, g, "peers")
+            others = [o for o in members if o is not g]
+            now = g.scopes[name]
+            if majority is not None and dominant.get(g.values) != majority:
+                ref = ScopeAcc(name)
+                holder = next(o for o in others if dominant.get(o.values) == majority)
+                ref.topologies = {majority: holder.scopes[name].topologies[majority]}
+                ref.steps = holder.scopes[name].steps
+                ref_all = _pooled([o for o in others if dominant.get(o.values) == majority], name)
+                ref.topologies[majority] = dataclasses.replace(
+                    ref.topologies[majority],
+                    foreign_buffers=max(t.foreign_buffers for t in ref_all.topologies.values()),
+                )
+                alerts.extend(_topology_alerts(make, now, ref, peers=True))
+            pooled = _pooled(others, name)
+            for kernel, a, b in _latency_pairs(now, pooled):
+                comparisons.append(_Comparison(name, kernel, _runs(a), _runs(b), _exemplar(now), make))
+    alerts.extend(_judge(comparisons, options))
+    return sorted(alerts, key=Alert.sort_key)

@@ -1,0 +1,137 @@
+"""One scope occurrence (a step) of one run, as the fleet analyses see it.
+
+A trace is cut into segments exactly as ``launchtrace diff`` cuts it (:func:`launchtrace.analysis.diff.segments`):
+each occurrence of a top-level scope is one step. For each step this module computes what baselines keep and
+alerts compare: its topology fingerprint (unowned buffers by the order they first appear in, as the diff compares
+them, so equal steps of two processes have equal fingerprints), its record count, its foreign buffers, its
+duration, and per kernel and per position the time spent.
+
+Example::
+
+    from launchtrace.analysis.fleet.occurrences import occurrences_of
+    for occ in occurrences_of(trace, group_by=("service.version", "host.name")):
+        print(occ.group, occ.scope, occ.fingerprint[:12], occ.launches)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from launchtrace.analysis.diff import segments, unowned_by_order
+from launchtrace.model import LaunchRecord, TraceData
+from launchtrace.rebuild import TRACE_ID
+from launchtrace.topology import topology_key
+
+__all__ = ["MAX_POSITIONS", "RUN_KEYS", "Occurrence", "occurrences_of", "run_key", "topology_digest"]
+
+MAX_POSITIONS = 256
+"""Positions of a step timed one by one (the rest count only in the kernel and scope totals)."""
+RUN_KEYS = ("host.name", "process.pid", "service.instance.id")
+"""Resource attributes that tell one run (process) from another."""
+
+
+def run_key(attributes: dict[str, Any]) -> str:
+    """The run (process) a trace came from: ``host.name/process.pid/service.instance.id``."""
+    return "/".join(str(attributes.get(k, "")) for k in RUN_KEYS)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float):
+        return repr(value)
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+
+
+def topology_digest(records: Sequence[LaunchRecord], *, scalars: bool = True) -> str:
+    """A SHA-256 hex digest of ``records``' topology keys as ``launchtrace diff`` compares them (call
+    :func:`~launchtrace.analysis.diff.unowned_by_order` first); a record with ``repeat`` n counts n times."""
+    digest = hashlib.sha256()
+    lines: dict[tuple, bytes] = {}
+    for r in records:
+        key = topology_key(r, scalars=scalars)
+        line = lines.get(key)
+        if line is None:
+            line = lines[key] = json.dumps(_plain(key), separators=(",", ":")).encode() + b"\n"
+        digest.update(line * max(1, int(r.repeat or 1)))
+    return digest.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One step. ``records``: in issue order, unowned buffers replaced by their order (as the diff sees them).
+
+    ``kernel_ns``: per ``(kernel, op)`` the summed host duration in the step, and ``kernel_samples`` the
+    launches behind it as ``(duration, count)`` (count > 1: a folded record standing for repetitions);
+    ``position_ns``: per ``(position, kernel)`` the duration (first :data:`MAX_POSITIONS`).
+    """
+
+    group: tuple[str, ...]
+    service: str
+    run: str
+    trace_id: str
+    index: int  # segment index within the trace: with trace_id, orders representatives
+    scope: str
+    start_ns: int
+    duration_ns: int
+    fingerprint: str
+    launches: int
+    foreign_buffers: int
+    records: tuple[LaunchRecord, ...]
+    kernel_ns: dict[tuple[str, str], int]
+    kernel_samples: dict[tuple[str, str], list[tuple[int, int]]]
+    position_ns: dict[tuple[int, str], int]
+
+
+def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool = True) -> Iterator[Occurrence]:
+    """Every step of ``trace`` (see the module docstring)."""
+    attrs = trace.attributes
+    group = tuple(str(attrs.get(k, "")) for k in group_by)
+    service = str(attrs.get("service.name", ""))
+    run = run_key(attrs)
+    trace_id = str(attrs.get(TRACE_ID, ""))
+    for index, seg in enumerate(segments([trace])):
+        raw = seg.records
+        if not raw:
+            continue
+        records = unowned_by_order(raw)
+        timed = [r for r in raw if r.end_ns > 0]
+        start = min((r.start_ns for r in timed), default=0)
+        end = max((r.end_ns for r in timed), default=0)
+        kernel_ns: dict[tuple[str, str], int] = {}
+        kernel_samples: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        position_ns: dict[tuple[int, str], int] = {}
+        for pos, r in enumerate(raw):
+            if r.end_ns <= 0:
+                continue
+            key = (r.kernel, str(r.op))
+            n = max(1, r.repeat)
+            d = r.duration_ns * n
+            kernel_ns[key] = kernel_ns.get(key, 0) + d
+            kernel_samples.setdefault(key, []).append((r.duration_ns, n))
+            if pos < MAX_POSITIONS:
+                position_ns[(pos, r.kernel)] = d
+        foreign = {b.ptr for r in raw for b in r.buffers if b.foreign and b.ptr}
+        yield Occurrence(
+            group=group,
+            service=service,
+            run=run,
+            trace_id=trace_id,
+            index=index,
+            scope=seg.name,
+            start_ns=start,
+            duration_ns=max(0, end - start),
+            fingerprint=topology_digest(records, scalars=scalars),
+            launches=sum(max(1, r.repeat) for r in raw),
+            foreign_buffers=len(foreign),
+            records=records,
+            kernel_ns=kernel_ns,
+            kernel_samples=kernel_samples,
+            position_ns=position_ns,
+        )

@@ -1,0 +1,118 @@
+"""Representative records in a baseline: :class:`~launchtrace.model.LaunchRecord` <-> ``launchtrace.v1.Record``.
+
+A baseline keeps one occurrence per topology so that an alert can show the aligned diff against it. What is
+kept is what the diff compares (op, kernel, dims, buffers by owner and offset or by first-use order, scalars by
+name, call site) plus what names things (parameter names, shapes, dtypes); raw pointers and times are not kept.
+Rebuilt records give the same topology keys as the originals after
+:func:`~launchtrace.analysis.diff.unowned_by_order`, which ``tests/test_fleet_baseline.py`` checks.
+
+Example::
+
+    from launchtrace.analysis.fleet.records import records_from_proto, records_to_proto
+    back = records_from_proto(records_to_proto(occurrence.records))
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from launchtrace.conventions import decode_key, encode_key
+from launchtrace.model import BufferArg, LaunchRecord, Site
+from launchtrace.v1 import baseline_pb2 as pb
+
+__all__ = ["records_from_proto", "records_to_proto"]
+
+_UNOWNED = "<unowned #"
+
+
+def _json_value(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=True, default=str)
+
+
+def _from_json(text: str) -> Any:
+    def tuples(v: Any) -> Any:
+        return tuple(tuples(x) for x in v) if isinstance(v, list) else v
+
+    return tuples(json.loads(text))
+
+
+def _buffer(key: Any, ptr: Any, buf: BufferArg | None) -> pb.Buffer:
+    out = pb.Buffer(key=encode_key(key))
+    if isinstance(ptr, str) and ptr.startswith(_UNOWNED):
+        out.unowned = int(ptr[len(_UNOWNED) : -1]) + 1
+    elif not ptr:
+        out.null = True
+    if buf is not None:
+        out.name = buf.name
+        if buf.owner is not None:
+            out.owner = buf.owner
+            out.offset = int(buf.offset or 0)
+        out.foreign = bool(buf.foreign)
+        out.shape.extend(int(s) for s in buf.shape)
+        out.dtype = buf.dtype
+        out.nbytes = int(buf.nbytes)
+    return out
+
+
+def records_to_proto(records: Iterable[LaunchRecord]) -> list[pb.Record]:
+    """``records`` (unowned buffers already by order) as ``Record`` messages."""
+    out = []
+    for r in records:
+        bufs = r.buffers if len(r.buffers) == len(r.arrays) else [r.buffer(k) for k, _ in r.arrays]
+        msg = pb.Record(op=str(r.op), kernel=r.kernel, repeat=max(1, int(r.repeat or 1)))
+        msg.dim.extend(int(d) for d in r.dim)
+        msg.buffers.extend(_buffer(k, p, b) for (k, p), b in zip(r.arrays, bufs))
+        msg.scalars.extend(pb.Scalar(key=encode_key(k), json=_json_value(v)) for k, v in r.scalars)
+        msg.site.CopyFrom(pb.Site(file=r.site.file, line=r.site.line, function=r.site.function, module=r.site.module))
+        msg.params.extend(r.params)
+        out.append(msg)
+    return out
+
+
+def records_from_proto(messages: Sequence[pb.Record]) -> tuple[LaunchRecord, ...]:
+    """Records back from ``Record`` messages: owned buffers by owner and offset, unowned ones by order."""
+    out = []
+    for m in messages:
+        arrays, buffers = [], []
+        for i, b in enumerate(m.buffers):
+            key = decode_key(b.key)
+            if b.unowned:
+                ptr: Any = f"{_UNOWNED}{b.unowned - 1}>"
+            elif b.null:
+                ptr = 0
+            else:
+                ptr = i + 1  # a stand-in: owned buffers are compared by owner and offset
+            arrays.append((key, ptr))
+            owner = b.owner or None
+            buffers.append(
+                BufferArg(
+                    key=key,
+                    name=b.name,
+                    ptr=ptr if isinstance(ptr, int) else 0,
+                    shape=tuple(b.shape),
+                    dtype=b.dtype,
+                    nbytes=b.nbytes,
+                    owner=owner,
+                    offset=b.offset if owner is not None else None,
+                    foreign=b.foreign,
+                )
+            )
+        site = Site(m.site.file, m.site.line, m.site.function, m.site.module)
+        scalars = tuple((decode_key(s.key), _from_json(s.json)) for s in m.scalars)
+        out.append(
+            LaunchRecord(
+                op=m.op,
+                kernel=m.kernel,
+                dim=tuple(m.dim),
+                stream=None,
+                arrays=tuple(arrays),
+                scalars=scalars,
+                site=site,
+                params=tuple(m.params),
+                buffers=tuple(buffers),
+                repeat=max(1, m.repeat),
+            )
+        )
+    return tuple(out)

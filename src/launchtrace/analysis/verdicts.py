@@ -1,0 +1,447 @@
+"""Timing verdicts that survive an A/A test: is B slower or faster than A, and what does the answer rest on?
+
+Pure: NumPy and ``math`` only, no I/O, no launchtrace model. Its inputs are plain sequences of floats, so the
+same statistics serve ``launchtrace diff`` (one kernel or scope over two sets of runs) and fleet-wide alerts
+(one series per host).
+
+**The unit of replication is a run** (one process), then a step (one scope occurrence) inside it, never a
+launch: launches in one run share that run's machine state (load, clocks, caches), so treating them as
+independent samples measures the machine's drift, not the program. Each input is therefore a list of runs,
+each run a list of per-step aggregates (one value per step: the total time of one kernel, one position or one
+scope in that step), warm-up steps already removed (:func:`warmup_steps` finds them).
+
+Each run (or side) is summarised by its ``quantile`` step, by default the 10th percentile
+(:data:`DEFAULT_QUANTILE`): interference from other processes only ever adds time, so on a shared machine the
+median moves with the load while the low quantile stays with the program's own cost. What a :class:`Verdict`
+rests on (``basis``):
+
+- ``"runs"``: at least ``min_runs`` runs on each side. The comparison is Welch's t-test on the logarithms of
+  the runs' quantile steps (the effect is the ratio of their geometric means, minus 1; the confidence
+  interval is Welch's, at level ``1 - alpha``). Run-to-run drift is then part of the noise the test sees,
+  which is what makes its false-alarm rate honest.
+- ``"steps-one-run"``: fewer runs (typically one each; several are pooled). The effect is the ratio of the
+  quantile steps minus 1, with a percentile-bootstrap interval and p-value over steps. Step-to-step noise
+  inside one run underestimates the drift between two runs, so the verdict is ``significant`` only when the
+  change also exceeds ``detectable_change``: the larger of a floor measured on real repeated runs
+  (:data:`ONE_RUN_DRIFT_FLOOR`, see ``benchmarks/bench_verdicts.py`` and ``docs/diff.md``) and
+  :data:`ONE_RUN_SPREAD_FACTOR` times how far a side's quantile step sits above its fastest step (a run whose
+  low steps were hit by interference too cannot vouch for its low quantile), and ``min_abs_change`` relative
+  to A's value (small values drift most between runs). Below it the reason says "one
+  run each: a change under X% cannot be told from this run's step-to-step noise".
+- ``"insufficient"``: fewer than ``min_steps`` steps on a side (or no positive values): no verdict.
+
+The t distribution, Welch's test and the Mann-Whitney U test are hand-written (``scipy`` is a 35 MB wheel the
+analyzer does not need at run time) and checked against ``scipy.stats`` in ``tests/test_analysis_verdicts.py``,
+the bootstrap interval against ``scipy.stats.bootstrap``.
+
+Example::
+
+    from launchtrace.analysis.verdicts import compare_runs, warmup_steps
+
+    steps = [912.0, 2.1, 2.0, 2.2, 2.1, 2.0, 2.3, 2.1]      # ms per step; the first one compiled kernels
+    skip = warmup_steps(steps)                               # 1
+    a = [steps[skip:]]                                       # one run
+    b = [[3.1, 3.0, 3.2, 3.1, 3.3, 3.0, 3.1]]                # one run of the changed program
+    v = compare_runs(a, b)
+    print(v.direction, f"{v.effect:+.0%}", v.basis, v.reason)
+    # slower +50% steps-one-run one run each: p10 step +50.0% (99% CI +42.9% .. +55.0%), bootstrap over
+    # steps p=0.0005, beyond the 25% one run can tell from drift
+
+    v = compare_runs([[2.0, 2.1], [2.2, 2.1], [2.0, 2.0]], [[3.0, 3.1], [3.2, 3.1], [2.9, 3.0]])
+    print(v.basis, v.significant, v.p_value)                 # runs True 0.000121...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_ALPHA",
+    "DEFAULT_MIN_CHANGE",
+    "DEFAULT_MIN_RUNS",
+    "DEFAULT_MIN_STEPS",
+    "DEFAULT_QUANTILE",
+    "ONE_RUN_DRIFT_FLOOR",
+    "ONE_RUN_SPREAD_FACTOR",
+    "Verdict",
+    "compare_runs",
+    "mann_whitney_u",
+    "student_t_ppf",
+    "student_t_sf",
+    "warmup_steps",
+    "welch_t_test",
+]
+
+DEFAULT_ALPHA = 0.01
+DEFAULT_MIN_CHANGE = 0.05  # a significant change under 5 % is not worth a line
+DEFAULT_MIN_RUNS = 3  # runs per side before the run-level test
+DEFAULT_MIN_STEPS = 5  # steps per side (after warm-up) before any verdict
+ONE_RUN_DRIFT_FLOOR = 0.25
+"""With one run per side, a change under this fraction is never called: the drift of a kernel's median step
+between two runs of the same program on a noisy shared machine (measured by ``benchmarks/bench_verdicts.py``;
+``docs/diff.md`` has the figures)."""
+ONE_RUN_SPREAD_FACTOR = 3.0
+"""With one run per side, the detectable change is at least this many times how far a side's ``quantile`` step
+sits above its fastest step (``q / min - 1``): when even the low steps of a run were slowed by interference,
+its low quantile moves between runs too, and one run cannot vouch for it."""
+DEFAULT_QUANTILE = 0.1
+"""Which step summarises a run: the 10th percentile. On a shared machine interference (another process taking
+the core, a page fault, a scheduler tick) only ever adds time, and on the 2-core machines these figures come
+from most steps of a long kernel are hit some of the time: the median moves with the load, the low quantile
+stays with the program's own cost (``docs/diff.md`` has the measurements). ``quantile=0.5`` compares medians."""
+_BOOTSTRAP = 2000
+_SEED = 20261201  # a fixed seed: the same inputs always give the same interval
+
+Direction = str  # "slower" | "faster" | "none"
+Basis = str  # "runs" | "steps-one-run" | "insufficient"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Verdict:
+    """What :func:`compare_runs` concluded about B against A.
+
+    ``effect``: relative change of B against A (``0.5``: B takes 1.5x as long; NaN when not computable).
+    ``ci_low`` / ``ci_high``: its confidence interval at level ``1 - alpha`` (NaN when none). ``p_value``: of
+    the test used, or None when none ran. ``significant``: the change is real and large enough to report;
+    ``direction`` is then ``"slower"`` or ``"faster"``, else ``"none"``. ``basis``: ``"runs"``,
+    ``"steps-one-run"`` or ``"insufficient"`` (see the module docstring). ``n_runs_*`` / ``n_steps_*``: what
+    each side held. ``detectable_change``: the smallest change this comparison can tell from noise (one run per
+    side), else None. ``reason``: one line for people.
+    """
+
+    effect: float
+    ci_low: float
+    ci_high: float
+    p_value: float | None
+    significant: bool
+    direction: Direction
+    basis: Basis
+    n_runs_a: int
+    n_runs_b: int
+    n_steps_a: int
+    n_steps_b: int
+    detectable_change: float | None
+    reason: str
+
+
+# --- distributions ------------------------------------------------------------------------------------------
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float, y: float) -> float:
+    """The regularized incomplete beta function ``I_x(a, b)``, given ``x`` and ``y = 1 - x`` (each computed
+    directly by the caller, so neither loses digits near 0 or 1)."""
+    if x <= 0.0:
+        return 0.0
+    if y <= 0.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(y)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, y) / b
+
+
+def student_t_sf(t: float, df: float) -> float:
+    """``P(T > t)`` for Student's t with ``df`` degrees of freedom (``scipy.stats.t.sf``)."""
+    if math.isnan(t) or df <= 0:
+        return math.nan
+    if math.isinf(t):
+        return 0.0 if t > 0 else 1.0
+    t2 = t * t
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t2), t2 / (df + t2))
+    return tail if t >= 0 else 1.0 - tail
+
+
+def student_t_ppf(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t (``scipy.stats.t.ppf``), by bisection on :func:`student_t_sf`."""
+    if not 0.0 < q < 1.0 or df <= 0:
+        return math.nan
+    if q < 0.5:
+        return -student_t_ppf(1.0 - q, df)
+    lo, hi = 0.0, 1.0
+    while student_t_sf(hi, df) > 1.0 - q:
+        hi *= 2.0
+        if hi > 1e12:
+            return math.inf
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if student_t_sf(mid, df) > 1.0 - q:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2.0
+
+
+# --- tests --------------------------------------------------------------------------------------------------
+
+
+def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """``(U of a, two-sided p)`` of the Mann-Whitney U test: normal approximation, average ranks for ties, the
+    tie-corrected variance and a continuity correction of 0.5, exactly SciPy's
+    ``mannwhitneyu(a, b, alternative="two-sided", method="asymptotic")``. ``p`` is 1.0 when either side is
+    empty or every value is equal.
+
+    Example::
+
+        u, p = mann_whitney_u([1, 2, 3, 4, 5, 6, 7, 8], [5, 6, 7, 8, 9, 10, 11, 12])
+    """
+    n1, n2 = len(a), len(b)
+    if n1 == 0 or n2 == 0:
+        return 0.0, 1.0
+    values = np.concatenate([np.asarray(a, dtype=float), np.asarray(b, dtype=float)])
+    order = np.argsort(values, kind="mergesort")
+    sorted_vals = values[order]
+    ranks = np.empty(len(values), dtype=float)
+    boundaries = np.flatnonzero(np.diff(sorted_vals)) + 1  # average ranks over runs of equal values
+    starts = np.concatenate([[0], boundaries])
+    ends = np.concatenate([boundaries, [len(values)]])
+    counts = ends - starts
+    ranks[order] = np.repeat((starts + ends + 1) / 2.0, counts)  # 1-based: the mean of starts+1 .. ends
+    u1 = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2.0)
+    u2 = n1 * n2 - u1
+    n = n1 + n2
+    tie_term = float((counts.astype(float) ** 3 - counts).sum())
+    var = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
+    if var <= 0:
+        return u1, 1.0
+    z = (max(u1, u2) - n1 * n2 / 2.0 - 0.5) / math.sqrt(var)
+    return u1, min(1.0, math.erfc(z / math.sqrt(2.0)))  # 2 * the normal survival function at z
+
+
+def welch_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """``(t, df, two-sided p)`` of Welch's unequal-variances t-test of ``mean(b) - mean(a)``
+    (``scipy.stats.ttest_ind(b, a, equal_var=False)``). Needs two values per side; NaN otherwise, and
+    ``p`` 1.0 when both sides are constant and equal."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(x) < 2 or len(y) < 2:
+        return math.nan, math.nan, math.nan
+    va, vb = float(x.var(ddof=1)) / len(x), float(y.var(ddof=1)) / len(y)
+    diff = float(y.mean() - x.mean())
+    se2 = va + vb
+    if se2 <= 0:
+        return (0.0, math.inf, 1.0) if diff == 0 else (math.copysign(math.inf, diff), math.inf, 0.0)
+    df = se2 * se2 / (va * va / (len(x) - 1) + vb * vb / (len(y) - 1))
+    t = diff / math.sqrt(se2)
+    return t, df, min(1.0, 2.0 * student_t_sf(abs(t), df))
+
+
+# --- warm-up ------------------------------------------------------------------------------------------------
+
+
+def warmup_steps(step_durations: Sequence[float], *, factor: float = 1.5, spread: float = 6.0) -> int:
+    """How many leading steps of one run are warm-up: the first step includes compiling (or loading) the
+    kernels, and sometimes a few more are slow while caches fill.
+
+    A leading step is warm-up while it exceeds both ``factor`` times the median of the run's second half
+    (surely warm) and that median plus ``spread`` robust standard deviations (1.4826 x MAD) of it; at most
+    half the steps are ever dropped, and none of a run of fewer than 3.
+
+    Example::
+
+        warmup_steps([850.0, 2.1, 2.0, 2.2, 2.1])  # 1
+    """
+    d = np.asarray(step_durations, dtype=float)
+    n = len(d)
+    if n < 3:
+        return 0
+    warm = d[n // 2 :]
+    warm = warm[np.isfinite(warm)]
+    if len(warm) == 0:
+        return 0
+    ref = float(np.median(warm))
+    mad = 1.4826 * float(np.median(np.abs(warm - ref)))
+    threshold = max(factor * ref, ref + spread * mad)
+    k = 0
+    while k < n // 2 and (not math.isfinite(d[k]) or d[k] > threshold):
+        k += 1
+    return k
+
+
+# --- the verdict --------------------------------------------------------------------------------------------
+
+
+def _clean(runs: Sequence[Sequence[float]]) -> list[np.ndarray]:
+    """Each run's finite values; runs left empty are dropped."""
+    out = []
+    for run in runs:
+        v = np.asarray(list(run), dtype=float)
+        v = v[np.isfinite(v)]
+        if len(v):
+            out.append(v)
+    return out
+
+
+def _pct(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x * 100:+.1f}%"
+
+
+def _level(alpha: float) -> str:
+    return f"{(1 - alpha) * 100:.4g}%"
+
+
+def _call(effect: float, significant: bool) -> Direction:
+    if not significant:
+        return "none"
+    return "slower" if effect > 0 else "faster"
+
+
+def _quantile(values: np.ndarray, q: float, axis: int | None = None) -> np.ndarray | float:
+    """NumPy's default (linear) quantile."""
+    return np.quantile(values, q, axis=axis)
+
+
+def _by_runs(a: list[np.ndarray], b: list[np.ndarray], q: float, alpha: float, min_change: float) -> tuple:
+    la = [math.log(float(_quantile(r, q))) for r in a]
+    lb = [math.log(float(_quantile(r, q))) for r in b]
+    _t, df, p = welch_t_test(la, lb)
+    diff = float(np.mean(lb) - np.mean(la))
+    effect = math.expm1(diff)
+    se = math.sqrt(float(np.var(la, ddof=1)) / len(la) + float(np.var(lb, ddof=1)) / len(lb))
+    if se == 0.0:
+        lo = hi = effect
+    else:
+        t_crit = student_t_ppf(1.0 - alpha / 2.0, df)
+        lo, hi = math.expm1(diff - t_crit * se), math.expm1(diff + t_crit * se)
+    significant = p < alpha and abs(effect) >= min_change
+    what = f"{len(a)} vs {len(b)} runs: {_pct(effect)} ({_level(alpha)} CI {_pct(lo)} .. {_pct(hi)})"
+    test = f"Welch t-test on the runs' log {_qname(q)} steps p={p:.2g}"
+    if significant:
+        reason = f"{what}, {test}"
+    elif p < alpha:
+        reason = f"{what}, {test}: real but under the {min_change:.0%} worth reporting"
+    else:
+        reason = f"{what}, {test}: not significant"
+    return effect, lo, hi, p, significant, None, reason
+
+
+def _qname(q: float) -> str:
+    return "median" if q == 0.5 else f"p{q * 100:g}"
+
+
+def _by_steps(
+    a: np.ndarray, b: np.ndarray, q: float, alpha: float, min_change: float, min_abs: float, who: str
+) -> tuple:
+    qa, qb = float(_quantile(a, q)), float(_quantile(b, q))
+    effect = qb / qa - 1.0
+    rng = np.random.default_rng(_SEED)
+    boot_a = _quantile(a[rng.integers(0, len(a), (_BOOTSTRAP, len(a)))], q, axis=1)
+    boot_b = _quantile(b[rng.integers(0, len(b), (_BOOTSTRAP, len(b)))], q, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.log(boot_b / boot_a)
+    ratios = ratios[np.isfinite(ratios)]
+    if len(ratios):
+        qlo, qhi = np.quantile(ratios, [alpha / 2.0, 1.0 - alpha / 2.0])
+        lo, hi = math.expm1(float(qlo)), math.expm1(float(qhi))
+        # the percentile bootstrap's two-sided p-value: how often a resample crosses "no change"
+        crossing = min(int(np.count_nonzero(ratios <= 0.0)), int(np.count_nonzero(ratios >= 0.0)))
+        p = min(1.0, (2 * crossing + 1) / (len(ratios) + 1))
+    else:
+        lo = hi = p = math.nan
+    spread = max(qa / float(np.min(a)) - 1.0, qb / float(np.min(b)) - 1.0) if min(a.min(), b.min()) > 0 else math.inf
+    detectable = max(ONE_RUN_DRIFT_FLOOR, ONE_RUN_SPREAD_FACTOR * spread, min_change, min_abs / qa)
+    tested = p < alpha
+    significant = tested and abs(effect) >= detectable
+    what = (
+        f"{_qname(q)} step {_pct(effect)} ({_level(alpha)} CI {_pct(lo)} .. {_pct(hi)}), bootstrap over steps p={p:.2g}"
+    )
+    if significant:
+        reason = f"{who}: {what}, beyond the {detectable:.0%} one run can tell from drift"
+    elif abs(effect) >= detectable:
+        reason = f"{who}: {what}: the steps do not show it at alpha {alpha:g}"
+    else:
+        reason = f"{who}: a change under {detectable:.0%} cannot be told from this run's step-to-step noise ({what})"
+    return effect, lo, hi, p, significant, detectable, reason
+
+
+def compare_runs(
+    a_runs: Sequence[Sequence[float]],
+    b_runs: Sequence[Sequence[float]],
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    min_change: float = DEFAULT_MIN_CHANGE,
+    min_runs: int = DEFAULT_MIN_RUNS,
+    min_steps: int = DEFAULT_MIN_STEPS,
+    quantile: float = DEFAULT_QUANTILE,
+    min_abs_change: float = 0.0,
+) -> Verdict:
+    """Compare B against A, each a sequence of runs, each run its per-step aggregates (warm-up removed).
+
+    With at least ``min_runs`` runs per side the test is at the run level; otherwise the runs' steps are
+    pooled and judged as one run each (see the module docstring). Each run (or pooled side) is summarised by
+    its ``quantile`` step (:data:`DEFAULT_QUANTILE`: the 10th percentile; ``0.5``: the median).
+    ``min_abs_change`` (in the inputs' unit) raises the one-run detectability bound for small values: changes
+    smaller than that per step are not called from one run each (run-to-run state effects such as caches
+    dominate tiny kernels; ``launchtrace diff`` passes 50 us). Non-finite
+    values and empty runs are left out. ``alpha`` is the significance level and sets the interval's level
+    (``1 - alpha``); ``min_change`` the smallest relative change worth reporting. Raises ``ValueError`` for
+    arguments out of range.
+
+    Example::
+
+        a = [[10.0, 10.2, 9.9, 10.1, 10.0, 10.3, 9.8, 10.0]]
+        v = compare_runs(a, [[15.1, 15.0, 15.3, 14.9, 15.2, 15.0, 15.4, 14.8]])
+        assert v.significant and v.direction == "slower" and v.basis == "steps-one-run"
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be between 0 and 1, not {alpha!r}")
+    if not min_change >= 0.0:
+        raise ValueError(f"min_change must be >= 0, not {min_change!r}")
+    if not min_abs_change >= 0.0:
+        raise ValueError(f"min_abs_change must be >= 0, not {min_abs_change!r}")
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile must be between 0 and 1, not {quantile!r}")
+    if min_runs < 2 or min_steps < 2:
+        raise ValueError("min_runs and min_steps must be at least 2")
+    a, b = _clean(a_runs), _clean(b_runs)
+    na, nb = sum(len(r) for r in a), sum(len(r) for r in b)
+    counts = (len(a), len(b), na, nb)
+    if na < min_steps or nb < min_steps:
+        reason = f"too few steps for a verdict: {na} vs {nb} (needs {min_steps} per side)"
+        return Verdict(math.nan, math.nan, math.nan, None, False, "none", "insufficient", *counts, None, reason)
+    pooled_a, pooled_b = np.concatenate(a), np.concatenate(b)
+    if not (float(_quantile(pooled_a, quantile)) > 0 and float(_quantile(pooled_b, quantile)) > 0):
+        reason = "no positive durations to compare"
+        return Verdict(math.nan, math.nan, math.nan, None, False, "none", "insufficient", *counts, None, reason)
+    by_runs = len(a) >= min_runs and len(b) >= min_runs
+    if by_runs and all(float(_quantile(r, quantile)) > 0 for r in (*a, *b)):
+        effect, lo, hi, p, significant, detectable, reason = _by_runs(a, b, quantile, alpha, min_change)
+        basis = "runs"
+    else:
+        who = "one run each" if len(a) == 1 and len(b) == 1 else f"{len(a)} vs {len(b)} runs, steps pooled"
+        effect, lo, hi, p, significant, detectable, reason = _by_steps(
+            pooled_a, pooled_b, quantile, alpha, min_change, min_abs_change, who
+        )
+        basis = "steps-one-run"
+    return Verdict(effect, lo, hi, p, significant, _call(effect, significant), basis, *counts, detectable, reason)

@@ -1,0 +1,139 @@
+"""``launchtrace alert``: which build or host launches differently or runs slower; exit 1 when anything fires.
+
+Against a baseline (``--baseline base.pb``) or, without one, among the peers of the same window. Output as text,
+Markdown or JSON; ``--alertmanager URL`` also posts the alerts to a Prometheus Alertmanager.
+
+Example::
+
+    launchtrace alert --baseline base.pb --from tempo http://tempo:3200 --service sim --since 1h --limit 2000
+    launchtrace alert --from today/ --format markdown --alertmanager http://alertmanager:9093
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from launchtrace.errors import UserError
+
+HELP = "fleet alerts: topology drift, launch counts, foreign buffers, latency, against a baseline or among peers"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from launchtrace.analysis.fleet import alerts as A
+    from launchtrace.cli._analyzer import add_format
+    from launchtrace.cli._fleet import add_source_arguments
+
+    parser.add_argument("--baseline", help="a baseline file (.pb); without it, each group is compared with its peers")
+    add_source_arguments(parser)
+    parser.add_argument(
+        "--group-by", help="resource attributes of a group (default: the baseline's, else service.version,host.name)"
+    )
+    parser.add_argument("--scope", action="append", default=[], help="only this scope; repeatable")
+    parser.add_argument("--ignore-scalars", action="store_true", help="peer mode: scalars out of the topology")
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=A.DEFAULT_ALPHA,
+        help="false-alarm level of one group's latency comparisons together (default %(default)s)",
+    )
+    parser.add_argument(
+        "--min-change",
+        type=float,
+        default=A.DEFAULT_MIN_CHANGE,
+        help="smallest slowdown that fires, as a fraction (default %(default)s)",
+    )
+    parser.add_argument(
+        "--min-runs",
+        type=int,
+        default=A.DEFAULT_MIN_RUNS,
+        help="runs per side for the run-level test (default %(default)s)",
+    )
+    parser.add_argument(
+        "--min-steps",
+        type=int,
+        default=A.DEFAULT_MIN_STEPS,
+        help="steps per side before any latency verdict (default %(default)s)",
+    )
+    parser.add_argument("--alertmanager", metavar="URL", help="post the alerts to this Alertmanager (/api/v2/alerts)")
+    parser.add_argument("--generator-url", default="", help="generatorURL of the posted alerts")
+    parser.add_argument("--out", help="write here instead of stdout")
+    add_format(parser, ("text", "json", "markdown"))
+
+
+def _options(args: argparse.Namespace):
+    from launchtrace.analysis.fleet.alerts import AlertOptions
+
+    if not 0 < args.alpha < 1:
+        raise UserError(f"--alpha must be between 0 and 1, got {args.alpha}")
+    if args.min_change < 0:
+        raise UserError(f"--min-change must be >= 0, got {args.min_change}")
+    if args.min_runs < 2 or args.min_steps < 2:
+        raise UserError("--min-runs and --min-steps must be at least 2")
+    return AlertOptions(args.alpha, args.min_change, args.min_runs, args.min_steps, tuple(args.scope))
+
+
+def post_alerts(url: str, payload: list[dict], timeout: float) -> None:
+    """POST ``payload`` to ``url``/api/v2/alerts; ``UserError`` naming the URL when Alertmanager refuses it."""
+    import requests
+
+    target = url.rstrip("/") + "/api/v2/alerts"
+    try:
+        answer = requests.post(target, json=payload, timeout=timeout)
+    except requests.RequestException as exc:
+        raise UserError(f"{target}: cannot post alerts: {type(exc).__name__}: {exc}") from None
+    if answer.status_code >= 300:
+        raise UserError(f"{target}: Alertmanager answered {answer.status_code}: {answer.text.strip()[:200]}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from launchtrace.analysis.fleet.alerts import against_baseline, among_peers
+    from launchtrace.analysis.fleet.baseline import BaselineBuilder
+    from launchtrace.baselines import read_baseline
+    from launchtrace.cli._analyzer import write_json, write_text
+    from launchtrace.cli._fleet import Progress, open_stream
+    from launchtrace.cli.baseline import DEFAULT_GROUP_BY, group_keys
+    from launchtrace.render import alerts as R
+
+    options = _options(args)
+    baseline = BaselineBuilder.from_proto(read_baseline(args.baseline)) if args.baseline else None
+    group_by = group_keys(args.group_by) if args.group_by else (baseline.group_by if baseline else None)
+    group_by = group_by or group_keys(DEFAULT_GROUP_BY)
+    scalars = baseline.scalars if baseline else not args.ignore_scalars
+    window = BaselineBuilder(group_by, scalars=scalars)
+    stream = open_stream(args)
+    with Progress(stream, quiet=args.quiet):
+        for trace in stream:
+            window.add(trace)
+    if not stream.traces:
+        raise UserError(f"{stream.label}: no launchtrace traces in the window")
+    if baseline is not None:
+        try:
+            alerts = against_baseline(baseline, window, options)
+        except ValueError as exc:
+            raise UserError(f"--group-by: {exc}") from None
+        against = f"baseline {args.baseline}"
+    else:
+        alerts = among_peers(window, options)
+        against = "peers (no baseline)"
+    header = f"window: {stream.traces} traces, {len(window.groups)} groups from {stream.label}; against {against}"
+    if args.format == "json":
+        info = {
+            "traces": stream.traces,
+            "spans": stream.spans,
+            "groups": len(window.groups),
+            "against": against,
+            "start_unix_nano": window.start_ns,
+            "end_unix_nano": window.end_ns,
+        }
+        write_json(R.alerts_as_json(alerts, info), args.out)
+    elif args.format == "markdown":
+        write_text(R.alerts_as_markdown(alerts, header), args.out)
+    else:
+        write_text(R.alerts_as_text(alerts, header), args.out)
+    if args.alertmanager and alerts:
+        payload = R.alertmanager_payload(alerts, starts_at_ns=window.end_ns, generator_url=args.generator_url)
+        post_alerts(args.alertmanager, payload, args.timeout)
+        if not args.quiet:
+            print(f"posted {len(payload)} alert(s) to {args.alertmanager}", file=sys.stderr)
+    return 1 if alerts else 0

@@ -1,0 +1,135 @@
+"""Traces streamed one at a time from files, folders, Jaeger or Tempo, for commands that read whole fleets.
+
+:func:`stream_traces` yields rebuilt :class:`~launchtrace.model.TraceData` objects as soon as each trace is
+complete, so memory stays flat in the number of traces (``baseline build`` and ``alert`` over 10,000 traces).
+
+- Files and folders: spans are read line by line (:class:`~launchtrace.sources.files.SpanFile`). A trace is
+  complete when its root span (no parent) has been read, at the end of that line or message: launchtrace's
+  exporter ends the root last and ``launchtrace pull`` writes one trace per line. At most :data:`MAX_OPEN`
+  traces wait for their root (the oldest is then rebuilt as it is), and at the end of each file every open
+  trace is rebuilt. Spans of a trace that was already rebuilt (a root that came early) are counted in
+  ``late_spans`` and dropped.
+- Tempo: each search hit is fetched and yielded before the next is fetched. Jaeger: api_v3 answers a search
+  with all hits at once (bounded by ``--limit``); they are split by trace.
+
+``stats`` counts traces and spans and the problems met (a :class:`~launchtrace.sources.report.ProblemLog`).
+
+Example::
+
+    from launchtrace.sources.stream import TraceStream
+    stream = TraceStream.from_paths(["fleet/"])
+    for trace in stream:
+        ...
+    print(stream.traces, stream.spans, stream.log.summary())
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from launchtrace.errors import UserError
+from launchtrace.model import TraceData
+from launchtrace.rebuild import TRACE_ID, rebuild
+from launchtrace.sources.report import ProblemLog
+from launchtrace.spans import SpanData
+
+__all__ = ["MAX_OPEN", "TraceStream", "trace_files"]
+
+MAX_OPEN = 4096
+_RECENT = 65536
+
+
+def trace_files(spec: str | os.PathLike[str]) -> list[Path]:
+    """The files of ``spec``: itself, or a folder's files (not hidden ones), sorted by name."""
+    path = Path(spec)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+        if not files:
+            raise UserError(f"{path}: folder holds no trace files")
+        return files
+    if not path.exists():
+        raise UserError(f"{path}: no such file")
+    return [path]
+
+
+class TraceStream:
+    """An iterable of traces from one source; counts what it read (``traces``, ``spans``, ``late_spans``)."""
+
+    def __init__(self, chunks: Callable[[ProblemLog], Iterator[tuple[str, list[SpanData]]]], label: str) -> None:
+        self._chunks = chunks
+        self.label = label
+        self.log = ProblemLog()
+        self.traces = 0
+        self.spans = 0
+        self.late_spans = 0
+        self.on_trace: Callable[[TraceStream], None] | None = None
+
+    @classmethod
+    def from_paths(cls, specs: Iterable[str | os.PathLike[str]]) -> TraceStream:
+        files = [f for spec in specs for f in trace_files(spec)]
+
+        def chunks(log: ProblemLog) -> Iterator[tuple[str, list[SpanData]]]:
+            from launchtrace.sources.files import SpanFile
+
+            for path in files:
+                with SpanFile(path, log=log) as f:
+                    yield from f.chunks()
+                yield "", []  # end of file: every open trace is complete
+
+        names = [str(s) for s in specs]
+        label = ", ".join(names) if len(names) <= 3 else f"{names[0]} and {len(names) - 1} more"
+        return cls(chunks, label)
+
+    @classmethod
+    def from_span_batches(cls, batches: Callable[[ProblemLog], Iterator[list[SpanData]]], label: str) -> TraceStream:
+        """From a backend: each batch holds whole traces (one Tempo trace, one Jaeger search answer)."""
+
+        def chunks(log: ProblemLog) -> Iterator[tuple[str, list[SpanData]]]:
+            for batch in batches(log):
+                yield label, batch
+                yield "", []
+
+        return cls(chunks, label)
+
+    def __iter__(self) -> Iterator[TraceData]:
+        open_traces: OrderedDict[bytes, list[SpanData]] = OrderedDict()
+        done: OrderedDict[bytes, None] = OrderedDict()  # recently rebuilt trace ids, to drop late spans
+        for _, spans in self._chunks(self.log):
+            complete: list[bytes] = []
+            if not spans:  # end of a file or batch
+                complete = list(open_traces)
+            for span in spans:
+                tid = span.trace_id
+                if tid in done:
+                    self.late_spans += 1
+                    continue
+                members = open_traces.get(tid)
+                if members is None:
+                    members = open_traces[tid] = []
+                members.append(span)
+                if span.parent_span_id is None:
+                    complete.append(tid)
+            while len(open_traces) - len(complete) > MAX_OPEN:
+                oldest = next(t for t in open_traces if t not in complete)
+                complete.append(oldest)
+            for tid in dict.fromkeys(complete):
+                members = open_traces.pop(tid, None)
+                if members is None:
+                    continue
+                done[tid] = None
+                if len(done) > _RECENT:
+                    done.popitem(last=False)
+                yield from self._rebuilt(members)
+
+    def _rebuilt(self, spans: list[SpanData]) -> Iterator[TraceData]:
+        self.spans += len(spans)
+        result = rebuild(spans)
+        for trace_id, data in result.traces.items():
+            data.attributes.setdefault(TRACE_ID, trace_id)
+            self.traces += 1
+            if self.on_trace is not None:
+                self.on_trace(self)
+            yield data

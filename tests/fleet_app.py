@@ -1,0 +1,80 @@
+"""A small Warp "service" for the fleet tests: one process = one run, each step one trace.
+
+``python tests/fleet_app.py VARIANT STEPS OUT.jsonl``; the host and build come from ``OTEL_RESOURCE_ATTRIBUTES``
+(``host.name=h1,service.version=1.0``), as on a real fleet. Variants: ``clean``; ``dim`` (one launch with other
+dimensions); ``slow`` (the ``work`` kernel does 4x the work: same topology, other code); ``alloc`` (a scratch
+buffer allocated per call instead of the owned one). ``FLEET_METRICS_PORT`` serves the launch metrics for
+Prometheus on that loopback port while the program runs, and ``FLEET_LINGER_S`` keeps it up that long after.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+VARIANT = sys.argv[1]
+ITERATIONS = 400 if VARIANT == "slow" else 100
+
+import warp as wp  # noqa: E402
+
+import launchtrace  # noqa: E402
+
+wp.config.quiet = True
+N = 2048
+WORK_ITERATIONS = wp.constant(ITERATIONS)
+
+
+@wp.kernel
+def integrate(pos: wp.array(dtype=float), vel: wp.array(dtype=float), dt: float):
+    i = wp.tid()
+    pos[i] = pos[i] + vel[i] * dt
+
+
+@wp.kernel
+def work(pos: wp.array(dtype=float), scratch: wp.array(dtype=float)):
+    i = wp.tid()
+    acc = float(0.0)  # noqa: UP018 (Warp: a variable the loop changes is declared by a constructor)
+    for k in range(WORK_ITERATIONS):
+        acc = acc + wp.sin(pos[i] + float(k))
+    scratch[i] = acc
+
+
+@wp.kernel
+def relax(scratch: wp.array(dtype=float), vel: wp.array(dtype=float)):
+    i = wp.tid()
+    vel[i] = vel[i] * 0.99 + scratch[i] * 0.001
+
+
+class Sim:
+    def __init__(self) -> None:
+        self.pos = wp.zeros(N, dtype=float, device="cpu")
+        self.vel = wp.ones(N, dtype=float, device="cpu")
+        self.scratch = wp.zeros(N, dtype=float, device="cpu")
+
+    def step(self) -> None:
+        scratch = wp.empty(N, dtype=float, device="cpu") if VARIANT == "alloc" else self.scratch
+        wp.launch(integrate, dim=N, inputs=[self.pos, self.vel, 0.01], device="cpu")
+        wp.launch(work, dim=N, inputs=[self.pos, scratch], device="cpu")
+        relax_dim = N // 2 if VARIANT == "dim" else N
+        wp.launch(relax, dim=relax_dim, inputs=[scratch, self.vel], device="cpu")
+
+
+def main() -> None:
+    steps, out = int(sys.argv[2]), sys.argv[3]
+    metrics_port = os.environ.get("FLEET_METRICS_PORT")
+    settings = {"metrics_prometheus": f"127.0.0.1:{metrics_port}"} if metrics_port else {}
+    launchtrace.start_export(file_path=out, **settings)
+    sim = Sim()
+    launchtrace.own(sim, "sim")
+    for i in range(steps):
+        with launchtrace.scope("step", step=i):
+            sim.step()
+        wp.synchronize()
+    launchtrace.flush()
+    time.sleep(float(os.environ.get("FLEET_LINGER_S", "0")))
+    launchtrace.stop_export() if hasattr(launchtrace, "stop_export") else None
+
+
+if __name__ == "__main__":
+    main()

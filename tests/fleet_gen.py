@@ -1,0 +1,71 @@
+"""Makes a synthetic fleet: real Warp processes (``tests/fleet_app.py``) exporting under different hosts and builds.
+
+Runs are started interleaved across groups, two at a time, so that the machine's load over time falls on every
+group alike (as on a real fleet, where hosts run at the same time). Each run writes its own OTLP JSON Lines
+file ``<group>-r<k>.jsonl``.
+
+Example::
+
+    files = make_fleet(tmp, [Member("clean", "1.0", "h1", runs=6)], steps=12)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+APP = Path(__file__).with_name("fleet_app.py")
+SERVICE = "fleet-sim"
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+    variant: str  # clean | dim | slow | alloc
+    version: str
+    host: str
+    runs: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.version}-{self.host}"
+
+
+def run_env(member: Member, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {**os.environ, "OTEL_SERVICE_NAME": SERVICE}
+    env["OTEL_RESOURCE_ATTRIBUTES"] = f"service.version={member.version},host.name={member.host}"
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    env.update(extra or {})
+    return env
+
+
+def make_fleet(folder: Path, members: list[Member], *, steps: int = 12, parallel: int = 2) -> dict[str, list[Path]]:
+    """Run every member's runs; the files by member name, in run order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    jobs = [(m, k) for k in range(max(m.runs for m in members)) for m in members if k < m.runs]
+    out: dict[str, list[Path]] = {m.name: [] for m in members}
+    running: list[tuple[subprocess.Popen, Path]] = []
+
+    def reap(limit: int) -> None:
+        while len(running) > limit:
+            for item in list(running):
+                proc, path = item
+                if proc.poll() is not None:
+                    running.remove(item)
+                    _, err = proc.communicate()
+                    if proc.returncode != 0 or not path.exists():
+                        raise RuntimeError(f"{path.name}: fleet run failed ({proc.returncode}): {err[-2000:]}")
+            time.sleep(0.02)
+
+    for member, k in jobs:
+        path = folder / f"{member.name}-r{k}.jsonl"
+        out[member.name].append(path)
+        cmd = [sys.executable, str(APP), member.variant, str(steps), str(path)]
+        proc = subprocess.Popen(cmd, env=run_env(member), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        running.append((proc, path))
+        reap(parallel - 1)
+    reap(0)
+    return out
