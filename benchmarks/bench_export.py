@@ -20,6 +20,8 @@ pair, reporting the median per-pair ratio with its min and max:
    sender alone, into a gRPC server in another process that answers without parsing (what the sending side
    can do when the receiver costs nothing).
 
+1m and 2m: 1 and 2 with the launch metrics on (``--only metrics``).
+
 Run: ``python benchmarks/bench_export.py`` (about a minute). Figures from a CPU-only machine.
 """
 
@@ -37,6 +39,7 @@ from collections.abc import Callable
 import warp as wp
 
 import launchtrace.capture as capture
+from launchtrace import scope as capture_scope
 from launchtrace.capture import bus
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.pipeline import ExportPipeline
@@ -73,6 +76,7 @@ class LaunchLoop:
         wp.launch(_axpy, dim=256, inputs=[self.x, self.y, 0.5], device="cpu")  # compile
         self.tmp = tempfile.mkdtemp(prefix="bench_export_")
         self.hot: list[float] = []
+        self.hot_metrics: list[float] = []
         self.cpu: dict[str, list[tuple[float, float]]] = {"bare": [], "exported": []}  # (process, thread)
 
     def loop(self) -> None:
@@ -98,10 +102,16 @@ class LaunchLoop:
             capture.uninstrument()
         return t1 - t0
 
-    def exported(self) -> float:
+    def exported(self, metrics: bool = False) -> float:
         path = os.path.join(self.tmp, "spans.jsonl")
         config = ExportConfig.resolve(file_path=path, fold=False, export_interval_s=0.05)
         pipeline = ExportPipeline(config, truncate=True).start()
+        if metrics:  # launch metrics on: counted on the worker, served for scraping (nobody scrapes here)
+            from launchtrace.export.metrics import LaunchMetrics, MetricsExport
+
+            counts = LaunchMetrics()
+            export = MetricsExport(counts, (("service.name", "bench"),), ("prometheus",), prometheus="127.0.0.1:0")
+            pipeline.observers.append(counts.observe)
         capture.instrument()
         p0, c0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
         self.loop()
@@ -109,6 +119,12 @@ class LaunchLoop:
         stats = pipeline.stop(timeout=120)
         t2, p2 = time.perf_counter(), time.process_time()
         capture.uninstrument()
+        if metrics:
+            export.shutdown()
+            if sum(n for _, n in counts.counts()) != self.n:
+                raise SystemExit(f"the metrics counted {counts.counts()}, not {self.n} launches")
+            self.hot_metrics.append(t1 - t0)
+            return t2 - t0
         self.cpu["exported"].append((p2 - p0, c1 - c0))
         if stats.exported < self.n or stats.dropped:
             raise SystemExit(f"lost spans in the benchmark: {stats}")
@@ -129,6 +145,38 @@ def bench_loop(n: int, pairs: int) -> None:
     print(summary("   2 as CPU time (launching thread)", [e[1] / b[1] for b, e in zip(cpu_bare, cpu_exported)]))
     capture_only = alternate(loop.bare, loop.captured, pairs)
     print(summary("   (capture alone, subscribed, no export worker) / bare", [b / a for a, b in capture_only]))
+
+
+def bench_metrics(n: int, pairs: int) -> None:
+    """1 and 2 with the launch metrics on (launchtrace.export.metrics): bare, exported and exported with metrics
+    in turn, so that each ratio is of neighbours in time."""
+    loop = LaunchLoop(n)
+    rounds = [(loop.bare(), loop.exported(), loop.exported(metrics=True)) for _ in range(pairs + 1)][1:]
+    hot, hot_m = loop.hot[1:], loop.hot_metrics[1:]
+    print(summary("1m. total with launch metrics on / bare", [m / b for b, _, m in rounds]))
+    print(summary("2m. hot path with launch metrics on / bare", [h / b for (b, _, _), h in zip(rounds, hot_m)]))
+    print(summary("    total, metrics on / metrics off", [m / e for _, e, m in rounds]))
+    print(summary("    hot path, metrics on / metrics off", [hm / h for h, hm in zip(hot, hot_m)]))
+    # the worker's own cost per record, on the same drained events: counting them vs building their spans
+    from launchtrace.export.metrics import LaunchMetrics
+
+    with bus.subscribe(capacity=n + 10) as sub:
+        capture.instrument()
+        with capture_scope("step"):
+            loop.loop()
+        capture.uninstrument()
+        events = sub.drain()
+    costs = []
+    for _ in range(pairs):
+        t0 = time.perf_counter()
+        LaunchMetrics().observe(events)
+        t1 = time.perf_counter()
+        SpanBuilder(ExportConfig.resolve(file_path=os.devnull, fold=False)).feed(events)
+        t2 = time.perf_counter()
+        costs.append((t1 - t0, t2 - t1))
+    per = statistics.median(a for a, _ in costs) / len(events) * 1e6
+    ratios = [a / b for a, b in costs]
+    print(f"    worker cost per record: metrics {per:.2f} us; " + summary("metrics / span building", ratios))
 
 
 # -- 3: OTLP/gRPC throughput -----------------------------------------------------------------------------------
@@ -333,12 +381,14 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--otlp-spans", type=int, default=50_000)
     parser.add_argument("--sdk-spans", type=int, default=5_000)
-    parser.add_argument("--only", choices=["loop", "otlp"])
+    parser.add_argument("--only", choices=["loop", "otlp", "metrics"])
     args = parser.parse_args()
     wp.init()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; CPU device only")
     if args.only in (None, "loop"):
         bench_loop(args.launches, args.pairs)
+    if args.only in (None, "metrics"):
+        bench_metrics(args.launches, args.pairs)
     if args.only in (None, "otlp"):
         bench_otlp(args.otlp_spans, args.sdk_spans, args.pairs)
 

@@ -4,7 +4,8 @@
 (``host.name=h1,service.version=1.0``), as on a real fleet. Variants: ``clean``; ``dim`` (one launch with other
 dimensions); ``slow`` (the ``work`` kernel does 4x the work: same topology, other code); ``alloc`` (a scratch
 buffer allocated per call instead of the owned one). ``FLEET_METRICS_PORT`` serves the launch metrics for
-Prometheus on that loopback port while the program runs, and ``FLEET_LINGER_S`` keeps it up that long after.
+Prometheus on that loopback port while the program runs, and ``FLEET_LINGER_S`` keeps it up that long after;
+``FLEET_RUN_S`` stops the steps after that many seconds; ``FLEET_SUBSTEPS`` repeats ``integrate``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import launchtrace  # noqa: E402
 
 wp.config.quiet = True
 N = 2048
+SUBSTEPS = int(os.environ.get("FLEET_SUBSTEPS", "1"))
 WORK_ITERATIONS = wp.constant(ITERATIONS)
 
 
@@ -54,7 +56,8 @@ class Sim:
 
     def step(self) -> None:
         scratch = wp.empty(N, dtype=float, device="cpu") if VARIANT == "alloc" else self.scratch
-        wp.launch(integrate, dim=N, inputs=[self.pos, self.vel, 0.01], device="cpu")
+        for _ in range(SUBSTEPS):  # > 1: repeated launches the exporter folds into one summary span
+            wp.launch(integrate, dim=N, inputs=[self.pos, self.vel, 0.01], device="cpu")
         wp.launch(work, dim=N, inputs=[self.pos, scratch], device="cpu")
         relax_dim = N // 2 if VARIANT == "dim" else N
         wp.launch(relax, dim=relax_dim, inputs=[scratch, self.vel], device="cpu")
@@ -62,18 +65,22 @@ class Sim:
 
 def main() -> None:
     steps, out = int(sys.argv[2]), sys.argv[3]
+    launchtrace.start_export(file_path=out)
     metrics_port = os.environ.get("FLEET_METRICS_PORT")
-    settings = {"metrics_prometheus": f"127.0.0.1:{metrics_port}"} if metrics_port else {}
-    launchtrace.start_export(file_path=out, **settings)
+    if metrics_port:
+        launchtrace.start_metrics(exporters=("prometheus",), prometheus=f"127.0.0.1:{metrics_port}")
     sim = Sim()
     launchtrace.own(sim, "sim")
+    deadline = time.monotonic() + float(os.environ.get("FLEET_RUN_S", "inf"))
     for i in range(steps):
+        if time.monotonic() > deadline:
+            break
         with launchtrace.scope("step", step=i):
             sim.step()
         wp.synchronize()
     launchtrace.flush()
     time.sleep(float(os.environ.get("FLEET_LINGER_S", "0")))
-    launchtrace.stop_export() if hasattr(launchtrace, "stop_export") else None
+    launchtrace.stop_export()
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ _LAZY = {
     # export
     "configure": "launchtrace.export",
     "start_export": "launchtrace.export",
+    "start_metrics": "launchtrace.export",
     "stop_export": "launchtrace.export",
     "flush": "launchtrace.export",
     "stats": "launchtrace.export",

@@ -27,7 +27,16 @@ from typing import Any
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.pipeline import ExportPipeline, ExportStats
 
-__all__ = ["ExportConfig", "ExportStats", "configure", "flush", "start_export", "stats", "stop_export"]
+__all__ = [
+    "ExportConfig",
+    "ExportStats",
+    "configure",
+    "flush",
+    "start_export",
+    "start_metrics",
+    "stats",
+    "stop_export",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +48,7 @@ _settings: dict[str, Any] = {}
 _pipeline: ExportPipeline | None = None
 _last_stats: ExportStats | None = None
 _hooks_installed = False
+_metrics: Any = None  # launchtrace.export.metrics.MetricsExport while metrics are exported
 
 
 def configure(**settings: Any) -> ExportConfig:
@@ -72,7 +82,38 @@ def start_export(*, instrument: bool = True, truncate: bool = False, **settings:
 
         _instrument()
     logger.debug("launchtrace: exporting to %s", _pipeline.sink.description)
+    if _metrics is None and os.environ.get("OTEL_METRICS_EXPORTER"):
+        start_metrics()
     return _pipeline
+
+
+def start_metrics(exporters: tuple[str, ...] | None = None, *, prometheus: str | None = None) -> Any:
+    """Also export launch metrics (counts, duration histograms; :mod:`launchtrace.export.metrics`) from the running
+    export: ``exporters`` among ``"otlp"``, ``"prometheus"`` (default: ``OTEL_METRICS_EXPORTER``), ``prometheus``
+    the ``host:port`` to serve ``/metrics`` on. Returns the ``MetricsExport`` (``None`` when nothing is asked for or
+    it could not start: logged, never raised)."""
+    global _metrics
+    from launchtrace.export import metrics as M
+
+    with _lock:
+        pipeline = _pipeline if _pipeline is not None and _pipeline.running else start_export()
+        if _metrics is not None:
+            return _metrics
+        names = tuple(exporters) if exporters is not None else M.exporters_from_env()
+        if not names:
+            return None
+        try:
+            from launchtrace.export.spanresource import build_resource
+
+            counts = M.LaunchMetrics()
+            _metrics = M.MetricsExport(
+                counts, build_resource(pipeline.config.service_name), names, prometheus=prometheus
+            )
+        except Exception:  # telemetry never breaks the program
+            logger.warning("launchtrace: could not start metrics export %s", names, exc_info=True)
+            return None
+        pipeline.observers.append(counts.observe)
+    return _metrics
 
 
 def flush(timeout: float = 10.0) -> bool:
@@ -86,11 +127,15 @@ def flush(timeout: float = 10.0) -> bool:
 def stop_export(timeout: float = 10.0) -> ExportStats:
     """Flush (ending open scopes), stop the worker, close the sink; returns the final stats."""
     global _pipeline, _last_stats
+    global _metrics
     with _lock:
         pipeline, _pipeline = _pipeline, None
+        metrics, _metrics = _metrics, None
     if pipeline is None:
         return _last_stats or ExportStats()
     _last_stats = pipeline.stop(timeout)
+    if metrics is not None:
+        metrics.shutdown()  # after the final flush: the last export counts every record
     return _last_stats
 
 

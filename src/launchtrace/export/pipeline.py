@@ -153,6 +153,7 @@ class ExportPipeline:
         self._probes_on = False  # this pipeline turned measurements on (probes.configure)
         self._seen = 0  # capture queue length when the worker last looked (more now: the program launched)
         self._deferred_since: float | None = None  # when the worker began waiting for a pause in the launches
+        self.observers: list[Callable[[list], None]] = []  # see each drained chunk (launchtrace.export.metrics)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> ExportPipeline:
@@ -368,6 +369,8 @@ class ExportPipeline:
             except Exception:  # a materialisation bug: never let it kill the worker
                 self._log_worker_error("draining the capture bus")
                 events = []
+            for observe in self.observers:  # before sampling and folding: metrics count every record
+                self._build(observe, events)
             pending += self._build(builder.feed, events)
             more = len(events) >= chunk or bool(sub.queue)
             if pending and (len(pending) >= batch or not more):

@@ -160,6 +160,7 @@ class LatencyAcc:
         h.max_size = limits.max_histogram_buckets or DEFAULT_MAX_SIZE
         h.scale, h.count, h.sum, h.min, h.max, h.zero_count = m.scale, m.count, m.sum, m.min, m.max, m.zero_count
         h.buckets = {m.offset + i: n for i, n in enumerate(m.bucket_counts) if n}
+        h._fit()  # sets the index range the buckets span
         acc.samples, acc.steps = msg.samples, msg.steps
         for entry in msg.per_run:
             values = [(v.start_unix_nano, v.value) for v in entry.values]

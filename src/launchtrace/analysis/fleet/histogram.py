@@ -27,6 +27,7 @@ __all__ = ["DEFAULT_MAX_SIZE", "MAX_SCALE", "ExpHistogram", "index_at"]
 
 MAX_SCALE = 20
 DEFAULT_MAX_SIZE = 160
+_TWO_MAX_SCALE = 2.0**MAX_SCALE
 
 
 def index_at(value: int, scale: int = MAX_SCALE) -> int:
@@ -40,7 +41,7 @@ class ExpHistogram:
     """A mergeable duration distribution: ``count``, integer ``sum`` / ``min`` / ``max``, ``zero_count`` and
     the positive buckets (``buckets``: index at ``scale`` -> count)."""
 
-    __slots__ = ("buckets", "count", "max", "max_size", "min", "scale", "sum", "zero_count")
+    __slots__ = ("_hi", "_lo", "buckets", "count", "max", "max_size", "min", "scale", "sum", "zero_count")
 
     def __init__(self, max_size: int = DEFAULT_MAX_SIZE) -> None:
         if max_size < 2:
@@ -50,22 +51,37 @@ class ExpHistogram:
         self.buckets: dict[int, int] = {}
         self.count = self.sum = self.zero_count = 0
         self.min = self.max = 0
+        self._lo = self._hi = 0  # lowest and highest bucket index while there are buckets
 
     def add(self, value: int, count: int = 1) -> None:
         """Add ``count`` samples of ``value`` nanoseconds."""
         value = int(value)
-        if self.count == 0:
-            self.min = self.max = value
+        if self.count:
+            if value < self.min:
+                self.min = value
+            elif value > self.max:
+                self.max = value
         else:
-            self.min, self.max = min(self.min, value), max(self.max, value)
+            self.min = self.max = value
         self.count += count
         self.sum += value * count
         if value <= 0:
             self.zero_count += count
             return
-        index = index_at(value) >> (MAX_SCALE - self.scale)
-        self.buckets[index] = self.buckets.get(index, 0) + count
-        self._fit()
+        if value & (value - 1):
+            index = (math.ceil(math.log2(value) * _TWO_MAX_SCALE) - 1) >> (MAX_SCALE - self.scale)
+        else:
+            index = index_at(value) >> (MAX_SCALE - self.scale)
+        buckets = self.buckets
+        if not buckets:
+            self._lo = self._hi = index
+        elif index < self._lo:
+            self._lo = index
+        elif index > self._hi:
+            self._hi = index
+        buckets[index] = buckets.get(index, 0) + count
+        if self._hi - self._lo >= self.max_size:
+            self._fit()
 
     def extend(self, values: Iterable[int]) -> None:
         for v in values:
@@ -79,11 +95,14 @@ class ExpHistogram:
             merged[index >> by] = merged.get(index >> by, 0) + n
         self.buckets = merged
         self.scale -= by
+        self._lo, self._hi = self._lo >> by, self._hi >> by
 
     def _fit(self) -> None:
         if len(self.buckets) < 2:
+            if self.buckets:
+                self._lo = self._hi = next(iter(self.buckets))
             return
-        lo, hi = min(self.buckets), max(self.buckets)
+        lo, hi = self._lo, self._hi = min(self.buckets), max(self.buckets)
         by = 0
         while (hi >> by) - (lo >> by) + 1 > self.max_size:
             by += 1
