@@ -12,20 +12,21 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
+from tests import promql_names as P
 
 from launchtrace import conventions as C
-from tests import promql_names as P
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "compose"
 K8S = DEPLOY / "k8s"
 RULES = DEPLOY / "prometheus" / "launchtrace-rules.yaml"
-RULES_TEST = DEPLOY / "prometheus" / "launchtrace-rules.test.yaml"
+RULES_TEST = ROOT / "tests" / "prometheus" / "launchtrace-rules-test.yaml"  # the fleet issue's unit tests
 DASHBOARDS = sorted((COMPOSE / "grafana" / "dashboards").glob("*.json"))
 
 
@@ -146,9 +147,22 @@ def test_span_metrics_see_every_span_before_tail_sampling(name):
     (forward,) = [e for e in entry["exporters"] if e.startswith("forward")]
     (sampled,) = [p for p in pipelines.values() if forward in p["receivers"]]
     assert "tail_sampling" in sampled["processors"]
-    metrics = pipelines["metrics"]
-    assert "span_metrics" in metrics["receivers"] and "otlp" in metrics["receivers"]
-    assert "prometheus" in metrics["exporters"]
+    # span metrics to one Prometheus exporter; launchtrace's own OTLP metrics to another, with the resource
+    # attributes the rules group by (service.name, service.version, host.name) turned into labels
+    (span_metrics,) = [p for p in pipelines.values() if "span_metrics" in p["receivers"]]
+    assert all(e.split("/")[0] == "prometheus" for e in span_metrics["exporters"])
+    (own,) = [p for n, p in pipelines.items() if n.startswith("metrics") and "otlp" in p["receivers"]]
+    (exporter,) = own["exporters"]
+    assert config["exporters"][exporter]["resource_to_telemetry_conversion"]["enabled"] is True
+    kept = " ".join(
+        st
+        for p in own["processors"]
+        if p.startswith("transform")
+        for c in config["processors"][p]["metric_statements"]
+        for st in c["statements"]
+    )
+    for attribute in ("service.name", "service.version", "host.name"):
+        assert f'"{attribute}"' in kept
     policies = {p["type"] for p in config["processors"]["tail_sampling"]["policies"]}
     assert {"status_code", "latency", "probabilistic"} <= policies  # keep errors, slow steps; sample the rest
 
@@ -197,8 +211,9 @@ def _collector_listens(config: dict) -> set[int]:
     ports = set()
     for protocol in config["receivers"]["otlp"]["protocols"].values():
         ports.add(_port(protocol["endpoint"]))
-    if "prometheus" in (config.get("exporters") or {}):
-        ports.add(_port(config["exporters"]["prometheus"]["endpoint"]))
+    for name, exporter in (config.get("exporters") or {}).items():
+        if name.split("/")[0] == "prometheus":
+            ports.add(_port(exporter["endpoint"]))
     for reader in config["service"].get("telemetry", {}).get("metrics", {}).get("readers", []):
         ports.add(reader["pull"]["exporter"]["prometheus"]["port"])
     for ext in (config.get("extensions") or {}).values():
@@ -264,6 +279,7 @@ EXPECTED_COMPOSE_EDGES = {
     ("collector", "tempo", 4317),
     ("prometheus", "collector", 8888),
     ("prometheus", "collector", 8889),
+    ("prometheus", "collector", 8890),
     ("prometheus", "tempo", 3200),
     ("prometheus", "alertmanager", 9093),
     ("tempo", "prometheus", 9090),
@@ -283,7 +299,7 @@ def test_compose_graph_every_connection_reaches_a_service_listening_on_that_port
         assert source in services, (source, why)
         assert host in services, f"{source} -> {host}:{port} ({why}): no such service"
         assert port in listeners[host], f"{source} -> {host}:{port} ({why}): {host} listens on {listeners[host]}"
-    assert EXPECTED_COMPOSE_EDGES <= {(s, h, p) for s, h, p, _ in edges}
+    assert {(s, h, p) for s, h, p, _ in edges} >= EXPECTED_COMPOSE_EDGES
 
 
 def test_compose_publishes_what_the_user_opens_and_mounts_files_that_exist():
@@ -291,7 +307,7 @@ def test_compose_publishes_what_the_user_opens_and_mounts_files_that_exist():
     listeners = _compose_listeners()
     for name, svc in services.items():
         for mapping in svc.get("ports", []):
-            host_port, container_port = (int(x) for x in str(mapping).split(":"))
+            _published, container_port = (int(x) for x in str(mapping).split(":"))
             assert container_port in listeners[name], (name, mapping)
         for volume in svc.get("volumes", []):
             source = volume.split(":")[0]
@@ -412,13 +428,55 @@ def produced_series() -> P.Produced:
     return produced
 
 
-def launchtrace_metric_series() -> P.Produced:
-    """launchtrace's own OTLP metrics as the Collector's Prometheus exporter writes them."""
-    from launchtrace import metric_names as M
+_SCRAPED: list[P.Produced] = []
 
+
+def launchtrace_metric_series() -> P.Produced:
+    """launchtrace's own metrics as a real Warp process serves them: ``tests/fleet_app.py`` with
+    ``start_metrics(exporters=("prometheus",))`` on loopback, scraped and parsed with ``prometheus_client``'s
+    text parser. (Through a Collector the same OTLP metrics get the same names and, with
+    ``resource_to_telemetry_conversion``, the same resource labels; the Collector cannot run here.)"""
+    if _SCRAPED:
+        return _SCRAPED[0]
+    import os
+    import sys
+    import time
+
+    import requests
+    from prometheus_client.parser import text_string_to_metric_families
+    from tests.loopback_http import free_port
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "OTEL_SERVICE_NAME": "deploy-check",
+        "OTEL_RESOURCE_ATTRIBUTES": "service.version=1.0,host.name=deploy-host",
+        "FLEET_METRICS_PORT": str(port),
+        "FLEET_LINGER_S": "5",
+    }
+    app = ROOT / "tests" / "fleet_app.py"
     out = P.Produced()
-    for name, labels in M.prometheus_series().items():
-        out.add(name, set(labels))
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.Popen(
+            [sys.executable, str(app), "clean", "20", str(Path(tmp) / "spans.jsonl")], env=env, stderr=subprocess.PIPE
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and "launchtrace_scope_steps_total" not in out.series:
+                try:
+                    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+                except requests.RequestException:
+                    time.sleep(0.2)
+                    continue
+                for family in text_string_to_metric_families(text):
+                    for sample in family.samples:
+                        if sample.name.startswith("launchtrace_"):
+                            out.add(sample.name, set(sample.labels))
+                time.sleep(0.2)
+        finally:
+            proc.wait(60)
+    assert {"launchtrace_launches_total", "launchtrace_launch_duration_seconds_bucket"} <= set(out.series), out
+    _SCRAPED.append(out)
     return out
 
 
@@ -435,13 +493,17 @@ def dashboard_queries() -> list[tuple[str, str, P.Used]]:
     return queries
 
 
-def rule_queries() -> list[tuple[str, str, P.Used]]:
+def rule_queries(produced: P.Produced) -> list[tuple[str, str, P.Used]]:
+    """Every rule's names; a recording rule's series is added to ``produced`` (labelled by what its expression
+    keeps: the labels it names, ``le`` aside) for the rules after it."""
     out = []
     for group in load(RULES)["groups"]:
         for rule in group["rules"]:
             used = P.names_in(rule["expr"])
             name = rule.get("alert") or rule.get("record")
             out.append((RULES.name, name, used))
+            if "record" in rule:
+                produced.add(rule["record"], used.labels - {"le"})
     return out
 
 
@@ -456,10 +518,25 @@ def test_every_dashboard_query_names_only_series_and_labels_we_produce():
 
 def test_every_alert_rule_names_only_series_and_labels_we_produce():
     produced = produced_series()
-    queries = rule_queries()
-    assert queries
+    queries = rule_queries(produced)
+    assert len(queries) >= 4
     for where, what, used in queries:
         assert P.unknown_names(used, produced) == [], (where, what)
+
+
+def test_the_dashboard_is_the_generator_output():
+    assert (COMPOSE / "grafana" / "dashboards" / "launchtrace-overview.json").read_text() == _script(
+        "gen_grafana_dashboard"
+    ).render()
+
+
+def _script(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_the_dashboards_cover_what_the_issue_asks_for():
@@ -505,6 +582,7 @@ def test_promtool_check_config_on_the_compose_prometheus(tmp_path):
 
 
 def test_promtool_check_rules_and_test_rules():
+    """The fleet issue's tests/test_prometheus_rules.py runs these too, and a live Prometheus on the rules."""
     result = _run(_tool("promtool"), "check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
     result = _run(_tool("promtool"), "test", "rules", RULES_TEST.name, cwd=RULES_TEST.parent)
@@ -513,6 +591,7 @@ def test_promtool_check_rules_and_test_rules():
 
 
 def test_promtool_checks_the_k8s_prometheus_rule(tmp_path):
+    assert (K8S / "prometheus-rules.yaml").read_text() == _script("gen_k8s_rules").render()
     (rule,) = yaml.safe_load_all((K8S / "prometheus-rules.yaml").read_text())
     assert rule["kind"] == "PrometheusRule"
     assert rule["spec"] == load(RULES), "generated from deploy/prometheus/launchtrace-rules.yaml: regenerate"
@@ -527,11 +606,16 @@ def test_amtool_check_config_on_the_alertmanager_file():
     assert "SUCCESS" in result.stdout + result.stderr
 
 
-def test_alertmanager_groups_by_labels_the_alerts_carry():
+def test_alertmanager_groups_by_labels_every_alert_carries():
+    """Grouping by a label no alert has would put every alert in one notification."""
     route = load(COMPOSE / "alertmanager.yaml")["route"]
-    rule_labels = set()
+    produced = produced_series()
+    rule_queries(produced)  # adds the recorded series
     for group in load(RULES)["groups"]:
         for rule in group["rules"]:
-            rule_labels |= set(rule.get("labels", {}))
-            rule_labels |= P.names_in(rule["expr"]).labels
-    assert set(route["group_by"]) - {"alertname"} <= rule_labels | {"service_version"}
+            if "alert" not in rule:
+                continue
+            carried = set(rule.get("labels", {})) | {"alertname"}
+            for metric in P.names_in(rule["expr"]).metrics:
+                carried |= produced.series[metric]
+            assert set(route["group_by"]) <= carried, rule["alert"]

@@ -17,7 +17,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from tests import console_blocks as B
 
 ROOT = Path(__file__).resolve().parent.parent
