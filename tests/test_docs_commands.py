@@ -12,6 +12,7 @@ standard output (Warp's warnings and progress lines go to standard error).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -124,3 +125,29 @@ def test_a_drifted_output_is_reported_and_a_partial_one_is_allowed():
     assert B.shape_mismatch([*shown, "..."], [*shown, "an extra line"]) == []
     warp = ["Warp 1.19.0 initialized:", "   Devices:", "Module m 88a33cd load on device 'cpu' took 1.2 ms  (cached)"]
     assert B.shape_mismatch(shown, warp + shown) == []
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces as dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_relative_link_of_the_guide_and_deploy_readme_resolves():
+    pages = [*sorted(GUIDE.glob("*.md")), ROOT / "deploy" / "README.md"]
+    problems = []
+    for page in pages:
+        for target in _LINK.findall(page.read_text()):
+            if re.match(r"^\w+:", target):
+                continue  # an absolute URL
+            path, _, anchor = target.partition("#")
+            resolved = (page.parent / path).resolve() if path else page
+            if not resolved.exists():
+                problems.append(f"{page.relative_to(ROOT)}: {target}: no such file")
+            elif anchor and resolved.suffix == ".md":
+                headings = {_slug(h) for h in re.findall(r"^#+ (.+)$", resolved.read_text(), re.M)}
+                if anchor not in headings:
+                    problems.append(f"{page.relative_to(ROOT)}: {target}: no such heading")
+    assert not problems, "\n".join(problems)
