@@ -64,7 +64,8 @@ def alerts_as_markdown(alerts: Sequence[Alert], header: str = "") -> str:
         cells = (a.reason, a.service, a.group_label, a.scope, a.kernel or "", a.summary)
         lines.append("| " + " | ".join(f"`{_md(c)}`" if i < 5 and c else _md(c) for i, c in enumerate(cells)) + " |")
     for a in alerts:
-        lines += ["", f"### {_md(a.reason)}: {_md(a.group_label)}, scope `{_md(a.scope)}`", "", "```text"]
+        kernel = f", kernel `{_md(a.kernel)}`" if a.kernel else ""
+        lines += ["", f"### {_md(a.reason)}: {_md(a.group_label)}, scope `{_md(a.scope)}`{kernel}", "", "```text"]
         lines += [*a.evidence, *([f"exemplar traces: {', '.join(a.exemplars)}"] if a.exemplars else []), "```"]
     return "\n".join(lines) + "\n"
 

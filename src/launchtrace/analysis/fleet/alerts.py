@@ -215,7 +215,7 @@ def _judge(comparisons: list[_Comparison], options: AlertOptions) -> list[Alert]
         if not (v.significant and v.direction == "slower"):
             continue
         what = c.kernel or f"scope {c.scope!r}"
-        summary = f"{what} {v.effect:+.0%} slower ({v.basis}: {v.n_runs_b} vs {v.n_runs_a} runs)"
+        summary = f"{what} {v.effect:+.0%} slower ({v.n_runs_b} runs against {v.n_runs_a}, basis {v.basis})"
         evidence = (
             v.reason,
             f"effect {v.effect:+.1%}, interval {v.ci_low:+.1%} .. {v.ci_high:+.1%} at level {1 - alpha:.4g}, "

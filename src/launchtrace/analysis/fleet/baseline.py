@@ -51,6 +51,7 @@ SCHEMA_VERSION = 1
 MAX_RUNS = 64
 MAX_STEPS_PER_RUN = 256
 MAX_TOPOLOGIES = 256
+_SLACK = 32  # step values a run may hold beyond max_steps before they are cut back
 
 
 def key_hash(run: str) -> int:
@@ -92,7 +93,7 @@ class LatencyAcc:
         acc.steps += 1
         if acc.values is not None:
             acc.values.append((start_ns, step_value))
-            if len(acc.values) > 2 * self.max_steps:
+            if len(acc.values) > self.max_steps + _SLACK:  # keep the earliest max_steps (sorted now and then)
                 acc.values = sorted(acc.values)[: self.max_steps]
 
     def _prune(self) -> None:
