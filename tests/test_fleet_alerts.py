@@ -217,3 +217,52 @@ def test_unreachable_alertmanager_is_one_line_exit_2(fleet, tmp_path: Path) -> N
         "alert", "--baseline", str(base), "--from", *map(str, bad_runs(fleet, DIM)), "--alertmanager", url, "--quiet"
     )
     assert proc.returncode == 2 and url in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def _served_traces(files: list[Path]) -> dict[bytes, list]:
+    from launchtrace.sources.files import read_spans
+
+    traces: dict[bytes, list] = {}
+    for path in files:
+        for trace_id, spans in read_spans(path, check=False).traces().items():
+            traces.setdefault(trace_id, []).extend(spans)
+    return traces
+
+
+def test_baseline_from_tempo_and_jaeger_equals_the_one_from_files(fleet, tmp_path: Path) -> None:
+    """No Tempo or Jaeger can run here: ``tests.loopback_http.Backend`` is a real HTTP server on loopback answering
+    at their real endpoints (Tempo ``/api/search`` + ``/api/v2/traces/{id}``, Jaeger ``/api/v3/traces``) with the
+    fleet's own spans in their response shapes. The baselines built through them equal the one built from files."""
+    import orjson
+
+    from launchtrace.baselines import read_baseline
+    from launchtrace.otlp.json_codec import encode_line
+    from loopback_http import Answer, Backend
+
+    files = clean_runs(fleet, (0, 1))
+    traces = _served_traces(files)
+    direct = tmp_path / "files.pb"
+    assert cli("baseline", "build", "--from", *map(str, files), "--out", str(direct), "--quiet").returncode == 0
+    with Backend() as tempo, Backend() as jaeger:
+        hits = [{"traceID": tid.hex().lstrip("0")} for tid in traces]
+        tempo.routes["/api/search"] = Answer(200, orjson.dumps({"traces": hits}))
+        for tid, spans in traces.items():
+            body = b'{"trace":' + encode_line(spans).encode() + b"}"
+            tempo.routes[f"/api/v2/traces/{tid.hex()}"] = Answer(200, body)
+        everything = [s for spans in traces.values() for s in spans]
+        jaeger.routes["/api/v3/traces"] = Answer(200, b'{"result":' + encode_line(everything).encode() + b"}")
+        via_tempo, via_jaeger = tmp_path / "tempo.pb", tmp_path / "jaeger.pb"
+        proc = cli("baseline", "build", "--from", "tempo", tempo.url, "--since", "1d", "--limit", "500",
+                   "--out", str(via_tempo))  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert f"read {len(traces)} traces" in proc.stderr
+        proc = cli("baseline", "build", "--from", "jaeger", jaeger.url, "--service", "fleet-sim", "--since", "1d",
+                   "--out", str(via_jaeger), "--quiet")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert tempo.seen[0].path == "/api/search" and len(tempo.seen) == 1 + len(traces)
+        assert jaeger.seen[0].query["query.service_name"] == ["fleet-sim"]
+    want = read_baseline(direct)
+    for path, kind in ((via_tempo, "tempo"), (via_jaeger, "jaeger")):
+        got = read_baseline(path)
+        assert list(got.groups) == list(want.groups) and got.window == want.window, kind
+        assert got.sources[0].kind == kind and got.sources[0].traces == len(traces)
