@@ -30,7 +30,8 @@ def test_diff_exits_0_when_equal_and_1_when_topology_differs(files, capsys) -> N
     assert main(["diff", str(files["base"]), str(files["insert"])]) == 1
     out = capsys.readouterr().out
     assert out.startswith("topology: differs (3 inserted, 0 removed, 0 changed)")
-    assert out.count(" inserted ") == 3
+    assert out.count(" inserted ") == 1  # the same insertion in each of the 3 steps, printed once
+    assert "scope step 3 occurrences #0-#2: 3 -> 4 records" in out
 
 
 def test_diff_json_and_markdown(files, capsys) -> None:
@@ -68,7 +69,7 @@ def test_dataflow_and_summary(files, capsys) -> None:
     }
     assert main(["summary", str(files["base"])]) == 0
     out = capsys.readouterr().out
-    assert "3 trace(s), 9 records" in out and "wp.copy" in out
+    assert "3 traces, 9 records" in out and "wp.copy" in out and "time per scope" in out
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' not installed (CI installs it)")

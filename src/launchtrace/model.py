@@ -24,6 +24,7 @@ __all__ = [
     "ArgKey",
     "BufferArg",
     "DeviceTime",
+    "FoldStats",
     "LaunchRecord",
     "Op",
     "ScopeKind",
@@ -138,6 +139,38 @@ class DeviceTime:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class FoldStats:
+    """The host-duration statistics a summary span recorded for one position of a folded sequence.
+
+    Every record rebuilt from that position shares one ``FoldStats``: expanded copies all carry the position's
+    mean as their duration, which is a figure rebuilt from a summary, not a measurement. Consumers count the
+    position once (key :attr:`key`) with its ``count`` and recorded ``min_ns`` / ``mean_ns`` / ``max_ns`` /
+    ``p50_ns`` (p50 exact up to 4,096 repetitions, a reservoir estimate beyond). ``summary``: the summary
+    span's id (int), ``position``: the index in its sequence, ``copy``: which repetition this record stands
+    for (0-based; ``-1`` for a record that stands for all of them, ``repeat`` set).
+    """
+
+    summary: int
+    position: int
+    count: int
+    min_ns: int
+    mean_ns: int
+    max_ns: int
+    p50_ns: int
+    copy: int = -1
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """What identifies the folded position: the same for every record rebuilt from it."""
+        return (self.summary, self.position)
+
+    @property
+    def total_ns(self) -> int:
+        """The position's total host time (count x mean): exact up to the mean's rounding."""
+        return self.count * self.mean_ns
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class LaunchRecord:
     """One recorded launch, copy, fill, primitive or graph launch.
 
@@ -185,6 +218,9 @@ class LaunchRecord:
     repeat: int = 1  # > 1 only for a record standing for folded repetitions (rebuilt from a summary span)
     module_hash: str = ""  # the compiled module's content hash, when known: tells builds apart
     probes: tuple = ()  # ValueStats / DeviceTime measured for this launch (optional, off by default)
+    # Rebuilt from a summary span: its recorded statistics (the times above are then the position's mean, not a
+    # measurement). Not compared: a folded launch has the same topology as an unfolded one.
+    fold: FoldStats | None = dataclasses.field(default=None, compare=False)
     # The materializer's earlier record this one was copied from (equal in all but start / end, seq and scope,
     # see capture.materialize), or None. The span builder reuses the template's fold key. Not compared.
     template: LaunchRecord | None = dataclasses.field(default=None, compare=False, repr=False)

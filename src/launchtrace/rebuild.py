@@ -32,6 +32,7 @@ from launchtrace.model import (
     UNKNOWN_SITE,
     BufferArg,
     DeviceTime,
+    FoldStats,
     LaunchRecord,
     ScopeKind,
     ScopeRecord,
@@ -238,7 +239,9 @@ class _TraceRebuilder:
             return []
         scope_id = self._parent_scope(span)
         means = [max(0, _int(p.get(C.FOLD_DURATION_MEAN, 0))) for p in positions]
-        bases = [_record(p, 0, 0, None, scope_id) for p in positions]
+        summary = int.from_bytes(span.span_id, "big") if span.span_id else id(span)
+        stats = [_fold_stats(p, summary, j, count, mean) for j, (p, mean) in enumerate(zip(positions, means))]
+        bases = [_record(p, 0, 0, None, scope_id, fold) for p, fold in zip(positions, stats)]
         anchor = bases[0].seq
         if not self.expand or count * period > MAX_EXPANDED:
             if self.expand:
@@ -246,7 +249,13 @@ class _TraceRebuilder:
             out = []
             for j, (base, mean) in enumerate(zip(bases, means)):
                 start = events[j][1]
-                rec = dataclasses.replace(base, start_ns=start, end_ns=start + mean, repeat=base.repeat * count)
+                rec = dataclasses.replace(
+                    base,
+                    start_ns=start,
+                    end_ns=start + mean,
+                    repeat=base.repeat * count,
+                    fold=dataclasses.replace(stats[j], copy=-1),
+                )
                 out.append(((anchor, j), rec))
             return out
         total = count * period
@@ -259,10 +268,30 @@ class _TraceRebuilder:
             j = k % period
             seq = anchor + (k * (last_seq - anchor)) // (total - 1) if total > 1 else anchor
             end = cursor + means[j]
-            out.append(((anchor, k), _with_times(bases[j], cursor, end, seq)))
+            rec = _with_times(bases[j], cursor, end, seq)
+            if k >= period:  # which repetition it stands for; the first keeps the base's (shared) stats
+                rec = _with_fold(rec, dataclasses.replace(stats[j], copy=k // period))
+            out.append(((anchor, k), rec))
             cursor = end + gap
         return out
 
+
+def _fold_stats(p: dict[str, Any], summary: int, position: int, count: int, mean: int) -> FoldStats:
+    """The statistics a fold position event recorded (missing ones fall back to the mean); ``count`` is the
+    launches the position stands for (the repetitions times the record's own ``repeat``)."""
+    return FoldStats(
+        summary=summary,
+        position=position,
+        count=max(1, count * max(1, _int(p.get(C.REPEAT, 1)))),
+        min_ns=max(0, _int(p.get(C.FOLD_DURATION_MIN, mean))),
+        mean_ns=mean,
+        max_ns=max(0, _int(p.get(C.FOLD_DURATION_MAX, mean))),
+        p50_ns=max(0, _int(p.get(C.FOLD_DURATION_P50, mean))),
+        copy=0,
+    )
+
+
+_with_fold: Callable[[LaunchRecord, FoldStats], LaunchRecord] = slot_copier(LaunchRecord, ("fold",))
 
 _with_times: Callable[[LaunchRecord, int, int, int], LaunchRecord] = slot_copier(
     LaunchRecord, ("start_ns", "end_ns", "seq")
@@ -350,7 +379,9 @@ def _value(value: Any) -> Any:
     return tuple(_value(v) for v in value) if isinstance(value, list | tuple) else value
 
 
-def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None) -> LaunchRecord:
+def _record(
+    d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None, fold: FoldStats | None = None
+) -> LaunchRecord:
     """A record from the attributes of its span (or of a folded position's event)."""
     params = _strings(d.get(C.PARAMS, ()))
     array_keys = _strings(d.get(C.ARRAY_KEYS, ()))
@@ -419,6 +450,7 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
         repeat=_int(d.get(C.REPEAT, 1)),
         module_hash=str(d.get(C.MODULE_HASH, "")),
         probes=tuple(probes),
+        fold=fold,
     )
 
 

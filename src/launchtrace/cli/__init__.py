@@ -31,6 +31,25 @@ COMMANDS: dict[str, str] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """Argument errors as one line (``launchtrace diff: error: argument --alpha: '2': must be between 0 and
+    1``), like every other error of ours, instead of the usage text followed by the message."""
+
+    def error(self, message: str):  # type: ignore[override]
+        from launchtrace.otlp.problems import one_line
+
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def _check_numbers(parser: argparse.ArgumentParser) -> None:
+    """Plain ``int`` / ``float`` options refuse negative, NaN and infinite values (see cli._numbers)."""
+    from launchtrace.cli._numbers import checked
+
+    for action in parser._actions:
+        if action.type in (int, float):
+            action.type = checked(action.type)
+
+
 def _load(module: str):
     return importlib.import_module(f"launchtrace.cli.{module}")
 
@@ -39,7 +58,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; with ``only``, just that subcommand's module is imported."""
     from launchtrace import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="launchtrace",
         description="OpenTelemetry for GPU compute written in NVIDIA Warp.",
     )
@@ -57,6 +76,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
+        _check_numbers(p)
         p.set_defaults(_module=module)
     return parser
 
