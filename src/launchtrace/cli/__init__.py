@@ -93,7 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except UserError as exc:
-        print(f"launchtrace {args.command}: error: {exc}", file=sys.stderr)
+        from launchtrace.otlp.problems import one_line
+
+        print(f"launchtrace {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

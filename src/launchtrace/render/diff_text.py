@@ -154,7 +154,7 @@ def _timing_lines(result: TraceDiff, limit: int) -> list[str]:
     if result.warmup:
         lines.append(_warmup_line(result.warmup))
     lines.append(
-        f"timing: {len(notable)} significant change(s) over {plural(len(tested), 'group')} with a verdict"
+        f"timing: {plural(len(notable), 'significant change')} over {plural(len(tested), 'group')} with a verdict"
         + (f" ({few} with too few steps)" if few else "")
     )
     ordered = notable + [t for t in tested if not t.verdict.significant]
