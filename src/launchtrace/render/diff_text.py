@@ -120,7 +120,8 @@ def _warmup_line(warm: Sequence[WarmUp]) -> str:
         runs += " ..." if len(ws) > 6 else ""
         first = format_ns(max(w.first_ns for w in ws))
         median = format_ns(sorted(w.median_ns for w in ws)[len(ws) // 2])
-        said.append(f"{side} {runs}: first {plural(steps, 'step')} of {scope!r} (up to {first}; median step {median})")
+        took = f"the first up to {first}" if len(ws) > 1 else f"the first {first}"
+        said.append(f"{side} {runs}: first {plural(steps, 'step')} of {scope!r} ({took}; median step {median})")
     return "timing: warm-up left out: " + "; ".join(said)
 
 
@@ -244,6 +245,7 @@ def diff_as_json(result: TraceDiff) -> dict[str, Any]:
             {
                 "name": s.name,
                 "occurrence": s.occurrence,
+                "run": s.run,
                 "count_a": s.count_a,
                 "count_b": s.count_b,
                 "entries": [_entry_json(e) for e in s.entries],
