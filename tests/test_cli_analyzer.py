@@ -133,3 +133,17 @@ def test_graph_without_graphviz_still_writes_dot(files, tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.suffix for p in out.iterdir()) == [".dot"] * 3
     assert "Graphviz 'dot' is not installed" in proc.stderr
+
+
+def test_diff_takes_several_runs_per_side(files, capsys) -> None:
+    argv = ["diff", str(files["base"]), str(files["again"]), "--against", str(files["scalar"]), str(files["base"])]
+    assert main([*argv, "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert (data["runs_a"], data["runs_b"]) == (2, 2)  # one run per file here (no process ids in them)
+    changed = {(s["run"], s["occurrence"]) for s in data["segments"] if s["entries"]}
+    assert changed == {(0, 0), (0, 1), (0, 2)}  # run 1 of A against run 1 of B (scalar); run 2 equal
+    assert all(t["basis"] == "insufficient" for t in data["timing"])  # 3 steps a run, minus warm-up
+    assert main(argv) == 1
+    assert "timing: per-step totals of 2 runs (A) against 2 runs (B)" in capsys.readouterr().out
+    assert main(["diff", str(files["base"]), str(files["again"]), str(files["scalar"])]) == 2
+    assert "give A and B, or A1 A2 ... --against B1 B2 ..." in capsys.readouterr().err

@@ -11,9 +11,10 @@ inserted or removed.
 Timing (:mod:`launchtrace.analysis.verdicts`) compares **per-step aggregates**, never launches: for each scope
 occurrence (a step) the total host time of each kernel in it, of each scope nested in it (``step/simulate``: time
 per ``wp.ScopedTimer``) and of the step itself. The unit of replication is the run (one process: traces are
-grouped by ``service.instance.id``, else host and pid, else file), then the step. Leading warm-up steps of each
-run (the first compiles kernels) are left out and listed in :attr:`TraceDiff.warmup`. Folded positions enter as
-their recorded totals (count x mean), one value per step, never as copies of a mean counted as samples.
+grouped by file, and within a file by ``service.instance.id``, else host and pid), then the step. Leading
+warm-up steps of each run (the first compiles kernels) are left out and listed in :attr:`TraceDiff.warmup`.
+Folded positions enter as their recorded totals (count x mean), one value per step, never as copies of a mean
+counted as samples.
 
 Example::
 
@@ -241,13 +242,15 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
 
 
 def run_key(trace: TraceData) -> tuple:
-    """What tells one run (process) from another: ``service.instance.id``, else host and pid, else the file."""
+    """What tells one run (process) from another: the file it was read from, and in it
+    ``service.instance.id``, else host and pid (a file written by ``launchtrace collect`` holds several)."""
     attrs = trace.attributes
+    source = str(attrs.get("source", ""))
     if attrs.get("service.instance.id"):
-        return ("instance", str(attrs["service.instance.id"]))
+        return (source, "instance", str(attrs["service.instance.id"]))
     if attrs.get("process.pid") is not None:
-        return ("pid", str(attrs.get("host.name", "")), str(attrs["process.pid"]))
-    return ("source", str(attrs.get("source", "")))
+        return (source, "pid", str(attrs.get("host.name", "")), str(attrs["process.pid"]))
+    return (source,)
 
 
 def split_runs(traces: Sequence[TraceData]) -> list[list[TraceData]]:
@@ -272,13 +275,13 @@ GroupKey = tuple[str, str, str]  # (kind, step scope, name)
 
 
 def step_series(
-    traces: Sequence[TraceData], scope: str | None = None
+    traces: Sequence[TraceData], scope: str | None = None, segs: Sequence[Segment] | None = None
 ) -> tuple[dict[str, list[float]], dict[GroupKey, dict[int, float]], dict[GroupKey, list[int]]]:
     """Per-step aggregates of one run: ``(step durations by step scope, {group: {occurrence: ns}},
     {group: [launches, folded]})``. A group is ``("kernel", step scope, kernel)`` (total time of that kernel in
     the step) or ``("scope", step scope, path)`` (the step itself, or a scope nested in it). Records with no
     end time are left out; unscoped records form ``<no scope>`` steps, one per run of them, timed as the sum
-    of their records."""
+    of their records. ``segs``: ``segments(traces, scope)`` when the caller has them already."""
     steps: dict[str, list[float]] = {}
     values: dict[GroupKey, dict[int, float]] = {}
     counts: dict[GroupKey, list[int]] = {}
@@ -301,7 +304,7 @@ def step_series(
             path = trace.scope_path(sid)
             inner = path[path.index(trace.scopes[top].name) :] if trace.scopes[top].name in path else path
             nested.setdefault((t, top), []).append(("/".join(inner), float(sc.duration_ns)))
-    for seg in segments(traces, scope):
+    for seg in segments(traces, scope) if segs is None else segs:
         trace = traces[seg.trace]
         timed = [r for r in seg.records if r.end_ns > 0]
         if seg.scope_id is not None:
@@ -324,13 +327,21 @@ def step_series(
     return steps, values, counts
 
 
+def _segments(traces: Sequence[TraceData], scope: str | None, cache: dict) -> list[Segment]:
+    """``segments(traces, scope)``, computed once per set of traces for the topology and the timing."""
+    key = (tuple(id(t) for t in traces), scope)
+    if key not in cache:
+        cache[key] = segments(traces, scope)
+    return cache[key]
+
+
 def _run_series(
-    runs: Sequence[Sequence[TraceData]], side: str, scope: str | None
+    runs: Sequence[Sequence[TraceData]], side: str, scope: str | None, cache: dict
 ) -> tuple[list[dict[GroupKey, list[float]]], dict[GroupKey, list[int]], list[WarmUp]]:
     """Each run's per-step series by group with its warm-up steps left out, the launch counts, the warm-up."""
     out, totals, warm = [], {}, []
     for r, run in enumerate(runs):
-        steps, values, counts = step_series(run, scope)
+        steps, values, counts = step_series(run, scope, _segments(run, scope, cache))
         skip = {}
         for name, durations in steps.items():
             k = warmup_steps(durations)
@@ -356,10 +367,14 @@ def _pooled(runs: list[list[float]], q: float) -> float:
 
 
 def _timing(
-    runs_a: Sequence[Sequence[TraceData]], runs_b: Sequence[Sequence[TraceData]], scope: str | None, opts: dict
+    runs_a: Sequence[Sequence[TraceData]],
+    runs_b: Sequence[Sequence[TraceData]],
+    scope: str | None,
+    opts: dict,
+    cache: dict,
 ) -> tuple[list[TimingChange], list[WarmUp]]:
-    series_a, counts_a, warm_a = _run_series(runs_a, "A", scope)
-    series_b, counts_b, warm_b = _run_series(runs_b, "B", scope)
+    series_a, counts_a, warm_a = _run_series(runs_a, "A", scope, cache)
+    series_b, counts_b, warm_b = _run_series(runs_b, "B", scope, cache)
     keys = list(dict.fromkeys([k for s in series_a for k in s] + [k for s in series_b for k in s]))
     rows = []
     for key in keys:
@@ -397,9 +412,10 @@ def _topology(
     scalars: bool,
     streams: bool,
     raw: bool,
+    cache: dict,
 ) -> list[SegmentDiff]:
     """Segment-by-segment topology diff of one pair of trace sets."""
-    seg_a, seg_b = segments(a, scope), segments(b, scope)
+    seg_a, seg_b = _segments(a, scope, cache), _segments(b, scope, cache)
     by_key_a = {(s.name, s.occurrence): s for s in seg_a}
     by_key_b = {(s.name, s.occurrence): s for s in seg_b}
     keys = list(dict.fromkeys([(s.name, s.occurrence) for s in seg_a] + [(s.name, s.occurrence) for s in seg_b]))
@@ -458,9 +474,10 @@ def diff_traces(
         n = max(len(runs_a), len(runs_b))
         pairs = [(runs_a[min(k, len(runs_a) - 1)], runs_b[min(k, len(runs_b) - 1)]) for k in range(n)]
     out = []
+    cache: dict = {}
     for run, (ta, tb) in enumerate(pairs):
-        out += _topology(ta, tb, scope, run, scalars=not ignore_scalars, streams=not ignore_streams, raw=raw_pointers)
-    runs_a, runs_b = split_runs(a), split_runs(b)
+        flags = {"scalars": not ignore_scalars, "streams": not ignore_streams, "raw": raw_pointers}
+        out += _topology(ta, tb, scope, run, **flags, cache=cache)
     opts = {
         "alpha": alpha,
         "min_change": min_change,
@@ -469,7 +486,7 @@ def diff_traces(
         "quantile": quantile,
         "min_abs_change": one_run_min_delta_ns,
     }
-    rows, warm = _timing(runs_a, runs_b, scope, opts) if timing else ([], [])
+    rows, warm = _timing(runs_a, runs_b, scope, opts, cache) if timing else ([], [])
     return TraceDiff(
         segments=tuple(out),
         timing=tuple(rows),
