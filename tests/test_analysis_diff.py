@@ -254,3 +254,22 @@ def test_unowned_buffers_compare_by_order_of_appearance_not_address() -> None:
         assert [(f.field, f.name, f.before, f.after) for f in e.fields] == [
             ("buffer", "out", "<unowned #3>", "<unowned #0>")
         ]
+
+
+def test_a_step_whose_records_are_cut_in_two_is_one_step() -> None:
+    """Another scope's records in the middle of a step (another thread's work in one trace) cut it into two
+    segments; its time is still one step, counted once."""
+    records, scopes = [], {}
+    for occ in range(6):
+        sid, other = 2 * occ + 1, 2 * occ + 2
+        t = 1_000 + occ * 1_000_000
+        scopes[sid] = ScopeRecord(sid, "step", "user", start_ns=t, end_ns=t + 500_000)
+        scopes[other] = ScopeRecord(other, "io", "user", start_ns=t, end_ns=t + 10_000)
+        records += (
+            _timed("m.a", [100_000], sid, t) + _timed("m.io", [1_000], other, t) + _timed("m.b", [200_000], sid, t)
+        )
+    result = diff_traces(TraceData(records, scopes), TraceData(records, scopes))
+    by_group = {t.group: t for t in result.timing}
+    assert by_group["scope step"].verdict.n_steps_a == 6 and by_group["scope step"].launches_a == 6
+    assert by_group["kernel m.b in step"].verdict.n_steps_a == 6
+    assert by_group["scope step"].median_a_ns == 500_000

@@ -304,23 +304,29 @@ def step_series(
             path = trace.scope_path(sid)
             inner = path[path.index(trace.scopes[top].name) :] if trace.scopes[top].name in path else path
             nested.setdefault((t, top), []).append(("/".join(inner), float(sc.duration_ns)))
+    occurrence_of: dict[tuple[int, int], int] = {}  # a scope whose records were cut in two is one step
     for seg in segments(traces, scope) if segs is None else segs:
         trace = traces[seg.trace]
         timed = [r for r in seg.records if r.end_ns > 0]
-        if seg.scope_id is not None:
-            sc = trace.scopes[seg.scope_id]
-            if sc.end_ns <= 0:
-                continue  # still open when exported: no step time
-            step_ns = float(sc.duration_ns)
-        elif timed:
-            step_ns = float(sum(_record_total(r)[0] for r in timed))
+        if seg.scope_id is not None and (seg.trace, seg.scope_id) in occurrence_of:
+            occ = occurrence_of[(seg.trace, seg.scope_id)]
         else:
-            continue
-        occ = len(steps.setdefault(seg.name, []))
-        steps[seg.name].append(step_ns)
-        add(("scope", seg.name, seg.name), occ, step_ns, 1, 0)
-        for path, ns in nested.get((seg.trace, seg.scope_id), ()) if seg.scope_id is not None else ():
-            add(("scope", seg.name, path), occ, ns, 1, 0)
+            if seg.scope_id is not None:
+                sc = trace.scopes[seg.scope_id]
+                if sc.end_ns <= 0:
+                    continue  # still open when exported: no step time
+                step_ns = float(sc.duration_ns)
+            elif timed:
+                step_ns = float(sum(_record_total(r)[0] for r in timed))
+            else:
+                continue
+            occ = len(steps.setdefault(seg.name, []))
+            steps[seg.name].append(step_ns)
+            add(("scope", seg.name, seg.name), occ, step_ns, 1, 0)
+            if seg.scope_id is not None:
+                occurrence_of[(seg.trace, seg.scope_id)] = occ
+                for path, ns in nested.get((seg.trace, seg.scope_id), ()):
+                    add(("scope", seg.name, path), occ, ns, 1, 0)
         for rec in timed:
             ns, launches, folded = _record_total(rec)
             add(("kernel", seg.name, rec.kernel), occ, float(ns), launches, folded)
