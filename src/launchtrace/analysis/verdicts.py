@@ -81,9 +81,10 @@ DEFAULT_MIN_CHANGE = 0.05  # a significant change under 5 % is not worth a line
 DEFAULT_MIN_RUNS = 3  # runs per side before the run-level test
 DEFAULT_MIN_STEPS = 5  # steps per side (after warm-up) before any verdict
 ONE_RUN_DRIFT_FLOOR = 0.25
-"""With one run per side, a change under this fraction is never called: the drift of a kernel's median step
-between two runs of the same program on a noisy shared machine (measured by ``benchmarks/bench_verdicts.py``;
-``docs/diff.md`` has the figures)."""
+"""With one run per side, a change under this fraction is never called. Two runs of the same program on a noisy
+shared machine moved a millisecond kernel's p10 step by up to 10 % (its median by up to 130 %;
+``benchmarks/bench_verdicts.py``, figures in ``docs/diff.md``): 25 % leaves a margin and still finds a 1.5x
+slower kernel."""
 ONE_RUN_SPREAD_FACTOR = 3.0
 """With one run per side, the detectable change is at least this many times how far a side's ``quantile`` step
 sits above its fastest step (``q / min - 1``): when even the low steps of a run were slowed by interference,
