@@ -10,6 +10,7 @@ succeeds and launchtrace uses the Python references (see launchtrace.native), wh
 - otlp/_jsonenc: SpanData -> OTLP JSON Lines (reference: launchtrace.otlp.encode_jsonl)
 - otlp/_protoenc: SpanData -> OTLP protobuf (reference: launchtrace.otlp.encode_proto)
 - otlp/_wire2json: OTLP protobuf -> OTLP JSON Lines, for collect (reference: launchtrace.otlp.transcode)
+- otlp/_jsoncheck: a JSON syntax check that allocates nothing (reference: launchtrace.otlp.jsoncheck)
 """
 
 from pathlib import Path
@@ -25,6 +26,7 @@ NATIVE = (
     "otlp/_jsonenc",
     "otlp/_protoenc",
     "otlp/_wire2json",
+    "otlp/_jsoncheck",
 )
 
 setup(

@@ -6,7 +6,7 @@ pairs; the bare side runs with instrumentation fully removed (``uninstrument()``
 per-pair ratios with min and max, and the per-launch costs. Also measures a patched-but-unobserved launch
 (instrumented, nobody subscribed).
 
-    python benchmarks/bench_capture.py [--launches 20000] [--pairs 7]
+    python benchmarks/bench_capture.py [--launches 20000] [--pairs 7] [--device cuda:0]
 """
 
 from __future__ import annotations
@@ -47,11 +47,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launches", type=int, default=20000)
     parser.add_argument("--pairs", type=int, default=7)
+    parser.add_argument("--device", default="cpu", help="Warp device (default cpu; cuda:0 on a GPU machine)")
     args = parser.parse_args()
 
     wp.init()
-    x = wp.zeros(1, dtype=float, device="cpu")
+    x = wp.zeros(1, dtype=float, device=args.device)
     loop(x, 100)  # compile
+    wp.synchronize_device(args.device)
 
     ratios, quiet_ratios, bare_us, inst_us = [], [], [], []
     for _ in range(args.pairs):
@@ -73,7 +75,7 @@ def main() -> None:
 
     print(
         f"machine: {platform.machine()} {platform.processor() or ''} python {platform.python_version()} "
-        f"warp {wp.__version__}, CPU device"
+        f"warp {wp.__version__}, device {args.device} ({wp.get_device(args.device).name})"
     )
     print(f"bare wp.launch:             {statistics.median(bare_us):6.2f} us/launch (median of {args.pairs})")
     print(f"instrumented (recording):   {statistics.median(inst_us):6.2f} us/launch")

@@ -3,9 +3,10 @@
 Three measurements, each alternating its two sides (A B A B ...) for ``--pairs`` pairs after one warm-up
 pair, reporting the median per-pair ratio with its min and max:
 
-1. total: a loop of ``--launches`` launches of a trivial compiled kernel with every launch exported as its own
-   span (folding off) to the JSON Lines file sink, final flush included, versus the same loop bare
-   (``uninstrument()``d). Target <= 1.5x.
+1. total: a loop of ``--launches`` launches of a trivial compiled kernel exported to the JSON Lines file sink,
+   final flush included, versus the same loop bare (``uninstrument()``d). Target <= 1.5x. Once per fold mode
+   (``--fold``, default ``auto,always``): ``auto`` (the default) writes every launch as its own span (its step
+   traces of 1,000 launches fit the span budget), ``off`` too, ``always`` folds the loop into summary spans.
 2. hot path: the same exported loop timed without the final flush (what the launching thread pays while the
    export worker runs beside it) versus bare. Target <= 1.10x.
    Both also as CPU time, which a loaded machine disturbs far less than wall time: the process's CPU time
@@ -59,6 +60,10 @@ def summary(name: str, ratios: list[float], unit: str = "x") -> str:
     )
 
 
+DEVICE = "cpu"
+"""The Warp device the launch loops run on (``--device``)."""
+
+
 def alternate(a: Callable[[], float], b: Callable[[], float], pairs: int) -> list[tuple[float, float]]:
     a(), b()  # warm-up pair
     return [(a(), b()) for _ in range(pairs)]
@@ -66,11 +71,12 @@ def alternate(a: Callable[[], float], b: Callable[[], float], pairs: int) -> lis
 
 # -- 1 and 2: the launch loop ------------------------------------------------------------------------------------
 class LaunchLoop:
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, fold: str = "off") -> None:
         self.n = n
-        self.x = wp.ones(256, dtype=float, device="cpu")
-        self.y = wp.zeros(256, dtype=float, device="cpu")
-        wp.launch(_axpy, dim=256, inputs=[self.x, self.y, 0.5], device="cpu")  # compile
+        self.fold = fold
+        self.x = wp.ones(256, dtype=float, device=DEVICE)
+        self.y = wp.zeros(256, dtype=float, device=DEVICE)
+        wp.launch(_axpy, dim=256, inputs=[self.x, self.y, 0.5], device=DEVICE)  # compile
         self.tmp = tempfile.mkdtemp(prefix="bench_export_")
         self.hot: list[float] = []
         self.cpu: dict[str, list[tuple[float, float]]] = {"bare": [], "exported": []}  # (process, thread)
@@ -78,7 +84,7 @@ class LaunchLoop:
     def loop(self) -> None:
         x, y = self.x, self.y
         for _ in range(self.n):
-            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device="cpu")
+            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device=DEVICE)
 
     def bare(self) -> float:
         capture.uninstrument()
@@ -100,7 +106,7 @@ class LaunchLoop:
 
     def exported(self) -> float:
         path = os.path.join(self.tmp, "spans.jsonl")
-        config = ExportConfig.resolve(file_path=path, fold=False, export_interval_s=0.05)
+        config = ExportConfig.resolve(file_path=path, fold=self.fold, export_interval_s=0.05)
         pipeline = ExportPipeline(config, truncate=True).start()
         capture.instrument()
         p0, c0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
@@ -110,23 +116,31 @@ class LaunchLoop:
         t2, p2 = time.perf_counter(), time.process_time()
         capture.uninstrument()
         self.cpu["exported"].append((p2 - p0, c1 - c0))
-        if stats.exported < self.n or stats.dropped:
+        single = stats.exported - stats.summary_spans  # launch spans, and the few step roots
+        if stats.dropped or single + stats.folded_records < self.n or (self.fold != "always" and single < self.n):
             raise SystemExit(f"lost spans in the benchmark: {stats}")
+        self.folded = (stats.folded_records, stats.summary_spans, stats.exported)
         self.hot.append(t1 - t0)
         return t2 - t0
 
 
-def bench_loop(n: int, pairs: int) -> None:
-    loop = LaunchLoop(n)
+def bench_loop(n: int, pairs: int, fold: str = "off", capture_alone: bool = True) -> None:
+    loop = LaunchLoop(n, fold)
     runs = alternate(loop.bare, loop.exported, pairs)
     hot = loop.hot[1:]  # drop the warm-up
     bare = [a for a, _ in runs]
-    print(f"bare loop: median {1e6 * statistics.median(bare) / n:.1f} us per launch ({n} launches)")
-    print(summary("1. total, file sink, folding off, final flush included / bare", [b / a for a, b in runs]))
+    folded, summaries, exported = loop.folded
+    print(
+        f"fold={fold}: bare loop median {1e6 * statistics.median(bare) / n:.1f} us per launch ({n} launches); "
+        f"{exported} spans exported, {folded} records folded into {summaries} summary spans"
+    )
+    print(summary(f"1. total, file sink, fold={fold}, final flush included / bare", [b / a for a, b in runs]))
     print(summary("2. hot path with export running (loop only) / bare", [h / a for (a, _), h in zip(runs, hot)]))
     cpu_bare, cpu_exported = loop.cpu["bare"][1:], loop.cpu["exported"][1:]  # the warm-up pair dropped
     print(summary("   1 as CPU time (process, every thread)", [e[0] / b[0] for b, e in zip(cpu_bare, cpu_exported)]))
     print(summary("   2 as CPU time (launching thread)", [e[1] / b[1] for b, e in zip(cpu_bare, cpu_exported)]))
+    if not capture_alone:
+        return
     capture_only = alternate(loop.bare, loop.captured, pairs)
     print(summary("   (capture alone, subscribed, no export worker) / bare", [b / a for a, b in capture_only]))
 
@@ -134,12 +148,12 @@ def bench_loop(n: int, pairs: int) -> None:
 # -- 3: OTLP/gRPC throughput -----------------------------------------------------------------------------------
 def launch_spans(n: int) -> list:
     """Real launch spans: ``n`` launches captured and built by the SpanBuilder (folding off)."""
-    x = wp.ones(256, dtype=float, device="cpu")
-    y = wp.zeros(256, dtype=float, device="cpu")
+    x = wp.ones(256, dtype=float, device=DEVICE)
+    y = wp.zeros(256, dtype=float, device=DEVICE)
     capture.instrument()
     with bus.subscribe(capacity=n + 10) as sub:
         for _ in range(n):
-            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device="cpu")
+            wp.launch(_axpy, dim=256, inputs=[x, y, 0.5], device=DEVICE)
         events = sub.drain()
     capture.uninstrument()
     builder = SpanBuilder(ExportConfig.resolve(fold=False, file_path=os.devnull))
@@ -334,11 +348,17 @@ def main() -> None:
     parser.add_argument("--otlp-spans", type=int, default=50_000)
     parser.add_argument("--sdk-spans", type=int, default=5_000)
     parser.add_argument("--only", choices=["loop", "otlp"])
+    parser.add_argument("--fold", default="auto,always", help="fold modes for measurements 1 and 2, comma-separated")
+    parser.add_argument("--device", default="cpu", help="Warp device of the launch loops (default cpu; cuda:0)")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
     wp.init()
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; CPU device only")
+    name = wp.get_device(DEVICE).name
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; device {DEVICE} ({name})")
     if args.only in (None, "loop"):
-        bench_loop(args.launches, args.pairs)
+        for i, fold in enumerate(args.fold.split(",")):
+            bench_loop(args.launches, args.pairs, fold.strip(), capture_alone=i == 0)
     if args.only in (None, "otlp"):
         bench_otlp(args.otlp_spans, args.sdk_spans, args.pairs)
 

@@ -5,8 +5,9 @@ its own ``launchtrace.scope``, buffers owned), drained from the capture bus once
 for ``--pairs`` pairs after a warm-up pair, each side timed over the same number of records:
 
 - A: ``--records`` bare launches of a trivial kernel (not instrumented);
-- B: ``SpanBuilder.feed`` + ``flush`` over the drained events with folding off / on, or ``rebuild`` of the
-  spans (folding off).
+- B: ``SpanBuilder.feed`` + ``flush`` over the drained events with ``fold`` off / always / auto (the default:
+  these step traces fit the budget, so every record is a span, held back until its step ends), or ``rebuild``
+  of the spans (folding off).
 
 Printed: the median per-pair ratio (cost per record / cost per bare launch) with min and max. Below 1.0 means
 a record costs less to turn into a span than the launch it stands for costs to issue.
@@ -85,13 +86,13 @@ def main() -> None:
             wp.launch(_axpy, dim=64, inputs=[x, y, 0.5])
         return (time.perf_counter() - start) / records
 
-    def build(fold: bool) -> tuple[float, list]:
+    def build(fold: str) -> tuple[float, list]:
         builder = SpanBuilder(ExportConfig.resolve(file_path=os.devnull, fold=fold))
         start = time.perf_counter()
         spans = builder.feed(events) + builder.flush()
         return (time.perf_counter() - start) / records, spans
 
-    unfolded = build(False)[1]
+    unfolded = build("off")[1]
 
     def rebuilt() -> float:
         start = time.perf_counter()
@@ -99,8 +100,9 @@ def main() -> None:
         return (time.perf_counter() - start) / records
 
     sides = {
-        "SpanBuilder, folding off": lambda: build(False)[0],
-        "SpanBuilder, folding on ": lambda: build(True)[0],
+        "SpanBuilder, fold=off   ": lambda: build("off")[0],
+        "SpanBuilder, fold=always": lambda: build("always")[0],
+        "SpanBuilder, fold=auto  ": lambda: build("auto")[0],
         "rebuild (unfolded spans)": rebuilt,
     }
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

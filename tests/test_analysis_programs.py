@@ -120,3 +120,23 @@ def test_a_written_trace_file_loads_back_with_the_same_topology(tmp_path: Path) 
     live = run_program("base", 3, sim)
     rebuilt = [topology_key(r) for t in traces for r in t.records]
     assert rebuilt == [topology_key(r) for r in live.records]
+
+
+def write_substep_file(path: Path, *, fold: bool, steps: int = 2, substeps: int = 6) -> Path:
+    """A program whose steps repeat substeps (scale, add, copy) back to back, written through the exporter's
+    span builder with folding on or off: the same run, with and without summary spans."""
+    sim = Sim()
+    with trace_launches():
+        sub = bus.subscribe(thread=threading.get_ident())
+        for _ in range(steps):
+            with launchtrace.scope("step"):
+                for _ in range(substeps):
+                    wp.launch(scale, dim=N, inputs=[sim.x, 0.5], outputs=[sim.tmp], device=DEVICE)
+                    wp.launch(add, dim=N, inputs=[sim.tmp, sim.v], outputs=[sim.out], device=DEVICE)
+                    wp.copy(sim.x, sim.out)
+        sub.close()
+        events = sub.drain()
+    builder = SpanBuilder(ExportConfig.resolve(fold=fold))
+    spans = builder.feed(events) + builder.flush()
+    path.write_text(encode_line(spans) + "\n", encoding="utf-8")
+    return path

@@ -444,6 +444,30 @@ def test_kernel_access_rules():
     assert kernel_access(object()) is None
     # part of an element written: a struct field, a vector component (v[i][1] += s reads it too)
     assert kernel_access(wpp.element_parts) == {"b": "w", "v": "rw", "idx": "r"}
+    # an array handed to a @wp.func takes that function's access (followed two calls deep here)
+    assert kernel_access(wpp.through_funcs) == {"offsets": "r", "out": "w"}
+
+
+def test_bsr_mv_offsets_are_read_not_written(sub):
+    """``warp.sparse.bsr_mv`` hands ``A_offsets`` to a ``@wp.func`` that only reads it: recorded as read,
+    and the product is still right (the kernel really ran)."""
+    import numpy as np
+    import warp.sparse as sparse
+
+    a = sparse.bsr_from_triplets(
+        3,
+        3,
+        wp.array([0, 1, 2], dtype=int, device="cpu"),
+        wp.array([0, 1, 2], dtype=int, device="cpu"),
+        wp.array([2.0, 3.0, 4.0], dtype=float, device="cpu"),
+    )
+    x = wp.array([1.0, 1.0, 1.0], dtype=float, device="cpu")
+    y = sparse.bsr_mv(a, x)
+    assert np.allclose(y.numpy(), [2.0, 3.0, 4.0])
+    (rec,) = [r for r in launches(sub) if "bsr_mv" in r.kernel]
+    access = {buf.name: buf.access for buf in rec.buffers}
+    assert access["A_offsets"] == "r" and access["A_columns"] == "r" and access["x"] == "r"
+    assert "w" in access["y"]
 
 
 def test_writes_to_parts_of_elements_really_happen_and_are_recorded(sub):

@@ -60,8 +60,13 @@ def test_check_static(files, tmp_path, capsys) -> None:
 
 def test_dataflow_and_summary(files, capsys) -> None:
     assert main(["dataflow", str(files["base"]), "--format", "json"]) == 0
+    (whole,) = json.loads(capsys.readouterr().out)  # the whole run (one process) by default
+    assert len(whole["records"]) == 9 and (2, 3, "RAW", "sim.x") in {
+        (e["src"], e["dst"], e["kind"], e["buffer"]) for e in whole["edges"]
+    }  # the copy into sim.x orders the next step's scale
+    assert main(["dataflow", str(files["base"]), "--format", "json", "--scope", "step"]) == 0
     flows = json.loads(capsys.readouterr().out)
-    assert len(flows) == 3  # one trace per step occurrence
+    assert len(flows) == 3 and flows[1]["view"].endswith("step #1")  # one per step occurrence
     assert {(e["src"], e["dst"], e["kind"], e["buffer"]) for e in flows[0]["edges"]} == {
         (0, 1, "RAW", "sim.tmp"),
         (1, 2, "RAW", "sim.out"),
@@ -77,8 +82,15 @@ def test_graph_writes_dot_svg_png(files, tmp_path, capsys) -> None:
     out = tmp_path / "g"
     assert main(["graph", str(files["base"]), "--out", str(out), "--hide-readonly"]) == 0
     written = sorted(p.suffix for p in out.iterdir())
-    assert written == sorted([".dot"] * 3 + [".svg"] * 3 + [".png"] * 3)  # one graph per step trace
+    assert written == [".dot", ".png", ".svg"]  # three identical steps: one picture
     assert all(p.parent == out for p in out.iterdir())
+    assert "step: 3 occurrences with this topology" in next(out.glob("*.dot")).read_text()
+    capsys.readouterr()
+    chosen = tmp_path / "chosen"
+    args = ["graph", str(files["base"]), "--out", str(chosen), "--formats", "", "--scope", "step", "--occurrence"]
+    assert main([*args, "slowest"]) == 0
+    (dot,) = chosen.glob("*.dot")
+    assert "step #" in dot.read_text()
     png = next(out.glob("*.png")).read_bytes()
     assert png.startswith(b"\x89PNG")
     capsys.readouterr()
@@ -133,6 +145,21 @@ def test_graph_without_graphviz_still_writes_dot(files, tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.suffix for p in out.iterdir()) == [".dot"] * 3
     assert "Graphviz 'dot' is not installed" in proc.stderr
+
+
+def test_choosing_what_to_look_at_rejects_what_matches_nothing(files, tmp_path, capsys) -> None:
+    base = str(files["base"])
+    for argv in (["--trace", "ffff"], ["--scope", "nope"], ["--scope", "step", "--occurrence", "7"]):
+        assert main(["dataflow", base, *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and ("no such" in err or "out of range" in err), err
+    with pytest.raises(SystemExit) as exc:
+        main(["dataflow", base, "--occurrence", "-1"])
+    assert exc.value.code == 2 and "expected a number >= 0" in capsys.readouterr().err
+    out = tmp_path / "chosen.json"
+    assert main(["chrome-trace", base, "--out", str(out), "--scope", "step", "--occurrence", "1"]) == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    assert sum(1 for e in events if e["ph"] == "X" and e["cat"] != "scope") == 3  # one step's three records
 
 
 def test_diff_takes_several_runs_per_side(files, capsys) -> None:

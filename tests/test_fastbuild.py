@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.test_spanbuilder import RESOURCE, Events
 
+from launchtrace import conventions as C
 from launchtrace import native
 from launchtrace.export import spanbuilder
 from launchtrace.export.config import ExportConfig
@@ -99,7 +100,7 @@ def _build(events: list, compiled: bool, seed: int, **config) -> tuple:
 @given(
     ops=st.lists(op, max_size=60),
     seed=st.integers(0, 2**32),
-    fold=st.booleans(),
+    fold=st.sampled_from(["off", "always", "auto"]),
     budget=st.sampled_from([3, 5, 12, 40, 2000]),
     step_max=st.sampled_from([2, 1000]),
     sampler=st.sampled_from(["always_on", "traceidratio"]),
@@ -111,9 +112,11 @@ def test_compiled_loop_builds_the_spans_python_builds(ops, seed, fold, budget, s
     assert _build(events, True, seed, **config) == _build(events, False, seed, **config)
 
 
-def test_the_compiled_loop_takes_the_common_case():
+@pytest.mark.parametrize("fold", ["off", "auto"])
+def test_the_compiled_loop_takes_the_common_case(fold):
     """A run of repeated launches under a scope and without one is built in C: Python's ``_on_record`` sees
-    only the records the compiled loop leaves to it (the first of each kernel and its first copy)."""
+    only the records the compiled loop leaves to it (the first of each kernel and its first copy), also while
+    ``fold="auto"`` holds a trace's spans back."""
     ev = TemplateEvents()
     ev.begin("step")
     for _ in range(50):
@@ -122,7 +125,7 @@ def test_the_compiled_loop_takes_the_common_case():
     for _ in range(50):
         ev.repeat(KERNELS[1])
     calls = []
-    builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x.jsonl", fold=False), resource=RESOURCE)
+    builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x.jsonl", fold=fold), resource=RESOURCE)
     python_on_record = builder._on_record
     builder._handlers["record"] = lambda rec: (calls.append(rec), python_on_record(rec))
     spans = builder.feed(ev.events, now_ns=0) + builder.flush(now_ns=10**18)
@@ -146,10 +149,11 @@ def test_wrong_arguments_raise_before_anything_is_built():
         COMPILED.records(SpanBuilder(ExportConfig.resolve(env={}, file_path="x.jsonl")), (), 0)
 
 
+@pytest.mark.parametrize("fold", ["off", "auto"])
 @pytest.mark.parametrize("budget", [12, 40, 2000])
 @pytest.mark.parametrize("step_max", [5, 1000])
 @pytest.mark.parametrize("scoped", [True, False])
-def test_long_runs_cross_budgets_and_step_bounds_as_python_does(budget, step_max, scoped):
+def test_long_runs_cross_budgets_and_step_bounds_as_python_does(budget, step_max, scoped, fold):
     """Long runs of template copies: the budget runs out and step roots close by count in the middle of a
     compiled run; a time gap closes a step by its window."""
     ev = TemplateEvents()
@@ -163,7 +167,11 @@ def test_long_runs_cross_budgets_and_step_bounds_as_python_does(budget, step_max
         ev.repeat(KERNELS[i % 2])
     while ev.open:
         ev.end()
-    config = dict(fold=False, span_budget=budget, step_max_spans=step_max)
+    config = dict(fold=fold, span_budget=budget, step_max_spans=step_max)
     compiled, python = _build(ev.events, True, 7, **config), _build(ev.events, False, 7, **config)
     assert compiled == python
-    assert len(compiled[0]) > 10
+    if fold == "off" or budget == 2000:
+        assert len(compiled[0]) > 10
+    if fold == "auto":  # a trace past its budget folds instead of losing its launches
+        assert compiled[1]["budget"] == 0
+        assert any(s.attribute(C.FOLD_COUNT) for s in compiled[0]) == (budget < 2000 and (scoped or step_max > 5))

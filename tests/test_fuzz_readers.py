@@ -68,7 +68,7 @@ def _real_export_lines() -> list[dict]:
         path = Path(tmp) / "seed.jsonl"
         sim = warp_programs.Sim()
         sim.step()
-        export.start_export(file_path=str(path), truncate=True)
+        export.start_export(file_path=str(path), truncate=True, fold="always")  # the seed holds summary spans
         try:
             with launchtrace.scope("outer", run=1):
                 for i in range(4):

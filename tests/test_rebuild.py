@@ -116,7 +116,7 @@ def test_folded_summary_expands_to_its_repetitions():
                                     seq=2 + 3 * i, scope_id=1))  # fmt: skip
     end = dataclasses.replace(scope, end_ns=400_000)
     events = [("scope_begin", scope), *[("record", r) for r in records], ("scope_end", end)]
-    spans = export(events)
+    spans = export(events, fold="always")
     assert len(spans) == 2
     result = rebuild(through_json(spans))
     (data,) = result.traces.values()
@@ -298,7 +298,7 @@ def test_a_huge_fold_count_is_not_expanded(monkeypatch):
     recs = [LaunchRecord("launch", "k", (1,), None, (), (), SITE, start_ns=i, end_ns=i + 1, seq=i + 2, scope_id=1)
             for i in range(50)]  # fmt: skip
     spans = export([("scope_begin", scope), *[("record", r) for r in recs],
-                    ("scope_end", dataclasses.replace(scope, end_ns=100))])  # fmt: skip
+                    ("scope_end", dataclasses.replace(scope, end_ns=100))], fold="always")  # fmt: skip
     monkeypatch.setattr(rebuild_module, "MAX_EXPANDED", 10)
     result = rebuild(spans)
     assert [r.repeat for r in result.records()] == [50]

@@ -102,3 +102,18 @@ def test_runs_cover_every_key_once() -> None:
     covered = [i for r in runs for i in range(r.start, r.start + r.length * r.count)]
     assert covered == list(range(len(keys)))
     assert [(r.start, r.length, r.count) for r in runs if r.count > 1] == [(1, 2, 4), (10, 1, 3)]
+
+
+@needs_dot
+def test_captured_work_is_drawn_as_captured_and_a_replay_as_running_it() -> None:
+    """Capture needs CUDA: the records of a real CPU program are marked captured into graph 3 (the record
+    contract capture gives), and a replay record is added after them."""
+    trace = run_program("base", 1)
+    captured = [dataclasses.replace(r, captured=True, graph_id=3) for r in trace.records]
+    replay = LaunchRecord("graph_launch", "wp.capture_launch", (), None, (), (), Site("p.py", 9, "f"), graph_id=3)
+    data = TraceData([*captured, replay], trace.scopes)
+    text = render_dot(data, build_dataflow(data), title="step: 1 occurrence")
+    texts = _texts(_svg(text))
+    assert "captured into graph 3 (runs at each replay)" in texts and "replays graph 3" in texts
+    assert texts.count("captured, not run here") == 3 and "step: 1 occurrence" in texts
+    assert "sim.x (rw)" in texts  # the replay's ports: what its graph's launches touch (scale reads, copy writes)

@@ -17,7 +17,7 @@ import os
 import tempfile
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from launchtrace import topology
@@ -102,6 +102,9 @@ def records(draw) -> LaunchRecord:
         error=draw(st.one_of(st.none(), st.none(), st.sampled_from(["RuntimeError: boom", "odd"]))),
         repeat=draw(st.sampled_from([1, 1, 1, 4])),
         module_hash=draw(st.sampled_from(["", "deadbeef"])),
+        # graph_replay is left 0: a pool record repeats with one ordinal, which no real replay does (real
+        # replays, folded and not, are checked in test_graph_capture.py)
+        graph_launches=draw(st.one_of(st.none(), st.integers(0, 100))),
     )
 
 
@@ -208,7 +211,13 @@ def _by_thread(records: list[LaunchRecord]) -> dict[int, list[LaunchRecord]]:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(streams(), st.booleans(), st.sampled_from(list(TRANSPORTS)), st.integers(1, 40), st.data())
+@given(
+    streams(),
+    st.sampled_from(["off", "always", "auto"]),
+    st.sampled_from(list(TRANSPORTS)),
+    st.integers(1, 40),
+    st.data(),
+)
 def test_export_then_rebuild_gives_the_records_back(stream, fold, transport, step_max, data):
     events, recs, scopes = stream
     config = ExportConfig.resolve(env={}, file_path="x", fold=fold, include_internal=True, span_budget=10**6,
@@ -227,7 +236,7 @@ def test_export_then_rebuild_gives_the_records_back(stream, fold, transport, ste
     assert result.skipped == 0
 
     def strip(r: LaunchRecord) -> LaunchRecord:
-        return dataclasses.replace(r, start_ns=0, end_ns=0, seq=0) if fold else r
+        return dataclasses.replace(r, start_ns=0, end_ns=0, seq=0) if fold == "always" else r
 
     got = _by_thread(result.records())
     want = _by_thread(recs)
@@ -251,7 +260,52 @@ def test_export_then_rebuild_gives_the_records_back(stream, fold, transport, ste
     from launchtrace import conventions as C
 
     folded = sum(s.attribute(C.FOLD_LAUNCHES, 0) for s in spans)
-    plain = sum(1 for s in spans if s.attribute(C.OP) is not None)
+    plain = sum(1 for s in spans if s.attribute(C.OP) is not None and s.attribute(C.FOLD_COUNT) is None)
     assert folded + plain == len(recs)
-    if not fold:
+    if fold != "always":  # "auto": every trace fits the budget, so nothing folds
         assert folded == 0
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(streams(), st.sampled_from([12, 25, 60]), st.integers(1, 40), st.data())
+def test_auto_folding_a_trace_past_its_budget_keeps_its_records_and_topology(stream, budget, step_max, data):
+    """fold="auto" with small budgets: traces that would pass them are folded after their spans were held back
+    (nested scopes included). Whatever is not cut comes back: with nothing cut, every record (times and seqs
+    aside), the same topology in order, and the summaries account for every folded record."""
+    from launchtrace import conventions as C
+
+    events, recs, scopes = stream
+    config = ExportConfig.resolve(env={}, file_path="x", fold="auto", include_internal=True, span_budget=budget,
+                                  step_max_spans=step_max, step_window_s=1e6)  # fmt: skip
+    builder = SpanBuilder(config, resource=(("service.name", "prop"),))
+    spans = []
+    i = 0
+    while i < len(events):
+        n = data.draw(st.integers(1, 25))
+        spans += builder.feed(events[i : i + n], now_ns=0)
+        i += n
+    spans += builder.flush(now_ns=10**15)
+    per_trace: dict[bytes, int] = {}
+    for s in spans:
+        per_trace[s.trace_id] = per_trace.get(s.trace_id, 0) + 1
+    assert not per_trace or max(per_trace.values()) <= budget
+    event(f"cut: {bool(builder.dropped_budget)}, folded traces: {min(builder.traces_folded, 2)}")
+    if builder.dropped_budget:
+        return  # cut as documented; what is cut is counted (test_spanbuilder.py)
+    result = rebuild(_via_json(spans))
+    assert result.skipped == 0
+
+    def strip(r: LaunchRecord) -> LaunchRecord:
+        return dataclasses.replace(r, start_ns=0, end_ns=0, seq=0)
+
+    got, want = _by_thread(result.records()), _by_thread(recs)
+    assert got.keys() == want.keys()
+    for thread in want:
+        assert [strip(r) for r in got[thread]] == [strip(r) for r in want[thread]]
+        assert topology.topology_keys(got[thread]) == topology.topology_keys(want[thread])
+    assert {sid: s for d in result.traces.values() for sid, s in d.scopes.items()} == scopes
+    folded = sum(s.attribute(C.FOLD_LAUNCHES, 0) for s in spans)
+    assert folded == builder.folded_records
+    assert folded + sum(1 for s in spans if s.attribute(C.OP) is not None and s.attribute(C.FOLD_COUNT) is None) == len(
+        recs
+    )

@@ -191,6 +191,57 @@ def test_run_a_module_with_dash_m(tmp_path: Path) -> None:
     assert proc.returncode == 4 and "argv ['a', 'b']" in proc.stdout
 
 
-def test_run_out_in_a_missing_folder_is_one_line_exit_2(tmp_path: Path, program: Path) -> None:
-    proc = run("--out", str(tmp_path / "nope" / "s.jsonl"), str(program), cwd=tmp_path)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "does not exist" in proc.stderr
+def test_run_out_in_a_missing_folder_creates_it(tmp_path: Path, program: Path, setup_work) -> None:
+    """One rule for every command that writes a file: its missing folders are created."""
+    out = tmp_path / "new" / "deeper" / "s.jsonl"
+    proc = run("--out", str(out), str(program), str(tmp_path / "argv.txt"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    check_launches(file_spans(out), setup_work)
+
+
+def test_run_names_the_service_after_the_script_and_files_absolutely(tmp_path: Path, program: Path) -> None:
+    out = tmp_path / "s.jsonl"
+    proc = run("--out", str(out), "sim_program.py", str(tmp_path / "argv.txt"), cwd=tmp_path)  # a relative path
+    assert proc.returncode == 0, proc.stderr
+    spans = file_spans(out)
+    assert {dict(s.resource)["service.name"] for s in spans} == {"sim_program"}
+    steps = [s for s in spans if s.attribute(C.SCOPE_KIND) == "user"]  # opened in the program itself
+    assert len(steps) == 3 and {s.attribute(C.CODE_FILEPATH) for s in steps} == {str(program)}
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [("OTEL_SERVICE_NAME", "fleet-sim", "fleet-sim"), ("OTEL_RESOURCE_ATTRIBUTES", "service.name=rl,team=a", "rl")],
+)
+def test_run_keeps_the_service_name_the_environment_gives(
+    tmp_path: Path, program: Path, variable: str, value: str, expected: str
+) -> None:
+    out = tmp_path / "s.jsonl"
+    proc = run("--out", str(out), str(program), str(tmp_path / "argv.txt"), cwd=tmp_path, **{variable: value})
+    assert proc.returncode == 0, proc.stderr
+    assert {dict(s.resource)["service.name"] for s in file_spans(out)} == {expected}
+
+
+def test_run_a_missing_module_is_one_line_exit_2_and_no_file(tmp_path: Path) -> None:
+    out = tmp_path / "m.jsonl"
+    proc = run("--out", str(out), "-m", "nosuchmod_launchtrace", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == "launchtrace run: error: -m nosuchmod_launchtrace: no module named 'nosuchmod_launchtrace'\n"
+    assert proc.stdout == "" and not out.exists()
+
+
+def test_run_a_bad_option_prints_runs_usage(tmp_path: Path) -> None:
+    proc = run("--bogus", "x.py", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("usage: launchtrace run ")
+    assert "launchtrace run: error: unrecognized arguments: --bogus" in proc.stderr
+
+
+def test_run_a_missing_submodule_is_one_line_exit_2_and_no_file(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    out = tmp_path / "m.jsonl"
+    proc = run("--out", str(out), "-m", "pkg.nosuch", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == "launchtrace run: error: -m pkg.nosuch: no module named 'pkg.nosuch'"
+    assert "Traceback" not in proc.stderr and not out.exists()

@@ -151,7 +151,7 @@ def test_graph_dot_parses_and_draws_exactly_the_benign_nodes(traces, in_tmp_cwd,
         assert rc == 0, capsys.readouterr().err
         svgs = sorted(out.glob("*.svg"))
         assert svgs and all(p.parent == out for p in out.rglob("*"))  # nothing outside the folder
-        assert all(p.name.startswith("trace-") for p in out.iterdir())
+        assert all(p.name.startswith("run0-") for p in out.iterdir())
         text = "".join(p.read_text() for p in svgs)
         assert not [t for t, a in tags_of(text) if t in ("script", "img") or any(k.startswith("on") for k in a)]
         counts[kind] = (text.count('class="node"'), text.count('class="edge"'))

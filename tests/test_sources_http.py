@@ -91,7 +91,7 @@ def test_down_and_slow_backends():
     assert str(err.value).endswith("(tried 3 times)") and len(sleeps) == 2
     with Backend() as b:
         b.routes["/slow"] = Answer(200, b"{}", delay=1.0)
-        with pytest.raises(UserError, match=r"/slow: no answer within 0.2 s \(tried once\)"):
+        with pytest.raises(UserError, match=r"/slow: no complete answer within 0.2 s \(tried once\)"):
             client(b.url, timeout=0.2, retries=0).get("/slow")
 
 

@@ -213,18 +213,32 @@ def test_step_roots_close_by_time_window_in_record_time_and_at_feed_time():
 # --- folding and budget -----------------------------------------------------------------------------------
 
 
+def test_by_default_a_trace_within_its_budget_is_exported_in_full():
+    """fold="auto" (the default): 100 repeats fit the budget, so every launch keeps its own span."""
+    ev = Events()
+    ev.begin("rollout")
+    for i in range(100):
+        ev.launch("sim.step", ptrs=(0x1000, 0x2000) if i % 2 == 0 else (0x2000, 0x1000))
+    ev.end()
+    builder, spans = build(ev.events)
+    assert [s.name for s in spans] == ["sim.step"] * 100 + ["rollout"]
+    assert [s.attribute(C.SEQ) for s in spans[:100]] == [r.seq for k, r in ev.events if k == "record"]
+    assert (builder.folded_records, builder.summary_spans, builder.dropped_budget) == (0, 0, 0)
+
+
 def test_repeats_fold_into_one_summary_span_with_the_topology_once():
     ev = Events()
     ev.begin("rollout")
     for i in range(100):
         ev.launch("sim.step", ptrs=(0x1000, 0x2000) if i % 2 == 0 else (0x2000, 0x1000))
     ev.end()
-    _, spans = build(ev.events)
-    assert [s.name for s in spans] == ["fold sim.step +1", "rollout"]
+    builder, spans = build(ev.events, fold="always")
+    assert [s.name for s in spans] == ["sim.step x50", "rollout"]
+    assert (builder.folded_records, builder.summary_spans) == (100, 1)
     summary = spans[0]
     a = summary.attributes_dict()
     assert (a[C.FOLD_COUNT], a[C.FOLD_PERIOD], a[C.FOLD_LAUNCHES]) == (50, 2, 100)
-    assert C.OP not in a
+    assert (a[C.OP], a[C.KERNEL], a[C.FOLD_KERNELS]) == ("launch", "sim.step", ("sim.step",))
     assert [e.name for e in summary.events] == [C.EVENT_FOLD_POSITION] * 2
     p0, p1 = (dict(e.attributes) for e in summary.events)
     assert (p0[C.FOLD_POSITION], p1[C.FOLD_POSITION]) == (0, 1)
@@ -261,10 +275,12 @@ def test_budget_never_orphans_a_nested_scope_child():
     assert len(spans) <= 6
 
 
-def test_ten_thousand_step_loop_stays_within_budget_and_folds():
+@pytest.mark.parametrize("fold", ["auto", "always"])
+def test_ten_thousand_step_loop_stays_within_budget_and_folds(fold):
     """A 10,000-iteration loop inside one scope (ping-pong buffers, dt changing every 500 steps, a checkpoint
     launch every 1,000) and 10,000 unscoped launches: every trace within budget, nothing dropped, and the
-    rebuilt records have exactly the captured topology (owners and scalars included), in order."""
+    rebuilt records have exactly the captured topology (owners and scalars included), in order. By default
+    only the loop's trace (30,010 launches) is folded; the unscoped step traces (1,000 launches each) fit."""
     from launchtrace.rebuild import rebuild
 
     ev = Events()
@@ -280,16 +296,24 @@ def test_ten_thousand_step_loop_stays_within_budget_and_folds():
     for _ in range(10_000):
         ev.launch("sim.integrate")
     captured = [r for kind, r in ev.events if kind == "record"]
-    builder, spans = build(ev.events)
+    builder, spans = build(ev.events, **({} if fold == "auto" else {"fold": fold}))
     traces: dict[bytes, int] = {}
     for s in spans:
         traces[s.trace_id] = traces.get(s.trace_id, 0) + 1
     assert max(traces.values()) <= 2000
     assert builder.dropped_budget == 0
     folded = sum(s.attribute(C.FOLD_LAUNCHES, 0) for s in spans)
-    plain = sum(1 for s in spans if s.attribute(C.OP) is not None)
+    plain = sum(1 for s in spans if s.attribute(C.OP) is not None and s.attribute(C.FOLD_COUNT) is None)
     assert folded + plain == len(captured) == 40_010
-    assert len(spans) < 200
+    assert folded == builder.folded_records
+    assert builder.summary_spans == sum(1 for s in spans if s.attribute(C.FOLD_COUNT) is not None)
+    train_id = next(s.trace_id for s in spans if s.name == "train")
+    assert traces[train_id] < 200
+    if fold == "auto":
+        assert plain == 10_000 + 10 and folded == 30_000 and builder.traces_folded == 1  # the checkpoints: singles
+        assert sorted(n for t, n in traces.items() if t != train_id) == [1001] * 10
+    else:
+        assert len(spans) < 200
     result = rebuild(spans)
     assert result.warnings == [] and result.skipped == 0
     rebuilt = sorted(result.records(), key=lambda r: r.seq)
@@ -335,8 +359,10 @@ def test_sample_every_with_sampler_on_folds_the_others():
         for _ in range(5):
             ev.launch()
         ev.end()
-    _, spans = build(ev.events, sample_every=2)
-    assert len(by_name(spans, "sim.integrate")) == 5 and len(by_name(spans, "fold sim.integrate")) == 1
+    _, spans = build(ev.events, sample_every=2, fold="always")
+    assert len(by_name(spans, "sim.integrate")) == 5 and len(by_name(spans, "sim.integrate x5")) == 1
+    _, spans = build(ev.events, sample_every=2)  # fold="auto": both fit their budget
+    assert len(by_name(spans, "sim.integrate")) == 10
 
 
 # --- internal work, incomplete scopes, odd streams ---------------------------------------------------------
@@ -415,11 +441,33 @@ def test_config_keyword_beats_env_beats_default():
            "OTEL_TRACES_SAMPLER_ARG": "0.25", "LAUNCHTRACE_FILE": "/tmp/t.jsonl"}  # fmt: skip
     c = ExportConfig.resolve(env=env)
     assert (c.span_budget, c.fold, c.sampler, c.sampler_arg, c.file_path) == (
-        500, False, "traceidratio", 0.25, "/tmp/t.jsonl")  # fmt: skip
-    c = ExportConfig.resolve(env=env, span_budget=99, fold=True)
-    assert (c.span_budget, c.fold) == (99, True)
+        500, "off", "traceidratio", 0.25, "/tmp/t.jsonl")  # fmt: skip
+    c = ExportConfig.resolve(env=env, span_budget=99, fold="always")
+    assert (c.span_budget, c.fold) == (99, "always")
     d = ExportConfig.resolve(env={})
-    assert (d.span_budget, d.fold, d.sampler, d.endpoint, d.sink) == (2000, True, "parentbased_always_on", None, "file")
+    assert (d.span_budget, d.fold, d.sampler, d.endpoint, d.sink) == (
+        2000,
+        "auto",
+        "parentbased_always_on",
+        None,
+        "file",
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "kwarg", "expected"),
+    [("always", None, "always"), ("AUTO", None, "auto"), ("off", None, "off"), ("true", None, "always"),
+     ("0", None, "off"), ("always", "off", "off"), (None, True, "always"), (None, False, "off"), (None, None, "auto")],
+)  # fmt: skip
+def test_fold_mode_keyword_beats_env_beats_auto_and_reads_the_old_booleans(env, kwarg, expected):
+    kwargs = {} if kwarg is None else {"fold": kwarg}
+    assert ExportConfig.resolve(env={} if env is None else {"LAUNCHTRACE_FOLD": env}, **kwargs).fold == expected
+
+
+def test_a_bad_fold_mode_in_the_environment_warns_and_falls_back_to_auto(caplog):
+    with caplog.at_level(logging.WARNING, logger="launchtrace.export.config"):
+        assert ExportConfig.resolve(env={"LAUNCHTRACE_FOLD": "sometimes"}).fold == "auto"
+    assert "LAUNCHTRACE_FOLD" in caplog.text
 
 
 def test_config_bad_env_warns_and_falls_back(caplog):
@@ -536,7 +584,7 @@ def test_ids_do_not_repeat_after_random_seed_or_fork():
     assert len(child) == 128 and child != parent
 
 
-@pytest.mark.parametrize("fold", [False, True])
+@pytest.mark.parametrize("fold", ["off", "always", "auto"])
 def test_record_copies_of_a_template_take_its_fold_key_and_give_the_same_spans(fold):
     """Records the materializer copied from a template (``LaunchRecord.template``) reuse the template's fold key
     id; the spans equal those of the same records made without templates (ids and times aside)."""
@@ -556,8 +604,12 @@ def test_record_copies_of_a_template_take_its_fold_key_and_give_the_same_spans(f
         keys = [builder._key_id(r) for r in recs]
         assert keys[0] == keys[1] == keys[3] == keys[4] and keys[2] == keys[5] != keys[0]
     assert outputs[0] == outputs[1]
-    doubles = [dict(a)[C.scalar_attr("dt")] for _, _, _, a, _ in outputs[0] if dict(a).get(C.OP)]
-    if not fold:
+    doubles = [
+        dict(a)[C.scalar_attr("dt")]
+        for _, _, _, a, _ in outputs[0]
+        if dict(a).get(C.OP) and C.FOLD_COUNT not in dict(a)
+    ]
+    if fold != "always":
         assert [repr(v) for v in doubles] == ["1", "1", "1.0", "1", "1", "1.0"]
 
 

@@ -313,7 +313,7 @@ def test_trace_rebuilt_from_spans_has_the_live_fingerprint(sim: Stepper) -> None
             sub.close()
     finally:
         launchtrace.disown("sim")
-    builder = SpanBuilder(ExportConfig.resolve(env={}), resource=(("service.name", "t"),))
+    builder = SpanBuilder(ExportConfig.resolve(env={}, fold="always"), resource=(("service.name", "t"),))
     spans = builder.feed(sub.drain()) + builder.flush()
     assert len(spans) < len(live)  # folding did happen
     records = sorted(rebuild(spans).records(), key=lambda r: r.seq)

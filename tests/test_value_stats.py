@@ -246,7 +246,7 @@ def test_stats_flow_into_exported_spans_through_the_file_sink(warp_cpu, tmp_path
     x, _ = _inputs(3)
     same = wp.zeros(N, dtype=float)
     growing = wp.zeros(N, dtype=wp.int32)
-    export.start_export(file_path=str(path), value_stats=True, export_interval_s=0.05, truncate=True)
+    export.start_export(file_path=str(path), value_stats=True, export_interval_s=0.05, truncate=True, fold="always")
     try:
         assert capture_warp._PROBES is True
         for _ in range(4):

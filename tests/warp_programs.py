@@ -126,3 +126,26 @@ def element_parts(b: wp.array(dtype=Body), v: wp.array(dtype=wp.vec3), idx: wp.a
     b[i].mass = s
     v[idx[i]][0] = s
     v[i][1] += s
+
+
+@wp.func
+def _row_end(offsets: wp.array(dtype=int), row: int) -> int:
+    """Reads ``offsets`` only, through a second function."""
+    return _first(offsets, row + 1)
+
+
+@wp.func
+def _first(values: wp.array(dtype=int), i: int) -> int:
+    return values[i]
+
+
+@wp.func
+def _store(out: wp.array(dtype=float), i: int, v: float):
+    out[i] = v
+
+
+@wp.kernel
+def through_funcs(offsets: wp.array(dtype=int), out: wp.array(dtype=float)):
+    """Hands both arrays to ``@wp.func`` helpers: one only reads its array, the other only writes."""
+    i = wp.tid()
+    _store(out, i, float(_row_end(offsets, i) - offsets[i]))

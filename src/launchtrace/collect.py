@@ -25,7 +25,6 @@ Example::
 from __future__ import annotations
 
 import base64
-import gzip
 import http.server
 import logging
 import os
@@ -46,20 +45,29 @@ DEFAULT_HTTP_PORT = 4318
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """Largest request accepted (the Collector's default is 4 MiB; a local tool can afford more)."""
 
-_ID_KEYS = ("traceId", "spanId", "parentSpanId")
+DEFAULT_IDLE_TIMEOUT_S = 30.0
+"""An HTTP connection silent this long (idle keep-alive, or a body that stopped coming) is closed."""
 _TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 _EMPTY_RESPONSE = b""  # ExportTraceServiceResponse() serialized: every field default
 _SYNC_EVERY_BYTES = 8 << 20  # the writer wakes the syncer after this many bytes
 
 
+_ID_HEX_DIGITS = {"traceId": 32, "spanId": 16, "parentSpanId": 16}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
 def _ids_to_base64(obj: dict) -> None:
-    for key in _ID_KEYS:
+    """Hex ids -> base64 for ``json_format``; an id that is not exactly 32 / 16 hex digits, or is all zeros, is
+    the sender's error (an empty or missing ``parentSpanId`` is a root; a span or link needs both other ids)."""
+    for key, digits in _ID_HEX_DIGITS.items():
         value = obj.get(key)
-        if isinstance(value, str) and value:
-            try:
-                obj[key] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
-            except ValueError:
-                raise ValueError(f"{key} {value!r} is not hex (OTLP/JSON ids are hex)") from None
+        if key == "parentSpanId" and not value:
+            continue
+        if not isinstance(value, str) or len(value) != digits or not _HEX.issuperset(value):
+            raise ValueError(f"{key} {value!r} is not {digits} hex digits (OTLP/JSON ids are hex)")
+        if value.count("0") == digits:
+            raise ValueError(f"{key} {value!r} is all zeros (an invalid id)")
+        obj[key] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
 
 
 def _walk_spans(d: dict, fix: Callable[[dict], None]) -> None:
@@ -135,6 +143,18 @@ def _warm_decoders() -> None:
     _parse_proto(b"")
 
 
+class _Pending:
+    """A request queued for the writer; ``done`` is set once its line was written (``ok``) or failed."""
+
+    __slots__ = ("done", "ok", "request", "spans")
+
+    def __init__(self, request: Any, spans: int) -> None:
+        self.request = request
+        self.spans = spans
+        self.done = threading.Event()
+        self.ok = True
+
+
 def _line(item: Any) -> bytes:
     """The JSON line of a queued request: a :class:`Transcoded` or a message."""
     return item.line if isinstance(item, Transcoded) else message_to_json_line(item)
@@ -146,7 +166,8 @@ class Collector:
     ``grpc_port`` / ``http_port``: ``0`` picks a free port, ``None`` turns that protocol off. ``out`` ``None``
     writes no file (tests that only look at :attr:`messages`). ``keep=True`` also keeps every received
     request in :attr:`messages`. ``max_pending_spans`` bounds what waits for the writer: past it, receiving
-    waits (back-pressure on the senders), it never drops.
+    waits (back-pressure on the senders), it never drops. ``idle_timeout``: seconds an HTTP connection may
+    stay silent (between requests, or inside one) before it is closed and its thread ends.
     """
 
     def __init__(
@@ -158,6 +179,7 @@ class Collector:
         host: str = "127.0.0.1",
         keep: bool = False,
         max_pending_spans: int = 500_000,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
     ) -> None:
         self.out = None if out is None else os.fspath(out)
         self.host = host
@@ -173,6 +195,7 @@ class Collector:
         self._want_http = http_port
         self._queue: queue.Queue = queue.Queue()
         self._max_pending = max(1, max_pending_spans)
+        self.idle_timeout = idle_timeout
         self._lock = threading.Condition()
         self._grpc_server: Any = None
         self._http_server: http.server.ThreadingHTTPServer | None = None
@@ -195,8 +218,10 @@ class Collector:
         gRPC metadata or HTTP headers (lower-case names), kept as :attr:`last_headers` (tests check that the
         standard header variables arrive).
 
-        Returns ``False`` (nothing counted or queued) once :meth:`stop` closed the writer: the receiver must
-        then refuse the request so the sender keeps the spans (a keep-alive HTTP connection outlives the
+        Returns once the request's line is written to the file (``write`` returned: a SIGKILL of the receiver
+        cannot lose it), ``True``; the receiver acknowledges the request only then. ``False`` (nothing counted
+        or queued) once :meth:`stop` closed the writer, or when the line could not be written: the receiver
+        must then refuse the request so the sender keeps the spans (a keep-alive HTTP connection outlives the
         listening socket).
         """
         if isinstance(message, (bytes, bytearray, memoryview)):
@@ -207,6 +232,7 @@ class Collector:
             kept = _parse_proto(message.raw)
         if headers is not None:
             self.last_headers = headers
+        pending = _Pending(message, n)
         with self._lock:
             while self.spans_received - self.spans_written > self._max_pending and self.out is not None:
                 if self._closed:
@@ -219,8 +245,15 @@ class Collector:
             if self.keep:
                 self.messages.append(kept)
             self._lock.notify_all()
-            self._queue.put((message, n))  # under the lock: never behind the writer's end marker
-        return True
+            self._queue.put(pending)  # under the lock: never behind the writer's end marker
+        pending.done.wait()  # acknowledged means written: the OS has the line when the sender hears "ok"
+        return pending.ok
+
+    def refusal(self) -> str:
+        """Why :meth:`receive` refused a request, for the sender."""
+        if self._closed:
+            return "launchtrace collect is shutting down"
+        return f"launchtrace collect could not write to {self.out}"
 
     def wait_for_spans(self, count: int, timeout: float = 10.0) -> bool:
         """Wait until at least ``count`` spans were received; whether they were."""
@@ -251,25 +284,28 @@ class Collector:
     def _writer(self) -> None:
         unsynced = 0  # bytes written since the syncer was last woken
         while True:
-            item = self._queue.get()
-            if item is None:
+            pending = self._queue.get()
+            if pending is None:
                 break
-            request, n = item
             if self._file is not None:
                 try:
-                    line = _line(request)
+                    line = _line(pending.request)
                     self._file.write(line)
-                    self._file.flush()
+                    self._file.flush()  # to the OS now: the receiver acknowledges after this
                     unsynced += len(line)
                     if unsynced >= _SYNC_EVERY_BYTES:
                         self._sync_wanted.set()
                         unsynced = 0
                 except Exception as exc:  # the writer must outlive any one request
                     self.write_errors += 1
-                    logger.error("launchtrace collect: could not write %d spans to %s: %s", n, self.out, exc)
+                    pending.ok = False
+                    logger.error(
+                        "launchtrace collect: could not write %d spans to %s: %s", pending.spans, self.out, exc
+                    )
             with self._lock:
-                self.spans_written += n
+                self.spans_written += pending.spans
                 self._lock.notify_all()
+            pending.done.set()
 
     def _syncer(self, fd: int) -> None:
         """``fdatasync`` the file whenever the writer says another 8 MiB were written, until stop() says done.
@@ -339,7 +375,7 @@ class Collector:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"cannot decode the request: {exc}")
             metadata = {k.lower(): v for k, v in context.invocation_metadata() if isinstance(v, str)}
             if not collector.receive(request, metadata, n):
-                context.abort(grpc.StatusCode.UNAVAILABLE, "launchtrace collect is shutting down")
+                context.abort(grpc.StatusCode.UNAVAILABLE, collector.refusal())
             return _EMPTY_RESPONSE
 
         server = grpc.server(
@@ -364,10 +400,9 @@ class Collector:
     def _start_http(self, port: int) -> None:
         handler = _http_handler(self)
         try:
-            server = http.server.ThreadingHTTPServer((self.host, port), handler)
+            server = _HttpServer((self.host, port), handler)
         except OSError as exc:
             raise OSError(f"cannot listen for OTLP/HTTP on {self.host}:{port}: {exc.strerror}") from None
-        server.daemon_threads = True
         self._http_server = server
         self.http_port = server.server_address[1]
         t = threading.Thread(target=server.serve_forever, name="launchtrace-collect-http", daemon=True)
@@ -422,6 +457,63 @@ def _check_free(host: str, port: int) -> None:
 
 
 _CONTENT_TYPES = {"application/x-protobuf": "proto", "application/protobuf": "proto", "application/json": "json"}
+_GZIP_WBITS = 31
+_ZLIB_WBITS = 15
+_INFLATE_STEP = 1 << 20
+
+
+class BodyTooLarge(ValueError):
+    """A request body (as sent, or inflated) over :data:`MAX_MESSAGE_BYTES`."""
+
+
+def inflate(body: bytes, encoding: str, limit: int) -> bytes:
+    """``body`` decoded from ``gzip`` (every member) or ``deflate`` (zlib), never more than ``limit`` bytes.
+
+    Raises :class:`BodyTooLarge` as soon as the output passes ``limit`` (a 2 MB bomb inflating to 2 GB costs
+    ``limit`` bytes, not 2 GB), ``zlib.error`` / ``ValueError`` for damaged or truncated data.
+    """
+    wbits = _GZIP_WBITS if encoding == "gzip" else _ZLIB_WBITS
+    out: list[bytes] = []
+    total = 0
+    data = body
+    d = zlib.decompressobj(wbits)
+    while True:
+        piece = d.decompress(data, min(_INFLATE_STEP, limit + 1 - total))  # in steps: no one buffer of `limit`
+        total += len(piece)
+        if total > limit:
+            raise BodyTooLarge(f"the {encoding} body inflates to more than {limit} bytes")
+        out.append(piece)
+        data = d.unconsumed_tail
+        if d.eof:
+            data = d.unused_data
+            if encoding != "gzip" or not data:
+                break
+            d = zlib.decompressobj(wbits)  # another gzip member
+        elif not data:
+            raise ValueError(f"the {encoding} body is truncated")
+    return b"".join(out)
+
+
+class _HttpServer(http.server.ThreadingHTTPServer):
+    """The standard library's threading server with a listen backlog for bursts and daemon handler threads.
+
+    ``request_queue_size`` is ``listen()``'s backlog: the default 5 reset 91 of 200 senders connecting at once.
+    Each connection gets a thread, which ends when the connection has been idle for the handler's ``timeout``,
+    so idle connections cost threads only that long. Why the standard library and not a server package: with
+    these two settings and the handler's own body reading (lengths checked before reading, chunked bodies,
+    bounded inflation) it takes the bursts and hostile clients of ``tests/test_hostile_collect.py``; OTLP
+    senders hold few connections each, so a thread per connection is not the limit.
+    """
+
+    request_queue_size = 1024
+    daemon_threads = True
+    block_on_close = False
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _http_handler(collector: Collector) -> type[http.server.BaseHTTPRequestHandler]:
@@ -430,6 +522,7 @@ def _http_handler(collector: Collector) -> type[http.server.BaseHTTPRequestHandl
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "launchtrace-collect"
+        timeout = collector.idle_timeout  # per socket read: an idle or stalled connection ends its thread
 
         def log_message(self, format: str, *args: Any) -> None:
             logger.debug("launchtrace collect http: " + format, *args)
@@ -438,6 +531,8 @@ def _http_handler(collector: Collector) -> type[http.server.BaseHTTPRequestHandl
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(body)
 
@@ -445,39 +540,92 @@ def _http_handler(collector: Collector) -> type[http.server.BaseHTTPRequestHandl
             logger.warning("launchtrace collect: rejected %s from %s: %s", self.path, self.client_address[0], message)
             self._reply(status, message.encode() + b"\n", "text/plain; charset=utf-8")
 
+        def _read_body(self) -> bytes:
+            """The body as sent (``Content-Length`` or chunked), never more than the limit; raises _BadRequest."""
+            limit = MAX_MESSAGE_BYTES
+            coding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
+            if coding:
+                if coding != "chunked":
+                    raise _BadRequest(501, f"Transfer-Encoding {coding!r} is not supported (chunked is)")
+                return self._read_chunked(limit)
+            lengths = self.headers.get_all("Content-Length") or []
+            if not lengths:
+                return b""
+            text = lengths[0].strip()
+            if len(set(lengths)) > 1 or not (text.isascii() and text.isdigit()):
+                raise _BadRequest(400, f"Content-Length {', '.join(lengths)!r} is not a byte count")
+            length = int(text)
+            if length > limit:
+                raise _BadRequest(413, f"body of {length} bytes is over {limit}")
+            body = self.rfile.read(length)
+            if len(body) < length:
+                raise _BadRequest(400, f"body ended after {len(body)} of {length} bytes")
+            return body
+
+        def _read_chunked(self, limit: int) -> bytes:
+            parts: list[bytes] = []
+            total = 0
+            while True:
+                line = self.rfile.readline(1026)
+                size_text = line.split(b";", 1)[0].strip()
+                if not line.endswith(b"\n") or not size_text or len(size_text) > 16:
+                    raise _BadRequest(400, "malformed chunk size line")
+                try:
+                    size = int(size_text, 16)
+                except ValueError:
+                    raise _BadRequest(400, f"chunk size {size_text[:20]!r} is not hex") from None
+                if size < 0 or size_text[:1] in (b"+", b"-"):
+                    raise _BadRequest(400, f"chunk size {size_text[:20]!r} is not hex")
+                if size == 0:
+                    for _ in range(64):  # trailer fields, then the blank line
+                        if self.rfile.readline(8192).strip() == b"":
+                            return b"".join(parts)
+                    raise _BadRequest(400, "too many chunked trailer lines")
+                total += size
+                if total > limit:
+                    raise _BadRequest(413, f"chunked body is over {limit} bytes")
+                data = self.rfile.read(size)
+                if len(data) < size or self.rfile.read(2) != b"\r\n":
+                    raise _BadRequest(400, "chunked body ended in a chunk")
+                parts.append(data)
+
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length > 0 else b""
             if self.path.rstrip("/") != "/v1/traces":
+                self.close_connection = True  # the body is not read
                 self._error(404, f"{self.path}: only /v1/traces is served")
                 return
-            if length > MAX_MESSAGE_BYTES:
-                self._error(413, f"body of {length} bytes is over {MAX_MESSAGE_BYTES}")
+            try:
+                body = self._read_body()
+            except _BadRequest as exc:
+                self.close_connection = True  # what is left of the body cannot be framed: end the connection
+                self._error(exc.status, str(exc))
                 return
             kind = _CONTENT_TYPES.get((self.headers.get("Content-Type") or "").split(";")[0].strip().lower())
             if kind is None:
                 self._error(415, f"Content-Type {self.headers.get('Content-Type')!r} is not OTLP")
                 return
             encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+            if encoding not in ("identity", "gzip", "deflate"):
+                self._error(415, f"Content-Encoding {encoding!r} is not supported")
+                return
             try:
-                if encoding == "gzip":
-                    body = gzip.decompress(body)
-                elif encoding == "deflate":
-                    body = zlib.decompress(body)
-                elif encoding != "identity":
-                    self._error(415, f"Content-Encoding {encoding!r} is not supported")
-                    return
+                if encoding != "identity":
+                    body = inflate(body, encoding, MAX_MESSAGE_BYTES)
                 if kind == "proto":
                     message, n = decode_request(body)
                 else:
                     message = _parse_json_request(body)
                     n = _count_spans(message)
+            except BodyTooLarge as exc:
+                self._error(413, str(exc))
+                return
             except Exception as exc:  # any undecodable body is the sender's error: answer 400
                 self._error(400, f"cannot decode the {kind} body: {exc}")
                 return
+            del body
             if not collector.receive(message, {k.lower(): v for k, v in self.headers.items()}, n):
                 self.close_connection = True
-                self._error(503, "launchtrace collect is shutting down")
+                self._error(503, collector.refusal())
                 return
             response = ExportTraceServiceResponse()
             if kind == "proto":

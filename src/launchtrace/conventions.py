@@ -77,6 +77,8 @@ __all__ = [
     "FOLD_POSITION",
     "FOLD_SEQ_LAST",
     "GRAPH_ID",
+    "GRAPH_LAUNCHES",
+    "GRAPH_REPLAY",
     "INTERNAL",
     "KERNEL",
     "MAX_BLOCKS",
@@ -98,6 +100,7 @@ __all__ = [
     "SCOPE_ID",
     "SCOPE_INCOMPLETE",
     "SCOPE_INTERNAL",
+    "SCOPE_JOINED",
     "SCOPE_KIND",
     "SCOPE_LAUNCHES",
     "SEQ",
@@ -135,7 +138,9 @@ API = "launchtrace.api"  # the public entry point: "wp.launch", "wp.clone", ...
 INTERNAL = "launchtrace.internal"  # bool: issued by code inside the warp package
 ADJOINT = "launchtrace.adjoint"  # bool: an adjoint (backward) launch
 CAPTURED = "launchtrace.captured"  # bool: issued while a graph capture was active
-GRAPH_ID = "launchtrace.graph.id"  # int: the graph captured into, or replayed
+GRAPH_ID = "launchtrace.graph.id"  # int: the graph captured into, or replayed (unique across processes)
+GRAPH_REPLAY = "launchtrace.graph.replay"  # int (graph launch): which replay of the graph, 1, 2, ... per process
+GRAPH_LAUNCHES = "launchtrace.graph.launches"  # int (graph launch): records captured into the graph, so run
 BYTES = "launchtrace.bytes"  # int: bytes touched (sum of the array arguments' sizes)
 SEQ = "launchtrace.seq"  # int: process-wide order of capture events
 REPEAT = "launchtrace.repeat"  # int > 1: a record that itself stands for folded repetitions
@@ -192,6 +197,7 @@ SCOPE_FINGERPRINT = "launchtrace.scope.fingerprint"  # hex: topology of everythi
 SCOPE_LAUNCHES = "launchtrace.scope.launches"  # int: records under the scope (nested scopes included)
 SCOPE_FOREIGN_POINTERS = "launchtrace.scope.foreign_pointers"  # int: distinct foreign pointers under it
 SCOPE_INCOMPLETE = "launchtrace.scope.incomplete"  # bool: still open when the exporter flushed
+SCOPE_JOINED = "launchtrace.scope.joined"  # bool: a root whose parent is the application's span (not ours)
 SCOPE_INTERNAL = "launchtrace.scope.internal"  # bool: one of Warp's own timers
 SCOPE_ATTRIBUTE_KEYS = "launchtrace.scope.attribute_keys"  # string[]: which attributes the user passed
 STEP_INDEX = "launchtrace.step.index"  # int: n-th synthetic step root of this name
@@ -201,6 +207,8 @@ FOLD_COUNT = "launchtrace.fold.count"  # int: repetitions of the sequence; marks
 FOLD_PERIOD = "launchtrace.fold.period"  # int: records per repetition (1..8)
 FOLD_LAUNCHES = "launchtrace.fold.launches"  # int: count * period
 FOLD_SEQ_LAST = "launchtrace.fold.seq_last"  # int: seq of the last record folded (the first's is in its event)
+FOLD_KERNELS = "launchtrace.fold.kernels"  # string[]: the sequence's distinct launchtrace.kernel values, in order
+# a summary span also carries launchtrace.op / launchtrace.kernel of its first launch (first record if none is one)
 EVENT_FOLD_POSITION = "launchtrace.fold.position"  # one event per position: its record attributes + stats
 FOLD_POSITION = "launchtrace.fold.index"  # int: the position of an event within the sequence
 FOLD_DURATION_COUNT = "launchtrace.fold.duration.count"  # int: samples behind the statistics

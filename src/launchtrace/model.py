@@ -24,7 +24,7 @@ __all__ = [
     "ArgKey",
     "BufferArg",
     "DeviceTime",
-    "FoldStats",
+    "Fold",
     "LaunchRecord",
     "Op",
     "ScopeKind",
@@ -139,35 +139,22 @@ class DeviceTime:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class FoldStats:
-    """The host-duration statistics a summary span recorded for one position of a folded sequence.
+class Fold:
+    """The summary span a rebuilt record was expanded from: its times are not measured but laid out from the
+    summary, so views draw the whole fold as one block (``start_ns`` .. ``end_ns``, ``count`` repetitions of
+    ``period`` records) and statistics use the recorded ones of the record's ``position`` (nanoseconds; 0 when
+    the span did not carry one). ``span_id`` (hex) tells one fold from the next."""
 
-    Every record rebuilt from that position shares one ``FoldStats``: expanded copies all carry the position's
-    mean as their duration, which is a figure rebuilt from a summary, not a measurement. Consumers count the
-    position once (key :attr:`key`) with its ``count`` and recorded ``min_ns`` / ``mean_ns`` / ``max_ns`` /
-    ``p50_ns`` (p50 exact up to 4,096 repetitions, a reservoir estimate beyond). ``summary``: the summary
-    span's id (int), ``position``: the index in its sequence, ``copy``: which repetition this record stands
-    for (0-based; ``-1`` for a record that stands for all of them, ``repeat`` set).
-    """
-
-    summary: int
-    position: int
+    span_id: str
     count: int
-    min_ns: int
-    mean_ns: int
-    max_ns: int
-    p50_ns: int
-    copy: int = -1
-
-    @property
-    def key(self) -> tuple[int, int]:
-        """What identifies the folded position: the same for every record rebuilt from it."""
-        return (self.summary, self.position)
-
-    @property
-    def total_ns(self) -> int:
-        """The position's total host time (count x mean): exact up to the mean's rounding."""
-        return self.count * self.mean_ns
+    period: int
+    position: int
+    start_ns: int
+    end_ns: int
+    min_ns: int = 0
+    mean_ns: int = 0
+    max_ns: int = 0
+    p50_ns: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -189,6 +176,11 @@ class LaunchRecord:
 
     Beyond the seed: parameter names, block_dim / max_blocks, device, per-array shape / dtype / bytes / owner,
     thread, host start / end (ns since the epoch), the enclosing scope, and for captured work its graph.
+
+    Graph capture: a record with ``captured=True`` did not run when it was issued; every ``graph_launch`` record
+    of the same ``graph_id`` (unique across processes) ran all of them once. A replay carries ``graph_replay``
+    (its ordinal for that graph in the process) and ``graph_launches`` (how many records the capture holds);
+    :func:`launchtrace.topology.captured_graphs` maps graph ids to their captured records.
     """
 
     op: str
@@ -218,12 +210,13 @@ class LaunchRecord:
     repeat: int = 1  # > 1 only for a record standing for folded repetitions (rebuilt from a summary span)
     module_hash: str = ""  # the compiled module's content hash, when known: tells builds apart
     probes: tuple = ()  # ValueStats / DeviceTime measured for this launch (optional, off by default)
-    # Rebuilt from a summary span: its recorded statistics (the times above are then the position's mean, not a
-    # measurement). Not compared: a folded launch has the same topology as an unfolded one.
-    fold: FoldStats | None = dataclasses.field(default=None, compare=False)
+    graph_replay: int = 0  # graph_launch: which replay of graph_id this is in the process (1, 2, ...); else 0
+    graph_launches: int | None = None  # graph_launch: records captured into the graph (None: not recorded)
     # The materializer's earlier record this one was copied from (equal in all but start / end, seq and scope,
     # see capture.materialize), or None. The span builder reuses the template's fold key. Not compared.
     template: LaunchRecord | None = dataclasses.field(default=None, compare=False, repr=False)
+    # Rebuilt from a folded summary span (its times laid out, not measured), or None. Not compared.
+    fold: Fold | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.op} {self.kernel} dim={self.dim} from {self.site}"
@@ -270,7 +263,9 @@ class ScopeRecord:
     """One scope: a ``wp.Tape`` scope, a ``wp.ScopedTimer`` or a ``launchtrace.scope``.
 
     ``parent_id`` nests scopes per thread. ``internal`` marks Warp's own timers ("Module X load"), kept out of
-    exports by default. ``end_ns`` is 0 while the scope is still open.
+    exports by default. ``end_ns`` is 0 while the scope is still open. ``remote_parent``: for an outermost
+    scope opened inside a span of the application's own tracing, that span's ``(trace_id, span_id,
+    trace_flags)`` (16 and 8 bytes, an int), else ``None``.
     """
 
     id: int
@@ -286,6 +281,7 @@ class ScopeRecord:
     internal: bool = False
     site: Site | None = None
     seq: int = 0
+    remote_parent: tuple[bytes, bytes, int] | None = None
 
     @property
     def duration_ns(self) -> int:

@@ -227,6 +227,9 @@ def walk_arrays(objects: Sequence[Any], roots: Sequence[str], max_depth: int = 1
             if id(obj) not in seen:
                 seen.add(id(obj))
                 yield path, obj
+                grad = obj.grad  # the adjoint launches, tape.zero() and the optimizers write it
+                if isinstance(grad, wp.array) and id(grad) not in seen:
+                    stack.append((grad, f"{path}.grad", depth))
             continue
         if depth > max_depth or isinstance(obj, _SKIP_TYPES) or id(obj) in seen:
             continue
@@ -241,6 +244,8 @@ def _children(obj: Any, path: str) -> list[tuple[Any, str]]:
     if fields is not None:
         return [(getattr(obj, name, None), f"{path}.{name}") for name in fields]
     module = getattr(type(obj), "__module__", "") or ""
+    if module.startswith(_OPTIM_MODULES):  # Adam's moments m / v, SGD's momentum b: not the params themselves
+        return [(v, f"{path}.{k}") for k, v in _attributes(obj).items() if k not in _OPTIM_SKIP]
     if _is_warp_module(module) or module.startswith("torch"):
         data = getattr(obj, "data", None)  # wp.indexedarray: enter its data array only
         return [(data, f"{path}.data")] if isinstance(data, wp.array) else []
@@ -259,6 +264,12 @@ def _children(obj: Any, path: str) -> list[tuple[Any, str]]:
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [(v, f"{path}[{i}]") for i, v in enumerate(list(obj))]
     return [(v, f"{path}.{k}") for k, v in _attributes(obj).items()]
+
+
+_OPTIM_MODULES = ("warp._src.optim.", "warp.optim.")
+_OPTIM_SKIP = frozenset(("params",))
+"""A Warp optimizer's ``params`` are the arrays it updates: the user's, owned (and labelled) with the problem
+they belong to, so an optimizer's walk leaves them out (a later ``own`` would otherwise relabel them)."""
 
 
 def _roots(objects: tuple, root: str | Sequence[str] | None) -> list[str]:
@@ -483,6 +494,16 @@ class OwnerRegistry:
                 self._install()
             self._changed = next(_ticks)
             self._version = next(_versions)
+        if not len(owned):
+            cls = type(obj)
+            _log.warning(
+                "launchtrace.own(<%s.%s>, %r): no wp.array with memory is reachable from it (within %d levels); "
+                "nothing labelled",
+                cls.__module__,
+                cls.__qualname__,
+                label,
+                max_depth,
+            )
         return owned
 
     def disown(self, obj_or_label: Any) -> int:

@@ -4,8 +4,10 @@ Whatever the spans came from (our JSON Lines file, Jaeger, Tempo), the analyses 
 back. Record spans become :class:`~launchtrace.model.LaunchRecord` objects equal to the captured ones; scope
 spans become :class:`~launchtrace.model.ScopeRecord` objects with their nesting; a folded summary span is
 expanded into its repetitions (each with the mean duration of its position, laid out from the span's
-start); synthetic step roots are not scopes (their records have no scope, as when captured). Spans that
-launchtrace did not write (another instrumentation in the same trace) are skipped and counted.
+start, and marked with a :class:`~launchtrace.model.Fold` naming the summary and its recorded statistics, so
+no consumer takes the laid-out times for measured ones); synthetic step roots are not scopes (their records
+have no scope, as when captured). Spans that launchtrace did not write (another instrumentation in the same
+trace) are skipped and counted.
 
 Only :mod:`launchtrace.conventions` is needed: no OpenTelemetry SDK, no export machinery.
 
@@ -32,7 +34,7 @@ from launchtrace.model import (
     UNKNOWN_SITE,
     BufferArg,
     DeviceTime,
-    FoldStats,
+    Fold,
     LaunchRecord,
     ScopeKind,
     ScopeRecord,
@@ -154,11 +156,11 @@ class _TraceRebuilder:
 
     def _take(self, span: SpanData, d: dict[str, Any], keyed: list, scopes: dict, attributes: dict) -> int:
         """Add what ``span`` holds; 1 when it is one of ours, 0 when skipped as someone else's."""
-        if C.OP in d:
+        if C.FOLD_COUNT in d:  # first: a summary span also carries its first launch's launchtrace.op
+            keyed.extend(self._expand(span, d))
+        elif C.OP in d:
             rec = _record(d, span.start_ns, span.end_ns, _error(span), self._parent_scope(span))
             keyed.append(((rec.seq, 0), rec))
-        elif C.FOLD_COUNT in d:
-            keyed.extend(self._expand(span, d))
         elif C.SCOPE_KIND in d:
             if span.parent_span_id is None or span.parent_span_id not in self.spans:
                 attributes.setdefault(ROOT_NAME, span.name)
@@ -179,6 +181,8 @@ class _TraceRebuilder:
     def _parent_scope(self, span: SpanData) -> int | None:
         """The scope id of the nearest scope span above ``span`` (foreign spans in between are skipped)."""
         parent = span.parent_span_id
+        if self.attrs.get(span.span_id, {}).get(C.SCOPE_JOINED):  # its parent is the application's span
+            return None
         seen: list[bytes] = []
         seen_set: set[bytes] = set()
         result: int | None = None
@@ -198,6 +202,8 @@ class _TraceRebuilder:
             d = self.attrs[parent]
             if C.SCOPE_KIND in d and d[C.SCOPE_KIND] != STEP and C.SCOPE_ID in d:
                 result = _int(d[C.SCOPE_ID])
+                break
+            if d.get(C.SCOPE_JOINED):  # a joined step root: above it is the application's span
                 break
             parent = above.parent_span_id
         for sid in seen:
@@ -239,9 +245,10 @@ class _TraceRebuilder:
             return []
         scope_id = self._parent_scope(span)
         means = [max(0, _int(p.get(C.FOLD_DURATION_MEAN, 0))) for p in positions]
-        summary = int.from_bytes(span.span_id, "big") if span.span_id else id(span)
-        stats = [_fold_stats(p, summary, j, count, mean) for j, (p, mean) in enumerate(zip(positions, means))]
-        bases = [_record(p, 0, 0, None, scope_id, fold) for p, fold in zip(positions, stats)]
+        bases = [
+            dataclasses.replace(_record(p, 0, 0, None, scope_id), fold=_fold(span, count, period, j, p))
+            for j, p in enumerate(positions)
+        ]
         anchor = bases[0].seq
         if not self.expand or count * period > MAX_EXPANDED:
             if self.expand:
@@ -249,13 +256,7 @@ class _TraceRebuilder:
             out = []
             for j, (base, mean) in enumerate(zip(bases, means)):
                 start = events[j][1]
-                rec = dataclasses.replace(
-                    base,
-                    start_ns=start,
-                    end_ns=start + mean,
-                    repeat=base.repeat * count,
-                    fold=dataclasses.replace(stats[j], copy=-1),
-                )
+                rec = dataclasses.replace(base, start_ns=start, end_ns=start + mean, repeat=base.repeat * count)
                 out.append(((anchor, j), rec))
             return out
         total = count * period
@@ -263,35 +264,48 @@ class _TraceRebuilder:
         busy = count * sum(means)
         gap = max(0, (span.end_ns - span.start_ns - busy) // total) if total > 1 else 0
         cursor = span.start_ns
+        replays = _replay_steps(bases)
         out = []
         for k in range(total):
             j = k % period
             seq = anchor + (k * (last_seq - anchor)) // (total - 1) if total > 1 else anchor
             end = cursor + means[j]
             rec = _with_times(bases[j], cursor, end, seq)
-            if k >= period:  # which repetition it stands for; the first keeps the base's (shared) stats
-                rec = _with_fold(rec, dataclasses.replace(stats[j], copy=k // period))
+            if replays[j] and k >= period:  # the graph's later replays: ordinals count on from the first
+                rec = dataclasses.replace(rec, graph_replay=rec.graph_replay + (k // period) * replays[j])
             out.append(((anchor, k), rec))
             cursor = end + gap
         return out
 
 
-def _fold_stats(p: dict[str, Any], summary: int, position: int, count: int, mean: int) -> FoldStats:
-    """The statistics a fold position event recorded (missing ones fall back to the mean); ``count`` is the
-    launches the position stands for (the repetitions times the record's own ``repeat``)."""
-    return FoldStats(
-        summary=summary,
-        position=position,
-        count=max(1, count * max(1, _int(p.get(C.REPEAT, 1)))),
-        min_ns=max(0, _int(p.get(C.FOLD_DURATION_MIN, mean))),
-        mean_ns=mean,
-        max_ns=max(0, _int(p.get(C.FOLD_DURATION_MAX, mean))),
-        p50_ns=max(0, _int(p.get(C.FOLD_DURATION_P50, mean))),
-        copy=0,
+def _replay_steps(bases: list[LaunchRecord]) -> list[int]:
+    """Per position of a folded sequence: how far a graph replay's ordinal advances per repetition (the number
+    of positions replaying that graph), or 0 for a position that is no replay."""
+    counts: dict[int | None, int] = {}
+    for rec in bases:
+        if rec.graph_replay:
+            counts[rec.graph_id] = counts.get(rec.graph_id, 0) + 1
+    return [counts[rec.graph_id] if rec.graph_replay else 0 for rec in bases]
+
+
+def _fold(span: SpanData, count: int, period: int, position: int, d: Mapping[str, Any]) -> Fold:
+    """Where an expanded record came from: the summary span and its position's recorded statistics."""
+    stat = {k: max(0, _int(d.get(k, 0))) for k in _FOLD_STATS}
+    return Fold(
+        span.span_id.hex(),
+        count,
+        period,
+        position,
+        span.start_ns,
+        span.end_ns,
+        stat[C.FOLD_DURATION_MIN],
+        stat[C.FOLD_DURATION_MEAN],
+        stat[C.FOLD_DURATION_MAX],
+        stat[C.FOLD_DURATION_P50],
     )
 
 
-_with_fold: Callable[[LaunchRecord, FoldStats], LaunchRecord] = slot_copier(LaunchRecord, ("fold",))
+_FOLD_STATS = (C.FOLD_DURATION_MIN, C.FOLD_DURATION_MEAN, C.FOLD_DURATION_MAX, C.FOLD_DURATION_P50)
 
 _with_times: Callable[[LaunchRecord, int, int, int], LaunchRecord] = slot_copier(
     LaunchRecord, ("start_ns", "end_ns", "seq")
@@ -379,9 +393,7 @@ def _value(value: Any) -> Any:
     return tuple(_value(v) for v in value) if isinstance(value, list | tuple) else value
 
 
-def _record(
-    d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None, fold: FoldStats | None = None
-) -> LaunchRecord:
+def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None) -> LaunchRecord:
     """A record from the attributes of its span (or of a folded position's event)."""
     params = _strings(d.get(C.PARAMS, ()))
     array_keys = _strings(d.get(C.ARRAY_KEYS, ()))
@@ -450,7 +462,8 @@ def _record(
         repeat=_int(d.get(C.REPEAT, 1)),
         module_hash=str(d.get(C.MODULE_HASH, "")),
         probes=tuple(probes),
-        fold=fold,
+        graph_replay=_int(d.get(C.GRAPH_REPLAY, 0)),
+        graph_launches=None if (launches := d.get(C.GRAPH_LAUNCHES)) is None else _int(launches),
     )
 
 

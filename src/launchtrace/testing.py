@@ -134,7 +134,7 @@ class LaunchTrace:
                 if kind == "record":
                     if self.include_warp or not item.internal:
                         self.records.append(item)
-                else:  # scope_begin / scope_end: the end carries the finished scope
+                elif kind in ("scope_begin", "scope_end"):  # the end carries the finished scope
                     self.scopes[item.id] = item
             self.dropped = sub.dropped
         finally:
@@ -160,6 +160,19 @@ class LaunchTrace:
     def to_data(self) -> TraceData:
         """The records and scopes as a :class:`~launchtrace.model.TraceData`."""
         return TraceData(list(self.records), dict(self.scopes))
+
+    # -- graph capture -------------------------------------------------------------------------------
+    def captured_graph(self, graph_id: int) -> list[LaunchRecord]:
+        """The records captured into graph ``graph_id`` in this trace (``captured=True``: they did not run
+        then; each replay runs them all), in capture order. Empty when the capture is not in this trace; Warp's
+        own captured work (a ``warp.sparse`` product) only with ``include_warp=True``, while a replay's
+        ``graph_launches`` counts it either way."""
+        return _topo.captured_graphs(self.records).get(graph_id, [])
+
+    def replays(self, graph_id: int | None = None) -> list[LaunchRecord]:
+        """The ``wp.capture_launch`` records (of ``graph_id``, or of every graph) in this trace, in order;
+        each has ``graph_replay`` (1, 2, ... per graph and process) and ``graph_launches`` (what it ran)."""
+        return _topo.replays(self.records, graph_id)
 
     # -- topology ------------------------------------------------------------------------------------
     def topology(

@@ -36,11 +36,13 @@ __all__ = [
     "FieldChange",
     "Locator",
     "align",
+    "captured_graphs",
     "diff_records",
     "find_repeats",
     "fingerprint",
     "format_entry",
     "format_value",
+    "replays",
     "resolve_pointer",
     "topology_key",
     "topology_keys",
@@ -48,6 +50,36 @@ __all__ = [
 
 FOREIGN = "<foreign>"
 ALLOCATED = "<allocated>"
+
+
+# -- graph capture ---------------------------------------------------------------------------------------------
+
+
+def captured_graphs(records: Iterable[LaunchRecord]) -> dict[int, list[LaunchRecord]]:
+    """The records captured into each graph, by graph id, in capture order (``seq``).
+
+    A captured record (``captured=True``) did not run when it was issued: each graph launch record of the same
+    ``graph_id`` ran all of them once, with the same buffers. ``records`` may come from several traces (a graph
+    captured in one step and replayed in later ones): graph ids are unique across processes.
+
+    Example::
+
+        graphs = captured_graphs(rec for trace in load_traces("run.jsonl") for rec in trace)
+        [r.kernel for r in graphs[replay.graph_id]]  # what one replay ran
+    """
+    out: dict[int, list[LaunchRecord]] = {}
+    for rec in records:
+        if rec.captured and rec.graph_id is not None and rec.op != "graph_launch":
+            out.setdefault(rec.graph_id, []).append(rec)
+    for group in out.values():
+        group.sort(key=lambda r: r.seq)
+    return out
+
+
+def replays(records: Iterable[LaunchRecord], graph_id: int | None = None) -> list[LaunchRecord]:
+    """The graph launch records (of ``graph_id``, or of every graph), in the order they ran."""
+    found = [r for r in records if r.op == "graph_launch" and (graph_id is None or r.graph_id == graph_id)]
+    return sorted(found, key=lambda r: r.seq)
 
 
 class Locator(Protocol):

@@ -6,6 +6,12 @@ copy writes its destination (key 0) and reads its source (key 1), a fill writes 
 record (a launch whose split is unknown, a primitive, a graph replay) is assumed to read *and* write each
 array -- the conservative choice, which can only add edges, never hide a hazard.
 
+Graph replays and captures (see :mod:`launchtrace.analysis.replays`): a ``graph_launch`` (``wp.capture_launch``)
+accesses every buffer its graph's captured launches access, with their combined modes, so a replay is ordered
+after the setup that wrote its inputs; the captured records themselves did not execute when they were recorded,
+so their accesses live in a space of their own graph (``captured:<G>:...``): they order one another, never the
+work around the capture, and add nothing to the critical path.
+
 A buffer is located by owner label and byte range (``owner``, ``offset``, ``nbytes``) when the owner
 registry knew it, else by its pointer range (``ptr`` .. ``ptr + nbytes``); two accesses touch the same memory
 when their ranges in the same space overlap. From the accesses, in issue order, come read-after-write,
@@ -32,10 +38,12 @@ Example::
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Sequence
 from enum import Enum
 
+from launchtrace.analysis.replays import Graphs, captured_graphs, replay_buffers
 from launchtrace.model import BufferArg, LaunchRecord, Op, TraceData
 
 __all__ = [
@@ -198,17 +206,45 @@ class _RegionState:
 
     def __init__(self, region: Region) -> None:
         self.region = region
-        self.writers: list[int] = []
-        self.readers: list[int] = []
+        self.writers: dict[int, None] = {}  # insertion-ordered sets: membership in O(1) on long runs
+        self.readers: dict[int, None] = {}
 
 
-def _accesses(records: Sequence[LaunchRecord]) -> list[Access]:
+class _Space:
+    """The regions seen in one space, indexed by start so an overlap query looks only at regions that can
+    overlap (those starting less than the longest region's length before it), not at every region."""
+
+    __slots__ = ("keys", "longest", "states")
+
+    def __init__(self) -> None:
+        self.states: dict[tuple[int, int], _RegionState] = {}
+        self.keys: list[tuple[int, int]] = []  # sorted (start, end)
+        self.longest = 0
+
+    def overlapping(self, region: Region) -> list[_RegionState]:
+        lo = bisect.bisect_left(self.keys, (region.start - self.longest, region.start - self.longest))
+        hi = bisect.bisect_left(self.keys, (region.end, region.end))
+        return [st for key in self.keys[lo:hi] if (st := self.states[key]).region.overlaps(region)]
+
+    def state(self, region: Region) -> _RegionState:
+        key = (region.start, region.end)
+        if key not in self.states:
+            self.states[key] = _RegionState(region)
+            bisect.insort(self.keys, key)
+            self.longest = max(self.longest, region.end - region.start)
+        return self.states[key]
+
+
+def _accesses(records: Sequence[LaunchRecord], graphs: Graphs) -> list[Access]:
     out = []
     for i, rec in enumerate(records):
-        for buf in buffers_of_record(rec):
+        replay = rec.op == Op.GRAPH_LAUNCH and rec.graph_id in graphs
+        for buf in replay_buffers(rec, graphs) if replay else buffers_of_record(rec):
             region = region_of(buf)
             if region is None:
                 continue
+            if rec.captured:
+                region = dataclasses.replace(region, space=f"captured:{rec.graph_id}:{region.space}")
             mode, inferred = access_mode(rec, buf)
             out.append(Access(i, buf.key, buf.name or rec.arg_name(buf.key), region, mode, inferred))
     return out
@@ -216,7 +252,7 @@ def _accesses(records: Sequence[LaunchRecord]) -> list[Access]:
 
 def _edges(records: Sequence[LaunchRecord], accesses: Sequence[Access]) -> list[Edge]:
     """RAW / WAR / WAW edges in issue order; one edge per (src, dst, kind, buffer)."""
-    spaces: dict[str, dict[tuple[int, int], _RegionState]] = {}
+    spaces: dict[str, _Space] = {}
     edges: dict[tuple, Edge] = {}
     lanes = [lane_of(r) for r in records]
 
@@ -230,9 +266,8 @@ def _edges(records: Sequence[LaunchRecord], accesses: Sequence[Access]) -> list[
     for i in sorted(by_record):
         mine = by_record[i]
         for acc in mine:  # dependencies first, against the state before this record
-            for state in spaces.get(acc.region.space, {}).values():
-                if not state.region.overlaps(acc.region):
-                    continue
+            space = spaces.get(acc.region.space)
+            for state in space.overlapping(acc.region) if space is not None else ():
                 for w in state.writers:
                     add(w, i, EdgeKind.RAW if acc.reads else EdgeKind.WAW, acc.region.label)
                     if acc.reads and acc.writes:
@@ -241,20 +276,16 @@ def _edges(records: Sequence[LaunchRecord], accesses: Sequence[Access]) -> list[
                     for r in state.readers:
                         add(r, i, EdgeKind.WAR, acc.region.label)
         for acc in mine:  # then this record's own effects
-            regions = spaces.setdefault(acc.region.space, {})
-            key = (acc.region.start, acc.region.end)
-            if key not in regions:
-                regions[key] = _RegionState(acc.region)
-            for state in regions.values():
-                if not state.region.overlaps(acc.region):
-                    continue
+            space = spaces.setdefault(acc.region.space, _Space())
+            space.state(acc.region)
+            for state in space.overlapping(acc.region):
                 if acc.writes:
                     if acc.region.covers(state.region):
-                        state.writers, state.readers = [i], []
-                    elif i not in state.writers:
-                        state.writers.append(i)
-                if acc.reads and (state.region == acc.region) and i not in state.readers:
-                    state.readers.append(i)
+                        state.writers, state.readers = {i: None}, {}
+                    else:
+                        state.writers[i] = None
+                if acc.reads and state.region == acc.region:
+                    state.readers[i] = None
     return list(edges.values())
 
 
@@ -266,7 +297,7 @@ def _critical_path(records: Sequence[LaunchRecord], edges: Sequence[Edge]) -> tu
     via: list[int | None] = [None] * len(records)
     for i, rec in enumerate(records):  # issue order is a topological order: every edge points forward
         best_p = max(preds[i], key=lambda p: (finish[p], -p)) if preds[i] else None
-        finish[i] = (finish[best_p] if best_p is not None else 0) + rec.duration_ns
+        finish[i] = (finish[best_p] if best_p is not None else 0) + (0 if rec.captured else rec.duration_ns)
         via[i] = best_p
     if not records:
         return (), 0
@@ -299,13 +330,13 @@ def _hazards(records: Sequence[LaunchRecord], edges: Sequence[Edge]) -> list[Haz
         la, lb = lane_of(a), lane_of(b)
         if la[0] == "stream" or lb[0] == "stream":
             reason = (
-                f"{e.kind} on {e.buffer}: {a.kernel} (stream {a.stream}) and {b.kernel} (stream {b.stream}) "
-                "with no ordering between their streams in the trace"
+                f"{e.kind} on {e.buffer}: {a.kernel} (stream {a.stream}, {a.site}) and {b.kernel} "
+                f"(stream {b.stream}, {b.site}) with no ordering between their streams in the trace"
             )
         elif a.start_ns < b.end_ns and b.start_ns < a.end_ns:
             reason = (
-                f"{e.kind} on {e.buffer}: {a.kernel} (thread {a.thread_name or a.thread}) and {b.kernel} "
-                f"(thread {b.thread_name or b.thread}) ran at the same time"
+                f"{e.kind} on {e.buffer}: {a.kernel} (thread {a.thread_name or a.thread}, {a.site}) and "
+                f"{b.kernel} (thread {b.thread_name or b.thread}, {b.site}) ran at the same time"
             )
         else:
             continue
@@ -313,8 +344,10 @@ def _hazards(records: Sequence[LaunchRecord], edges: Sequence[Edge]) -> list[Haz
     return out
 
 
-def build_dataflow(trace: TraceData | Sequence[LaunchRecord]) -> Dataflow:
-    """The :class:`Dataflow` of ``trace`` (records in issue order).
+def build_dataflow(trace: TraceData | Sequence[LaunchRecord], graphs: Graphs | None = None) -> Dataflow:
+    """The :class:`Dataflow` of ``trace`` (records in issue order). ``graphs`` (graph id -> captured records,
+    :func:`~launchtrace.analysis.replays.captured_graphs` over the whole run) says what each replay ran; by
+    default the captures found in ``trace`` itself.
 
     Example::
 
@@ -322,7 +355,7 @@ def build_dataflow(trace: TraceData | Sequence[LaunchRecord]) -> Dataflow:
         print(len(flow.edges), "edges,", len(flow.hazards), "hazards")
     """
     records = tuple(trace.records if isinstance(trace, TraceData) else trace)
-    accesses = _accesses(records)
+    accesses = _accesses(records, captured_graphs([TraceData(list(records))]) if graphs is None else graphs)
     edges = _edges(records, accesses)
     path, total = _critical_path(records, edges)
     return Dataflow(

@@ -56,6 +56,7 @@ __all__ = [
     "TraceDiff",
     "WarmUp",
     "diff_traces",
+    "fold_share",
     "run_key",
     "segments",
     "split_runs",
@@ -261,14 +262,25 @@ def split_runs(traces: Sequence[TraceData]) -> list[list[TraceData]]:
     return list(runs.values())
 
 
+def fold_share(rec: LaunchRecord) -> tuple[int, int, bool]:
+    """For a record rebuilt from a summary span: ``(launches it stands for, their mean ns, whole)``. ``whole``:
+    the record stands for every repetition of its position (rebuilt with ``expand=False``, ``repeat`` set),
+    else it is one expanded copy. The mean is the recorded one (the laid-out duration when none was)."""
+    fold = rec.fold
+    assert fold is not None
+    mean = fold.mean_ns or rec.duration_ns
+    whole = fold.count > 1 and rec.repeat >= fold.count
+    return (rec.repeat if whole else max(1, rec.repeat)), mean, whole
+
+
 def _record_total(rec: LaunchRecord) -> tuple[int, int, int]:
     """``(host ns, launches, launches from summaries)`` a record stands for: a record standing for a whole
-    folded position (``repeat`` set) brings its recorded total, an expanded copy its share (the mean)."""
-    fold = rec.fold
-    if fold is not None and fold.copy == -1:
-        return fold.total_ns, rec.repeat, rec.repeat
+    folded position (``repeat`` set) brings its recorded total (count x mean), an expanded copy its share."""
+    if rec.fold is not None:
+        launches, mean, _whole = fold_share(rec)
+        return launches * mean, launches, launches
     n = max(1, rec.repeat)
-    return rec.duration_ns * n, n, n if (fold is not None or n > 1) else 0
+    return rec.duration_ns * n, n, n if n > 1 else 0
 
 
 GroupKey = tuple[str, str, str]  # (kind, step scope, name)

@@ -1,6 +1,6 @@
 """Per-kernel and per-scope tables for ``launchtrace summary`` and the report, honest about folded data.
 
-A record rebuilt from a summary span (folding, see :class:`launchtrace.model.FoldStats`) carries its position's
+A record rebuilt from a summary span (folding, see :class:`launchtrace.model.Fold`) carries its position's
 mean as its duration: that is not a measurement. These tables count each folded position once, with its
 recorded count, min, mean, max and p50: totals and means stay exact (count x mean), the max is the recorded
 one, a p50 that mixes summaries is an estimate (the count-weighted median of the recorded p50s and the measured
@@ -99,7 +99,7 @@ def kernel_stats(traces: Iterable[TraceData]) -> list[KernelStats]:
         for row in kernel_stats([trace]):
             print(row.kernel, row.count, row.p50_ns, "(estimate)" if row.p50_from_summaries else "")
     """
-    from launchtrace.analysis.diff import step_series
+    from launchtrace.analysis.diff import fold_share, step_series
 
     traces = list(traces)
     groups: dict[tuple[str, str], _Group] = {}
@@ -112,14 +112,17 @@ def kernel_stats(traces: Iterable[TraceData]) -> list[KernelStats]:
             fold = rec.fold
             if fold is not None:
                 g.nbytes += rec.nbytes * max(1, rec.repeat)
-                if (t, *fold.key) in seen:
+                key = (t, fold.span_id, fold.position)
+                if key in seen:
                     continue  # another copy of a position already counted
-                seen.add((t, *fold.key))
-                g.count += fold.count
-                g.folded += fold.count
-                g.total += fold.total_ns
-                g.fold_max = max(g.fold_max, fold.max_ns)
-                g.folds.append((fold.p50_ns, fold.count))
+                seen.add(key)
+                share, mean, whole = fold_share(rec)
+                launches = share if whole else share * fold.count
+                g.count += launches
+                g.folded += launches
+                g.total += launches * mean
+                g.fold_max = max(g.fold_max, fold.max_ns or mean)
+                g.folds.append((fold.p50_ns or mean, launches))
             elif rec.repeat > 1:  # stands for repetitions with no statistics: its duration is all we have
                 g.count += rec.repeat
                 g.folded += rec.repeat

@@ -37,9 +37,11 @@ def instrument() -> bool:
     with _lock:
         if _patches is not None:
             return False
+        from launchtrace.capture import appspan
         from launchtrace.capture.warp import patch_warp
 
         _patches = patch_warp()
+        appspan.watch()
         return True
 
 
@@ -49,8 +51,11 @@ def uninstrument() -> bool:
     with _lock:
         if _patches is None:
             return False
+        from launchtrace.capture import appspan
+
         _patches.restore()
         _patches = None
+        appspan.unwatch()
         return True
 
 

@@ -38,6 +38,7 @@ RECORD = 0
 SCOPE_BEGIN = 1
 SCOPE_END = 2
 PROBED = 3  # (PROBED, seq, tid, record event, probe results): a record measured by launchtrace.capture.probes
+APP_SPAN = 4  # (APP_SPAN, seq, tid, (trace_id, span_id, flags) | None): see launchtrace.capture.appspan
 
 try:  # the compiled capture wrapper queues launch events outside the cycle collector; drain_raw makes them tuples
     from launchtrace.capture._fastlaunch import expand as _expand_events

@@ -7,7 +7,9 @@ budgeted in microseconds (a CPU ``wp.launch`` costs 8-13 us):
 1. cheap exit first: nobody subscribed, or already inside a recorded call on this thread (``wp.clone`` calls
    ``wp.copy``: one record) -> call through;
 2. call the original, timing it with ``time.time_ns``;
-3. find the emitting site (first frame outside ``warp`` and ``launchtrace``, cached per code object);
+3. find the emitting site (first frame outside ``warp`` and ``launchtrace``, cached per code object) and the
+   Warp entry point it called (the outermost Warp frame: a user's ``wp.launch_tiled`` is user work, the fill
+   inside ``wp.zeros`` is Warp's own, see :func:`is_internal_entry`);
 4. turn the arguments into plain values (pointers, shapes, dtypes, scalars: never a reference to a user's
    array) and append one tuple per subscriber queue.
 
@@ -36,8 +38,10 @@ __all__ = [
     "STRUCT",
     "emit_scope_begin",
     "emit_scope_end",
+    "is_internal_entry",
     "is_library_code",
     "is_warp_code",
+    "set_public_entries",
     "wrap",
 ]
 
@@ -76,6 +80,7 @@ def set_library_prefixes(warp_dir: str, ours: str, exempt: tuple[str, ...] = ())
     _EXEMPT = exempt
     _LIB_CACHE.clear()
     _WARP_CACHE.clear()
+    _INTERNAL_CACHE.clear()
     _USER_MODULE.clear()
 
 
@@ -99,6 +104,30 @@ def is_warp_code(code: Any) -> bool:
 _WARP_PREFIX = ""
 _EXEMPT: tuple[str, ...] = ()
 _WARP_CACHE: dict[int, tuple[Any, bool]] = {}
+_PUBLIC_ENTRIES: dict[int, Any] = {}  # id(code) -> code of Warp's public device-work entry points
+_INTERNAL_CACHE: dict[int, tuple[Any, bool]] = {}
+
+
+def set_public_entries(functions: list[Any]) -> None:
+    """The Warp functions whose call from user code is user work, even where Warp implements them through
+    another patched entry point (``wp.launch_tiled`` -> ``wp.launch``, ``array.assign`` -> ``wp.copy``)."""
+    _PUBLIC_ENTRIES.clear()
+    _INTERNAL_CACHE.clear()
+    for function in functions:
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            _PUBLIC_ENTRIES[id(code)] = code
+
+
+def is_internal_entry(code: Any) -> bool:
+    """Whether work whose entry code (see :func:`find_site`) is ``code`` is Warp's own: the entry is Warp code
+    but none of its public device-work entry points (``wp.zeros``' fill, ``wp.clone``'s copy, ``Tape.backward``,
+    ``warp.fem`` / ``warp.sparse`` / ``warp.optim``)."""
+    hit = _INTERNAL_CACHE.get(id(code))
+    if hit is None or hit[0] is not code:
+        public = _PUBLIC_ENTRIES.get(id(code)) is code
+        hit = _INTERNAL_CACHE[id(code)] = (code, is_warp_code(code) and not public)
+    return hit[1]
 
 
 def _warn_once(what: str) -> None:
@@ -108,11 +137,17 @@ def _warn_once(what: str) -> None:
 
 
 def find_site(frame: Any) -> tuple[Any, int, str, Any]:
-    """``(site code, site line, site module, immediate caller code)`` for the frame that called a wrapper."""
+    """``(site code, site line, site module, entry code)`` for the frame that called a wrapper.
+
+    The entry code is the Warp function the site called (the outermost Warp frame: ``wp.launch_tiled``,
+    ``array.assign``, ``wp.clone``, ``Tape.backward``), or the immediate caller when no Warp frame lies in
+    between (user code called the patched entry point itself). It names the API and decides ``internal``
+    (:func:`is_internal_entry`)."""
     caller_code = frame.f_code
     hit = _USER_MODULE.get(id(caller_code))
     if hit is not None and hit[0] is caller_code:  # the common case: user code called Warp directly
         return caller_code, frame.f_lineno, hit[1], caller_code
+    entry = caller_code
     f = frame
     while f is not None:
         code = f.f_code
@@ -120,7 +155,9 @@ def find_site(frame: Any) -> tuple[Any, int, str, Any]:
             module = f.f_globals.get("__name__", "")
             if len(_USER_MODULE) < 100_000:
                 _USER_MODULE[id(code)] = (code, module)
-            return code, f.f_lineno, module, caller_code
+            return code, f.f_lineno, module, entry
+        if is_warp_code(code):
+            entry = code
         f = f.f_back
     return caller_code, frame.f_lineno, frame.f_globals.get("__name__", ""), caller_code
 
@@ -207,6 +244,25 @@ _next_seq = bus.next_seq
 # -- scopes --------------------------------------------------------------------------------------------------
 
 
+def active_span_parent() -> tuple[bytes, bytes, int] | None:
+    """The OpenTelemetry span active in this context (the application's own tracing), as ``(trace_id,
+    span_id, trace_flags)``; ``None`` when there is none or OpenTelemetry's API was never imported.
+
+    Read when an outermost scope opens, never per launch: the span builder, which runs later on another
+    thread, cannot see the launching thread's context."""
+    trace_api = sys.modules.get("opentelemetry.trace")
+    if trace_api is None:
+        return None
+    try:
+        context = trace_api.get_current_span().get_span_context()
+        if not context.is_valid:
+            return None
+        return context.trace_id.to_bytes(16, "big"), context.span_id.to_bytes(8, "big"), int(context.trace_flags)
+    except Exception:  # a third-party context implementation: never break the scope
+        _warn_once("reading the active OpenTelemetry span")
+        return None
+
+
 def emit_scope_begin(name: str, kind: str, attributes: tuple, internal: bool, frame: Any) -> int:
     """Open a scope on this thread (always tracked; an event only while someone listens). Returns its id."""
     sid = next_scope_id()
@@ -230,6 +286,7 @@ def emit_scope_begin(name: str, kind: str, attributes: tuple, internal: bool, fr
                 time_ns(),
                 site,
                 internal,
+                active_span_parent() if parent is None else None,
             )
             bus.offer(event)
         except Exception:

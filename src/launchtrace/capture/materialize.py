@@ -18,7 +18,7 @@ from typing import Any
 from launchtrace import native
 from launchtrace.capture import bus
 from launchtrace.capture.access import kernel_access
-from launchtrace.capture.hotpath import ARR, FLAT, HANDLES, STRUCT, is_warp_code
+from launchtrace.capture.hotpath import ARR, FLAT, HANDLES, STRUCT, is_internal_entry, is_warp_code
 from launchtrace.capture.state import THREAD_NAMES
 from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, Op, ScopeRecord, Site
@@ -288,6 +288,8 @@ class Materializer:
                     out.append(("scope_end", self.scope_end(event)))
                 elif kind == bus.PROBED:
                     out.append(("record", self.probed(event)))
+                elif kind == bus.APP_SPAN:  # (thread, the application's active span or None)
+                    out.append(("app_span", (event[2], event[3])))
             except Exception:
                 _log.warning("launchtrace: could not materialise a capture event; skipped", exc_info=True)
         return out
@@ -307,7 +309,7 @@ class Materializer:
     # -- scopes ------------------------------------------------------------------------------------------------
 
     def scope_begin(self, e: tuple) -> ScopeRecord:
-        _, seq, tid, sid, parent, name, kind, attrs, t0, site, internal = e
+        _, seq, tid, sid, parent, name, kind, attrs, t0, site, internal = e[:11]
         scope = ScopeRecord(
             id=sid,
             name=name,
@@ -320,6 +322,7 @@ class Materializer:
             internal=bool(internal),
             site=_site(*site[:3]) if site else None,
             seq=seq,
+            remote_parent=e[11] if len(e) > 11 else None,
         )
         self.open_scopes[sid] = scope
         return scope
@@ -343,6 +346,7 @@ class Materializer:
             internal=begun.internal,
             site=begun.site,
             seq=begun.seq,
+            remote_parent=begun.remote_parent,
         )
 
     # -- records -----------------------------------------------------------------------------------------------
@@ -359,7 +363,7 @@ class Materializer:
                 return rec
         _, seq, tid, kind, payload, code, line, module, caller, t0, t1, scope, graph, error = e
         site = _site(code, line, module) if code is not None else UNKNOWN_SITE
-        internal = is_warp_code(caller) if caller is not None else False
+        internal = is_internal_entry(caller) if caller is not None else False
         common = dict(
             site=site,
             thread=tid,
@@ -512,7 +516,7 @@ class Materializer:
             graph is not None,
             adjoint,
             api[1],
-            is_warp_code(caller) if caller is not None else False,
+            is_internal_entry(caller) if caller is not None else False,
             error,
             seq,
         )
@@ -787,6 +791,9 @@ def _build_launch(payload: tuple, seq: int, caller: Any, common: dict) -> Launch
 
 
 def _launch_api(caller: Any) -> str:
+    """The public entry point a launch came through, from its entry code (``hotpath.find_site``)."""
+    if caller is None or not is_warp_code(caller):  # user code called wp.launch itself
+        return "wp.launch"
     name = getattr(caller, "co_name", "")
     if name == "launch_tiled":
         return "wp.launch_tiled"
@@ -806,7 +813,8 @@ def _build_copy(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRe
     args.add(0, dest, "w")
     args.add(1, src, "r")
     args.scalars.extend(((2, dest_offset), (3, src_offset), (4, count)))
-    api = _COPY_APIS.get(getattr(caller, "co_name", ""), "wp.copy") if common["internal"] else "wp.copy"
+    warp_entry = caller is not None and is_warp_code(caller)
+    api = _COPY_APIS.get(getattr(caller, "co_name", ""), "wp.copy") if warp_entry else "wp.copy"
     kernel = "wp.array.assign" if api == "wp.array.assign" else "wp.copy"
     return LaunchRecord(
         Op.COPY.value,
@@ -870,7 +878,7 @@ def _build_primitive(payload: tuple, seq: int, caller: Any, common: dict) -> Lau
 
 
 def _build_graph_launch(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
-    graph_id, stream, device = payload
+    graph_id, stream, device, replay, launches = payload
     return LaunchRecord(
         Op.GRAPH_LAUNCH.value,
         "wp.capture_launch",
@@ -881,6 +889,8 @@ def _build_graph_launch(payload: tuple, seq: int, caller: Any, common: dict) -> 
         graph_id=graph_id,
         device=_device_name(device),
         api="wp.capture_launch",
+        graph_replay=int(replay or 0),
+        graph_launches=launches,
         **common,
     )
 

@@ -8,7 +8,8 @@ Patched (Warp 1.19; see ``shared/notes/warp-internals.md``):
   array and ``wp.array(data=...)`` funnel into it);
 - fills: ``array.fill_`` / ``zero_`` and the ``noncontiguous_array_base`` versions (indexed arrays);
 - graphs: ``capture_begin`` / ``capture_end`` (bookkeeping: work issued in between is recorded as captured and
-  tied to the graph) and ``capture_launch`` (a graph launch record);
+  tied to the graph, and counted) and ``capture_launch`` (a graph launch record with its replay ordinal and the
+  graph's record count);
 - native primitives: ``array_scan``, ``radix_sort_pairs``, ``segmented_sort_pairs``, ``runlength_encode``,
   ``array_sum``, ``array_inner`` (every binding, fem's and optim's included) and the ``wp_bsr_*`` natives that
   ``warp.sparse`` calls through ``runtime.core``;
@@ -40,6 +41,7 @@ from launchtrace.capture.hotpath import (
     is_library_code,
     is_warp_code,
     set_library_prefixes,
+    set_public_entries,
     wrap,
 )
 from launchtrace.capture.patching import PatchSet, wraps_like
@@ -64,15 +66,21 @@ SPARSE_NATIVES = (
     "wp_bsr_compress_inplace_device",
 )
 
-_GRAPH_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_GRAPHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""``wp.Graph`` -> ``[graph id, records captured into it (None: nothing recorded them), replays so far]``."""
 _PROBES = False  # a measurement (value statistics, device timing) is on: see launchtrace.capture.probes
 _PLAIN = frozenset((int, float, bool, str, type(None)))
 
 
 def graph_id_of(graph: Any) -> int | None:
     """The launchtrace id of a captured ``wp.Graph`` (``None`` if it was captured while not instrumented)."""
+    info = _graph_info(graph)
+    return None if info is None else info[0]
+
+
+def _graph_info(graph: Any) -> list | None:
     try:
-        return _GRAPH_IDS.get(graph)
+        return _GRAPHS.get(graph)
     except TypeError:
         return None
 
@@ -410,8 +418,11 @@ def extract_zero(args: tuple, kwargs: dict, result: Any) -> tuple:
 
 
 def extract_graph_launch(args: tuple, kwargs: dict, result: Any) -> tuple:
+    """``(graph id, stream, device, replay ordinal, records captured)`` of a ``wp.capture_launch``."""
     graph = _arg(args, kwargs, 0, "graph")
-    return (graph_id_of(graph), _stream_handle(_arg(args, kwargs, 1, "stream")), getattr(graph, "device", None))
+    info = _graph_info(graph) or (None, None, 0)
+    stream = _stream_handle(_arg(args, kwargs, 1, "stream"))
+    return (info[0], stream, getattr(graph, "device", None), info[2], info[1])
 
 
 def make_primitive_extractor(name: str, function: Callable) -> Callable:
@@ -471,29 +482,80 @@ _WRAPPER_FILES = frozenset(
 # -- graph capture bookkeeping ----------------------------------------------------------------------------------
 
 
+_counting: dict[int, bus.Subscription] = {}  # graph id being captured -> the subscription counting its records
+COUNT_CAPACITY = 100_000
+"""Most events a capture's counting subscription holds (tens of MB at most, for a capture never ended); a graph
+of more records gets ``graph_launches=None``, "not known"."""
+
+
 def _wrap_capture_begin(original: Callable) -> Callable:
+    """A new graph id for the work issued on this thread until ``capture_end``, and a private bus
+    subscription for this thread that counts it (whoever else listens, or nobody: the replays say how many
+    records each one ran). Captures are rare; recording during one costs nothing that matters."""
+
     def capture_begin(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
-        tstate().capture_graph = next_graph_id()
+        graph_id = next_graph_id()
+        st = tstate()
+        st.capture_outer.append(st.capture_graph)
+        st.capture_graph = graph_id
+        try:
+            _counting[graph_id] = bus.subscribe(capacity=COUNT_CAPACITY, thread=st.tid)
+        except Exception:
+            _warn_once("capture_begin")
         return result
 
     return wraps_like(original, capture_begin)
+
+
+def _captured_count(sub: bus.Subscription | None, graph_id: int) -> int | None:
+    """Records of ``graph_id`` in ``sub``'s queue that ran without error (``None``: some were dropped)."""
+    if sub is None:
+        return None
+    sub.close()
+    count = 0
+    for e in sub.drain_raw():
+        if e[0] == bus.PROBED:
+            e = e[3]
+        if e[0] == bus.RECORD and e[12] == graph_id and e[13] is None:
+            count += 1
+    return None if sub.dropped else count
 
 
 def _wrap_capture_end(original: Callable) -> Callable:
     def capture_end(*args: Any, **kwargs: Any) -> Any:
         st = tstate()
         graph_id = st.capture_graph
-        st.capture_graph = None
-        graph = original(*args, **kwargs)
+        st.capture_graph = st.capture_outer.pop() if st.capture_outer else None  # back to an enclosing capture
+        sub = _counting.pop(graph_id, None) if graph_id is not None else None
+        try:
+            graph = original(*args, **kwargs)
+        finally:
+            try:
+                size = _captured_count(sub, graph_id) if graph_id is not None else None
+            except Exception:
+                size = None
+                _warn_once("capture_end")
         if graph_id is not None:
             try:
-                _GRAPH_IDS[graph] = graph_id
+                _GRAPHS[graph] = [graph_id, size, 0]
             except TypeError:
                 pass
         return graph
 
     return wraps_like(original, capture_end)
+
+
+def _counting_capture_launch(original: Callable) -> Callable:
+    """``capture_launch`` counting each graph's replays (recorded or not), before the recording wrapper."""
+
+    def capture_launch(*args: Any, **kwargs: Any) -> Any:
+        info = _graph_info(_arg(args, kwargs, 0, "graph"))
+        if info is not None:
+            info[2] += 1
+        return original(*args, **kwargs)
+
+    return wraps_like(original, capture_launch)
 
 
 # -- scopes -----------------------------------------------------------------------------------------------------
@@ -558,6 +620,32 @@ def _wrap_tape_scope_end(original: Callable) -> Callable:
 
 # -- the patch table --------------------------------------------------------------------------------------------
 
+PUBLIC_ENTRIES = (
+    "launch",
+    "launch_tiled",
+    "Launch.launch",
+    "copy",
+    "capture_launch",
+    "capture_if",
+    "capture_while",
+)
+"""Warp's public device-work entry points in ``warp._src.context`` besides the arrays' ``assign`` / ``fill_`` /
+``zero_`` and the :data:`PRIMITIVES`: called from user code they are user work, whatever other entry point
+Warp implements them with (``launchtrace.capture.hotpath.is_internal_entry``)."""
+
+
+def _public_entries(ctx: Any, wtypes: Any, wutils: Any) -> list[Any]:
+    found = []
+    for dotted in PUBLIC_ENTRIES:
+        owner: Any = ctx
+        for part in dotted.split("."):
+            owner = getattr(owner, part, None)
+        found.append(owner)
+    for cls in (wtypes.array, wtypes.noncontiguous_array_base):
+        found.extend(cls.__dict__.get(name) for name in ("assign", "fill_", "zero_"))
+    found.extend(getattr(wutils, name, None) for name in PRIMITIVES)
+    return [f for f in found if f is not None]
+
 
 def patch_warp() -> PatchSet:
     """Patch every entry point listed in the module docstring; returns what to restore."""
@@ -573,6 +661,7 @@ def patch_warp() -> PatchSet:
     ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     set_library_prefixes(warp_dir, ours, exempt=(os.path.join(ours, "demo") + os.sep,))
 
+    set_public_entries(_public_entries(ctx, wtypes, wutils))
     patches = PatchSet()
     everywhere: dict[int, tuple[Any, Any]] = {}
 
@@ -583,7 +672,8 @@ def patch_warp() -> PatchSet:
 
     rebind(ctx, "launch", wrap_launch(ctx.launch))
     rebind(ctx, "copy", wrap(ctx.copy, "copy", extract_copy))
-    rebind(ctx, "capture_launch", wrap(ctx.capture_launch, "graph_launch", extract_graph_launch))
+    replays = _counting_capture_launch(ctx.capture_launch)
+    rebind(ctx, "capture_launch", wrap(replays, "graph_launch", extract_graph_launch))
     rebind(ctx, "capture_begin", _wrap_capture_begin(ctx.capture_begin))
     rebind(ctx, "capture_end", _wrap_capture_end(ctx.capture_end))
     for name in PRIMITIVES:

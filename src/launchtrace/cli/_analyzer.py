@@ -18,7 +18,7 @@ from typing import Any
 
 from launchtrace.errors import UserError
 
-__all__ = ["add_format", "safe_child", "safe_name", "write_json", "write_text"]
+__all__ = ["add_format", "add_selection", "safe_child", "safe_name", "selected_views", "write_json", "write_text"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -39,6 +39,38 @@ def safe_child(folder: Path, name: str) -> Path:
 
 def add_format(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")) -> None:
     parser.add_argument("--format", choices=choices, default=choices[0], help="output format (default: %(default)s)")
+
+
+def add_selection(parser: argparse.ArgumentParser) -> None:
+    """``--scope``, ``--trace`` and ``--occurrence``: what to look at (see :mod:`launchtrace.analysis.runs`)."""
+    group = parser.add_argument_group("choose what to look at (default: the whole run, every thread)")
+    group.add_argument("--scope", metavar="NAME", help="occurrences of this scope (e.g. step)")
+    group.add_argument("--trace", metavar="ID", help="only this trace (its id, or a unique prefix)")
+    group.add_argument(
+        "--occurrence",
+        metavar="N|median|slowest",
+        type=_occurrence,
+        help="one occurrence: its number, the median-duration one, or the slowest",
+    )
+
+
+def _occurrence(text: str) -> str | int:
+    if text in ("median", "slowest"):
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, 'median' or 'slowest', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def selected_views(traces: list, args: argparse.Namespace) -> list:
+    """The :class:`~launchtrace.analysis.runs.View` s ``args`` (from :func:`add_selection`) choose."""
+    from launchtrace.analysis.runs import views
+
+    return views(traces, scope=args.scope, trace=args.trace, occurrence=args.occurrence)
 
 
 def write_text(text: str, out: str | None) -> None:

@@ -9,6 +9,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import threading
@@ -32,11 +33,28 @@ def _port(text: str) -> int | None:
     return port
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive, finite number of seconds")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", "-o", default=DEFAULT_OUT, help=f"the JSON Lines file to append to ({DEFAULT_OUT})")
     parser.add_argument("--grpc", type=_port, default=4317, metavar="PORT", help="OTLP/gRPC port (4317; 0 = any; off)")
     parser.add_argument("--http", type=_port, default=4318, metavar="PORT", help="OTLP/HTTP port (4318; 0 = any; off)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    parser.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="S",
+        help="close an HTTP connection silent this long, between requests or inside one (30)",
+    )
     parser.add_argument(
         "--max-spans", type=int, default=0, metavar="N", help="stop after receiving N spans (0: run until signalled)"
     )
@@ -47,8 +65,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.grpc is None and args.http is None:
         raise UserError("both --grpc and --http are off: nothing to listen on")
+    from launchtrace.cli._output import make_parent
+
+    make_parent("--out", args.out)
     try:
-        collector = Collector(args.out, grpc_port=args.grpc, http_port=args.http, host=args.host).start()
+        collector = Collector(
+            args.out, grpc_port=args.grpc, http_port=args.http, host=args.host, idle_timeout=args.idle_timeout
+        ).start()
     except OSError as exc:
         raise UserError(f"{exc} (output {args.out})") from None
     stop = threading.Event()

@@ -1,11 +1,16 @@
-"""``launchtrace dataflow TRACE``: read/write edges, critical path, overlap candidates and hazards."""
+"""``launchtrace dataflow TRACE``: read/write edges, critical path, overlap candidates and hazards.
+
+By default each run (process) is analysed whole: every thread's records on one time axis, so a race between
+two threads is found although their launches sit in different traces; ``--scope`` / ``--trace`` /
+``--occurrence`` narrow it to chosen steps. Graph replays count as the accesses of the launches they ran.
+"""
 
 from __future__ import annotations
 
 import argparse
 
 from launchtrace.analysis.dataflow import Dataflow, build_dataflow
-from launchtrace.cli._analyzer import add_format, write_json, write_text
+from launchtrace.cli._analyzer import add_format, add_selection, selected_views, write_json, write_text
 from launchtrace.loading import load_traces
 from launchtrace.render.escape import terminal_lines
 
@@ -16,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("traces", nargs="+", help="trace files or folders")
     parser.add_argument("--edges", action="store_true", help="list every edge (text format)")
     parser.add_argument("--fail-on-hazard", action="store_true", help="exit 1 when a hazard is found")
+    add_selection(parser)
     add_format(parser)
 
 
@@ -24,12 +30,12 @@ def _name(flow: Dataflow, i: int) -> str:
     return f"#{i} {rec.kernel}"
 
 
-def _text(t: int, flow: Dataflow, edges: bool) -> list[str]:
+def _text(label: str, flow: Dataflow, edges: bool) -> list[str]:
     kinds: dict[str, int] = {}
     for e in flow.edges:
         kinds[str(e.kind)] = kinds.get(str(e.kind), 0) + 1
     lines = [
-        f"trace {t}: {len(flow.records)} records, {len(flow.edges)} edges "
+        f"{label}: {len(flow.records)} records, {len(flow.edges)} edges "
         + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())),
         f"  critical path: {flow.critical_ns / 1000:.1f} us over {len(flow.critical_path)} records: "
         + " -> ".join(_name(flow, i) for i in flow.critical_path[:20])
@@ -45,8 +51,9 @@ def _text(t: int, flow: Dataflow, edges: bool) -> list[str]:
     return lines
 
 
-def _json(flow: Dataflow) -> dict:
+def _json(label: str, flow: Dataflow) -> dict:
     return {
+        "view": label,
         "records": [{"index": i, "kernel": r.kernel, "op": str(r.op)} for i, r in enumerate(flow.records)],
         "accesses": [
             {
@@ -65,15 +72,26 @@ def _json(flow: Dataflow) -> dict:
         "critical_path": list(flow.critical_path),
         "critical_ns": flow.critical_ns,
         "overlap_candidates": [list(g) for g in flow.overlap_candidates()],
-        "hazards": [{"src": h.edge.src, "dst": h.edge.dst, "reason": h.reason} for h in flow.hazards],
+        "hazards": [
+            {
+                "src": h.edge.src,
+                "dst": h.edge.dst,
+                "kind": str(h.edge.kind),
+                "buffer": h.edge.buffer,
+                "src_site": str(flow.records[h.edge.src].site),
+                "dst_site": str(flow.records[h.edge.dst].site),
+                "reason": h.reason,
+            }
+            for h in flow.hazards
+        ],
     }
 
 
 def run(args: argparse.Namespace) -> int:
-    flows = [build_dataflow(t) for t in load_traces(args.traces)]
+    flows = [(v.label, build_dataflow(v.data, v.graphs)) for v in selected_views(load_traces(args.traces), args)]
     if args.format == "json":
-        write_json([_json(f) for f in flows], None)
+        write_json([_json(label, f) for label, f in flows], None)
     else:
-        write_text(terminal_lines([line for t, f in enumerate(flows) for line in _text(t, f, args.edges)]), None)
-    hazards = sum(len(f.hazards) for f in flows)
+        write_text(terminal_lines([line for label, f in flows for line in _text(label, f, args.edges)]), None)
+    hazards = sum(len(f.hazards) for _, f in flows)
     return 1 if hazards and args.fail_on_hazard else 0

@@ -11,6 +11,7 @@ import collections
 import time
 
 from launchtrace.errors import UserError
+from launchtrace.export.config import FOLD_MODES
 
 HELP = "run a bundled Warp simulation on the CPU, instrumented, and export its spans (no server needed)"
 
@@ -23,6 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="OTLP JSON Lines file to write (default: launchtrace-<time>-<pid>.jsonl here)")
     parser.add_argument("--value-stats", action="store_true", help="add value statistics of each launch's outputs")
     parser.add_argument("--device-timing", action="store_true", help="add CUDA event times (with --device cuda:0)")
+    parser.add_argument(
+        "--fold",
+        choices=FOLD_MODES,
+        help="when repeated launches become summary spans: auto (the default: only a trace that would pass its "
+        "span budget), always (from the first repeat), off (never)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,13 +41,16 @@ def run(args: argparse.Namespace) -> int:
     wp.config.quiet = True
     import launchtrace
     from launchtrace.capture import bus
+    from launchtrace.cli._output import make_parent
     from launchtrace.demo.particles import ParticleSim
 
-    settings: dict = {"file_path": args.out} if args.out else {}
+    settings: dict = {"file_path": make_parent("--out", args.out)} if args.out else {}
     if args.value_stats:
         settings["value_stats"] = True
     if args.device_timing:
         settings["device_timing"] = True
+    if args.fold:
+        settings["fold"] = args.fold
     try:
         pipeline = launchtrace.start_export(**settings)
     except ValueError as exc:
@@ -62,5 +72,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"captured {sum(counts.values())} device operations:")
     for name, count in counts.most_common():
         print(f"  {count:6d}  {name}")
-    print(f"exported {stats.exported} spans, dropped {stats.dropped}, to {pipeline.sink.description}")
+    print(
+        f"exported {stats.exported} spans ({stats.folded_records} records folded into {stats.summary_spans} summary "
+        f"spans), dropped {stats.dropped}, to {pipeline.sink.description}"
+    )
     return 0 if stats.dropped == 0 else 1

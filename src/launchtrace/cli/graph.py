@@ -1,4 +1,9 @@
-"""``launchtrace graph TRACE --out DIR``: the dataflow as DOT (SVG, PNG when ``dot`` is installed)."""
+"""``launchtrace graph TRACE --out DIR``: the dataflow as DOT (SVG, PNG when ``dot`` is installed).
+
+By default one picture per distinct topology of each run's steps (outermost scope occurrences): identical steps
+are drawn once, from their median-duration occurrence, titled with how many there were ("step: 60
+occurrences"). ``--scope`` / ``--trace`` / ``--occurrence`` draw the chosen occurrences instead.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ from pathlib import Path
 
 from launchtrace.analysis.dataflow import build_dataflow
 from launchtrace.analysis.diff import diff_traces
-from launchtrace.cli._analyzer import safe_child
+from launchtrace.analysis.replays import captured_graphs
+from launchtrace.analysis.runs import View, group_runs, occurrences, pick, topology_groups
+from launchtrace.cli._analyzer import add_selection, safe_child, safe_name, selected_views
 from launchtrace.errors import UserError
 from launchtrace.loading import load_traces
 from launchtrace.model import TraceData
@@ -22,12 +29,29 @@ _log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("traces", nargs="*", help="trace files or folders (one graph per trace)")
+    parser.add_argument("traces", nargs="*", help="trace files or folders (one graph per distinct step topology)")
     parser.add_argument("--diff", nargs=2, metavar=("A", "B"), help="draw B, coloured by its diff against A")
     parser.add_argument("--hide-readonly", action="store_true", help="hide buffers no record writes")
     parser.add_argument("--no-collapse", action="store_true", help="draw repeated sequences in full")
     parser.add_argument("--formats", default="svg,png", help="rendered formats besides DOT (default: svg,png)")
     parser.add_argument("--out", required=True, help="output folder")
+    add_selection(parser)
+
+
+def _distinct_steps(traces: list[TraceData]) -> list[tuple[str, View]]:
+    """One (stem, view) per distinct topology of each run's outermost scope occurrences, titled with its count."""
+    out = []
+    for r, run in enumerate(group_runs(traces)):
+        graphs = captured_graphs(run.traces)
+        for k, members in enumerate(topology_groups(occurrences(run.traces))):
+            chosen = pick(members, "median")
+            n = len(members)
+            title = f"{chosen.name}: {n} occurrence{'s' if n != 1 else ''}" + (
+                f" with this topology (drawn: #{chosen.index}, the median)" if n > 1 else f" (#{chosen.index})"
+            )
+            stem = f"run{r}-{k}-{safe_name(chosen.name, 40)}"  # short: the extension must survive safe_child
+            out.append((stem, View(title, chosen.data, run, graphs, chosen)))
+    return out
 
 
 def _diff_status(a: list[TraceData], b: TraceData) -> tuple[dict[int, str], list]:
@@ -69,24 +93,32 @@ def run(args: argparse.Namespace) -> int:
     formats = [f for f in args.formats.split(",") if f]
     if any(f not in ("svg", "png", "pdf") for f in formats):
         raise UserError(f"--formats: choose among svg, png, pdf (got {args.formats!r})")
-    jobs: list[tuple[str, TraceData, dict[int, str], list]] = []
+    jobs: list[tuple[str, TraceData, dict[int, str], list, str, dict | None]] = []
     if args.diff:
         a, b = load_traces(args.diff[0]), load_traces(args.diff[1])
         for k, tb in enumerate(b):
             status, removed = _diff_status(a[k : k + 1] or a, tb)
-            jobs.append((f"diff-{k}-{tb.attributes.get('trace_id', '')}", tb, status, removed))
+            jobs.append((f"diff-{k}-{tb.attributes.get('trace_id', '')}", tb, status, removed, "", None))
     if not args.traces and not args.diff:
         raise UserError("give trace files, or --diff A B")
-    for k, t in enumerate(load_traces(args.traces) if args.traces else []):
-        jobs.append((f"trace-{k}-{t.attributes.get('trace_id', '')}", t, {}, []))
-    for stem, trace, status, removed in jobs:
+    traces = load_traces(args.traces) if args.traces else []
+    chosen = args.scope is not None or args.trace is not None or args.occurrence is not None
+    if traces and chosen:
+        for k, view in enumerate(selected_views(traces, args)):
+            name = view.occurrence.name if view.occurrence else "run"
+            jobs.append((f"{k}-{safe_name(name, 40)}", view.data, {}, [], view.label, view.graphs))
+    elif traces:
+        for stem, view in _distinct_steps(traces):
+            jobs.append((stem, view.data, {}, [], view.label, view.graphs))
+    for stem, trace, status, removed, title, graphs in jobs:
         text = render_dot(
             trace,
-            build_dataflow(trace),
+            build_dataflow(trace, graphs),
             hide_readonly=args.hide_readonly,
             collapse_repeats=not args.no_collapse,
             status=status,
             removed=removed,
+            title=title,
         )
         for path in _write(out, stem, text, formats):
             print(path)

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from launchtrace.cli._output import make_parent
 from launchtrace.errors import UserError
 from launchtrace.otlp.json_codec import encode_line
 from launchtrace.otlp.problems import Severity
@@ -55,10 +57,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     conn.add_argument("--header", action="append", default=[], metavar="K=V", help="extra header; repeatable")
     conn.add_argument("--ca-file", help="verify TLS against this CA bundle")
     conn.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
-    conn.add_argument("--timeout", type=float, default=10.0, help="seconds per request (default 10)")
+    conn.add_argument("--timeout", type=float, default=10.0, help="seconds each request may take in all (default 10)")
+    conn.add_argument(
+        "--max-answer-bytes",
+        default="64M",
+        metavar="SIZE",
+        help="largest answer body after inflation: bytes, or 512k, 64M, 1G (default 64M)",
+    )
     conn.add_argument("--retries", type=int, default=3, help="retries on 429/5xx/no connection (default 3)")
     parser.add_argument("--strict", action="store_true", help="stop at the first problem (exit 2)")
     parser.add_argument("--quiet", action="store_true", help="no progress, only the summary")
+
+
+def _seconds(value: float, option: str) -> float:
+    if not (value > 0 and math.isfinite(value)):
+        raise UserError(f"{option} {value}: expected a positive, finite number of seconds")
+    return value
 
 
 def _pairs(values: list[str], option: str) -> tuple[tuple[str, str], ...]:
@@ -89,7 +103,7 @@ def _progress(quiet: bool) -> Callable[[int, int], None] | None:
 
 
 def _client(args: argparse.Namespace):
-    from launchtrace.sources.http import HttpClient, HttpOptions
+    from launchtrace.sources.http import HttpClient, HttpOptions, parse_size
 
     basic = args.basic_auth or os.environ.get(BASIC_AUTH_ENV)
     auth = None
@@ -105,8 +119,9 @@ def _client(args: argparse.Namespace):
         headers=_pairs(args.header, "--header"),
         verify=not args.insecure,
         ca_file=args.ca_file,
-        timeout=args.timeout,
+        timeout=_seconds(args.timeout, "--timeout"),
         retries=args.retries,
+        max_answer_bytes=parse_size(args.max_answer_bytes, "--max-answer-bytes"),
     )
     return HttpClient(options)
 
@@ -188,7 +203,7 @@ def write_jsonl(result: ReadResult, out: str) -> int:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
         return len(lines)
-    target = Path(out)
+    target = Path(make_parent("--out", out))
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -215,8 +230,22 @@ def _summary(result: ReadResult, out: str) -> None:
         print(f"  ... and {hidden} more", file=sys.stderr)
 
 
+def _made_writable(result: ReadResult, strict: bool) -> ReadResult:
+    """The spans with what OTLP JSON cannot write as it is changed (nesting cut, see writable), each said."""
+    from launchtrace.sources.writable import writable
+
+    spans, notes = writable(result.spans, where=result.source)
+    if not notes:
+        return result
+    if strict:
+        raise UserError(str(notes[0]))
+    return dataclasses.replace(
+        result, spans=spans, problems=result.problems + tuple(notes), warnings=result.warnings + len(notes)
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    result = _PULLERS[args.kind](args)
+    result = _made_writable(_PULLERS[args.kind](args), args.strict)
     write_jsonl(result, args.out)
     _summary(result, args.out)
     return 2 if result.errors else 0

@@ -1,4 +1,9 @@
-"""``launchtrace report TRACE --out FILE.html``: one self-contained HTML report."""
+"""``launchtrace report TRACE --out FILE.html``: one self-contained HTML report (see :mod:`launchtrace.render.html`).
+
+The graph is of the representative step (the median occurrence of the run's most common outermost scope), or
+of the step ``--scope`` / ``--trace`` / ``--occurrence`` choose; hazards are those of the whole run, every
+thread on one time axis; ``--baseline`` adds the diff section.
+"""
 
 from __future__ import annotations
 
@@ -6,57 +11,54 @@ import argparse
 
 from launchtrace.analysis.dataflow import build_dataflow
 from launchtrace.analysis.diff import diff_traces
-from launchtrace.analysis.stats import kernel_stats
-from launchtrace.cli._analyzer import write_text
+from launchtrace.analysis.overview import overview
+from launchtrace.analysis.runs import views
+from launchtrace.cli._analyzer import add_selection, selected_views, write_text
 from launchtrace.loading import load_traces
-from launchtrace.render.diff_text import diff_as_text
 from launchtrace.render.dot import render_dot
 from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
 from launchtrace.render.html import render_report
 
-HELP = "write one self-contained HTML report: timeline, diff summary, dataflow graph, kernel statistics"
+HELP = "write one self-contained HTML report: run facts, step durations, kernel time, timeline, dataflow, diff"
 
 GRAPH_LIMIT = 2000  # records; larger graphs take dot minutes and are unreadable anyway
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("traces", nargs="+", help="trace files or folders")
-    parser.add_argument("--baseline", help="trace file(s) to diff against; the summary goes in the report")
+    parser.add_argument("--baseline", help="trace file(s) to diff against; the diff goes in the report")
     parser.add_argument("--title", default="launchtrace report", help="the page title")
     parser.add_argument("--out", required=True, help="the HTML file to write")
+    add_selection(parser)
 
 
-def _graph(traces) -> tuple[bytes | None, str]:
-    if not traces:
-        return None, "no trace"
-    trace = traces[0]
+def _graph(view) -> tuple[bytes | None, str]:
+    if view is None:
+        return None, "no step to draw"
+    trace = view.data
     if len(trace.records) > GRAPH_LIMIT:
-        return (
-            None,
-            f"graph left out: {len(trace.records)} records (limit {GRAPH_LIMIT}); use launchtrace graph",
-        )
+        return None, f"graph left out: {len(trace.records)} records (limit {GRAPH_LIMIT}); use launchtrace graph"
     if not dot_available():
         return None, "graph left out: Graphviz 'dot' is not installed"
     try:
-        return run_dot(render_dot(trace, build_dataflow(trace), hide_readonly=True), "svg"), ""
+        flow = build_dataflow(trace, view.graphs)
+        return run_dot(render_dot(trace, flow, hide_readonly=True, title=view.label), "svg"), ""
     except GraphvizError as exc:
         return None, f"graph left out: {exc}"
 
 
 def run(args: argparse.Namespace) -> int:
     traces = load_traces(args.traces)
-    diff_text = None
-    if args.baseline:
-        diff_text = diff_as_text(diff_traces(load_traces(args.baseline), traces))
-    svg, note = _graph(traces)
-    page = render_report(
-        traces,
-        stats=kernel_stats(traces),
-        diff_text=diff_text,
-        graph_svg=svg,
-        graph_note=note,
-        title=args.title,
-    )
+    diff = diff_traces(load_traces(args.baseline), traces) if args.baseline else None
+    if args.scope is not None or args.trace is not None or args.occurrence is not None:
+        chosen = selected_views(traces, args)
+        ov = overview(traces, [v.occurrence for v in chosen if v.occurrence is not None])
+    else:
+        chosen = views(traces, occurrence="median")
+        ov = overview(traces)
+    hazards = [h.reason for v in views(traces) for h in build_dataflow(v.data, v.graphs).hazards]
+    svg, note = _graph(chosen[0] if chosen else None)
+    page = render_report(traces, ov, diff=diff, graph_svg=svg, graph_note=note, hazards=hazards, title=args.title)
     write_text(page, args.out)
     print(args.out)
     return 0

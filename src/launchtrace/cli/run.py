@@ -2,8 +2,11 @@
 
 Like ``opentelemetry-instrument``: the program runs in this process (``runpy``) with ``sys.argv`` set to the
 script and its arguments, its exit code is preserved, and pending spans are flushed at the end. Spans go to
-``--out`` (emptied first), else to ``LAUNCHTRACE_FILE`` or ``launchtrace-<date>-<time>-<pid>.jsonl`` in the
-working directory; when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the traces one) is set, over OTLP instead.
+``--out`` (emptied first; its folder is created), else to ``LAUNCHTRACE_FILE`` or
+``launchtrace-<date>-<time>-<pid>.jsonl`` in the working directory; when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
+the traces one) is set, over OTLP instead. ``service.name`` is the script's (or module's) name unless
+``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` name one. Python processes the program starts (``spawn``
+/ ``forkserver`` workers, ``subprocess``) export the same way (:mod:`launchtrace.autorun`).
 
 Example::
 
@@ -14,19 +17,30 @@ Example::
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
+import importlib.util
 import os
 import runpy
 import sys
 import traceback
+from collections.abc import Mapping
 
+from launchtrace.cli._output import make_parent
 from launchtrace.errors import UserError
+from launchtrace.export.config import FOLD_MODES
 
 HELP = "run a Python program with Warp instrumented, exporting every launch as a span"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", "-o", metavar="FILE", help="the OTLP JSON Lines file to write (emptied first)")
-    parser.add_argument("--no-fold", action="store_true", help="export every launch as its own span")
+    parser.add_argument(
+        "--fold",
+        choices=FOLD_MODES,
+        help="when repeated launches become summary spans: auto (the default: only a trace that would pass its "
+        "span budget), always (from the first repeat), off (never; a trace past its budget is cut)",
+    )
+    parser.add_argument("--no-fold", action="store_true", help="the same as --fold off")
     parser.add_argument(
         "--value-stats", action="store_true", help="add mean/std/min/max of every array a launch writes (slower)"
     )
@@ -48,12 +62,59 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
+def default_service_name(target: str, *, as_module: bool, environ: Mapping[str, str] | None = None) -> str | None:
+    """The script's name without ``.py`` (or the module's name), unless the environment names the service:
+    ``OTEL_SERVICE_NAME``, ``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES``, or ``LAUNCHTRACE_SERVICE_NAME``."""
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SERVICE_NAME", "").strip() or env.get("LAUNCHTRACE_SERVICE_NAME", "").strip():
+        return None
+    for pair in env.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
+        key, sep, value = pair.partition("=")
+        if sep and key.strip() == "service.name" and value.strip():
+            return None
+    if as_module:
+        return target
+    name = os.path.basename(target)
+    return name[:-3] if name.endswith(".py") and len(name) > 3 else name
+
+
+def _check_module(name: str) -> None:
+    """``-m name`` must exist before anything starts (no banner, no empty file). Only the top-level package is
+    looked up here: importing a parent package before Warp is instrumented would let it keep unpatched names."""
+    top = name.partition(".")[0]
+    try:
+        found = importlib.util.find_spec(top) is not None or _find_in_cwd(top)
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise UserError(f"-m {name}: no module named {top!r}")
+
+
+def _find_in_cwd(top: str) -> bool:
+    """``python -m`` looks in the working directory first; the ``launchtrace`` script's ``sys.path`` may not."""
+    return importlib.machinery.PathFinder.find_spec(top, [os.getcwd()]) is not None
+
+
+def _submodule_found(name: str) -> bool:
+    """Whether ``pkg.mod`` exists: its parent packages are imported (Warp instrumented by then, as runpy would
+    import them), the module itself is not run."""
+    sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
+    finally:
+        sys.path.remove(os.getcwd())
+
+
 def run(args: argparse.Namespace) -> int:
+    from launchtrace import autorun
     from launchtrace.export import start_export, stop_export
 
     if args.module is None and args.script is None:
         raise UserError("give a script to run (launchtrace run script.py [args]) or -m module")
     if args.module is not None:
+        _check_module(args.module)
         program_args = [args.script, *args.args] if args.script is not None else list(args.args)
         target = args.module
     else:
@@ -61,24 +122,33 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{args.script}: no such file")
         program_args = list(args.args)
         target = args.script
-    settings: dict = {"fold": False} if args.no_fold else {}
+    settings: dict = {"fold": "off"} if args.no_fold else {"fold": args.fold} if args.fold else {}
     if args.value_stats:
         settings["value_stats"] = True
     if args.device_timing:
         settings["device_timing"] = True
     if args.out:
-        settings["file_path"] = os.path.abspath(args.out)
-        folder = os.path.dirname(settings["file_path"])
-        if not os.path.isdir(folder):
-            raise UserError(f"--out {args.out}: folder {folder} does not exist")
+        settings["file_path"] = make_parent("--out", args.out)
+    service = default_service_name(target, as_module=args.module is not None)
+    if service:
+        settings["service_name"] = service
     try:
         pipeline = start_export(truncate=bool(args.out), **settings)
     except (ValueError, OSError) as exc:
         raise UserError(str(exc)) from None
+    if args.module is not None and "." in args.module and not _submodule_found(args.module):
+        stop_export()
+        if args.out and os.path.exists(settings["file_path"]) and os.path.getsize(settings["file_path"]) == 0:
+            os.remove(settings["file_path"])
+        raise UserError(f"-m {args.module}: no module named {args.module!r}")
+    autorun.export_to_children(pipeline.config, settings)
     code = _run_program(target, program_args, as_module=args.module is not None)
     stats = stop_export()
-    dropped = f", {stats.dropped} dropped" if stats.dropped else ""
-    print(f"launchtrace: {stats.exported} spans -> {pipeline.sink.description}{dropped}", file=sys.stderr)
+    print(
+        f"launchtrace: {stats.exported} spans -> {pipeline.sink.description} ({stats.folded_records} records folded "
+        f"into {stats.summary_spans} summary spans, {stats.dropped} dropped)",
+        file=sys.stderr,
+    )
     return code
 
 
@@ -96,17 +166,16 @@ def _print_program_traceback() -> None:
 def _run_program(target: str, program_args: list[str], *, as_module: bool) -> int:
     """Run the program as ``python script.py args`` would; its exit status (1 with a traceback if it raised)."""
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
+    sys.argv = [target, *program_args]
     if as_module:
-        sys.argv = [target, *program_args]
         sys.path.insert(0, os.getcwd())
     else:
-        sys.argv = [target, *program_args]
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
     try:
         if as_module:
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
-            runpy.run_path(target, run_name="__main__")
+            runpy.run_path(os.path.abspath(target), run_name="__main__")  # absolute, as Python names __main__
         return 0
     except SystemExit as exc:
         return _exit_code(exc)

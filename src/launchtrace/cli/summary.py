@@ -11,6 +11,7 @@ import dataclasses
 import math
 from typing import Any
 
+from launchtrace.analysis.replays import with_replay_counts
 from launchtrace.analysis.stats import KernelStats, ScopeStats, kernel_stats, scope_stats
 from launchtrace.cli._analyzer import add_format, write_json, write_text
 from launchtrace.loading import load_traces
@@ -93,7 +94,7 @@ def _scope_lines(rows: list[ScopeStats]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     traces = load_traces(args.traces)
-    rows = kernel_stats(traces)
+    rows = with_replay_counts(kernel_stats(traces), traces)  # count what each capture_launch ran
     if args.top > 0:
         rows = rows[: args.top]
     scopes = scope_stats(traces)

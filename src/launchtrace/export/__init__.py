@@ -5,7 +5,8 @@ the capture bus and starts the worker; spans go to the OTLP JSON Lines file name
 (``LAUNCHTRACE_FILE``, default ``launchtrace-<date>-<time>-<pid>.jsonl`` in the working directory), or over
 OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (or ``endpoint=``) is set.
 Settings resolve keyword > environment > default (:class:`~launchtrace.export.config.ExportConfig`).
-Process exit flushes what is pending; a forked child exports on its own.
+Process exit flushes what is pending, and so does ``SIGTERM`` when the program left its default action in
+place (the process then still dies of the signal, as it would have); a forked child exports on its own.
 
 Example::
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import signal
 import threading
 from typing import Any
 
@@ -67,10 +69,15 @@ def start_export(*, instrument: bool = True, truncate: bool = False, **settings:
         config = ExportConfig.resolve(**{**_settings, **settings})
         _install_hooks()
         _pipeline = ExportPipeline(config, truncate=truncate).start()
+        _flush_at_multiprocessing_exit()
     if instrument:
         from launchtrace.capture import instrument as _instrument
 
         _instrument()
+    if not _pipeline.config.join_active_span:  # nothing will use the application's active span: stop watching it
+        from launchtrace.capture import appspan
+
+        appspan.unwatch()
     logger.debug("launchtrace: exporting to %s", _pipeline.sink.description)
     return _pipeline
 
@@ -122,6 +129,40 @@ def _at_exit() -> None:
         )
 
 
+def _on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM with its default action (death by the signal): flush first, then die of it all the same.
+
+    The exit status stays the one the program would have had (killed by SIGTERM, ``-15`` to a parent) and, as
+    with the default action, no ``atexit`` handler runs.
+    """
+    pipeline = _pipeline
+    if pipeline is not None:
+        try:
+            final = stop_export(EXIT_FLUSH_TIMEOUT_S)
+            logger.warning(
+                "launchtrace: SIGTERM: %d spans exported to %s before exiting, %d dropped",
+                final.exported,
+                final.sink,
+                final.dropped,
+            )
+        except Exception:  # the signal must still end the process
+            logger.debug("launchtrace: flush on SIGTERM failed", exc_info=True)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_sigterm_flush() -> None:
+    """Flush on SIGTERM, only where its action is still the default: a handler the program installed (before
+    or after this) is the program's to keep, and its clean exit flushes through ``atexit``."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal.signal works only there; the default action then stays
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError, AttributeError):  # no SIGTERM here, or an embedded interpreter's rules
+        logger.debug("launchtrace: cannot flush on SIGTERM here", exc_info=True)
+
+
 def _after_fork_in_child() -> None:
     global _lock
     _lock = threading.RLock()  # another thread may have held it at fork time
@@ -137,16 +178,23 @@ def _after_fork_in_child() -> None:
 
 
 def _flush_at_multiprocessing_exit() -> None:
-    """multiprocessing's forked workers leave through ``os._exit`` (no atexit): flush from its finalizers.
+    """multiprocessing's forked workers (``fork``, and ``forkserver``'s) leave through ``os._exit`` (no atexit):
+    flush from its finalizers.
 
-    A forked ``Process`` clears the finalizer registry before running its after-fork hooks, so the finalizer
-    is registered from such a hook.
+    A ``Process`` clears the finalizer registry before running its after-fork hooks, so for a process still
+    to start (or starting: the export may start while its target is unpickled) the finalizer is registered
+    from such a hook; in a ``Process`` already running, directly.
     """
     import sys
 
     mp_util = sys.modules.get("multiprocessing.util")
-    if mp_util is not None and _pipeline is not None:
-        mp_util.register_after_fork(_pipeline, _register_finalizer)
+    if mp_util is None or _pipeline is None:
+        return
+    mp_util.register_after_fork(_pipeline, _register_finalizer)
+    mp_process = sys.modules.get("multiprocessing.process")
+    current = mp_process.current_process() if mp_process is not None else None
+    if current is not None and mp_process.parent_process() is not None and not getattr(current, "_inheriting", False):
+        _register_finalizer(_pipeline)
 
 
 def _register_finalizer(_pipeline_obj: object) -> None:
@@ -161,5 +209,6 @@ def _install_hooks() -> None:
         return
     _hooks_installed = True
     atexit.register(_at_exit)
+    _install_sigterm_flush()
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -15,7 +15,8 @@
  *     attributes are cached; the node's folder is disabled; the kernel name fits the attribute length limit.
  * Then, as the Python does: the step root's record count, every ancestor's launch count, digest and last end,
  * the trace's budget, and the span (static attributes + the sequence number, a span id from the builder's
- * own random generator) appended to builder._out. Anything else (a scope event, a new key, folding on, a
+ * own random generator) appended to builder._out, or, while the trace holds its spans back (fold="auto":
+ * trace.held is a list), to trace.held with (node, rec, key) appended to trace.held_recs. Anything else (a scope event, a new key, folding on, a
  * trace out of budget, any error while looking) goes to Python, which stays the definition.
  * tests/test_spanbuilder.py runs through both and compares the spans.
  */
@@ -25,7 +26,7 @@
 static PyObject *s_scope_id, *s_template, *s_error, *s_repeat, *s_probes, *s_thread, *s_start_ns, *s_end_ns;
 static PyObject *s_trace, *s_sampled, *s_used, *s_limit, *s_folder, *s_enabled, *s_records, *s_first_start;
 static PyObject *s_launches, *s_digest, *s_last_end, *s_parent, *s_span_id, *s_id, *s_kernel, *s_seq;
-static PyObject *s_update, *s_getrandbits, *s_record;
+static PyObject *s_update, *s_getrandbits, *s_record, *s_held, *s_held_recs;
 static PyObject *s_scopes, *s_aliases, *s_steps, *s_step_max, *s_step_window_ns, *s_template_keys, *s_lines;
 static PyObject *s_attrs, *s_limit_attr, *s_rng, *s_resource, *s_out, *s_fast;
 static PyObject *c_zero, *c_one, *c_64, *c_empty_tuple, *c_empty_str;
@@ -62,7 +63,7 @@ static int one(State *st, PyObject *event) {
     PyObject *rec, *node = NULL, *step = NULL, *trace = NULL, *v = NULL, *template = NULL, *key = NULL;
     PyObject *line = NULL, *static_attrs = NULL, *folder = NULL, *kernel = NULL, *used = NULL, *limit = NULL;
     PyObject *start = NULL, *end = NULL, *seq = NULL, *attrs = NULL, *span_id = NULL, *span = NULL;
-    PyObject *trace_id = NULL, *parent_id = NULL;
+    PyObject *trace_id = NULL, *parent_id = NULL, *held = NULL, *held_recs = NULL, *entry = NULL;
     if (!PyTuple_CheckExact(event) || PyTuple_GET_SIZE(event) != 2) return 0;
     PyObject *kind = PyTuple_GET_ITEM(event, 0);
     if (kind != s_record) {
@@ -177,6 +178,13 @@ static int one(State *st, PyObject *event) {
     }
     if ((end = GET(rec, s_end_ns)) == NULL || (seq = GET(rec, s_seq)) == NULL) goto error;
     if ((trace_id = GET(trace, s_id)) == NULL || (parent_id = GET(node, s_span_id)) == NULL) goto error;
+    if ((held = GET(trace, s_held)) == NULL) goto error;
+    if (held != Py_None) {
+        if (!PyList_CheckExact(held)) goto leave;
+        if ((held_recs = GET(trace, s_held_recs)) == NULL) goto error;
+        if (!PyList_CheckExact(held_recs)) goto leave;
+        if ((entry = PyTuple_Pack(3, node, rec, key)) == NULL) goto error;
+    }
 
     /* everything checked: build what can fail before changing anything */
     {
@@ -232,7 +240,11 @@ static int one(State *st, PyObject *event) {
         n = parent;
     }
     if (add_one(trace, s_used) < 0) goto error;
-    if (PyList_Append(st->out, span) < 0) goto error;
+    if (held_recs != NULL) {
+        if (PyList_Append(held, span) < 0 || PyList_Append(held_recs, entry) < 0) goto error;
+    } else if (PyList_Append(st->out, span) < 0) {
+        goto error;
+    }
     rc = 1;
     goto done;
 leave:
@@ -266,6 +278,9 @@ done:
     Py_XDECREF(span);
     Py_XDECREF(trace_id);
     Py_XDECREF(parent_id);
+    Py_XDECREF(held);
+    Py_XDECREF(held_recs);
+    Py_XDECREF(entry);
     return rc;
 }
 
@@ -381,6 +396,8 @@ PyMODINIT_FUNC PyInit__fastbuild(void) {
     INTERN(s_update, "update");
     INTERN(s_getrandbits, "getrandbits");
     INTERN(s_record, "record");
+    INTERN(s_held, "held");
+    INTERN(s_held_recs, "held_recs");
     INTERN(s_scopes, "_scopes");
     INTERN(s_aliases, "_aliases");
     INTERN(s_steps, "_steps");

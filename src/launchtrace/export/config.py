@@ -8,7 +8,7 @@ export worker and sinks (:mod:`launchtrace.export`) read the same object.
 Example::
 
     from launchtrace.export.config import ExportConfig
-    config = ExportConfig.resolve(span_budget=500, fold=False)
+    config = ExportConfig.resolve(span_budget=500, fold="off")
     print(config.file_path, config.sampler)  # launchtrace-20260101-120000-4242.jsonl parentbased_always_on
 """
 
@@ -24,6 +24,7 @@ from typing import Any
 __all__ = [
     "DEFAULTS",
     "ENV",
+    "FOLD_MODES",
     "LAUNCHTRACE_BUSY_DEFER",
     "LAUNCHTRACE_DEVICE_TIMING",
     "LAUNCHTRACE_EXPORT_INTERVAL",
@@ -31,9 +32,11 @@ __all__ = [
     "LAUNCHTRACE_FOLD",
     "LAUNCHTRACE_FOLD_MIN_REPEATS",
     "LAUNCHTRACE_INCLUDE_INTERNAL",
+    "LAUNCHTRACE_JOIN_ACTIVE_SPAN",
     "LAUNCHTRACE_MAX_EXPORT_BATCH",
     "LAUNCHTRACE_QUEUE_CAPACITY",
     "LAUNCHTRACE_SAMPLE_EVERY",
+    "LAUNCHTRACE_SERVICE_NAME",
     "LAUNCHTRACE_SPAN_BUDGET",
     "LAUNCHTRACE_STEP_MAX_SPANS",
     "LAUNCHTRACE_STEP_WINDOW",
@@ -71,6 +74,8 @@ LAUNCHTRACE_VALUE_STATS = "LAUNCHTRACE_VALUE_STATS"
 LAUNCHTRACE_VALUE_STATS_MAX_ELEMENTS = "LAUNCHTRACE_VALUE_STATS_MAX_ELEMENTS"
 LAUNCHTRACE_DEVICE_TIMING = "LAUNCHTRACE_DEVICE_TIMING"
 LAUNCHTRACE_SAMPLE_EVERY = "LAUNCHTRACE_SAMPLE_EVERY"
+LAUNCHTRACE_JOIN_ACTIVE_SPAN = "LAUNCHTRACE_JOIN_ACTIVE_SPAN"
+LAUNCHTRACE_SERVICE_NAME = "LAUNCHTRACE_SERVICE_NAME"
 # Standard OpenTelemetry variables.
 OTEL_EXPORTER_OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
@@ -82,6 +87,8 @@ OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"
 OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT = "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"
 
 PROTOCOLS = ("grpc", "http/protobuf")
+FOLD_MODES = ("auto", "always", "off")
+"""``auto``: fold only a trace that would pass its span budget; ``always``: fold from the first repeat; ``off``."""
 SAMPLERS = (
     "always_on",
     "always_off",
@@ -105,6 +112,14 @@ def _parse_bool(text: str) -> bool:
     if low in ("0", "false", "no", "off"):
         return False
     raise ValueError(f"not a boolean: {text!r}")
+
+
+def _parse_fold(text: str) -> str:
+    """A fold mode; the booleans of earlier versions still read (true: ``always``, false: ``off``)."""
+    low = text.strip().lower()
+    if low in FOLD_MODES:
+        return low
+    return "always" if _parse_bool(low) else "off"
 
 
 def _parse_choice(choices: tuple[str, ...]) -> Callable[[str], str]:
@@ -131,11 +146,19 @@ class ExportConfig:
     - ``queue_capacity``: capture events buffered between the launching thread and the export worker
       (default 100,000: a few hundred bytes each, so the buffer stays within a 64 MB memory budget; past it,
       new events are dropped and counted).
-    - ``export_interval_s``: how often the worker drains and exports; ``max_export_batch``: spans per export.
+    - ``export_interval_s``: how often the worker drains and exports (default 0.25 s); ``max_export_batch``:
+      spans per export.
     - ``busy_defer_s``: while the program is launching (a capture event queued within the last 20 ms) the
-      worker waits for a pause, at most this long (default 5 s; 0: never waits), so bursts of launches do not
-      share the GIL with span building; a flush, exit or a half-full queue never wait.
-    - ``span_budget``: most spans in one trace; ``fold`` / ``fold_min_repeats``: fold consecutive repeats.
+      worker waits for a pause, at most this long (default 0.25 s; 0: never waits), so bursts of launches do
+      not share the GIL with span building; a flush, exit or a half-full queue never wait. The two together
+      bound how long a finished trace waits before it is written (0.5 s), which is what a crash (SIGKILL,
+      ``os._exit``) can lose beyond the traces still open (``docs/reliability.md``).
+    - ``span_budget``: most spans in one trace.
+    - ``fold``: when consecutive repeats of a record sequence become one summary span (``LAUNCHTRACE_FOLD``):
+      ``auto`` (default) only in a trace that would pass ``span_budget`` (a trace that fits is exported in full,
+      one span per launch), ``always`` from the first repeat (fewest spans), ``off`` never (a trace past its
+      budget is cut). ``True`` / ``False`` are read as ``always`` / ``off``. ``fold_min_repeats``: the shortest
+      run folded.
     - ``step_max_spans`` / ``step_window_s``: bounds of the synthetic "step" roots for unscoped launches.
     - ``include_internal``: export Warp's own timer scopes too ("Module X load", "Compile x86"): host-side
       bookkeeping, not device work, so left out by default. The device work Warp issues itself (adjoint
@@ -149,7 +172,14 @@ class ExportConfig:
       the export worker (never a synchronize on the launching thread); nothing on the CPU.
     - ``sampler`` / ``sampler_arg``: ``OTEL_TRACES_SAMPLER`` / ``_ARG``, decided once per trace.
     - ``sample_every``: every N-th trace of each root name is kept in full (unfolded) whatever the sampler.
-    - ``service_name``: overrides ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` when given.
+    - ``service_name``: overrides ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` when given
+      (``LAUNCHTRACE_SERVICE_NAME``: how ``launchtrace run`` hands the name it chose to child processes).
+    - ``join_active_span``: a root scope opened while the thread has an active OpenTelemetry span (the
+      application's own tracing) becomes that span's child, in its trace (``LAUNCHTRACE_JOIN_ACTIVE_SPAN``,
+      default on); off, every root starts its own trace.
+    - ``tracer_provider``: an SDK ``TracerProvider`` (``WarpInstrumentor().instrument(tracer_provider=...)``)
+      whose resource and sampler are used instead of the ones built from the environment; its span
+      processors are not (launchtrace builds and sends its spans itself). Anything else is refused.
     - ``max_attribute_length``: strings longer than this are cut (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``).
     """
 
@@ -157,11 +187,11 @@ class ExportConfig:
     endpoint: str | None = None
     protocol: str = "http/protobuf"
     queue_capacity: int = 100_000
-    export_interval_s: float = 1.0
-    busy_defer_s: float = 5.0
+    export_interval_s: float = 0.25
+    busy_defer_s: float = 0.25
     max_export_batch: int = 512
     span_budget: int = 2000
-    fold: bool = True
+    fold: str = "auto"
     fold_min_repeats: int = 2
     step_max_spans: int = 1000
     step_window_s: float = 1.0
@@ -174,8 +204,12 @@ class ExportConfig:
     sample_every: int = 0
     service_name: str | None = None
     max_attribute_length: int = 2048
+    join_active_span: bool = True
+    tracer_provider: Any = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.fold, bool):  # the earlier boolean setting
+            object.__setattr__(self, "fold", "always" if self.fold else "off")
         for name, (check, what) in _CHECKS.items():
             value = getattr(self, name)
             if not check(value):
@@ -252,6 +286,13 @@ def _is_bool(v: Any) -> bool:
     return isinstance(v, bool)
 
 
+def _is_sdk_provider(v: Any) -> bool:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.sampling import Sampler
+
+    return isinstance(getattr(v, "resource", None), Resource) and isinstance(getattr(v, "sampler", None), Sampler)
+
+
 _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "file_path": (lambda v: isinstance(v, str), "a path string"),
     "endpoint": (lambda v: v is None or (isinstance(v, str) and v != ""), "a URL or None"),
@@ -261,7 +302,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "busy_defer_s": (lambda v: _positive_number(v) or v == 0, "a number of seconds >= 0"),
     "max_export_batch": (_positive_int, "a positive int"),
     "span_budget": (lambda v: _positive_int(v) and v >= 3, "an int >= 3"),
-    "fold": (_is_bool, "a bool"),
+    "fold": (lambda v: v in FOLD_MODES, f"one of {', '.join(FOLD_MODES)}"),
     "fold_min_repeats": (lambda v: _positive_int(v) and v >= 2, "an int >= 2"),
     "step_max_spans": (_positive_int, "a positive int"),
     "step_window_s": (_positive_number, "a positive number of seconds"),
@@ -274,6 +315,12 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "sample_every": (_non_negative_int, "an int >= 0"),
     "service_name": (lambda v: v is None or (isinstance(v, str) and v != ""), "a non-empty string or None"),
     "max_attribute_length": (_positive_int, "a positive int"),
+    "join_active_span": (_is_bool, "a bool"),
+    "tracer_provider": (
+        lambda v: v is None or _is_sdk_provider(v),
+        "an opentelemetry.sdk.trace.TracerProvider (launchtrace uses its resource and sampler; it builds "
+        "its spans itself, so an API-only or proxy provider has nothing it can use)",
+    ),
 }
 
 ENV: dict[str, tuple[tuple[str, ...], Callable[[str], Any]]] = {
@@ -285,7 +332,7 @@ ENV: dict[str, tuple[tuple[str, ...], Callable[[str], Any]]] = {
     "busy_defer_s": ((LAUNCHTRACE_BUSY_DEFER,), float),
     "max_export_batch": ((LAUNCHTRACE_MAX_EXPORT_BATCH,), int),
     "span_budget": ((LAUNCHTRACE_SPAN_BUDGET,), int),
-    "fold": ((LAUNCHTRACE_FOLD,), _parse_bool),
+    "fold": ((LAUNCHTRACE_FOLD,), _parse_fold),
     "fold_min_repeats": ((LAUNCHTRACE_FOLD_MIN_REPEATS,), int),
     "step_max_spans": ((LAUNCHTRACE_STEP_MAX_SPANS,), int),
     "step_window_s": ((LAUNCHTRACE_STEP_WINDOW,), float),
@@ -297,6 +344,8 @@ ENV: dict[str, tuple[tuple[str, ...], Callable[[str], Any]]] = {
     "sampler_arg": ((OTEL_TRACES_SAMPLER_ARG,), float),
     "sample_every": ((LAUNCHTRACE_SAMPLE_EVERY,), int),
     "max_attribute_length": ((OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT,), int),
+    "service_name": ((LAUNCHTRACE_SERVICE_NAME,), str.strip),
+    "join_active_span": ((LAUNCHTRACE_JOIN_ACTIVE_SPAN,), _parse_bool),
 }
 """Field -> (environment variables in order of precedence, parser)."""
 

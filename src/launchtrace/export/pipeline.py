@@ -55,6 +55,8 @@ class ExportStats:
       the exit flush ran out of time (each event is one span: a record, or a scope's begin or end).
     - ``dropped_budget``: spans cut by the per-trace span budget; ``unsampled``: spans of traces the sampler
       left out (by design, not a loss).
+    - ``folded_records`` / ``summary_spans``: records folded into summary spans (not lost: each summary
+      span holds the repetition count and the sequence), and how many summary spans they became.
     - ``batches`` / ``failures``: sink writes and failed sink writes. ``sink``: where spans go.
     """
 
@@ -64,6 +66,8 @@ class ExportStats:
     dropped_queue: int = 0
     dropped_budget: int = 0
     unsampled: int = 0
+    folded_records: int = 0
+    summary_spans: int = 0
     batches: int = 0
     failures: int = 0
     sink: str = ""
@@ -153,6 +157,7 @@ class ExportPipeline:
         self._probes_on = False  # this pipeline turned measurements on (probes.configure)
         self._seen = 0  # capture queue length when the worker last looked (more now: the program launched)
         self._deferred_since: float | None = None  # when the worker began waiting for a pause in the launches
+        self._inherited_resource: tuple | None = None  # in a forked child: the parent's, with the child's pid
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> ExportPipeline:
@@ -160,7 +165,7 @@ class ExportPipeline:
         from launchtrace.capture import bus
 
         self._sub = bus.subscribe(capacity=self.config.queue_capacity, wait_s=FULL_QUEUE_WAIT_S)
-        self._builder = self._builder_factory(self.config)
+        self._builder = self._new_builder()
         self._start_probes()
         self._thread = threading.Thread(target=self._run, name=f"{EXPORT_THREAD_PREFIX}-{os.getpid()}", daemon=True)
         self._thread.start()
@@ -178,6 +183,13 @@ class ExportPipeline:
                 max_elements=config.value_stats_max_elements,
             )
             self._probes_on = True
+
+    def _new_builder(self) -> Any:
+        if self._inherited_resource is not None and self._builder_factory is _default_builder:
+            from launchtrace.export.spanbuilder import SpanBuilder
+
+            return SpanBuilder(self.config, resource=self._inherited_resource)
+        return self._builder_factory(self.config)
 
     @property
     def running(self) -> bool:
@@ -249,6 +261,8 @@ class ExportPipeline:
             dropped_queue=queue,
             dropped_budget=budget,
             unsampled=unsampled,
+            folded_records=getattr(builder, "folded_records", 0) if builder is not None else 0,
+            summary_spans=getattr(builder, "summary_spans", 0) if builder is not None else 0,
             batches=sink.batches,
             failures=sink.failures,
             sink=self.sink.description,
@@ -256,7 +270,18 @@ class ExportPipeline:
 
     # -- fork ------------------------------------------------------------------------------------------------
     def restart_in_child(self) -> None:
-        """In a forked child: drop the parent's pending events and state, start a fresh worker and sink."""
+        """In a forked child: drop the parent's pending events and state, start a fresh worker and sink.
+
+        This runs inside ``os.fork``'s after-fork hooks, before the hooks registered after ours (such as
+        ``concurrent.futures``' reset of a lock held across the fork): nothing here may wait on another
+        module's lock. So the child's resource is the parent's with the child's pid (``Resource.create``
+        would run the SDK's detectors on a thread pool, whose lock is still held at this point).
+        """
+        from launchtrace.export.spanresource import with_pid
+
+        resource = getattr(self._builder, "resource", None)
+        if isinstance(resource, tuple):
+            self._inherited_resource = with_pid(resource, os.getpid())
         old_sub = self._sub
         if old_sub is not None:
             old_sub.queue.clear()  # the parent's events: the parent exports them

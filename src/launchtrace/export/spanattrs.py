@@ -51,7 +51,8 @@ def record_attributes(
 ) -> tuple:
     """The attributes of the span of one record (times, parentage and status are not attributes).
 
-    ``seq=False`` and ``device_time=False`` leave out ``launchtrace.seq`` and the device times: what remains
+    ``seq=False`` and ``device_time=False`` leave out ``launchtrace.seq`` (with a graph replay's ordinal,
+    ``launchtrace.graph.replay``) and the device times: what remains
     depends only on the record's fold key, so the span builder caches it per key and appends those two
     (:func:`device_time_attributes`).
     """
@@ -79,6 +80,8 @@ def record_attributes(
         attrs.append((C.CAPTURED, True))
     if rec.graph_id is not None:
         attrs.append((C.GRAPH_ID, _int64(rec.graph_id)))
+    if rec.graph_launches is not None:
+        attrs.append((C.GRAPH_LAUNCHES, rec.graph_launches))
     if rec.module_hash:
         attrs.append((C.MODULE_HASH, rec.module_hash))
     if rec.repeat != 1:
@@ -86,6 +89,8 @@ def record_attributes(
     attrs.append((C.BYTES, rec.nbytes))
     if seq:
         attrs.append((C.SEQ, rec.seq))
+        if rec.graph_replay:
+            attrs.append((C.GRAPH_REPLAY, rec.graph_replay))
     attrs.append((C.THREAD_ID, rec.thread))
     if rec.thread_name:
         attrs.append((C.THREAD_NAME, rec.thread_name))

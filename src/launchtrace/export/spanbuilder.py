@@ -15,9 +15,13 @@ The rules (issue 3, written down in ``docs/traces.md``):
   previous root of the same name;
 - records outside any scope go to synthetic ``launchtrace.step`` roots, one open per thread, closed after
   ``step_max_spans`` records or ``step_window_s`` seconds;
-- consecutive repeats of a record sequence (period 1..8) fold into one summary span
-  (:mod:`launchtrace.export.folding`), and a trace is cut at ``span_budget`` spans with a final
-  ``launchtrace.dropped`` span saying how many were left out;
+- lossless by default (``fold="auto"``): a trace's launch spans are held back until the trace ends, and a
+  trace that fits its ``span_budget`` is written in full, one span per record. A trace that would pass it
+  is folded from then on, the spans held so far included: consecutive repeats of a record sequence
+  (period 1..8) become one summary span (:mod:`launchtrace.export.folding`), named after the kernels it
+  holds. ``fold="always"`` folds every trace from the first repeat, ``fold="off"`` never folds. Whatever
+  still does not fit is cut at ``span_budget`` spans with a final ``launchtrace.dropped`` span saying how
+  many were left out;
 - sampling is decided once per trace (:mod:`launchtrace.export.sampling`).
 
 Example::
@@ -48,10 +52,10 @@ from launchtrace.export.sampling import TraceSampler
 from launchtrace.export.spanattrs import device_time_attributes, record_attributes, scope_attributes
 from launchtrace.export.spanfactory import make_span
 from launchtrace.export.spanresource import build_resource
-from launchtrace.model import LaunchRecord, ScopeKind, ScopeRecord
+from launchtrace.model import LaunchRecord, Op, ScopeKind, ScopeRecord
 from launchtrace.spans import STATUS_ERROR, SpanData, SpanEvent, SpanLink
 
-__all__ = ["STEP_SPAN_NAME", "SpanBuilder"]
+__all__ = ["STEP_SPAN_NAME", "SpanBuilder", "summary_span_name"]
 
 _log = logging.getLogger(__name__)
 
@@ -77,18 +81,38 @@ _MAX_ROOT_NAMES = 10_000
 _fastbuild = native.load("launchtrace.export._fastbuild")  # _on_record's common case, compiled, or None
 
 
+def summary_span_name(kernel: str, count: int, others: int) -> str:
+    """A summary span's name, searchable by kernel: ``springs x20``, ``springs x20 (+2 kernels)``.
+
+    ``kernel`` is the sequence's first launch (its first record when none is a launch: a fill is rarely what a
+    person searches for), ``count`` the repetitions, ``others`` the sequence's other distinct kernels.
+    """
+    name = f"{kernel} x{count}"
+    if others > 0:
+        name += f" (+{others} kernel{'s' if others > 1 else ''})"
+    return name
+
+
 class _Trace:
-    """One trace being built: its id, sampling decision and span budget."""
+    """One trace being built: its id, sampling decision and span budget.
 
-    __slots__ = ("dropped", "full", "id", "limit", "sampled", "used")
+    ``held`` (``fold="auto"``, until the trace folds or ends): the spans built so far below the root, in order;
+    ``held_recs``: for each, in the same order, ``(node, record, key id)`` for a launch span or
+    ``(node, span, 0)`` for a child scope's span, and ``(node, None, 0)`` where the node's folder was flushed
+    (a child scope began), so that a trace passing its budget can be folded after all.
+    """
 
-    def __init__(self, trace_id: bytes, sampled: bool, full: bool, budget: int) -> None:
+    __slots__ = ("dropped", "full", "held", "held_recs", "id", "limit", "sampled", "used")
+
+    def __init__(self, trace_id: bytes, sampled: bool, full: bool, budget: int, hold: bool = False) -> None:
         self.id = trace_id
         self.sampled = sampled
         self.full = full
         self.limit = budget - 2  # room left for the root and the final "dropped" span
         self.used = 0
         self.dropped = 0
+        self.held: list[SpanData] | None = [] if hold and sampled and not full else None
+        self.held_recs: list[tuple[_Node, LaunchRecord | None, int]] | None = [] if self.held is not None else None
 
     def reserve(self) -> bool:
         """Take one span of the budget; False (and counted) when the trace is full."""
@@ -105,8 +129,10 @@ class _Node:
     __slots__ = (
         "begin",
         "children",
+        "closed",
         "digest",
         "emitted",
+        "external_parent",
         "first_start",
         "folder",
         "foreign",
@@ -128,6 +154,7 @@ class _Node:
         self.emitted = True  # False when the budget had no room for this scope's own span
         self.begin: ScopeRecord | None = None  # None for a step root
         self.children: list[_Node] = []
+        self.closed = False
         self.digest = hashlib.sha256()
         self.foreign: set[int] = set()
         self.launches = 0
@@ -136,6 +163,7 @@ class _Node:
         self.last_end = 0
         self.links: tuple = ()
         self.step_index = 0
+        self.external_parent: bytes | None = None  # the application's span a root joined (its span id)
 
     @property
     def is_root(self) -> bool:
@@ -147,7 +175,9 @@ class SpanBuilder:
 
     Counters (ints): ``dropped_budget`` (spans cut by the span budget), ``dropped_unsampled`` (spans of
     traces the sampler dropped), ``unknown_scope_ends`` (a scope end whose begin was never seen),
-    ``traces_started``; :meth:`dropped` sums them per reason.
+    ``traces_started``, ``folded_records`` / ``summary_spans`` (records folded, into how many summary spans),
+    ``traces_folded`` (traces ``fold="auto"`` folded because they would pass their budget); :meth:`dropped`
+    sums the drops per reason.
     """
 
     def __init__(
@@ -157,11 +187,16 @@ class SpanBuilder:
         clock_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self.config = config if config is not None else ExportConfig.resolve()
-        self.resource = resource if resource is not None else build_resource(self.config.service_name)
+        provider = self.config.tracer_provider
+        if resource is None:
+            resource = build_resource(self.config.service_name, provider_resource=getattr(provider, "resource", None))
+        self.resource = resource
         self._clock = clock_ns
         self._rng = random.Random()  # our own: a program's random.seed(0) must not make ids repeat
         _RNGS.add(self._rng)
-        self._sampler = TraceSampler(self.config.sampler, self.config.sampler_arg, self.config.sample_every)
+        sampler = provider.sampler if provider is not None else self.config.sampler
+        self._sampler = TraceSampler(sampler, self.config.sampler_arg, self.config.sample_every)
+        self._join = self.config.join_active_span
         self._limit = self.config.max_attribute_length
         self._include_internal = self.config.include_internal
         self._step_max = self.config.step_max_spans
@@ -182,11 +217,17 @@ class SpanBuilder:
         self.dropped_unsampled = 0
         self.unknown_scope_ends = 0
         self.traces_started = 0
+        self.folded_records = 0
+        self.summary_spans = 0
+        self.traces_folded = 0
+        self._fold_mode = self.config.fold
         self._handlers: dict[str, Callable[[Any], None]] = {
             "record": self._on_record,
             "scope_begin": self._on_scope_begin,
             "scope_end": self._on_scope_end,
+            "app_span": self._on_app_span,
         }
+        self._app_spans: dict[int, tuple[bytes, bytes, int]] = {}  # thread -> the application's active span
 
     # --- public -------------------------------------------------------------------------------------------
 
@@ -262,9 +303,11 @@ class SpanBuilder:
             step = self._steps.get(scope.thread)
             if step is not None:  # "consecutive" means in the thread's order: no run spans this scope
                 self._flush_folder(step)
-            node = self._new_root(scope.name, span_id)
+            node = self._new_root(scope.name, span_id, scope.remote_parent if self._join else None)
         else:
             self._flush_folder(parent)
+            if parent.trace.held is not None and parent.trace.used >= parent.trace.limit:
+                self._fold_held(parent.trace)  # fold="auto": make room by folding, not by cutting
             node = _Node(parent.trace, span_id, parent, self._folder(parent.trace))
             parent.children.append(node)
             if parent.trace.sampled:
@@ -274,6 +317,20 @@ class SpanBuilder:
         node.begin = scope
         node.first_start = scope.start_ns
         self._scopes[scope.id] = node
+
+    def _on_app_span(self, change: tuple[int, tuple[bytes, bytes, int] | None]) -> None:
+        """The application's active span changed on a thread: its open step root ends (a step never spans two
+        of the application's spans), and the next one joins the new span."""
+        if not self._join:
+            return
+        thread, span = change
+        if span is None:
+            self._app_spans.pop(thread, None)
+        else:
+            self._app_spans[thread] = span
+        step = self._steps.pop(thread, None)
+        if step is not None:
+            self._close_step(step)
 
     def _on_scope_end(self, scope: ScopeRecord) -> None:
         if scope.id in self._aliases:
@@ -296,17 +353,24 @@ class SpanBuilder:
         return self._aliases.get(scope_id)
 
     def _folder(self, trace: _Trace) -> Folder:
-        return Folder(self.config.fold_min_repeats, enabled=self.config.fold and not trace.full)
+        """Folding is on in ``always`` mode, and in ``auto`` mode once the trace stops holding its spans back."""
+        enabled = self._fold_mode != "off" and not trace.full and trace.held is None
+        return Folder(self.config.fold_min_repeats, enabled=enabled)
 
     def _span_id(self) -> bytes:
         return (self._rng.getrandbits(64) or 1).to_bytes(8, "big")
 
-    def _new_root(self, name: str, span_id: bytes) -> _Node:
-        trace_id = (self._rng.getrandbits(128) or 1).to_bytes(16, "big")
-        decision = self._sampler.decide(trace_id, name)
-        trace = _Trace(trace_id, decision.sampled, decision.full, self.config.span_budget)
+    def _new_root(self, name: str, span_id: bytes, remote: tuple[bytes, bytes, int] | None = None) -> _Node:
+        """A new trace, or with ``remote`` (the application's span it opened in) a subtree of that trace."""
+        trace_id = remote[0] if remote is not None else (self._rng.getrandbits(128) or 1).to_bytes(16, "big")
+        decision = self._sampler.decide(trace_id, name, remote)
+        trace = _Trace(
+            trace_id, decision.sampled, decision.full, self.config.span_budget, hold=self._fold_mode == "auto"
+        )
         self.traces_started += 1
         node = _Node(trace, span_id, None, self._folder(trace))
+        if remote is not None:
+            node.external_parent = remote[1]
         if decision.sampled:
             previous = self._last_root.get(name)
             if previous is not None:
@@ -327,7 +391,7 @@ class SpanBuilder:
             self._close_step(step)
             step = None
         if step is None:
-            step = self._new_root(STEP_SPAN_NAME, self._span_id())
+            step = self._new_root(STEP_SPAN_NAME, self._span_id(), self._app_spans.get(rec.thread))
             step.first_start = rec.start_ns
             index = self._step_counts.get(rec.thread, 0)
             self._step_counts[rec.thread] = index + 1
@@ -410,9 +474,16 @@ class SpanBuilder:
                 self._attrs[key] = static
         if rec.probes:  # device times differ per launch, like the sequence number
             return (*static, (C.SEQ, rec.seq), *device_time_attributes(rec))
+        if rec.graph_replay:  # so does a replay's ordinal (not in the fold key: repeated replays fold)
+            return (*static, (C.SEQ, rec.seq), (C.GRAPH_REPLAY, rec.graph_replay))
         return (*static, (C.SEQ, rec.seq))
 
     def _flush_folder(self, node: _Node) -> None:
+        held = node.trace.held_recs
+        if held is not None:  # nothing folds yet; should the trace fold, no run may span this point
+            if held and not (held[-1][0] is node and held[-1][1] is None):
+                held.append((node, None, 0))
+            return
         for group in node.folder.flush():
             self._emit_group(node, group)
 
@@ -426,6 +497,7 @@ class SpanBuilder:
         assert begin is not None
         self._scopes.pop(begin.id, None)
         self._flush_folder(node)
+        node.closed = True
         if not node.trace.sampled:
             return
         incomplete = end is None
@@ -433,16 +505,24 @@ class SpanBuilder:
         attrs = scope_attributes(begin, final, self._limit) + self._summary(node)
         if incomplete:
             attrs += ((C.SCOPE_INCOMPLETE, True),)
+        if node.external_parent is not None:
+            attrs += ((C.SCOPE_JOINED, True),)
         span = self._span(
             node, begin.name, begin.start_ns, max(end_ns, begin.start_ns), attrs, final.error if end else None
         )
         if node.is_root:
             self._finish_trace(node, span)
         elif node.emitted:
-            self._out.append(span)
+            trace = node.trace
+            if trace.held is not None:  # in its place among the held launch spans (it keeps its budget)
+                trace.held.append(span)
+                trace.held_recs.append((node, span, 0))  # type: ignore[union-attr]
+            else:
+                self._out.append(span)
 
     def _close_step(self, step: _Node) -> None:
         self._flush_folder(step)
+        step.closed = True
         if not step.trace.sampled:
             return
         attrs = (
@@ -450,6 +530,8 @@ class SpanBuilder:
             (C.STEP_INDEX, step.step_index),
             *self._summary(step),
         )
+        if step.external_parent is not None:
+            attrs += ((C.SCOPE_JOINED, True),)
         end = max(step.first_start, step.last_end)
         span = self._span(step, STEP_SPAN_NAME, step.first_start, end, attrs, None)
         self._finish_trace(step, span)
@@ -463,6 +545,9 @@ class SpanBuilder:
 
     def _finish_trace(self, root: _Node, span: SpanData) -> None:
         trace = root.trace
+        if trace.held is not None:  # it fitted its budget: every launch its own span
+            self._out += trace.held
+            trace.held = trace.held_recs = None
         if trace.dropped:
             self.dropped_budget += trace.dropped
             self._out.append(
@@ -493,7 +578,7 @@ class SpanBuilder:
         error: str | None,
         events: tuple = (),
     ) -> SpanData:
-        parent = node.parent.span_id if node.parent is not None else None
+        parent = node.parent.span_id if node.parent is not None else node.external_parent
         return self._make(node.trace.id, node.span_id, parent, name, start, end, attrs, error, events, node.links)
 
     def _make(
@@ -541,11 +626,18 @@ class SpanBuilder:
         if isinstance(group, Single):
             self._emit_record(node, group.record, group.key)
         elif node.trace.reserve():
+            self.summary_spans += 1
+            self.folded_records += group.launches
             self._out.append(self._summary_span(node, group))
 
     def _emit_record(self, node: _Node, rec: LaunchRecord, key: int) -> None:
         trace = node.trace
         if trace.used >= trace.limit:
+            if trace.held is not None:  # fold="auto": this trace does not fit; fold it, this record on
+                self._fold_held(trace)
+                for group in node.folder.push(rec, key):
+                    self._emit_group(node, group)
+                return
             trace.dropped += 1
             return
         trace.used += 1
@@ -558,7 +650,48 @@ class SpanBuilder:
             )  # fmt: skip
         else:
             span = self._make(trace.id, span_id, node.span_id, rec.kernel, rec.start_ns, rec.end_ns, attrs, rec.error)
-        self._out.append(span)
+        held = trace.held
+        if held is not None:
+            held.append(span)
+            trace.held_recs.append((node, rec, key))  # type: ignore[union-attr]
+        else:
+            self._out.append(span)
+
+    def _fold_held(self, trace: _Trace) -> None:
+        """A trace held back in ``auto`` mode reached its budget: fold what it holds, and fold from now on.
+
+        The held records go through their nodes' folders in their order (the spans built for them are
+        discarded), then every open node of the trace keeps folding. The held spans' budget is given back
+        first, so the folded result gets the whole budget; what still does not fit is cut as usual.
+        """
+        recs = trace.held_recs or []
+        trace.held = trace.held_recs = None
+        trace.used -= sum(1 for _, rec, _ in recs if rec is not None and not isinstance(rec, SpanData))
+        self.traces_folded += 1
+        switched: dict[int, _Node] = {}
+
+        def folding(node: _Node) -> _Node:
+            if id(node) not in switched:
+                switched[id(node)] = node
+                node.folder = self._folder(trace)
+            return node
+
+        for node in list(self._scopes.values()) + list(self._steps.values()):
+            if node.trace is trace:
+                folding(node)
+        for node, rec, key in recs:
+            folding(node)
+            if rec is None:
+                self._flush_folder(node)
+                continue
+            if isinstance(rec, SpanData):  # a child scope's span: already counted in the budget
+                self._out.append(rec)
+                continue
+            for group in node.folder.push(rec, key):
+                self._emit_group(node, group)
+        for node in switched.values():
+            if node.closed:  # a child scope that already ended: its records are all in
+                self._flush_folder(node)
 
     def _summary_span(self, node: _Node, run: FoldedRun) -> SpanData:
         events = []
@@ -583,12 +716,16 @@ class SpanBuilder:
                 )
             events.append(SpanEvent(C.EVENT_FOLD_POSITION, rec.start_ns, attrs))
         first = run.sequence[0]
-        name = f"fold {first.kernel}" if run.period == 1 else f"fold {first.kernel} +{run.period - 1}"
+        main = next((r for r in run.sequence if r.op == Op.LAUNCH), first)
+        kernels = tuple(dict.fromkeys(C.bounded(r.kernel, self._limit) for r in run.sequence))
         attrs = (
             (C.FOLD_COUNT, run.count),
             (C.FOLD_PERIOD, run.period),
             (C.FOLD_LAUNCHES, run.launches),
             (C.FOLD_SEQ_LAST, run.last_seq),
+            (C.OP, str(main.op)),
+            (C.KERNEL, C.bounded(main.kernel, self._limit)),
+            (C.FOLD_KERNELS, kernels),
             (C.THREAD_ID, first.thread),
         )
         trace = node.trace
@@ -596,7 +733,7 @@ class SpanBuilder:
             trace.id,
             self._span_id(),
             node.span_id,
-            name,
+            summary_span_name(main.kernel, run.count, len(kernels) - 1),
             run.start_ns,
             run.end_ns,
             attrs,

@@ -26,7 +26,7 @@ from opentelemetry.sdk.resources import Resource
 from launchtrace import __version__
 from launchtrace import conventions as C
 
-__all__ = ["build_resource", "warp_devices", "warp_version"]
+__all__ = ["build_resource", "warp_devices", "warp_version", "with_pid"]
 
 _log = logging.getLogger(__name__)
 
@@ -58,8 +58,13 @@ def warp_devices() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(d.alias for d in devices), tuple(str(d.name) for d in devices)
 
 
-def build_resource(service_name: str | None = None, extra: dict[str, Any] | None = None) -> tuple:
-    """The resource attributes: our defaults overridden by the environment, overridden by ``service_name``."""
+def build_resource(
+    service_name: str | None = None, extra: dict[str, Any] | None = None, provider_resource: Any = None
+) -> tuple:
+    """The resource attributes: our defaults overridden by the environment, overridden by ``service_name``.
+
+    ``provider_resource`` (a ``TracerProvider``'s SDK ``Resource``) replaces the environment's: it already
+    holds what its owner chose, so our defaults only fill what it leaves out."""
     base: dict[str, Any] = {
         "host.name": socket.gethostname(),
         "host.arch": platform.machine(),
@@ -79,5 +84,13 @@ def build_resource(service_name: str | None = None, extra: dict[str, Any] | None
         base[C.RESOURCE_DEVICE_NAMES] = names
     base.update(extra or {})
     override = {"service.name": service_name} if service_name else {}
-    resource = Resource(base).merge(Resource.create(override))
+    if provider_resource is not None:
+        resource = Resource(base).merge(provider_resource).merge(Resource(override))
+    else:
+        resource = Resource(base).merge(Resource.create(override))
     return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in resource.attributes.items())
+
+
+def with_pid(resource: tuple, pid: int) -> tuple:
+    """``resource`` for a forked child: the same attributes, ``process.pid`` replaced (no detector runs)."""
+    return tuple(("process.pid", pid) if key == "process.pid" else (key, value) for key, value in resource)

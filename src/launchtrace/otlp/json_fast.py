@@ -70,6 +70,7 @@ from msgspec import UNSET, Meta, Raw, UnsetType
 from launchtrace import native
 from launchtrace.otlp.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, decode_id
 from launchtrace.otlp.json_codec import KIND_NAMES, STATUS_NAMES, _dec_attrs, _dec_bytes, _enum, _int, _new_span
+from launchtrace.otlp.jsoncheck import duplicate_key
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
 
 __all__ = ["CACHE_LIMIT", "MAX_BRACKETS", "SKIP", "FastLineDecoder", "compiled_decoder"]
@@ -327,7 +328,9 @@ class FastLineDecoder:
         if self.compiled is not None:
             spans = self.compiled.decode(line)
             if spans is not None:
-                return spans
+                return spans  # it takes no line with a key given twice in one object
+            if duplicate_key(line) is not None:
+                return None  # the general path reads it, and warns: this path would keep the last silently
         return self.decode_python(line)
 
     def decode_python(self, line: bytes) -> list[SpanData] | None:

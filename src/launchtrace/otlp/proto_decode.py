@@ -148,8 +148,8 @@ def iter_length_prefixed(stream: BinaryIO, *, name: str = "") -> Iterator[tuple[
     """``(offset, message bytes)`` for each message of a length-prefixed stream (4-byte big-endian lengths).
 
     ``name`` (the file) starts the ``where`` of a problem: ``"spans.pb:byte 1200"``.
-    A truncated or absurd length ends the stream with one ``(offset, Problem)``: after a bad prefix nothing
-    later can be framed safely. Reads one message at a time, so memory stays flat.
+    A truncated, zero or absurd length ends the stream with one ``(offset, Problem)``: after a bad prefix
+    nothing later can be framed safely. Reads one message at a time, so memory stays flat.
     """
     offset = 0
     while True:
@@ -160,6 +160,9 @@ def iter_length_prefixed(stream: BinaryIO, *, name: str = "") -> Iterator[tuple[
             yield offset, Problem(f"{name}:byte {offset}", f"truncated length prefix ({len(head)} of 4 bytes)")
             return
         (size,) = _LENGTH.unpack(head)
+        if size == 0:  # no exporter frames nothing; a run of these is zeros (/dev/zero looped here forever)
+            yield offset, Problem(f"{name}:byte {offset}", "length 0: an empty message; not this format?")
+            return
         if size > MAX_MESSAGE_BYTES:
             yield offset, Problem(f"{name}:byte {offset}", f"length prefix {size} is not plausible; not this format?")
             return

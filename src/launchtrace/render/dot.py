@@ -5,7 +5,10 @@ from the writer's port to the reader's port; buffers are ellipses named by owner
 first value comes from outside the trace and where their last value leaves it; scopes are clusters; a
 sequence of records or scopes repeated back to back is drawn once inside a "repeated Nx" cluster; hazards
 (see :mod:`launchtrace.analysis.dataflow`) are red dashed edges. With ``status`` (from a diff), launches are
-coloured added / changed, and ``removed`` records are drawn in red in a cluster of their own.
+coloured added / changed, and ``removed`` records are drawn in red in a cluster of their own. Work captured
+into a CUDA graph is drawn inside a purple "captured into graph G" cluster (it ran at each replay, not where it
+was recorded); a replay (``wp.capture_launch``) is a node saying which graph it ran, with a port per buffer
+its graph touches.
 
 Node ids are generated here (``r12``, ``b3``, ``cluster_s4``); every string from the trace goes through
 :mod:`launchtrace.render.escape`, so markup or DOT syntax in a kernel, scope or attribute is inert text.
@@ -41,6 +44,7 @@ class _Tree:
     name: str
     children: list  # of int (record index) or _Tree
     first: int = 0
+    graph: int | None = None  # a cluster of the records captured into this graph
 
 
 def _build_tree(trace: TraceData) -> _Tree:
@@ -58,8 +62,16 @@ def _build_tree(trace: TraceData) -> _Tree:
         parent.children.append(tree)
         return tree
 
+    captured: dict[tuple, _Tree] = {}
     for i, rec in enumerate(trace.records):
-        node(rec.scope_id).children.append(i)
+        parent = node(rec.scope_id)
+        if rec.captured and rec.graph_id is not None:
+            key = (id(parent), rec.graph_id)
+            if key not in captured:
+                captured[key] = _Tree(None, f"captured into graph {rec.graph_id}", [], graph=rec.graph_id)
+                parent.children.append(captured[key])
+            parent = captured[key]
+        parent.children.append(i)
 
     def settle(tree: _Tree) -> int:
         firsts = [c if isinstance(c, int) else settle(c) for c in tree.children]
@@ -126,10 +138,15 @@ class _Emitter:
 
     def emit_tree(self, tree: _Tree, indent: int) -> None:
         pad = "  " * indent
-        if tree.scope_id is not None:
+        boxed = tree.scope_id is not None or tree.graph is not None
+        if boxed:
             self.clusters += 1
             self.lines.append(f"{pad}subgraph cluster_s{self.clusters} {{")
-            self.lines.append(f'{pad}  label={dot_quoted(tree.name)}; style=rounded; color="#7a7a7a";')
+            if tree.graph is not None:
+                label = tree.name + " (runs at each replay)"
+                self.lines.append(f'{pad}  label={dot_quoted(label)}; style="dashed,rounded"; color="#8040c0";')
+            else:
+                self.lines.append(f'{pad}  label={dot_quoted(tree.name)}; style=rounded; color="#7a7a7a";')
             indent += 1
         keys = [_item_key(self.trace, c) for c in tree.children] if self.collapse else []
         runs = self.runs(keys) if self.collapse else [Run(k, 1, 1) for k in range(len(tree.children))]
@@ -152,7 +169,7 @@ class _Emitter:
                     self.emit_tree(item, indent + (run.count > 1))
             if run.count > 1:
                 self.lines.append("  " * indent + "}")
-        if tree.scope_id is not None:
+        if boxed:
             self.lines.append("  " * (indent - 1) + "}")
 
     def emit_record(self, i: int, indent: int) -> None:
@@ -169,6 +186,10 @@ def _record_node(node_id: str, rec: LaunchRecord, status: str, accesses) -> str:
         + (f" [{dot_html(status)}]" if status else "")
         + "</TD></TR>",
     ]
+    if rec.op == "graph_launch" and rec.graph_id is not None:
+        rows.append(f'<TR><TD COLSPAN="2">replays graph {dot_html(rec.graph_id)}</TD></TR>')
+    elif rec.captured:
+        rows.append('<TR><TD COLSPAN="2">captured, not run here</TD></TR>')
     for j, acc in enumerate(accesses):
         rows.append(
             f'<TR><TD PORT="i{j}" ALIGN="LEFT">{dot_html(acc.name)}</TD>'
@@ -252,11 +273,12 @@ def render_dot(
     removed: Sequence[LaunchRecord] = (),
     direction: str = "LR",
     runs: Callable[[Sequence[Hashable]], list[Run]] = find_runs,
+    title: str = "",
 ) -> str:
     """The DOT text of ``trace``'s dataflow ``flow`` (see the module docstring).
 
     ``status`` maps a record index to ``"added"`` or ``"changed"``; ``removed`` are records (of the other
-    side of a diff) drawn apart in red.
+    side of a diff) drawn apart in red; ``title`` labels the picture (e.g. "step: 60 occurrences").
 
     Example::
 
@@ -269,7 +291,9 @@ def render_dot(
     em.emit_tree(_build_tree(trace), 1)
     lines = [
         'digraph "launchtrace" {',
-        f'  graph [rankdir={direction}, fontname="Helvetica,Arial,sans-serif", tooltip=" "];',
+        f'  graph [rankdir={direction}, fontname="Helvetica,Arial,sans-serif", tooltip=" "'
+        + (f", label={dot_quoted(title)}, labelloc=t, fontsize=18" if title else "")
+        + "];",
         '  node [shape=plaintext, fontname="Helvetica,Arial,sans-serif", tooltip=" "];',
         '  edge [fontname="Helvetica,Arial,sans-serif", tooltip=" "];',
         *em.lines,

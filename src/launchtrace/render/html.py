@@ -1,138 +1,284 @@
-"""``launchtrace report``: one self-contained HTML file (no network at view time).
+"""``launchtrace report``: the one self-contained HTML page to open after a run (no network at view time).
 
-The page holds the timeline of scopes and launches per thread and stream (hover for details), the diff
-summary when one was computed, the dataflow graph as an embedded SVG image, and the per-kernel statistics
-table. The CSS and JavaScript are inlined from ``report.css`` / ``report.js`` next to this module.
+Sections, top to bottom (the order a Warp engineer asks the questions in):
 
-Trace strings never reach the page as markup: the timeline data sits in a ``<script
-type="application/json">`` island with ``<``, ``>`` and ``&`` escaped as ``\\u003c`` etc. and is drawn with
-``textContent``; tables and the diff text are HTML-escaped; the graph SVG (whose text Graphviz escaped) is
-embedded as a ``data:`` image, where it can neither run script nor add markup to the page.
+1. header: service, host, pids, devices, versions, wall time, device operations, spans, folded and dropped;
+2. step durations: one point per occurrence of each outermost scope (warm-up and outliers show at a glance;
+   click a point to show that step in the timeline);
+3. kernel time: per scope (a selector; "all" by default), a bar per kernel of its share of the time and a
+   table of count, total, p50, p95 and share (in the manner of Holistic Trace Analysis' kernel breakdown);
+4. timeline of a chosen step (median and slowest by default, any occurrence from a selector, or the whole
+   run): a time axis with ticks, zoom with the wheel, pan by dragging (as in Perfetto and Jaeger), one row
+   group per thread and per stream, scopes nested above the work they enclose, hover details with owners,
+   arguments and call site; a folded run is one hatched block labelled with its count;
+5. dataflow: the graph of the representative step (Warp's ``Tape.visualize`` style, owner labels) and the
+   hazards found over the whole run;
+6. diff against a baseline, when given: topology changes first, then the timing verdicts.
+
+The CSS and JavaScript are inlined from ``report.css`` / ``report.js`` next to this module. Trace strings never
+reach the page as markup: the data sits in a ``<script type="application/json">`` island with ``<``, ``>`` and
+``&`` escaped as ``\\u003c`` etc. and is drawn with ``textContent``; server-side text is HTML-escaped; the graph
+SVG (whose text Graphviz escaped) is embedded as a ``data:`` image, where it can neither run script nor add
+markup to the page. Times inside the island are nanoseconds relative to each view's origin, so they stay exact
+in JavaScript numbers.
 
 Example::
 
+    from launchtrace.analysis.overview import overview
     from launchtrace.render.html import render_report
-    html = render_report([trace], stats=kernel_stats([trace]), title="nightly")
+    html = render_report(traces, overview(traces), title="nightly")
     open("report.html", "w").write(html)
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import datetime
+import math
 from collections.abc import Sequence
 from importlib import resources
+from typing import Any
 
-from launchtrace.analysis.stats import KernelStats
+from launchtrace.analysis.overview import Overview
+from launchtrace.analysis.runs import Occurrence, merge_run
 from launchtrace.model import TraceData
 from launchtrace.render.escape import html_text, json_for_script
-from launchtrace.render.timeline import timeline_items
+from launchtrace.render.timeline import TimelineItem, timeline_items
 
 __all__ = ["MAX_TIMELINE_ITEMS", "render_report"]
 
-MAX_TIMELINE_ITEMS = 50_000  # beyond this a browser struggles; the rest is counted, not drawn
+MAX_TIMELINE_ITEMS = 50_000  # beyond this a browser struggles; later steps are listed, not embedded
 
 
 def _asset(name: str) -> str:
     return resources.files("launchtrace.render").joinpath(name).read_text(encoding="utf-8")
 
 
-def _stats_table(stats: Sequence[KernelStats]) -> str:
-    head = "".join(
-        f"<th>{h}</th>"
-        for h in (
-            "kernel",
-            "op",
-            "count",
-            "total (us)",
-            "mean (us)",
-            "p50 (us)",
-            "p95 (us)",
-            "max (us)",
-            "bytes",
-        )
-    )
-    rows = []
-    for s in stats:
-        cells = [html_text(s.kernel), html_text(s.op)]
-        nums = [
-            s.count,
-            s.total_ns / 1e3,
-            s.mean_ns / 1e3,
-            s.p50_ns / 1e3,
-            s.p95_ns / 1e3,
-            s.max_ns / 1e3,
-            s.nbytes,
+def _items(items: Sequence[TimelineItem], origin: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "l": it.lane,
+            "lk": it.lane_kind,
+            "k": it.kind,
+            "n": it.name,
+            "s": it.start_ns - origin,
+            "e": max(it.end_ns, it.start_ns) - origin,
+            "d": it.depth,
+            "c": it.count,
+            "r": it.record,
+            "h": [list(p) for p in it.details],
+        }
+        for it in items
+    ]
+
+
+def _view(vid: str, label: str, data: TraceData) -> tuple[dict[str, Any], int]:
+    items = timeline_items([data])
+    origin = min((it.start_ns for it in items if it.start_ns), default=0)
+    return {"id": vid, "label": label, "origin": str(origin), "items": _items(items, origin)}, len(items)
+
+
+def _step_id(o: Occurrence) -> str:
+    return f"{o.name}#{o.index}"
+
+
+def _views(traces: Sequence[TraceData], ov: Overview) -> tuple[list[dict[str, Any]], list[str], int]:
+    """The embedded timeline views: median and slowest first, then every step in run order, then the whole run,
+    while they fit under :data:`MAX_TIMELINE_ITEMS`. Returns (views, default ids, steps left out)."""
+    order: list[tuple[str, str, TraceData]] = []
+    defaults = []
+    tagged = [("chosen", o) for o in ov.chosen] or [("median", ov.median), ("slowest", ov.slowest)]
+    for tag, occ in tagged:
+        if occ is not None:
+            order.append((_step_id(occ), f"{occ.name} #{occ.index} ({tag})", occ.data))
+            defaults.append(_step_id(occ))
+    order.extend((_step_id(o), f"{o.name} #{o.index}", o.data) for o in ov.steps)
+    order.append(("run", "whole run (every thread)", merge_run(list(traces))))
+    views, seen, used, left = [], set(), 0, 0
+    for vid, label, data in order:
+        if vid in seen:
+            continue
+        seen.add(vid)
+        view, n = _view(vid, label, data)
+        if used + n > MAX_TIMELINE_ITEMS and views:
+            left += 1
+            continue
+        used += n
+        views.append(view)
+    return views, defaults, left
+
+
+def _kernels(ov: Overview) -> dict[str, list[dict[str, Any]]]:
+    out = {}
+    for scope, rows in ov.kernels.items():
+        out[scope] = [
+            {
+                "k": r.stats.kernel,
+                "op": str(r.stats.op),
+                "c": r.stats.count,
+                "t": r.stats.total_ns,
+                "p50": _num(r.stats.p50_ns),
+                "p95": _num(r.stats.p95_ns),
+                "sh": r.share,
+            }
+            for r in rows
         ]
-        rows.append(
-            "<tr>"
-            + "".join(f"<td>{c}</td>" for c in cells)
-            + "".join(
-                f'<td class="num">{n:,.1f}</td>' if isinstance(n, float) else f'<td class="num">{n:,}</td>'
-                for n in nums
-            )
-            + "</tr>"
+    return out
+
+
+def _num(value: Any) -> float | None:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _when(ns: int) -> str:
+    if not ns:
+        return ""
+    return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _header(ov: Overview, title: str) -> str:
+    f = ov.facts
+    wall = (f.end_ns - f.start_ns) / 1e9 if f.end_ns > f.start_ns else 0.0
+    facts = [
+        ("service", f.service),
+        ("host", f.host),
+        ("pid", ", ".join(f.pids)),
+        ("devices", ", ".join(f.devices)),
+        ("versions", ", ".join(f"{k} {v}" for k, v in f.versions)),
+        ("started", _when(f.start_ns)),
+        ("traced wall time", f"{wall:.3f} s"),
+        ("device operations", f"{f.launches:,}"),
+        ("folded", f"{f.folded:,} (times from summaries)"),
+        ("spans", f"{f.spans:,}"),
+        ("dropped spans", f"{f.dropped:,}"),
+        ("traces / threads", f"{f.traces:,} / {f.threads:,}"),
+    ]
+    cells = "".join(
+        f'<div class="fact" data-fact="{html_text(k)}"><dt>{html_text(k)}</dt><dd>{html_text(v or "-")}</dd></div>'
+        for k, v in facts
+    )
+    return f'<header id="header"><h1>{html_text(title)}</h1><dl class="facts">{cells}</dl></header>'
+
+
+def _diff_section(diff: Any) -> str:
+    """Topology changes first, then the timing verdicts, from a ``TraceDiff`` (its public fields only)."""
+    from launchtrace.topology import format_entry
+
+    counts = diff.counts
+    parts = [
+        '<section id="diff"><h2>Diff against the baseline</h2>',
+        '<h3>Topology</h3><p class="verdict {cls}">{text}</p>'.format(
+            cls="same" if diff.equal else "changed",
+            text=html_text(
+                "topology: equal"
+                if diff.equal
+                else "topology: differs (" + ", ".join(f"{n} {k}" for k, n in counts.items()) + ")"
+            ),
+        ),
+    ]
+    lines = []
+    for seg in diff.segments:
+        if not seg.entries:
+            continue
+        lines.append(f"scope {seg.name} #{seg.occurrence}: {seg.count_a} -> {seg.count_b} records")
+        lines.extend("  " + format_entry(e) for e in seg.entries[:50])
+        if len(seg.entries) > 50:
+            lines.append(f"  ... {len(seg.entries) - 50} more")
+        if len(lines) > 400:
+            lines.append("...")
+            break
+    if lines:
+        parts.append('<pre class="diff">' + "\n".join(html_text(x) for x in lines) + "</pre>")
+    rows = list(getattr(diff, "timing", ()) or ())
+    parts.append("<h3>Timing</h3>")
+    if rows:
+        cols = [f.name for f in dataclasses.fields(rows[0])] if dataclasses.is_dataclass(rows[0]) else []
+        head = "".join(f"<th>{html_text(c)}</th>" for c in cols)
+        body = []
+        for row in rows:
+            cells = []
+            for c in cols:
+                v = getattr(row, c)
+                cls = ' class="num"' if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
+                text = f"{v:.4g}" if isinstance(v, float) else str(v)
+                cells.append(f"<td{cls}>{html_text(text)}</td>")
+            body.append(f'<tr data-verdict="{html_text(getattr(row, "verdict", ""))}">{"".join(cells)}</tr>')
+        parts.append(
+            f'<table class="stats timing"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
         )
-    return f'<table class="stats"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    else:
+        parts.append('<p class="note">no timing comparison</p>')
+    parts.append("</section>")
+    return "".join(parts)
 
 
 def render_report(
     traces: Sequence[TraceData],
+    ov: Overview,
     *,
-    stats: Sequence[KernelStats] = (),
-    diff_text: str | None = None,
+    diff: Any = None,
     graph_svg: bytes | None = None,
     graph_note: str = "",
+    hazards: Sequence[str] = (),
     title: str = "launchtrace report",
 ) -> str:
-    """The report page as a string (see the module docstring). ``graph_svg`` is the SVG bytes of the dataflow
-    graph (``None``: the section says why, from ``graph_note``)."""
-    items = timeline_items(traces)
-    drawn = items[:MAX_TIMELINE_ITEMS]
-    names = [str(t.attributes.get("trace_id") or f"trace {k}") for k, t in enumerate(traces)]
-    data = {
-        "traces": names,
-        "items": [
-            {
-                "t": it.trace,
-                "l": it.lane,
-                "k": it.kind,
-                "n": it.name,
-                "s": it.start_ns,
-                "e": it.end_ns,
-                "depth": it.depth,
-                "r": it.record,
-                "d": [list(p) for p in it.details],
-            }
-            for it in drawn
-        ],
-    }
-    n_records = sum(len(t.records) for t in traces)
+    """The report page as a string (see the module docstring). ``ov`` is the :func:`overview` of ``traces``;
+    ``diff`` a ``TraceDiff`` against the baseline; ``graph_svg`` the SVG bytes of the representative step's
+    dataflow graph (``None``: the section says why, from ``graph_note``); ``hazards`` one line each."""
+    views, defaults, left_out = _views(traces, ov)
+    steps = [{"n": o.name, "i": o.index, "s": str(o.start_ns), "d": o.duration_ns, "v": _step_id(o)} for o in ov.steps]
+    data = {"views": views, "defaults": defaults, "steps": steps, "kernels": _kernels(ov)}
+    rep = ov.representative
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:; '
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html_text(title)}</title>",
         f"<style>{_asset('report.css')}</style></head><body>",
-        f"<h1>{html_text(title)}</h1>",
-        f'<p class="note">{len(traces)} trace(s), {n_records:,} records, '
-        f"{sum(len(t.scopes) for t in traces):,} scopes.</p>",
-        "<h2>Timeline</h2>",
+        _header(ov, title),
+        '<nav><a href="#steps">steps</a><a href="#kernels">kernels</a><a href="#timeline-section">timeline</a>'
+        '<a href="#dataflow">dataflow</a>' + ('<a href="#diff">diff</a>' if diff is not None else "") + "</nav>",
+        '<section id="steps"><h2>Step durations</h2>'
+        '<p class="note">One point per occurrence of each outermost scope, in run order. Click one to see it in the '
+        'timeline.</p><div id="steps-chart" class="chart"></div></section>',
+        '<section id="kernels"><h2>Kernel time</h2><label>scope <select id="kernel-scope"></select></label>'
+        '<div id="kernel-chart" class="chart"></div><div id="kernel-table"></div></section>',
+        '<section id="timeline-section"><h2>Timeline</h2>'
+        '<div class="toolbar"><label>step <select id="view-select"></select></label>'
+        '<button type="button" id="zoom-reset">reset zoom</button>'
+        '<span class="note">wheel or W/S: zoom, drag or A/D: pan, hover: details</span></div>',
     ]
-    if len(drawn) < len(items):
-        parts.append(f'<p class="note">Showing the first {len(drawn):,} of {len(items):,} bars.</p>')
-    parts.append('<div id="timeline"></div><div id="tip"></div>')
-    if diff_text is not None:
-        body = "\n".join(html_text(line) for line in diff_text.splitlines())
-        parts.append(f'<h2>Diff</h2><pre class="diff">{body}</pre>')
-    parts.append("<h2>Dataflow graph</h2>")
+    if left_out:
+        parts.append(f'<p class="note">{left_out:,} more step(s) not embedded (over {MAX_TIMELINE_ITEMS:,} bars).</p>')
+    parts.append('<div id="timelines"></div><div id="tip" role="tooltip"></div></section>')
+    parts.append('<section id="dataflow"><h2>Dataflow</h2>')
+    if rep is not None:
+        parts.append(
+            f'<p class="note">The chosen step: {html_text(rep.name)} #{rep.index}.</p>'
+            if ov.chosen
+            else f'<p class="note">The representative step: {html_text(rep.name)} #{rep.index} (median duration of '
+            f"{sum(1 for o in ov.steps if o.name == rep.name):,} occurrences).</p>"
+        )
     if graph_svg:
         b64 = base64.b64encode(graph_svg).decode("ascii")
         parts.append(f'<div class="graph"><img alt="dataflow graph" src="data:image/svg+xml;base64,{b64}"></div>')
     else:
         parts.append(f'<p class="note">{html_text(graph_note or "no graph")}</p>')
-    parts.append("<h2>Kernels</h2>")
-    parts.append(_stats_table(stats))
+    parts.append("<h3>Hazards (whole run, every thread)</h3>")
+    if hazards:
+        parts.append('<ul class="hazards">' + "".join(f"<li>{html_text(h)}</li>" for h in hazards) + "</ul>")
+    else:
+        parts.append('<p class="note" id="no-hazards">none found</p>')
+    parts.append("</section>")
+    if diff is not None:
+        parts.append(_diff_section(diff))
     parts.append(f'<script type="application/json" id="launchtrace-data">{json_for_script(data)}</script>')
     parts.append(f"<script>{_asset('report.js')}</script>")
     parts.append("</body></html>")

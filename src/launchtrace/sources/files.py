@@ -32,7 +32,7 @@ import gzip
 import io
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -40,8 +40,9 @@ import orjson
 
 from launchtrace.errors import UserError
 from launchtrace.otlp.json_fast import FastLineDecoder
+from launchtrace.otlp.jsoncheck import CHECK_FROM_BYTES, check, duplicate_key, fault_text
 from launchtrace.otlp.problems import Problem, Severity
-from launchtrace.otlp.proto_decode import decode_traces_bytes, iter_length_prefixed
+from launchtrace.otlp.proto_decode import MAX_MESSAGE_BYTES, decode_traces_bytes, iter_length_prefixed
 from launchtrace.sources.documents import spans_from_document
 from launchtrace.sources.report import ProblemLog, ReadResult
 from launchtrace.sources.structure import check_structure
@@ -52,6 +53,39 @@ __all__ = ["SpanFile", "read_spans"]
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 _BUFFER_BYTES = 1 << 18
+_OTHER_ENCODINGS = (  # byte order marks of text that is not UTF-8, longest first
+    (b"\xff\xfe\x00\x00", "UTF-32LE"),
+    (b"\x00\x00\xfe\xff", "UTF-32BE"),
+    (b"\xff\xfe", "UTF-16LE"),
+    (b"\xfe\xff", "UTF-16BE"),
+)
+
+
+def _not_utf8(head: bytes) -> str | None:
+    """The encoding of text that is UTF-16 or UTF-32 (by its byte order mark, or JSON's ASCII with NULs between)."""
+    for bom, name in _OTHER_ENCODINGS:
+        if head.startswith(bom):
+            return name
+    if len(head) >= 8 and head[:1] in (b"{", b"["):
+        if head[1:4] == b"\0\0\0" and not any(head[5:8]):
+            return "UTF-32LE"
+        if not any(head[1:8:2]) and all(head[0:8:2]):
+            return "UTF-16LE"
+    if len(head) >= 8 and not any(head[0:8:2]) and all(head[1:8:2]) and head[1:2] in (b"{", b"["):
+        return "UTF-16BE"  # never a length prefix: that is followed by 0x0a (a TracesData field), not a NUL
+    return None
+
+
+def _refuse_non_trace(name: str, head: bytes) -> None:
+    """``UserError`` for a file that is plainly no span file: zeros (``/dev/zero``), UTF-16 or UTF-32 text."""
+    if head and not any(head):
+        raise UserError(f"{name}: starts with zero bytes (NUL), not spans: not a trace file")
+    encoding = _not_utf8(head)
+    if encoding is not None:
+        raise UserError(
+            f"{name}: the file is {encoding[:-2]} text ({encoding}); span files are UTF-8: convert it first "
+            f"(iconv -f {encoding} -t UTF-8)"
+        )
 
 
 def _open_sniffed(path: Path) -> tuple[BinaryIO, bool]:
@@ -115,6 +149,7 @@ class SpanFile:
 
     def _chunks(self) -> Iterator[tuple[str, list[SpanData]]]:
         raw_head = self._stream.peek(64)[:64] if hasattr(self._stream, "peek") else b""
+        _refuse_non_trace(self.name, raw_head)
         head = raw_head.removeprefix(_BOM).lstrip(b" \t\r\n")
         suffix = "+gzip" if self._gzip else ""
         if not head:
@@ -126,7 +161,11 @@ class SpanFile:
             yield from self._json(suffix, maybe_proto=raw_head[:1] == b"\x0a")
         elif raw_head[:1] == b"\x0a":
             self.format = "otlp-proto" + suffix
-            yield self._decoded(self.name, decode_traces_bytes(self._stream.read(), where=self.name))
+            body = self._stream.read(MAX_MESSAGE_BYTES + 1)
+            if len(body) > MAX_MESSAGE_BYTES:
+                self.log.add(Problem(self.name, f"one protobuf message over {MAX_MESSAGE_BYTES} bytes; not read"))
+                return
+            yield self._decoded(self.name, decode_traces_bytes(body, where=self.name))
         else:
             self.format = "otlp-proto-delimited" + suffix
             for offset, body in iter_length_prefixed(self._stream, name=self.name):
@@ -136,6 +175,18 @@ class SpanFile:
                 where = f"{self.name}:byte {offset}"
                 yield self._decoded(where, decode_traces_bytes(body, where=where))
 
+    def _warn_duplicates(self, text: bytes, where: str) -> None:
+        """A warning for a key given twice in one object (parsing kept the last without a word).
+
+        Only for what the compiled reader left to the general path: it takes no line with a repeated key.
+        """
+        found = duplicate_key(text)
+        if found is not None:
+            offset, key = found
+            self.log.add(
+                Problem(where, f"duplicate key {key!r} at byte {offset}: the last value is kept", Severity.WARNING)
+            )
+
     def _decoded(self, where: str, result: tuple[list[SpanData], list[Problem]]) -> tuple[str, list[SpanData]]:
         spans, problems = result
         for p in problems:
@@ -143,7 +194,7 @@ class SpanFile:
         return where, spans
 
     def _json(self, suffix: str, maybe_proto: bool) -> Iterator[tuple[str, list[SpanData]]]:
-        first = self._stream.readline()
+        first = self._stream.readline().removeprefix(_BOM)  # a UTF-8 byte order mark says nothing more
         with _gc_paused():
             spans = self._fast.decode(first)
         if spans is not None:  # an OTLP TracesData line and nothing else: what the general path calls otlp-jsonl
@@ -151,42 +202,43 @@ class SpanFile:
             yield f"{self.name}:1", spans
             yield from self._lines(self._stream, 2)
             return
-        try:
-            first_obj = orjson.loads(first)
-        except orjson.JSONDecodeError:
-            first_obj = None
+        first_obj = _loads_or_none(first)
         if first_obj is None:  # not a whole value on line 1: one (pretty-printed) document?
             rest = self._stream.read()
+            whole = first + rest if rest else first  # no copy of a file that is one line
+            del first, rest
             with _gc_paused():
-                spans = self._fast.decode(first + rest)
+                spans = self._fast.decode(whole)
             if spans is not None:
                 self.format = "otlp-json" + suffix
                 yield self.name, spans
                 return
-            try:
-                doc = orjson.loads(first + rest)
-            except orjson.JSONDecodeError:
+            doc = _loads_or_none(whole)
+            if doc is None:
                 if maybe_proto:
-                    spans, problems = decode_traces_bytes(first + rest, where=self.name)
+                    spans, problems = decode_traces_bytes(whole, where=self.name)
                     if not problems:
                         self.format = "otlp-proto" + suffix
                         yield self.name, spans
                         return
                 # neither: read it as JSON Lines, so each bad line is named and good lines still count
                 self.format = "otlp-jsonl" + suffix
-                yield from self._lines(io.BytesIO(first + rest), 1)
+                one_line = whole.find(b"\n", 0, len(whole) - 1) < 0
+                yield from self._lines([whole] if one_line else io.BytesIO(whole), 1)
                 return
             self.format = _document_format(doc) + suffix
+            self._warn_duplicates(whole, self.name)
             yield self._decoded(self.name, spans_from_document(doc, where=self.name, id_encoding=self.id_encoding))
             return
         kind = _document_format(first_obj)
+        self._warn_duplicates(first, f"{self.name}:1")
         self.format = ("otlp-jsonl" if kind == "otlp-json" else f"{kind}-lines") + suffix
         yield self._decoded(
             f"{self.name}:1", spans_from_document(first_obj, where=f"{self.name}:1", id_encoding=self.id_encoding)
         )
         yield from self._lines(self._stream, 2)
 
-    def _lines(self, stream: BinaryIO, start: int) -> Iterator[tuple[str, list[SpanData]]]:
+    def _lines(self, stream: Iterable[bytes], start: int) -> Iterator[tuple[str, list[SpanData]]]:
         for lineno, line in enumerate(stream, start):
             if not line or line.isspace():  # as `not line.strip()`, without copying a line of megabytes
                 continue
@@ -194,12 +246,17 @@ class SpanFile:
             with _gc_paused():
                 spans = self._fast.decode(line)
                 if spans is None:
-                    try:
-                        obj = orjson.loads(line)
-                    except orjson.JSONDecodeError as exc:
-                        obj, problem = None, Problem(where, _json_error(line, exc))
+                    fault = check(line) if len(line) >= CHECK_FROM_BYTES else None
+                    if fault is not None:  # said without building the line: no 5-10x its size in memory
+                        obj, problem = None, Problem(where, fault_text(fault))
                     else:
-                        result = spans_from_document(obj, where=where, id_encoding=self.id_encoding)
+                        try:
+                            obj = orjson.loads(line)
+                        except orjson.JSONDecodeError as exc:
+                            obj, problem = None, Problem(where, _json_error(line, exc))
+                        else:
+                            self._warn_duplicates(line, where)
+                            result = spans_from_document(obj, where=where, id_encoding=self.id_encoding)
             if spans is not None:
                 yield where, spans
                 continue
@@ -226,6 +283,16 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _loads_or_none(text: bytes) -> object | None:
+    """``text`` parsed, or ``None`` when it is not one JSON value (long texts checked first, unbuilt)."""
+    if len(text) >= CHECK_FROM_BYTES and check(text) is not None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def _json_error(line: bytes, exc: orjson.JSONDecodeError) -> str:

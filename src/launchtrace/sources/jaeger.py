@@ -56,7 +56,7 @@ class JaegerSource:
     ) -> ReadResult:
         """Several traces by id, fetched one by one; ``progress(done, total)`` after each."""
         log = ProblemLog(strict=strict)
-        ids = list(trace_ids)
+        ids = list(dict.fromkeys(trace_ids))  # each id fetched once
         spans: list[SpanData] = []
         for i, trace_id in enumerate(ids, 1):
             spans.extend(self.fetch_trace(trace_id, log))
@@ -101,7 +101,20 @@ class JaegerSource:
         answer = self.client.get("/api/v3/traces", params=params, allow=frozenset({200, 404}))
         if answer.status == 404:  # "No traces found": an empty result
             return []
-        return _decode(answer, log)
+        return _first_traces(_decode(answer, log), query.limit)
+
+
+def _first_traces(spans: list[SpanData], limit: int) -> list[SpanData]:
+    """The spans of the first ``limit`` traces (in the answer's order): a search answers no more than asked."""
+    kept: set[bytes] = set()
+    out = []
+    for span in spans:
+        if span.trace_id not in kept:
+            if len(kept) >= limit:
+                continue
+            kept.add(span.trace_id)
+        out.append(span)
+    return out
 
 
 def _error_message(answer: HttpAnswer) -> str:

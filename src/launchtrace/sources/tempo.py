@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 
 import orjson
@@ -35,6 +36,7 @@ from launchtrace.spans import SpanData
 
 __all__ = ["TempoSource", "traceql_for"]
 
+_log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 _PROTOBUF = "application/protobuf"
 
@@ -76,7 +78,7 @@ class TempoSource:
 
     def traces(self, trace_ids: Iterable[str], *, strict: bool = False, progress: Progress | None = None) -> ReadResult:
         log = ProblemLog(strict=strict)
-        ids = list(trace_ids)
+        ids = list(dict.fromkeys(trace_ids))  # each id fetched once
         spans: list[SpanData] = []
         for i, trace_id in enumerate(ids, 1):
             spans.extend(self.fetch_trace(trace_id, log))
@@ -96,7 +98,11 @@ class TempoSource:
 
     # -- building blocks that add to a caller's ProblemLog
     def search_ids(self, query: SearchQuery, log: ProblemLog) -> list[str]:
-        """The trace ids (32 hex digits) of a TraceQL search, in Tempo's order."""
+        """The trace ids (32 hex digits) of a TraceQL search, in Tempo's order, each once, at most ``limit``.
+
+        A Tempo (or something in its place) answering more hits than asked for, or one id many times, must
+        not turn into thousands of fetches: the first ``limit`` distinct ids are kept.
+        """
         params: dict[str, str | int] = {"q": traceql_for(query), "limit": query.limit}
         if query.start_ns is not None:
             params["start"] = query.start_ns // 10**9
@@ -109,14 +115,23 @@ class TempoSource:
             hits = []
         if type(hits) is not list:
             raise UserError(f"{answer.url}: 'traces' must be a list, got {type(hits).__name__}")
-        ids: list[str] = []
+        ids: dict[str, None] = {}
         for i, hit in enumerate(hits):
+            if len(ids) >= query.limit:
+                _log.info(
+                    "%s: %d hits for --limit %d; the first %d distinct kept",
+                    answer.url,
+                    len(hits),
+                    query.limit,
+                    query.limit,
+                )
+                break
             raw = hit.get("traceID") if type(hit) is dict else None
             try:
-                ids.append(padded_hex_trace_id(raw).hex())
+                ids.setdefault(padded_hex_trace_id(raw).hex())
             except IdError as exc:
                 log.add(Problem(answer.url, f"search hit {i} skipped: {exc}"))
-        return ids
+        return list(ids)
 
     def fetch_trace(self, trace_id: str, log: ProblemLog) -> list[SpanData]:
         hex_id = parse_trace_id(trace_id).hex()
