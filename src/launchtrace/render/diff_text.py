@@ -22,7 +22,7 @@ from launchtrace.analysis.diff import SegmentDiff, TimingChange, TraceDiff, Warm
 from launchtrace.render.escape import terminal, terminal_lines
 from launchtrace.topology import ChangeKind, DiffEntry, format_entry, format_value
 
-__all__ = ["diff_as_json", "diff_as_markdown", "diff_as_text", "format_ns", "plural"]
+__all__ = ["diff_as_json", "diff_as_markdown", "diff_as_text", "format_ns", "plural", "topology_lines"]
 
 _INDEX = re.compile(r"^#\d+(?:->#\d+)? ")
 
@@ -167,12 +167,19 @@ def _timing_lines(result: TraceDiff, limit: int) -> list[str]:
 
 def diff_as_text(result: TraceDiff, limit: int = 50) -> str:
     """Lines for a terminal: the verdict, each group of identical changes once, then the timing verdicts."""
-    lines = [_summary(result)]
+    lines = [_summary(result), *topology_lines(result, limit)]
+    lines.extend(_timing_lines(result, limit))
+    return terminal_lines(lines)
+
+
+def topology_lines(result: TraceDiff, limit: int = 50) -> list[str]:
+    """The topology changes, identical ones grouped, as lines (not yet escaped: each output escapes them for
+    its own context)."""
+    lines = []
     for segs, _ in _segment_groups(result):
         lines.append(_segment_head(segs))
         lines.extend(_entry_lines(segs[0].entries, limit))
-    lines.extend(_timing_lines(result, limit))
-    return terminal_lines(lines)
+    return lines
 
 
 def _jsonable(value: Any) -> Any:
