@@ -169,7 +169,9 @@ def test_diff_takes_several_runs_per_side(files, capsys) -> None:
     assert (data["runs_a"], data["runs_b"]) == (2, 2)  # one run per file here (no process ids in them)
     changed = {(s["run"], s["occurrence"]) for s in data["segments"] if s["entries"]}
     assert changed == {(0, 0), (0, 1), (0, 2)}  # run 1 of A against run 1 of B (scalar); run 2 equal
-    assert all(t["basis"] == "insufficient" for t in data["timing"])  # 3 steps a run, minus warm-up
+    # 2 runs a side are under --min-runs (3): never the run-level test; 3 steps a run, so few or pooled
+    assert {t["basis"] for t in data["timing"]} <= {"insufficient", "steps-one-run"}
+    assert all(t["n_runs_a"] == 2 for t in data["timing"] if t["basis"] != "insufficient")
     assert main(argv) == 1
     assert "timing: per-step totals of 2 runs (A) against 2 runs (B)" in capsys.readouterr().out
     assert main(["diff", str(files["base"]), str(files["again"]), str(files["scalar"])]) == 2
