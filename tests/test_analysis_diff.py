@@ -7,7 +7,6 @@ import dataclasses
 import pytest
 
 from launchtrace.analysis.diff import NO_SCOPE, diff_traces, segments
-from launchtrace.analysis.stats import Verdict
 from launchtrace.model import LaunchRecord, ScopeRecord, Site, TraceData
 from launchtrace.render.diff_text import diff_as_json, diff_as_markdown, diff_as_text
 from launchtrace.topology import ChangeKind
@@ -108,42 +107,92 @@ def test_streams_are_compared_unless_ignored() -> None:
     assert diff_traces(a, b, ignore_streams=True).equal
 
 
-def _timed(kernel: str, durations: list[int], scope: int | None = None) -> list[LaunchRecord]:
+def _timed(kernel: str, durations: list[int], scope: int | None = None, t0: int = 1_000) -> list[LaunchRecord]:
     site = Site("prog.py", 1, "main")
-    out, t = [], 1_000
+    out, t = [], t0
     for d in durations:
         out.append(LaunchRecord("launch", kernel, (8,), None, (), (), site, start_ns=t, end_ns=t + d, scope_id=scope))
         t += d + 10
     return out
 
 
-def test_timing_noise_is_not_a_regression_but_a_real_slowdown_is() -> None:
-    """Hand-built durations: exact control over the samples is the point of this test."""
-    noise_a = [1000 + (k * 37) % 50 for k in range(40)]
-    noise_b = [1000 + (k * 53) % 50 for k in range(40)]
-    same = diff_traces(TraceData(_timed("m.k", noise_a)), TraceData(_timed("m.k", noise_b)))
-    assert [t.verdict for t in same.timing] == [Verdict.SAME]
-    slow = diff_traces(TraceData(_timed("m.k", noise_a)), TraceData(_timed("m.k", [d * 2 for d in noise_b])))
-    row = slow.timing[0]
-    assert row.verdict == Verdict.SLOWER and row.p_value < 1e-6 and 0.9 < row.change < 1.1
-    few = diff_traces(TraceData(_timed("m.k", [100] * 3)), TraceData(_timed("m.k", [900] * 3)))
-    assert few.timing[0].verdict == Verdict.TOO_FEW
+def _stepped(per_step: list[dict[str, int]], run: str = "r1") -> TraceData:
+    """Hand-built: one ``step`` scope per entry, holding one launch of each kernel with that duration (ns),
+    the step lasting the sum; ``run`` is the process (service.instance.id)."""
+    records, scopes, t = [], {}, 1_000
+    for k, kernels in enumerate(per_step):
+        start = t
+        for name, d in kernels.items():
+            records += _timed(name, [d], k + 1, t)
+            t += d + 10
+        scopes[k + 1] = ScopeRecord(k + 1, "step", "user", start_ns=start, end_ns=t)
+        t += 100
+    return TraceData(records, scopes, {"service.instance.id": run})
+
+
+def _steps(n: int, a: int, b: int, first: int | None = None, seed: int = 0) -> list[dict[str, int]]:
+    out = [{"m.a": a + (k * 37 + seed) % 50, "m.b": b + (k * 53 + seed) % 50} for k in range(n)]
+    if first is not None:
+        out[0] = {"m.a": first, "m.b": first}  # the first step compiles
+    return out
+
+
+def test_timing_compares_per_step_totals_with_warm_up_left_out() -> None:
+    """Hand-built durations: exact control over the steps is the point of this test."""
+    base = _stepped(_steps(40, 100_000, 200_000, first=900_000_000))
+    same = diff_traces(base, _stepped(_steps(40, 100_000, 200_000, first=800_000_000, seed=7), "r2"))
+    assert not any(t.verdict.significant for t in same.timing)
+    assert [(w.side, w.scope, w.steps) for w in same.warmup] == [("A", "step", 1), ("B", "step", 1)]
+    row = next(t for t in same.timing if t.group == "kernel m.a in step")
+    assert row.verdict.n_steps_a == 39 and row.verdict.basis == "steps-one-run"  # the warm-up step left out
+    slow = diff_traces(base, _stepped(_steps(40, 100_000, 400_000, first=800_000_000), "r2"))
+    by_group = {t.group: t for t in slow.timing}
+    assert by_group["kernel m.b in step"].verdict.direction == "slower"
+    assert 0.9 < by_group["kernel m.b in step"].verdict.effect < 1.1
+    assert not by_group["kernel m.a in step"].verdict.significant
+    assert by_group["scope step"].verdict.direction == "slower"  # the step holds the slower kernel
     assert slow.equal  # timing never makes topologies unequal
+    few = diff_traces(_stepped(_steps(3, 100_000, 200_000)), _stepped(_steps(3, 900_000, 900_000), "r2"))
+    assert all(t.verdict.basis == "insufficient" for t in few.timing)
 
 
-def test_position_timing_groups_by_scope_and_position() -> None:
-    """Hand-built: a scope occurring 10 times whose second launch doubles in B."""
+def test_a_small_change_is_not_called_from_one_run_each() -> None:
+    """+10 % with perfectly quiet steps: significant within the runs, but under what one run can tell from
+    the drift between runs, so not called."""
+    a = _stepped(_steps(30, 1_000_000, 1_000_000))
+    b = _stepped([{k: int(v * 1.1) for k, v in s.items()} for s in _steps(30, 1_000_000, 1_000_000)], "r2")
+    row = next(t for t in diff_traces(a, b).timing if t.group == "kernel m.a in step")
+    assert row.verdict.p_value < 0.01 and not row.verdict.significant
+    assert "cannot be told from this run's step-to-step noise" in row.verdict.reason
 
-    def trace(factor: int) -> TraceData:
+
+def test_several_runs_per_side_are_compared_run_against_run() -> None:
+    a = [_stepped(_steps(10, 1_000_000 + 20_000 * r, 500_000, seed=r), f"a{r}") for r in range(3)]
+    b = [_stepped(_steps(10, 1_200_000 + 20_000 * r, 500_000, seed=r), f"b{r}") for r in range(3)]
+    result = diff_traces(a, b)
+    assert (result.runs_a, result.runs_b) == (3, 3)
+    row = next(t for t in result.timing if t.group == "kernel m.a in step")
+    assert row.verdict.basis == "runs" and row.verdict.n_runs_a == 3 and row.verdict.direction == "slower"
+    assert row.verdict.detectable_change is None  # the run-level test sees the drift itself
+    assert result.equal and {s.run for s in result.segments} == {0, 1, 2}
+    assert all(s.occurrence < 10 for s in result.segments)  # occurrences count within each run
+
+
+def test_scopes_nested_in_a_step_are_timed() -> None:
+    def trace(factor: float, run: str) -> TraceData:
         records, scopes = [], {}
         for occ in range(10):
-            scopes[occ + 1] = ScopeRecord(occ + 1, "step", "user")
-            records += _timed("m.a", [500 + occ], occ + 1) + _timed("m.b", [800 * factor + occ], occ + 1)
-        return TraceData(records, scopes)
+            step_id, inner_id = 2 * occ + 1, 2 * occ + 2
+            t = 1_000 + occ * 10_000_000
+            inner = int((1_000_000 + occ * 1_000) * factor)
+            scopes[step_id] = ScopeRecord(step_id, "step", "user", start_ns=t, end_ns=t + inner + 500_000)
+            scopes[inner_id] = ScopeRecord(inner_id, "simulate", "timer", step_id, start_ns=t, end_ns=t + inner)
+            records += _timed("m.k", [inner - 100], inner_id, t)
+        return TraceData(records, scopes, {"service.instance.id": run})
 
-    result = diff_traces(trace(1), trace(2))
-    by_group = {t.group: t.verdict for t in result.position_timing}
-    assert by_group == {"step #0 m.a": Verdict.SAME, "step #1 m.b": Verdict.SLOWER}
+    result = diff_traces(trace(1.0, "a"), trace(2.0, "b"))
+    by_group = {t.group: t.verdict.direction for t in result.timing}
+    assert by_group == {"scope step": "slower", "scope step/simulate": "slower", "kernel m.k in step": "slower"}
 
 
 def test_unscoped_records_form_their_own_segments() -> None:
@@ -157,13 +206,14 @@ def test_formats_carry_the_same_entries(base: TraceData) -> None:
     result = diff_traces(base, run_program("swap", STEPS))
     text = diff_as_text(result)
     assert text.startswith("topology: differs (0 inserted, 0 removed, 3 changed)")
-    assert text.count("buffer b sim.v -> sim.alt") == STEPS
+    assert text.count("buffer b sim.v -> sim.alt") == 1  # the same change in every step: printed once
+    assert f"scope step {STEPS} occurrences #0-#{STEPS - 1}: 3 -> 3 records" in text
     data = diff_as_json(result)
     assert data["equal"] is False and data["counts"]["changed"] == STEPS
     fields = [f for s in data["segments"] for e in s["entries"] for f in e["fields"]]
     assert fields == [{"field": "buffer", "name": "b", "before": "sim.v", "after": "sim.alt"}] * STEPS
     md = diff_as_markdown(result)
-    assert md.count("| changed | 1 |") == STEPS and "buffer b sim.v -> sim.alt" in md
+    assert md.count("| changed | 1 |") == 1 and f"| step #0-#{STEPS - 1} | changed |" in md
 
 
 _KEEP: list = []  # arrays of earlier runs stay alive, so a later run cannot be handed the same addresses
@@ -204,3 +254,22 @@ def test_unowned_buffers_compare_by_order_of_appearance_not_address() -> None:
         assert [(f.field, f.name, f.before, f.after) for f in e.fields] == [
             ("buffer", "out", "<unowned #3>", "<unowned #0>")
         ]
+
+
+def test_a_step_whose_records_are_cut_in_two_is_one_step() -> None:
+    """Another scope's records in the middle of a step (another thread's work in one trace) cut it into two
+    segments; its time is still one step, counted once."""
+    records, scopes = [], {}
+    for occ in range(6):
+        sid, other = 2 * occ + 1, 2 * occ + 2
+        t = 1_000 + occ * 1_000_000
+        scopes[sid] = ScopeRecord(sid, "step", "user", start_ns=t, end_ns=t + 500_000)
+        scopes[other] = ScopeRecord(other, "io", "user", start_ns=t, end_ns=t + 10_000)
+        records += (
+            _timed("m.a", [100_000], sid, t) + _timed("m.io", [1_000], other, t) + _timed("m.b", [200_000], sid, t)
+        )
+    result = diff_traces(TraceData(records, scopes), TraceData(records, scopes))
+    by_group = {t.group: t for t in result.timing}
+    assert by_group["scope step"].verdict.n_steps_a == 6 and by_group["scope step"].launches_a == 6
+    assert by_group["kernel m.b in step"].verdict.n_steps_a == 6
+    assert by_group["scope step"].median_a_ns == 500_000

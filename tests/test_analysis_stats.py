@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from launchtrace.analysis.stats import Verdict, compare_timings, kernel_stats, mann_whitney_u, percentiles
+from launchtrace.analysis.stats import kernel_stats, mann_whitney_u, percentiles
 from launchtrace.model import LaunchRecord, Site, TraceData
 
 scipy_stats = pytest.importorskip("scipy.stats", reason="scipy (test extra) checks the hand-written test")
@@ -46,25 +46,12 @@ def test_percentiles_match_numpy(values: list[float]) -> None:
     assert all(math.isnan(v) for v in percentiles([]))
 
 
-def test_compare_timings_needs_samples_significance_and_size() -> None:
-    base = [100.0 + k % 7 for k in range(30)]
-    rows = compare_timings(
-        {"slow": base, "tiny": base, "few": base[:3], "gone": base},
-        {"slow": [v * 1.5 for v in base], "tiny": [v + 1 for v in base], "few": [v * 3 for v in base[:3]], "new": base},
-    )
-    verdicts = {r.group: r.verdict for r in rows}
-    assert verdicts == {
-        "slow": Verdict.SLOWER,
-        "tiny": Verdict.SAME,  # significant, but a 1 % change is under the 5 % threshold
-        "few": Verdict.TOO_FEW,
-        "gone": Verdict.ONLY_A,
-        "new": Verdict.ONLY_B,
-    }
-
-
 def test_kernel_stats_counts_and_orders_by_total_time() -> None:
     site = Site("p.py", 1, "f")
     recs = [LaunchRecord("launch", "m.a", (1,), None, (), (), site, start_ns=0, end_ns=10) for _ in range(3)]
     recs += [LaunchRecord("launch", "m.b", (1,), None, (), (), site, start_ns=0, end_ns=100, repeat=5)]
     rows = kernel_stats([TraceData(recs)])
-    assert [(r.kernel, r.count, r.total_ns, r.p50_ns) for r in rows] == [("m.b", 5, 100, 100.0), ("m.a", 3, 30, 10.0)]
+    # a record standing for 5 repetitions (``repeat``, no recorded statistics) lasts its duration each time
+    assert [(r.kernel, r.count, r.total_ns, r.p50_ns) for r in rows] == [("m.b", 5, 500, 100.0), ("m.a", 3, 30, 10.0)]
+    assert rows[0].folded == 5 and rows[0].p50_from_summaries and math.isnan(rows[0].p95_ns)
+    assert rows[1].folded == 0 and rows[1].p95_ns == 10.0 and not rows[1].max_from_summaries

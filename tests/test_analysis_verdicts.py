@@ -205,3 +205,14 @@ def test_an_absolute_floor_guards_tiny_values_in_one_run_mode_only() -> None:
     runs_a = [rng.lognormal(np.log(10.0), 0.01, 40) for _ in range(4)]
     runs_b = [rng.lognormal(np.log(15.0), 0.01, 40) for _ in range(4)]
     assert compare_runs(runs_a, runs_b, min_abs_change=50.0).significant  # the run level sees drift itself
+
+
+def test_long_series_are_bootstrapped_with_bounded_work() -> None:
+    from launchtrace.analysis import verdicts
+
+    assert verdicts._resample_count(60) == verdicts._BOOTSTRAP
+    assert verdicts._resample_count(10**7) == 200  # still resolves p = 0.005
+    rng = np.random.default_rng(17)
+    values = rng.lognormal(0.0, 0.1, 50_000)
+    got = verdicts._resampled_quantiles(values, 0.1, np.random.default_rng(1), 300)
+    assert got.shape == (300,) and abs(float(np.median(got)) - float(np.quantile(values, 0.1))) < 0.01

@@ -30,7 +30,8 @@ def test_diff_exits_0_when_equal_and_1_when_topology_differs(files, capsys) -> N
     assert main(["diff", str(files["base"]), str(files["insert"])]) == 1
     out = capsys.readouterr().out
     assert out.startswith("topology: differs (3 inserted, 0 removed, 0 changed)")
-    assert out.count(" inserted ") == 3
+    assert out.count(" inserted ") == 1  # the same insertion in each of the 3 steps, printed once
+    assert "scope step 3 occurrences #0-#2: 3 -> 4 records" in out
 
 
 def test_diff_json_and_markdown(files, capsys) -> None:
@@ -73,7 +74,7 @@ def test_dataflow_and_summary(files, capsys) -> None:
     }
     assert main(["summary", str(files["base"])]) == 0
     out = capsys.readouterr().out
-    assert "3 trace(s), 9 records" in out and "wp.copy" in out
+    assert "3 traces, 9 records" in out and "wp.copy" in out and "time per scope" in out
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' not installed (CI installs it)")
@@ -159,3 +160,19 @@ def test_choosing_what_to_look_at_rejects_what_matches_nothing(files, tmp_path, 
     assert main(["chrome-trace", base, "--out", str(out), "--scope", "step", "--occurrence", "1"]) == 0
     events = json.loads(out.read_text())["traceEvents"]
     assert sum(1 for e in events if e["ph"] == "X" and e["cat"] != "scope") == 3  # one step's three records
+
+
+def test_diff_takes_several_runs_per_side(files, capsys) -> None:
+    argv = ["diff", str(files["base"]), str(files["again"]), "--against", str(files["scalar"]), str(files["base"])]
+    assert main([*argv, "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert (data["runs_a"], data["runs_b"]) == (2, 2)  # one run per file here (no process ids in them)
+    changed = {(s["run"], s["occurrence"]) for s in data["segments"] if s["entries"]}
+    assert changed == {(0, 0), (0, 1), (0, 2)}  # run 1 of A against run 1 of B (scalar); run 2 equal
+    # 2 runs a side are under --min-runs (3): never the run-level test; 3 steps a run, so few or pooled
+    assert {t["basis"] for t in data["timing"]} <= {"insufficient", "steps-one-run"}
+    assert all(t["n_runs_a"] == 2 for t in data["timing"] if t["basis"] != "insufficient")
+    assert main(argv) == 1
+    assert "timing: per-step totals of 2 runs (A) against 2 runs (B)" in capsys.readouterr().out
+    assert main(["diff", str(files["base"]), str(files["again"]), str(files["scalar"])]) == 2
+    assert "give A and B, or A1 A2 ... --against B1 B2 ..." in capsys.readouterr().err

@@ -8,9 +8,13 @@ so one inserted launch is one ``inserted`` entry and a changed one names the fie
 owner label and offset, a scalar by parameter name, stream, site). A segment on one side only is wholly
 inserted or removed.
 
-Timing compares host durations per kernel, and per position inside a scope (``"step #3 sim.integrate"``),
-with the Mann-Whitney U test of :mod:`launchtrace.analysis.stats`: a group is ``slower`` / ``faster`` only
-with enough samples on both sides, a small p-value and a p50 change large enough to matter.
+Timing (:mod:`launchtrace.analysis.verdicts`) compares **per-step aggregates**, never launches: for each scope
+occurrence (a step) the total host time of each kernel in it, of each scope nested in it (``step/simulate``: time
+per ``wp.ScopedTimer``) and of the step itself. The unit of replication is the run (one process: traces are
+grouped by file, and within a file by ``service.instance.id``, else host and pid), then the step. Leading
+warm-up steps of each run (the first compiles kernels) are left out and listed in :attr:`TraceDiff.warmup`.
+Folded positions enter as their recorded totals (count x mean), one value per step, never as copies of a mean
+counted as samples.
 
 Example::
 
@@ -25,56 +29,130 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
+import math
 from collections.abc import Sequence
 
-from launchtrace.analysis.stats import (
+import numpy as np
+
+from launchtrace.analysis.verdicts import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_CHANGE,
-    DEFAULT_MIN_SAMPLES,
-    TimingChange,
-    compare_timings,
+    DEFAULT_MIN_RUNS,
+    DEFAULT_MIN_STEPS,
+    DEFAULT_QUANTILE,
+    Verdict,
+    compare_runs,
+    warmup_steps,
 )
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.topology import ChangeKind, DiffEntry, diff_records
 
-__all__ = ["NO_SCOPE", "Segment", "SegmentDiff", "TraceDiff", "diff_traces", "segments"]
+__all__ = [
+    "NO_SCOPE",
+    "ONE_RUN_MIN_DELTA_NS",
+    "Segment",
+    "SegmentDiff",
+    "TimingChange",
+    "TraceDiff",
+    "WarmUp",
+    "diff_traces",
+    "fold_share",
+    "run_key",
+    "segments",
+    "split_runs",
+    "step_series",
+]
 
 NO_SCOPE = "<no scope>"
+ONE_RUN_MIN_DELTA_NS = 50_000.0
+"""With one run per side, a change of less than 50 us per step is never called: a kernel of ~10 us per step
+drifted by up to +151 % (+17 us) between two runs of the same program in ``benchmarks/bench_verdicts.py``
+while its steps inside each run agreed closely (cache and memory state differ between processes)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Segment:
     """One occurrence of a scope (or one run of unscoped records): ``name``, ``occurrence`` (0-based, across
-    the set of traces), ``trace`` (index in the set) and its ``records`` in issue order."""
+    the set of traces), ``trace`` (index in the set), its ``records`` in issue order and ``scope_id`` (the
+    scope in that trace, None for unscoped records)."""
 
     name: str
     occurrence: int
     trace: int
     records: tuple[LaunchRecord, ...]
+    scope_id: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SegmentDiff:
     """The diff of one matched pair of segments. ``entries`` index into each segment's records
-    (``index_a`` / ``index_b``); ``count_a`` / ``count_b`` are the segments' record counts (0: absent)."""
+    (``index_a`` / ``index_b``); ``count_a`` / ``count_b`` are the segments' record counts (0: absent).
+    ``run``: with several runs per side, which pair of runs (run k of A against run k of B; the side with fewer
+    runs repeats its last); occurrences then count within the run."""
 
     name: str
     occurrence: int
     count_a: int
     count_b: int
     entries: tuple[DiffEntry, ...]
+    run: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TimingChange:
+    """The timing verdict of one group: a kernel (``kind="kernel"``, its total time per step) or a scope
+    (``kind="scope"``, its time per step; ``name`` a path such as ``step/simulate``), over the occurrences of
+    the step scope ``scope``. ``median_a_ns`` / ``median_b_ns``: the median step over each side's runs (NaN
+    when absent), ``low_a_ns`` / ``low_b_ns`` the ``quantile`` step the verdict compares (p10 by default);
+    ``launches_*``: launches (kernels) or occurrences (scopes) behind them, of which
+    ``folded_*`` were rebuilt from summary spans (their recorded totals are used); ``verdict``: what
+    :func:`launchtrace.analysis.verdicts.compare_runs` concluded."""
+
+    kind: str
+    scope: str
+    name: str
+    median_a_ns: float
+    median_b_ns: float
+    low_a_ns: float
+    low_b_ns: float
+    quantile: float
+    launches_a: int
+    launches_b: int
+    folded_a: int
+    folded_b: int
+    verdict: Verdict
+
+    @property
+    def group(self) -> str:
+        """``"kernel m.k in step"`` or ``"scope step/simulate"``."""
+        return f"kernel {self.name} in {self.scope}" if self.kind == "kernel" else f"scope {self.name}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WarmUp:
+    """Leading steps of one run left out of the timing as warm-up: ``side`` ``"A"`` / ``"B"``, ``run`` (0-based
+    index on that side), the step ``scope``, how many ``steps``, the first one's duration and the median of
+    the rest (ns)."""
+
+    side: str
+    run: int
+    scope: str
+    steps: int
+    first_ns: float
+    median_ns: float
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TraceDiff:
-    """The result of :func:`diff_traces`. ``timing``: one :class:`TimingChange` per kernel;
-    ``position_timing``: one per (scope, position, kernel) for scopes that occur more than once."""
+    """The result of :func:`diff_traces`: the topology ``segments``, one :class:`TimingChange` per kernel and
+    scope group (``timing``), the warm-up left out, and how many runs each side held."""
 
     segments: tuple[SegmentDiff, ...]
     timing: tuple[TimingChange, ...]
-    position_timing: tuple[TimingChange, ...]
     options: tuple[tuple[str, object], ...]
+    warmup: tuple[WarmUp, ...] = ()
+    runs_a: int = 0
+    runs_b: int = 0
 
     @property
     def equal(self) -> bool:
@@ -132,7 +210,7 @@ def segments(traces: Sequence[TraceData], scope: str | None = None) -> list[Segm
             name = trace.scopes[top].name if top is not None else NO_SCOPE
             k = occurrences.get(name, 0)
             occurrences[name] = k + 1
-            out.append(Segment(name, k, t, tuple(recs)))
+            out.append(Segment(name, k, t, tuple(recs), top))
     return out
 
 
@@ -164,21 +242,211 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
     return tuple(out)
 
 
-def _durations(segs: Sequence[Segment]) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Duration samples per kernel and per (scope, position, kernel) of scopes seen more than once."""
-    per_kernel: dict[str, list[float]] = {}
-    per_position: dict = {}  # (scope, position, kernel) -> samples; named once at the end
-    counts = Counter(s.name for s in segs)
-    for seg in segs:
-        by_position = counts[seg.name] > 1 and seg.name != NO_SCOPE
-        for pos, rec in enumerate(seg.records):
-            if rec.repeat > 1 or rec.end_ns <= 0:
-                continue  # folded summaries and untimed records carry no per-call sample
-            duration = float(max(0, rec.end_ns - rec.start_ns))
-            per_kernel.setdefault(rec.kernel, []).append(duration)
-            if by_position:
-                per_position.setdefault((seg.name, pos, rec.kernel), []).append(duration)
-    return per_kernel, {f"{name} #{pos} {kernel}": v for (name, pos, kernel), v in per_position.items()}
+def run_key(trace: TraceData) -> tuple:
+    """What tells one run (process) from another: the file it was read from, and in it
+    ``service.instance.id``, else host and pid (a file written by ``launchtrace collect`` holds several)."""
+    attrs = trace.attributes
+    source = str(attrs.get("source", ""))
+    if attrs.get("service.instance.id"):
+        return (source, "instance", str(attrs["service.instance.id"]))
+    if attrs.get("process.pid") is not None:
+        return (source, "pid", str(attrs.get("host.name", "")), str(attrs["process.pid"]))
+    return (source,)
+
+
+def split_runs(traces: Sequence[TraceData]) -> list[list[TraceData]]:
+    """``traces`` grouped by run (:func:`run_key`), runs and traces in first-seen order."""
+    runs: dict[tuple, list[TraceData]] = {}
+    for trace in traces:
+        runs.setdefault(run_key(trace), []).append(trace)
+    return list(runs.values())
+
+
+def fold_share(rec: LaunchRecord) -> tuple[int, int, bool]:
+    """For a record rebuilt from a summary span: ``(launches it stands for, their mean ns, whole)``. ``whole``:
+    the record stands for every repetition of its position (rebuilt with ``expand=False``, ``repeat`` set),
+    else it is one expanded copy. The mean is the recorded one (the laid-out duration when none was)."""
+    fold = rec.fold
+    assert fold is not None
+    mean = fold.mean_ns or rec.duration_ns
+    whole = fold.count > 1 and rec.repeat >= fold.count
+    return (rec.repeat if whole else max(1, rec.repeat)), mean, whole
+
+
+def _record_total(rec: LaunchRecord) -> tuple[int, int, int]:
+    """``(host ns, launches, launches from summaries)`` a record stands for: a record standing for a whole
+    folded position (``repeat`` set) brings its recorded total (count x mean), an expanded copy its share."""
+    if rec.fold is not None:
+        launches, mean, _whole = fold_share(rec)
+        return launches * mean, launches, launches
+    n = max(1, rec.repeat)
+    return rec.duration_ns * n, n, n if n > 1 else 0
+
+
+GroupKey = tuple[str, str, str]  # (kind, step scope, name)
+
+
+def step_series(
+    traces: Sequence[TraceData], scope: str | None = None, segs: Sequence[Segment] | None = None
+) -> tuple[dict[str, list[float]], dict[GroupKey, dict[int, float]], dict[GroupKey, list[int]]]:
+    """Per-step aggregates of one run: ``(step durations by step scope, {group: {occurrence: ns}},
+    {group: [launches, folded]})``. A group is ``("kernel", step scope, kernel)`` (total time of that kernel in
+    the step) or ``("scope", step scope, path)`` (the step itself, or a scope nested in it). Records with no
+    end time are left out; unscoped records form ``<no scope>`` steps, one per run of them, timed as the sum
+    of their records. ``segs``: ``segments(traces, scope)`` when the caller has them already."""
+    steps: dict[str, list[float]] = {}
+    values: dict[GroupKey, dict[int, float]] = {}
+    counts: dict[GroupKey, list[int]] = {}
+
+    def add(key: GroupKey, occ: int, ns: float, launches: int, folded: int) -> None:
+        per = values.setdefault(key, {})
+        per[occ] = per.get(occ, 0.0) + ns
+        c = counts.setdefault(key, [0, 0])
+        c[0] += launches
+        c[1] += folded
+
+    nested: dict[tuple[int, int], list[tuple[str, float]]] = {}  # (trace, top scope) -> [(path, ns)]
+    for t, trace in enumerate(traces):
+        for sid, sc in trace.scopes.items():
+            if sc.internal or sc.end_ns <= 0:
+                continue
+            top = _top_scope(trace, sid, scope)
+            if top is None or top == sid:
+                continue
+            path = trace.scope_path(sid)
+            inner = path[path.index(trace.scopes[top].name) :] if trace.scopes[top].name in path else path
+            nested.setdefault((t, top), []).append(("/".join(inner), float(sc.duration_ns)))
+    occurrence_of: dict[tuple[int, int], int] = {}  # a scope whose records were cut in two is one step
+    for seg in segments(traces, scope) if segs is None else segs:
+        trace = traces[seg.trace]
+        timed = [r for r in seg.records if r.end_ns > 0]
+        if seg.scope_id is not None and (seg.trace, seg.scope_id) in occurrence_of:
+            occ = occurrence_of[(seg.trace, seg.scope_id)]
+        else:
+            if seg.scope_id is not None:
+                sc = trace.scopes[seg.scope_id]
+                if sc.end_ns <= 0:
+                    continue  # still open when exported: no step time
+                step_ns = float(sc.duration_ns)
+            elif timed:
+                step_ns = float(sum(_record_total(r)[0] for r in timed))
+            else:
+                continue
+            occ = len(steps.setdefault(seg.name, []))
+            steps[seg.name].append(step_ns)
+            add(("scope", seg.name, seg.name), occ, step_ns, 1, 0)
+            if seg.scope_id is not None:
+                occurrence_of[(seg.trace, seg.scope_id)] = occ
+                for path, ns in nested.get((seg.trace, seg.scope_id), ()):
+                    add(("scope", seg.name, path), occ, ns, 1, 0)
+        for rec in timed:
+            ns, launches, folded = _record_total(rec)
+            add(("kernel", seg.name, rec.kernel), occ, float(ns), launches, folded)
+    return steps, values, counts
+
+
+def _segments(traces: Sequence[TraceData], scope: str | None, cache: dict) -> list[Segment]:
+    """``segments(traces, scope)``, computed once per set of traces for the topology and the timing."""
+    key = (tuple(id(t) for t in traces), scope)
+    if key not in cache:
+        cache[key] = segments(traces, scope)
+    return cache[key]
+
+
+def _run_series(
+    runs: Sequence[Sequence[TraceData]], side: str, scope: str | None, cache: dict
+) -> tuple[list[dict[GroupKey, list[float]]], dict[GroupKey, list[int]], list[WarmUp]]:
+    """Each run's per-step series by group with its warm-up steps left out, the launch counts, the warm-up."""
+    out, totals, warm = [], {}, []
+    for r, run in enumerate(runs):
+        steps, values, counts = step_series(run, scope, _segments(run, scope, cache))
+        skip = {}
+        for name, durations in steps.items():
+            k = warmup_steps(durations)
+            skip[name] = k
+            if k:
+                rest = sorted(durations[k:])
+                warm.append(WarmUp(side, r, name, k, durations[0], rest[len(rest) // 2] if rest else math.nan))
+        series = {}
+        for key, per in values.items():
+            series[key] = [v for occ, v in sorted(per.items()) if occ >= skip.get(key[1], 0)]
+        for key, (n, folded) in counts.items():
+            c = totals.setdefault(key, [0, 0])
+            c[0] += n
+            c[1] += folded
+        out.append(series)
+    return out, totals, warm
+
+
+def _pooled(runs: list[list[float]], q: float) -> float:
+    """The ``q`` quantile of every run's steps together (NaN when none)."""
+    pooled = [v for run in runs for v in run]
+    return float(np.quantile(pooled, q)) if pooled else math.nan
+
+
+def _timing(
+    runs_a: Sequence[Sequence[TraceData]],
+    runs_b: Sequence[Sequence[TraceData]],
+    scope: str | None,
+    opts: dict,
+    cache: dict,
+) -> tuple[list[TimingChange], list[WarmUp]]:
+    series_a, counts_a, warm_a = _run_series(runs_a, "A", scope, cache)
+    series_b, counts_b, warm_b = _run_series(runs_b, "B", scope, cache)
+    keys = list(dict.fromkeys([k for s in series_a for k in s] + [k for s in series_b for k in s]))
+    rows = []
+    for key in keys:
+        a = [s.get(key, []) for s in series_a]
+        b = [s.get(key, []) for s in series_b]
+        verdict = compare_runs(a, b, **opts)
+        ca, cb = counts_a.get(key, [0, 0]), counts_b.get(key, [0, 0])
+        q = opts["quantile"]
+        rows.append(
+            TimingChange(
+                kind=key[0],
+                scope=key[1],
+                name=key[2],
+                median_a_ns=_pooled(a, 0.5),
+                median_b_ns=_pooled(b, 0.5),
+                low_a_ns=_pooled(a, q),
+                low_b_ns=_pooled(b, q),
+                quantile=q,
+                launches_a=ca[0],
+                launches_b=cb[0],
+                folded_a=ca[1],
+                folded_b=cb[1],
+                verdict=verdict,
+            )
+        )
+    return rows, warm_a + warm_b
+
+
+def _topology(
+    a: Sequence[TraceData],
+    b: Sequence[TraceData],
+    scope: str | None,
+    run: int,
+    *,
+    scalars: bool,
+    streams: bool,
+    raw: bool,
+    cache: dict,
+) -> list[SegmentDiff]:
+    """Segment-by-segment topology diff of one pair of trace sets."""
+    seg_a, seg_b = _segments(a, scope, cache), _segments(b, scope, cache)
+    by_key_a = {(s.name, s.occurrence): s for s in seg_a}
+    by_key_b = {(s.name, s.occurrence): s for s in seg_b}
+    keys = list(dict.fromkeys([(s.name, s.occurrence) for s in seg_a] + [(s.name, s.occurrence) for s in seg_b]))
+    out = []
+    for key in keys:
+        sa, sb = by_key_a.get(key), by_key_b.get(key)
+        ra = sa.records if sa else ()
+        rb = sb.records if sb else ()
+        if not raw:
+            ra, rb = unowned_by_order(ra), unowned_by_order(rb)
+        entries = diff_records(ra, rb, scalars=scalars, streams=streams)
+        out.append(SegmentDiff(key[0], key[1], len(ra), len(rb), tuple(entries), run))
+    return out
 
 
 def diff_traces(
@@ -188,12 +456,21 @@ def diff_traces(
     scope: str | None = None,
     ignore_scalars: bool = False,
     ignore_streams: bool = False,
-    min_samples: int = DEFAULT_MIN_SAMPLES,
     alpha: float = DEFAULT_ALPHA,
     min_change: float = DEFAULT_MIN_CHANGE,
+    min_runs: int = DEFAULT_MIN_RUNS,
+    min_steps: int = DEFAULT_MIN_STEPS,
+    quantile: float = DEFAULT_QUANTILE,
+    one_run_min_delta_ns: float = ONE_RUN_MIN_DELTA_NS,
     raw_pointers: bool = False,
+    timing: bool = True,
 ) -> TraceDiff:
     """Diff trace set ``a`` (before) against ``b`` (after); see the module docstring.
+
+    Each side may hold several runs (processes; :func:`split_runs` tells them apart): the topology is diffed
+    run k of A against run k of B, the timing compares the runs of one side against the other's (see
+    :mod:`launchtrace.analysis.verdicts` for ``alpha``, ``min_change``, ``min_runs``, ``min_steps`` and
+    ``quantile``; ``one_run_min_delta_ns`` is its ``min_abs_change``). ``timing=False`` skips the timing.
 
     Unowned buffers are compared by the order they first appear in in each segment (:func:`unowned_by_order`):
     two runs allocate at other addresses, so their raw pointers say nothing; ``raw_pointers=True`` compares the
@@ -204,36 +481,46 @@ def diff_traces(
         result = diff_traces(before, after, scope="step", ignore_scalars=True)
         if not result.equal:
             print(result.counts)
+        for row in result.timing:
+            print(row.group, row.verdict.direction, row.verdict.reason)
     """
     a = [a] if isinstance(a, TraceData) else list(a)
     b = [b] if isinstance(b, TraceData) else list(b)
-    seg_a, seg_b = segments(a, scope), segments(b, scope)
-    by_key_b = {(s.name, s.occurrence): s for s in seg_b}
-    keys = list(dict.fromkeys([(s.name, s.occurrence) for s in seg_a] + [(s.name, s.occurrence) for s in seg_b]))
-    by_key_a = {(s.name, s.occurrence): s for s in seg_a}
+    runs_a, runs_b = split_runs(a), split_runs(b)
+    pairs = [(a, b)]
+    if len(runs_a) > 1 or len(runs_b) > 1:
+        n = max(len(runs_a), len(runs_b))
+        pairs = [(runs_a[min(k, len(runs_a) - 1)], runs_b[min(k, len(runs_b) - 1)]) for k in range(n)]
     out = []
-    for key in keys:
-        sa, sb = by_key_a.get(key), by_key_b.get(key)
-        ra = sa.records if sa else ()
-        rb = sb.records if sb else ()
-        if not raw_pointers:
-            ra, rb = unowned_by_order(ra), unowned_by_order(rb)
-        entries = diff_records(ra, rb, scalars=not ignore_scalars, streams=not ignore_streams)
-        out.append(SegmentDiff(key[0], key[1], len(ra), len(rb), tuple(entries)))
-    kernel_a, pos_a = _durations(seg_a)
-    kernel_b, pos_b = _durations(seg_b)
-    opts = {"min_samples": min_samples, "alpha": alpha, "min_change": min_change}
+    cache: dict = {}
+    for run, (ta, tb) in enumerate(pairs):
+        flags = {"scalars": not ignore_scalars, "streams": not ignore_streams, "raw": raw_pointers}
+        out += _topology(ta, tb, scope, run, **flags, cache=cache)
+    opts = {
+        "alpha": alpha,
+        "min_change": min_change,
+        "min_runs": min_runs,
+        "min_steps": min_steps,
+        "quantile": quantile,
+        "min_abs_change": one_run_min_delta_ns,
+    }
+    rows, warm = _timing(runs_a, runs_b, scope, opts, cache) if timing else ([], [])
     return TraceDiff(
         segments=tuple(out),
-        timing=tuple(compare_timings(kernel_a, kernel_b, **opts)),
-        position_timing=tuple(compare_timings(pos_a, pos_b, **opts)),
+        timing=tuple(rows),
         options=(
             ("scope", scope),
             ("ignore_scalars", ignore_scalars),
             ("ignore_streams", ignore_streams),
             ("raw_pointers", raw_pointers),
-            ("min_samples", min_samples),
             ("alpha", alpha),
             ("min_change", min_change),
+            ("min_runs", min_runs),
+            ("min_steps", min_steps),
+            ("quantile", quantile),
+            ("one_run_min_delta_ns", one_run_min_delta_ns),
         ),
+        warmup=tuple(warm),
+        runs_a=len(runs_a),
+        runs_b=len(runs_b),
     )

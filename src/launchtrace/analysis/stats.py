@@ -1,16 +1,23 @@
-"""Timing statistics: percentiles, the Mann-Whitney U test, per-kernel tables.
+"""Per-kernel and per-scope tables for ``launchtrace summary`` and the report, honest about folded data.
 
-The significance test is the two-sided Mann-Whitney U test with the normal approximation, average ranks for
-ties, the tie-corrected variance and a continuity correction of 0.5 -- exactly SciPy's
-``mannwhitneyu(a, b, alternative="two-sided", method="asymptotic")``, hand-written here so the analyzer does
-not pull in SciPy (a 35 MB wheel) at run time; ``tests/test_analysis_stats.py`` checks it against SciPy.
-Timing samples are large-ish and continuous, where the approximation is good; below ``min_samples`` per side
-no verdict is given at all.
+A record rebuilt from a summary span (folding, see :class:`launchtrace.model.Fold`) carries its position's
+mean as its duration: that is not a measurement. These tables count each folded position once, with its
+recorded count, min, mean, max and p50: totals and means stay exact (count x mean), the max is the recorded
+one, a p50 that mixes summaries is an estimate (the count-weighted median of the recorded p50s and the measured
+durations) and a per-launch p95 is not given at all where launches were folded (no summary records one); the
+per-step columns (each kernel's total time per step, exact also for folded data) show the spread instead.
+Every row says how many of its launches came from summaries.
+
+The significance tests live in :mod:`launchtrace.analysis.verdicts` (pure, reusable); ``mann_whitney_u`` is
+re-exported here for older callers.
 
 Example::
 
-    from launchtrace.analysis.stats import mann_whitney_u
-    u, p = mann_whitney_u([10, 11, 12, 13], [20, 21, 22, 23])
+    from launchtrace.analysis.stats import kernel_stats, scope_stats
+    for row in kernel_stats(traces):
+        print(row.kernel, row.count, row.total_ns, row.max_ns, row.folded)
+    for row in scope_stats(traces):
+        print(row.path, row.count, row.p50_ns)
 """
 
 from __future__ import annotations
@@ -18,40 +25,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Sequence
-from enum import Enum
 
 import numpy as np
 
 from launchtrace.analysis.verdicts import mann_whitney_u
 from launchtrace.model import TraceData
 
-__all__ = [
-    "KernelStats",
-    "TimingChange",
-    "Verdict",
-    "compare_timings",
-    "kernel_stats",
-    "mann_whitney_u",
-    "percentiles",
-]
-
-DEFAULT_MIN_SAMPLES = 8
-DEFAULT_ALPHA = 0.01
-DEFAULT_MIN_CHANGE = 0.05  # a significant change smaller than 5 % of p50 is not worth a line
-
-
-class Verdict(str, Enum):
-    """What a timing comparison concluded."""
-
-    SLOWER = "slower"
-    FASTER = "faster"
-    SAME = "same"  # not significant, or too small to matter
-    TOO_FEW = "too few samples"
-    ONLY_A = "only in A"
-    ONLY_B = "only in B"
-
-    def __str__(self) -> str:
-        return self.value
+__all__ = ["KernelStats", "ScopeStats", "kernel_stats", "mann_whitney_u", "percentiles", "scope_stats"]
 
 
 def percentiles(values: Sequence[float], qs: Iterable[float] = (50, 95)) -> tuple[float, ...]:
@@ -61,11 +41,24 @@ def percentiles(values: Sequence[float], qs: Iterable[float] = (50, 95)) -> tupl
     return tuple(float(v) for v in np.percentile(np.asarray(values, dtype=float), list(qs)))
 
 
+def _weighted_median(values: Sequence[float], weights: Sequence[int]) -> float:
+    order = np.argsort(values, kind="mergesort")
+    v = np.asarray(values, dtype=float)[order]
+    w = np.cumsum(np.asarray(weights, dtype=float)[order])
+    return float(v[int(np.searchsorted(w, w[-1] / 2.0))])
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class KernelStats:
-    """One row of the per-kernel table. Columns: ``kernel``, ``op``, ``count`` (records), ``total_ns``,
-    ``mean_ns``, ``p50_ns``, ``p95_ns``, ``max_ns`` (host duration per call), ``nbytes`` (total bytes of the
-    array arguments)."""
+    """One row of the per-kernel table (nanoseconds).
+
+    Per launch: ``count`` (launches, folded ones by their recorded count), ``total_ns`` and ``mean_ns`` (exact),
+    ``p50_ns`` (exact, or an estimate when ``p50_from_summaries``), ``p95_ns`` (NaN when any launch was
+    folded: summaries record no p95), ``max_ns`` (``max_from_summaries``: the largest is a recorded maximum),
+    ``nbytes`` (bytes of the array arguments over all launches), ``folded`` (launches rebuilt from summaries).
+    Per step (the kernel's total time in each occurrence of the outermost scope holding it; exact for folded
+    data too): ``steps``, ``step_p50_ns``, ``step_p95_ns``, ``step_max_ns``.
+    """
 
     kernel: str
     op: str
@@ -76,36 +69,107 @@ class KernelStats:
     p95_ns: float
     max_ns: int
     nbytes: int
+    folded: int = 0
+    p50_from_summaries: bool = False
+    max_from_summaries: bool = False
+    steps: int = 0
+    step_p50_ns: float = math.nan
+    step_p95_ns: float = math.nan
+    step_max_ns: float = math.nan
+
+
+class _Group:
+    """What one kernel's launches add up to while the table is built."""
+
+    __slots__ = ("count", "fold_max", "folded", "folds", "measured", "nbytes", "total")
+
+    def __init__(self) -> None:
+        self.count = self.folded = self.total = self.nbytes = 0
+        self.fold_max = -1
+        self.measured: list[int] = []
+        self.folds: list[tuple[int, int]] = []  # (p50, count) per folded position
 
 
 def kernel_stats(traces: Iterable[TraceData]) -> list[KernelStats]:
-    """Per-kernel counts and durations over ``traces``, the largest total time first.
+    """Per-kernel counts and durations over ``traces``, the largest total time first (see the module
+    docstring for folded positions).
 
     Example::
 
         for row in kernel_stats([trace]):
-            print(row.kernel, row.count, row.p50_ns)
+            print(row.kernel, row.count, row.p50_ns, "(estimate)" if row.p50_from_summaries else "")
     """
-    groups: dict[tuple[str, str], list] = {}
-    for trace in traces:
+    from launchtrace.analysis.diff import fold_share, step_series
+
+    traces = list(traces)
+    groups: dict[tuple[str, str], _Group] = {}
+    seen: set[tuple[int, int, int]] = set()
+    for t, trace in enumerate(traces):
         for rec in trace.records:
-            groups.setdefault((rec.kernel, str(rec.op)), []).append(rec)
+            g = groups.get((rec.kernel, str(rec.op)))
+            if g is None:
+                g = groups[(rec.kernel, str(rec.op))] = _Group()
+            fold = rec.fold
+            if fold is not None:
+                g.nbytes += rec.nbytes * max(1, rec.repeat)
+                key = (t, fold.span_id, fold.position)
+                if key in seen:
+                    continue  # another copy of a position already counted
+                seen.add(key)
+                share, mean, whole = fold_share(rec)
+                launches = share if whole else share * fold.count
+                g.count += launches
+                g.folded += launches
+                g.total += launches * mean
+                g.fold_max = max(g.fold_max, fold.max_ns or mean)
+                g.folds.append((fold.p50_ns or mean, launches))
+            elif rec.repeat > 1:  # stands for repetitions with no statistics: its duration is all we have
+                g.count += rec.repeat
+                g.folded += rec.repeat
+                g.total += rec.duration_ns * rec.repeat
+                g.nbytes += rec.nbytes * rec.repeat
+                g.fold_max = max(g.fold_max, rec.duration_ns)
+                g.folds.append((rec.duration_ns, rec.repeat))
+            else:
+                g.count += 1
+                g.total += rec.duration_ns
+                g.nbytes += rec.nbytes
+                g.measured.append(rec.duration_ns)
+    _, values, _ = step_series(traces)
+    per_step: dict[str, list[float]] = {}
+    for (kind, _scope, name), per in values.items():
+        if kind == "kernel":
+            per_step.setdefault(name, []).extend(per.values())
     rows = []
-    for (kernel, op), recs in groups.items():
-        durations = [r.duration_ns for r in recs]
-        count = sum(r.repeat for r in recs)
-        p50, p95 = percentiles(durations)
+    for (kernel, op), g in groups.items():
+        measured_max = max(g.measured, default=-1)
+        if g.folds:
+            p50 = _weighted_median(
+                [*g.measured, *(p for p, _ in g.folds)], [*([1] * len(g.measured)), *(n for _, n in g.folds)]
+            )
+            p95 = math.nan
+        else:
+            p50, p95 = percentiles(g.measured)
+        steps = per_step.get(kernel, [])
+        s50, s95 = percentiles(steps)
         rows.append(
             KernelStats(
                 kernel=kernel,
                 op=op,
-                count=count,
-                total_ns=sum(durations),
-                mean_ns=sum(durations) / len(durations),
+                count=g.count,
+                total_ns=g.total,
+                mean_ns=g.total / g.count if g.count else math.nan,
                 p50_ns=p50,
                 p95_ns=p95,
-                max_ns=max(durations),
-                nbytes=sum(r.nbytes for r in recs),
+                max_ns=max(measured_max, g.fold_max, 0),
+                nbytes=g.nbytes,
+                folded=g.folded,
+                p50_from_summaries=bool(g.folds),
+                max_from_summaries=g.fold_max > measured_max,
+                steps=len(steps),
+                step_p50_ns=s50,
+                step_p95_ns=s95,
+                step_max_ns=max(steps) if steps else math.nan,
             )
         )
     rows.sort(key=lambda r: (-r.total_ns, r.kernel))
@@ -113,69 +177,49 @@ def kernel_stats(traces: Iterable[TraceData]) -> list[KernelStats]:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class TimingChange:
-    """One row of a timing comparison. Columns: ``group`` (a kernel, or ``"<scope path> #<position>
-    <kernel>"``), ``count_a`` / ``count_b`` (samples), ``p50_a`` / ``p95_a`` / ``p50_b`` / ``p95_b``
-    (nanoseconds, NaN when absent), ``change`` (relative change of p50, ``0.10`` = 10 % slower in B),
-    ``p_value`` (two-sided Mann-Whitney U, 1.0 when not tested) and ``verdict``."""
+class ScopeStats:
+    """One row of the per-scope table: time per scope (a ``wp.ScopedTimer``, a Tape scope, a
+    ``launchtrace.scope``), by ``path`` (``step/simulate``). ``count`` occurrences (closed ones), ``total_ns``,
+    ``p50_ns`` / ``p95_ns`` / ``max_ns`` per occurrence (measured: scope spans are never folded),
+    ``warmup`` leading occurrences that look like warm-up (only for outermost scopes: the first step compiles)
+    and ``warmup_ns`` their total."""
 
-    group: str
-    count_a: int
-    count_b: int
-    p50_a: float
-    p95_a: float
-    p50_b: float
-    p95_b: float
-    change: float
-    p_value: float
-    verdict: Verdict
-
-
-def _verdict(
-    a: Sequence[float],
-    b: Sequence[float],
-    change: float,
-    p: float,
-    min_samples: int,
-    alpha: float,
-    min_change: float,
-) -> Verdict:
-    if not a:
-        return Verdict.ONLY_B
-    if not b:
-        return Verdict.ONLY_A
-    if len(a) < min_samples or len(b) < min_samples:
-        return Verdict.TOO_FEW
-    if p < alpha and abs(change) >= min_change:
-        return Verdict.SLOWER if change > 0 else Verdict.FASTER
-    return Verdict.SAME
+    path: str
+    kind: str
+    count: int
+    total_ns: int
+    p50_ns: float
+    p95_ns: float
+    max_ns: int
+    warmup: int = 0
+    warmup_ns: int = 0
 
 
-def compare_timings(
-    groups_a: dict[str, list[float]],
-    groups_b: dict[str, list[float]],
-    *,
-    min_samples: int = DEFAULT_MIN_SAMPLES,
-    alpha: float = DEFAULT_ALPHA,
-    min_change: float = DEFAULT_MIN_CHANGE,
-) -> list[TimingChange]:
-    """Compare duration samples group by group (the union of both sides' groups, in first-seen order).
-
-    A group is reported ``slower`` / ``faster`` only with at least ``min_samples`` on each side, a p-value
-    under ``alpha`` and a p50 change of at least ``min_change``.
+def scope_stats(traces: Iterable[TraceData], *, internal: bool = False) -> list[ScopeStats]:
+    """Per-scope-path occurrence counts and durations over ``traces``, in first-seen order (Warp's own
+    internal timers left out unless ``internal``).
 
     Example::
 
-        rows = compare_timings({"k": [10.0] * 20}, {"k": [20.0] * 20})
-        assert rows[0].verdict == Verdict.SLOWER
+        for row in scope_stats(traces):
+            print(row.path, row.count, row.p50_ns / 1e6, "ms")
     """
-    out = []
-    for group in dict.fromkeys([*groups_a, *groups_b]):
-        a, b = groups_a.get(group, []), groups_b.get(group, [])
-        p50a, p95a = percentiles(a)
-        p50b, p95b = percentiles(b)
-        change = (p50b - p50a) / p50a if a and b and p50a > 0 else (0.0 if a and b else math.nan)
-        p = mann_whitney_u(a, b)[1] if a and b else 1.0
-        verdict = _verdict(a, b, change, p, min_samples, alpha, min_change)
-        out.append(TimingChange(group, len(a), len(b), p50a, p95a, p50b, p95b, change, p, verdict))
-    return out
+    from launchtrace.analysis.verdicts import warmup_steps
+
+    durations: dict[str, list[int]] = {}
+    kinds: dict[str, str] = {}
+    for trace in traces:
+        for scope in sorted(trace.scopes.values(), key=lambda s: (s.start_ns, s.seq)):
+            if (scope.internal and not internal) or scope.end_ns <= 0:
+                continue
+            path = "/".join(trace.scope_path(scope.id))
+            durations.setdefault(path, []).append(scope.duration_ns)
+            kinds.setdefault(path, str(scope.kind))
+    rows = []
+    for path, values in durations.items():
+        p50, p95 = percentiles(values)
+        warm = warmup_steps(values) if "/" not in path else 0
+        rows.append(
+            ScopeStats(path, kinds[path], len(values), sum(values), p50, p95, max(values), warm, sum(values[:warm]))
+        )
+    return rows

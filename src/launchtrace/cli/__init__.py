@@ -33,6 +33,32 @@ COMMANDS: dict[str, str] = {
 }
 
 
+# The offline analyzer commands: their argument errors are one line (the others print argparse's usage).
+ANALYZERS = frozenset({"summary", "diff", "check-static", "dataflow", "graph", "report", "chrome-trace"})
+
+
+class _Parser(argparse.ArgumentParser):
+    """For the analyzer commands, argument errors as one line (``launchtrace diff: error: argument --alpha:
+    '2': must be between 0 and 1``), like every other error of theirs, instead of the usage text followed by
+    the message; other commands keep argparse's usage."""
+
+    def error(self, message: str):  # type: ignore[override]
+        if self.prog.rpartition(" ")[2] not in ANALYZERS:
+            super().error(message)
+        from launchtrace.otlp.problems import one_line
+
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def _check_numbers(parser: argparse.ArgumentParser) -> None:
+    """Plain ``int`` / ``float`` options refuse negative, NaN and infinite values (see cli._numbers)."""
+    from launchtrace.cli._numbers import checked
+
+    for action in parser._actions:
+        if action.type in (int, float):
+            action.type = checked(action.type)
+
+
 def _load(module: str):
     return importlib.import_module(f"launchtrace.cli.{module}")
 
@@ -41,7 +67,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; with ``only``, just that subcommand's module is imported."""
     from launchtrace import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="launchtrace",
         description="OpenTelemetry for GPU compute written in NVIDIA Warp.",
     )
@@ -59,6 +85,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
+        _check_numbers(p)
         p.set_defaults(_module=module, _parser=p)
     return parser
 
@@ -77,7 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except UserError as exc:
-        print(f"launchtrace {args.command}: error: {exc}", file=sys.stderr)
+        from launchtrace.otlp.problems import one_line
+
+        print(f"launchtrace {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

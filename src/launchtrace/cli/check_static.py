@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from launchtrace.analysis.diff import segments
 from launchtrace.analysis.static import check_static
 from launchtrace.cli._analyzer import add_format, write_json, write_text
 from launchtrace.errors import UserError
 from launchtrace.loading import load_traces
+from launchtrace.model import TraceData
+from launchtrace.render.diff_text import plural
+from launchtrace.render.escape import terminal_lines
 
 HELP = "check that every occurrence of a scope launches the same topology (CUDA-graph capturable)"
 
@@ -19,11 +21,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_format(parser)
 
 
+def scope_names(traces: list[TraceData], limit: int = 20) -> list[str]:
+    """The names of the scopes in ``traces``, nested ones too (Warp's internal timers left out), sorted."""
+    names = {scope.name for trace in traces for scope in trace.scopes.values() if not scope.internal}
+    return sorted(names)[:limit]
+
+
 def run(args: argparse.Namespace) -> int:
     traces = load_traces(args.traces)
     report = check_static(traces, args.scope)
     if report.occurrences == 0:
-        names = sorted({s.name for s in segments(traces)})[:10]
+        names = ", ".join(repr(n) for n in scope_names(traces)) or "none"
         raise UserError(f"scope {args.scope!r} not found in {', '.join(args.traces)}; scopes seen: {names}")
     if args.format == "json":
         write_json(
@@ -52,13 +60,13 @@ def run(args: argparse.Namespace) -> int:
             verdict = "only one occurrence: nothing to compare"
         else:
             verdict = "static (same topology every time)" if report.static else "NOT static"
-        lines = [f"scope {report.scope!r}: {report.occurrences} occurrences, {verdict}"]
+        lines = [f"scope {report.scope!r}: {plural(report.occurrences, 'occurrence')}, {verdict}"]
         for f in report.findings:
             name = f" {f.name}" if f.name else ""
             warn = "" if f.breaks else " (warning)"
             lines.append(
                 f"  {f.reason}{warn}: #{f.position} {f.kernel}{name}: {f.example} "
-                f"[{f.occurrences} occurrence(s)] (from {f.site})"
+                f"[{plural(f.occurrences, 'occurrence')}] (from {f.site})"
             )
-        write_text("\n".join(lines) + "\n", None)
+        write_text(terminal_lines(lines), None)
     return 0 if report.static else 1

@@ -12,6 +12,7 @@ import argparse
 from launchtrace.analysis.dataflow import Dataflow, build_dataflow
 from launchtrace.cli._analyzer import add_format, add_selection, selected_views, write_json, write_text
 from launchtrace.loading import load_traces
+from launchtrace.render.escape import terminal_lines
 
 HELP = "dataflow of a trace: RAW/WAR/WAW edges, critical path, launches that could overlap, stream hazards"
 
@@ -91,6 +92,6 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json([_json(label, f) for label, f in flows], None)
     else:
-        write_text("\n".join(line for label, f in flows for line in _text(label, f, args.edges)) + "\n", None)
+        write_text(terminal_lines([line for label, f in flows for line in _text(label, f, args.edges)]), None)
     hazards = sum(len(f.hazards) for _, f in flows)
     return 1 if hazards and args.fail_on_hazard else 0

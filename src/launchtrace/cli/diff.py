@@ -1,20 +1,32 @@
-"""``launchtrace diff A B``: an aligned topology diff and timing comparison; exit 1 when topology differs."""
+"""``launchtrace diff A B`` / ``launchtrace diff A1 A2 A3 --against B1 B2 B3``: an aligned topology diff and
+timing verdicts over per-step totals; exit 1 when the topology differs."""
 
 from __future__ import annotations
 
 import argparse
 
 from launchtrace.analysis.diff import diff_traces
+from launchtrace.analysis.verdicts import DEFAULT_ALPHA, DEFAULT_MIN_CHANGE, DEFAULT_MIN_RUNS, DEFAULT_MIN_STEPS
 from launchtrace.cli._analyzer import add_format, write_json, write_text
+from launchtrace.cli._numbers import at_least, fraction, probability
+from launchtrace.errors import UserError
 from launchtrace.loading import load_traces
 from launchtrace.render.diff_text import diff_as_json, diff_as_markdown, diff_as_text
 
-HELP = "diff two traces (or sets of traces): inserted, removed and changed launches, timing changes"
+HELP = "diff two traces (or sets of runs): inserted, removed and changed launches, timing verdicts"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("a", help="the baseline: a trace file or a folder of them")
-    parser.add_argument("b", help="the trace(s) to compare against the baseline")
+    parser.add_argument(
+        "traces",
+        nargs="+",
+        metavar="A",
+        help="the baseline then the trace(s) to compare (A B: a file or folder each); with --against, every "
+        "file or folder given here is the baseline",
+    )
+    parser.add_argument(
+        "--against", nargs="+", metavar="B", help="the runs to compare against the baseline (files or folders)"
+    )
     parser.add_argument("--scope", help="compare occurrences of this scope only")
     parser.add_argument("--ignore-scalars", action="store_true", help="do not compare scalar arguments")
     parser.add_argument("--ignore-streams", action="store_true", help="do not compare streams")
@@ -23,22 +35,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compare unowned buffers by address (default: by the order they first appear in, per segment)",
     )
-    parser.add_argument("--min-samples", type=int, default=8, help="samples per side before a timing verdict")
-    parser.add_argument("--alpha", type=float, default=0.01, help="significance level of the timing test")
+    parser.add_argument(
+        "--alpha", type=probability, default=DEFAULT_ALPHA, help="significance level (default %(default)s)"
+    )
+    parser.add_argument(
+        "--min-change",
+        type=fraction,
+        default=DEFAULT_MIN_CHANGE,
+        help="smallest relative change worth reporting (default %(default)s = 5%%)",
+    )
+    parser.add_argument(
+        "--min-runs",
+        type=at_least(2),
+        default=DEFAULT_MIN_RUNS,
+        help="runs per side before the run-level test (default %(default)s)",
+    )
+    parser.add_argument(
+        "--min-steps",
+        "--min-samples",
+        dest="min_steps",
+        type=at_least(2),
+        default=DEFAULT_MIN_STEPS,
+        help="steps per side (after warm-up) before any timing verdict (default %(default)s)",
+    )
     parser.add_argument("--out", help="write here instead of stdout")
     add_format(parser, ("text", "json", "markdown"))
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.against:
+        a_specs, b_specs = args.traces, args.against
+    elif len(args.traces) == 2:
+        a_specs, b_specs = args.traces[:1], args.traces[1:]
+    else:
+        raise UserError(f"give A and B, or A1 A2 ... --against B1 B2 ... (got {len(args.traces)} inputs)")
     result = diff_traces(
-        load_traces(args.a),
-        load_traces(args.b),
+        load_traces(a_specs),
+        load_traces(b_specs),
         scope=args.scope,
         ignore_scalars=args.ignore_scalars,
         ignore_streams=args.ignore_streams,
         raw_pointers=args.raw_pointers,
-        min_samples=args.min_samples,
         alpha=args.alpha,
+        min_change=args.min_change,
+        min_runs=args.min_runs,
+        min_steps=args.min_steps,
     )
     if args.format == "json":
         write_json(diff_as_json(result), args.out)

@@ -1,22 +1,95 @@
-"""``launchtrace summary TRACE``: per-kernel counts and durations."""
+"""``launchtrace summary TRACE``: per-kernel counts and durations, per launch and per step, and time per scope.
+
+Figures that come from fold summaries (recorded statistics, not measured launch by launch) are marked ``*``
+and explained under the table; a per-launch p95 that no summary recorded is ``-``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+from typing import Any
 
 from launchtrace.analysis.replays import with_replay_counts
-from launchtrace.analysis.stats import kernel_stats
+from launchtrace.analysis.stats import KernelStats, ScopeStats, kernel_stats, scope_stats
 from launchtrace.cli._analyzer import add_format, write_json, write_text
 from launchtrace.loading import load_traces
+from launchtrace.render.escape import terminal, terminal_lines
 
-HELP = "per-kernel counts and time (p50, p95, total) over traces"
+HELP = "per-kernel counts and time (per launch and per step) and time per scope, over traces"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("traces", nargs="+", help="trace files or folders")
-    parser.add_argument("--top", type=int, default=0, help="only the N kernels with the most total time")
+    parser.add_argument(
+        "--top", type=int, default=0, help="only the N kernels with the most total time (0: all, the default)"
+    )
     add_format(parser)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word if n == 1 else word + 's'}"
+
+
+def _us(ns: float, mark: bool = False) -> str:
+    if ns is None or math.isnan(ns):
+        return "-"
+    return f"{ns / 1e3:.1f}" + ("*" if mark else "")
+
+
+def _jsonable(row: Any) -> dict[str, Any]:
+    return {
+        k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in dataclasses.asdict(row).items()
+    }
+
+
+def _kernel_lines(rows: list[KernelStats]) -> list[str]:
+    names = [terminal(r.kernel) for r in rows]
+    width = max([len(n) for n in names] + [6])
+    head = (
+        f"{'kernel':<{width}}  {'op':<9} {'count':>8} {'total ms':>10} {'mean us':>9} {'p50 us':>9} {'p95 us':>9} "
+        f"{'max us':>10} | {'steps':>6} {'p50 us':>9} {'p95 us':>9} {'max us':>10}"
+    )
+    lines = ["per launch, then per step (the kernel's total time in each occurrence of its outermost scope):", head]
+    for name, r in zip(names, rows):
+        lines.append(
+            f"{name:<{width}}  {terminal(r.op):<9} {r.count:>8} {r.total_ns / 1e6:>10.3f} {_us(r.mean_ns):>9} "
+            f"{_us(r.p50_ns, r.p50_from_summaries):>9} {_us(r.p95_ns):>9} {_us(r.max_ns, r.max_from_summaries):>10} "
+            f"| {r.steps:>6} {_us(r.step_p50_ns):>9} {_us(r.step_p95_ns):>9} {_us(r.step_max_ns):>10}"
+        )
+    folded = sum(r.folded for r in rows)
+    if folded:
+        lines.append(
+            f"* from fold summaries ({folded} of {sum(r.count for r in rows)} launches were folded): max is the "
+            "recorded maximum, p50 an estimate from the recorded p50s; a folded kernel's per-launch p95 is not "
+            "recorded (-): its spread is in the per-step columns, which are exact (count x mean per position)"
+        )
+    return lines
+
+
+def _scope_lines(rows: list[ScopeStats]) -> list[str]:
+    if not rows:
+        return ["no scopes (wp.ScopedTimer, Tape scopes, launchtrace.scope) in these traces"]
+    paths = [terminal(r.path) for r in rows]
+    width = max([len(p) for p in paths] + [5])
+    lines = [
+        "time per scope (each occurrence measured):",
+        f"{'scope':<{width}}  {'kind':<6} {'count':>7} {'total ms':>10} {'p50 us':>10} {'p95 us':>10} {'max us':>11}",
+    ]
+    for path, r in zip(paths, rows):
+        lines.append(
+            f"{path:<{width}}  {terminal(r.kind):<6} {r.count:>7} {r.total_ns / 1e6:>10.3f} {_us(r.p50_ns):>10} "
+            f"{_us(r.p95_ns):>10} {_us(r.max_ns):>11}"
+        )
+    for path, r in zip(paths, rows):
+        if r.warmup:
+            rest = (r.total_ns - r.warmup_ns) / max(1, r.count - r.warmup)
+            lines.append(
+                f"warm-up: the first {_plural(r.warmup, 'occurrence')} of {path!r} took {r.warmup_ns / 1e6:.1f} ms "
+                f"(the others {rest / 1e6:.2f} ms on average; the first compiles or loads kernels): included above"
+            )
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,18 +97,22 @@ def run(args: argparse.Namespace) -> int:
     rows = with_replay_counts(kernel_stats(traces), traces)  # count what each capture_launch ran
     if args.top > 0:
         rows = rows[: args.top]
+    scopes = scope_stats(traces)
+    records = sum(len(t) for t in traces)
     if args.format == "json":
-        write_json([dataclasses.asdict(r) for r in rows], None)
-        return 0
-    width = max([len(r.kernel) for r in rows] + [6])
-    lines = [
-        f"{len(traces)} trace(s), {sum(len(t) for t in traces)} records",
-        f"{'kernel':<{width}}  {'op':<9} {'count':>8} {'total ms':>10} {'p50 us':>9} {'p95 us':>9} {'max us':>9}",
-    ]
-    for r in rows:
-        lines.append(
-            f"{r.kernel:<{width}}  {r.op:<9} {r.count:>8} {r.total_ns / 1e6:>10.3f} {r.p50_ns / 1e3:>9.1f} "
-            f"{r.p95_ns / 1e3:>9.1f} {r.max_ns / 1e3:>9.1f}"
+        write_json(
+            {
+                "traces": len(traces),
+                "records": records,
+                "kernels": [_jsonable(r) for r in rows],
+                "scopes": [_jsonable(r) for r in scopes],
+            },
+            None,
         )
-    write_text("\n".join(lines) + "\n", None)
+        return 0
+    lines = [f"{_plural(len(traces), 'trace')}, {_plural(records, 'record')}"]
+    lines += _kernel_lines(rows)
+    lines.append("")
+    lines += _scope_lines(scopes)
+    write_text(terminal_lines(lines), None)
     return 0

@@ -1,5 +1,10 @@
 """A :class:`~launchtrace.analysis.diff.TraceDiff` as text for people, JSON for machines, Markdown for PRs.
 
+Identical changes are grouped: scope occurrences whose entries are the same are printed once with the list of
+occurrences (``scope step, 60 occurrences #0-#59``), and one change at several positions of a segment is one
+line listing the positions. Every name from a trace is escaped for the terminal
+(:func:`launchtrace.render.escape.terminal`) or for Markdown.
+
 Example::
 
     from launchtrace.render.diff_text import diff_as_text
@@ -9,19 +14,33 @@ Example::
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 from typing import Any
 
-from launchtrace.analysis.diff import TraceDiff
-from launchtrace.analysis.stats import TimingChange, Verdict
-from launchtrace.topology import DiffEntry, format_entry, format_value
+from launchtrace.analysis.diff import SegmentDiff, TimingChange, TraceDiff, WarmUp
+from launchtrace.render.escape import terminal, terminal_lines
+from launchtrace.topology import ChangeKind, DiffEntry, format_entry, format_value
 
-__all__ = ["diff_as_json", "diff_as_markdown", "diff_as_text"]
+__all__ = ["diff_as_json", "diff_as_markdown", "diff_as_text", "format_ns", "plural", "topology_lines"]
 
-_NOTABLE = (Verdict.SLOWER, Verdict.FASTER)
+_INDEX = re.compile(r"^#\d+(?:->#\d+)? ")
 
 
-def _us(ns: float) -> str:
-    return "-" if math.isnan(ns) else f"{ns / 1000:.1f}"
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``"1 occurrence"``, ``"2 occurrences"``."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def format_ns(ns: float) -> str:
+    """A duration for people: ``812.3 us``, ``6.58 ms``, ``5.34 s``; ``-`` for NaN."""
+    if math.isnan(ns):
+        return "-"
+    if abs(ns) < 1e6:
+        return f"{ns / 1e3:.1f} us"
+    if abs(ns) < 1e9:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.2f} s"
 
 
 def _pct(change: float) -> str:
@@ -35,38 +54,139 @@ def _summary(result: TraceDiff) -> str:
     return f"topology: differs ({c['inserted']} inserted, {c['removed']} removed, {c['changed']} changed)"
 
 
-def _timing_line(t: TimingChange) -> str:
-    return (
-        f"  {t.verdict}: {t.group}: p50 {_us(t.p50_a)} -> {_us(t.p50_b)} us ({_pct(t.change)}), "
-        f"p95 {_us(t.p95_a)} -> {_us(t.p95_b)} us, n={t.count_a}/{t.count_b}, p={t.p_value:.2g}"
+def _ranges(occurrences: Sequence[int], limit: int = 12) -> str:
+    """``[0, 1, 2, 5]`` -> ``"#0-#2, #5"`` (at most ``limit`` pieces, then ``...``)."""
+    pieces: list[str] = []
+    start = prev = None
+    for k in [*occurrences, None]:
+        if start is not None and (k is None or k != prev + 1):
+            pieces.append(f"#{start}" if start == prev else f"#{start}-#{prev}")
+            start = None
+        if k is not None and start is None:
+            start = k
+        prev = k
+    return ", ".join(pieces[:limit]) + (", ..." if len(pieces) > limit else "")
+
+
+def _entry_index(e: DiffEntry) -> str:
+    if e.kind == ChangeKind.INSERTED:
+        return f"#{e.index_b}"
+    if e.kind == ChangeKind.REMOVED or e.index_a == e.index_b:
+        return f"#{e.index_a}"
+    return f"#{e.index_a}->#{e.index_b}"
+
+
+def _entry_lines(entries: Sequence[DiffEntry], limit: int) -> list[str]:
+    """One line per distinct change, the positions it happened at listed together."""
+    groups: dict[str, list[str]] = {}
+    for e in entries:
+        text = _INDEX.sub("", format_entry(e), count=1)
+        groups.setdefault(text, []).append(_entry_index(e))
+    lines = []
+    for text, where in list(groups.items())[:limit]:
+        shown = ", ".join(where[:8]) + (f" and {len(where) - 8} more" if len(where) > 8 else "")
+        lines.append(f"  {shown} {text}")
+    if len(groups) > limit:
+        lines.append(f"  ... {len(groups) - limit} more")
+    return lines
+
+
+def _segment_groups(result: TraceDiff) -> list[tuple[list[SegmentDiff], tuple[str, ...]]]:
+    """Segments with entries, identical ones (same scope, record counts and changes) grouped."""
+    groups: dict[tuple, list[SegmentDiff]] = {}
+    for seg in result.segments:
+        if seg.entries:
+            key = (seg.name, seg.count_a, seg.count_b, tuple(format_entry(e) for e in seg.entries))
+            groups.setdefault(key, []).append(seg)
+    return [(segs, key[3]) for key, segs in groups.items()]
+
+
+def _segment_head(segs: list[SegmentDiff]) -> str:
+    seg = segs[0]
+    side = "" if seg.count_a and seg.count_b else (" (only in B)" if seg.count_b else " (only in A)")
+    where = (
+        f"#{seg.occurrence}" if len(segs) == 1 else f"{len(segs)} occurrences {_ranges([s.occurrence for s in segs])}"
     )
+    return f"scope {seg.name} {where}{side}: {seg.count_a} -> {seg.count_b} records"
+
+
+def _warmup_line(warm: Sequence[WarmUp]) -> str:
+    parts: dict[tuple, list[WarmUp]] = {}
+    for w in warm:
+        parts.setdefault((w.side, w.scope, w.steps), []).append(w)
+    said = []
+    for (side, scope, steps), ws in parts.items():
+        runs = ("runs " if len(ws) > 1 else "run ") + ", ".join(str(w.run + 1) for w in ws[:6])
+        runs += " ..." if len(ws) > 6 else ""
+        first = format_ns(max(w.first_ns for w in ws))
+        median = format_ns(sorted(w.median_ns for w in ws)[len(ws) // 2])
+        took = f"the first up to {first}" if len(ws) > 1 else f"the first {first}"
+        said.append(f"{side} {runs}: first {plural(steps, 'step')} of {scope!r} ({took}; median step {median})")
+    return "timing: warm-up left out: " + "; ".join(said)
+
+
+def _timing_line(t: TimingChange) -> str:
+    v = t.verdict
+    call = v.direction if v.significant else "same"
+    folded = []
+    if t.folded_a or t.folded_b:
+        folded.append(f" [launches from fold summaries, recorded totals used: {t.folded_a}/{t.folded_b}]")
+    q = _quantile_name(t)
+    per_step = f"{q} {format_ns(t.low_a_ns)} -> {format_ns(t.low_b_ns)}"
+    if q != "median":
+        per_step += f", median {format_ns(t.median_a_ns)} -> {format_ns(t.median_b_ns)}"
+    return f"  {call}: {t.group}: per step {per_step}; {v.reason}" + "".join(folded)
+
+
+def _quantile_name(t: TimingChange) -> str:
+    return "median" if t.quantile == 0.5 else f"p{t.quantile * 100:g}"
+
+
+def _timing_lines(result: TraceDiff, limit: int) -> list[str]:
+    tested = [t for t in result.timing if t.verdict.basis != "insufficient"]
+    notable = [t for t in tested if t.verdict.significant]
+    few = len(result.timing) - len(tested)
+    steps = sorted({t.verdict.basis for t in tested})
+    basis = {"runs": "run-level test", "steps-one-run": "steps within runs"}
+    lines = [
+        f"timing: per-step totals of {plural(result.runs_a, 'run')} (A) against {plural(result.runs_b, 'run')} "
+        f"(B); verdicts rest on {', '.join(basis[b] for b in steps) or 'nothing (too few steps)'}"
+    ]
+    if result.warmup:
+        lines.append(_warmup_line(result.warmup))
+    lines.append(
+        f"timing: {plural(len(notable), 'significant change')} over {plural(len(tested), 'group')} with a verdict"
+        + (f" ({few} with too few steps)" if few else "")
+    )
+    ordered = notable + [t for t in tested if not t.verdict.significant]
+    lines.extend(_timing_line(t) for t in ordered[:limit])
+    if len(ordered) > limit:
+        lines.append(f"  ... {len(ordered) - limit} more")
+    return lines
 
 
 def diff_as_text(result: TraceDiff, limit: int = 50) -> str:
-    """Lines for a terminal: the verdict, up to ``limit`` entries per segment, then the timing of every kernel
-    with enough samples and the significant changes at scope positions."""
-    lines = [_summary(result)]
-    for seg in result.segments:
-        if not seg.entries:
-            continue
-        side = "" if seg.count_a and seg.count_b else (" (only in B)" if seg.count_b else " (only in A)")
-        lines.append(f"scope {seg.name} #{seg.occurrence}{side}: {seg.count_a} -> {seg.count_b} records")
-        lines.extend("  " + format_entry(e) for e in seg.entries[:limit])
-        if len(seg.entries) > limit:
-            lines.append(f"  ... {len(seg.entries) - limit} more")
-    notable = [t for t in (*result.timing, *result.position_timing) if t.verdict in _NOTABLE]
-    tested = [t for t in result.timing if t.verdict not in (Verdict.TOO_FEW, Verdict.ONLY_A, Verdict.ONLY_B)]
-    lines.append(f"timing: {len(notable)} significant change(s) over {len(tested)} kernel(s) with enough samples")
-    shown = tested[:limit] + [t for t in result.position_timing if t.verdict in _NOTABLE][:limit]
-    lines.extend(_timing_line(t) for t in shown)
-    return "\n".join(lines) + "\n"
+    """Lines for a terminal: the verdict, each group of identical changes once, then the timing verdicts."""
+    lines = [_summary(result), *topology_lines(result, limit)]
+    lines.extend(_timing_lines(result, limit))
+    return terminal_lines(lines)
+
+
+def topology_lines(result: TraceDiff, limit: int = 50) -> list[str]:
+    """The topology changes, identical ones grouped, as lines (not yet escaped: each output escapes them for
+    its own context)."""
+    lines = []
+    for segs, _ in _segment_groups(result):
+        lines.append(_segment_head(segs))
+        lines.extend(_entry_lines(segs[0].entries, limit))
+    return lines
 
 
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
-        return None if math.isnan(value) else value
+        return None if math.isnan(value) or math.isinf(value) else value
     return format_value(value)
 
 
@@ -88,31 +208,51 @@ def _entry_json(e: DiffEntry) -> dict[str, Any]:
 
 
 def _timing_json(t: TimingChange) -> dict[str, Any]:
+    v = t.verdict
     return {
         "group": t.group,
-        "count_a": t.count_a,
-        "count_b": t.count_b,
-        "p50_a_ns": _jsonable(t.p50_a),
-        "p95_a_ns": _jsonable(t.p95_a),
-        "p50_b_ns": _jsonable(t.p50_b),
-        "p95_b_ns": _jsonable(t.p95_b),
-        "change": _jsonable(t.change),
-        "p_value": t.p_value,
-        "verdict": str(t.verdict),
+        "kind": t.kind,
+        "scope": t.scope,
+        "name": t.name,
+        "median_a_ns": _jsonable(t.median_a_ns),
+        "median_b_ns": _jsonable(t.median_b_ns),
+        "low_a_ns": _jsonable(t.low_a_ns),
+        "low_b_ns": _jsonable(t.low_b_ns),
+        "quantile": t.quantile,
+        "launches_a": t.launches_a,
+        "launches_b": t.launches_b,
+        "folded_a": t.folded_a,
+        "folded_b": t.folded_b,
+        "effect": _jsonable(v.effect),
+        "ci_low": _jsonable(v.ci_low),
+        "ci_high": _jsonable(v.ci_high),
+        "p_value": _jsonable(v.p_value),
+        "significant": v.significant,
+        "direction": v.direction,
+        "basis": v.basis,
+        "n_runs_a": v.n_runs_a,
+        "n_runs_b": v.n_runs_b,
+        "n_steps_a": v.n_steps_a,
+        "n_steps_b": v.n_steps_b,
+        "detectable_change": _jsonable(v.detectable_change),
+        "reason": v.reason,
     }
 
 
 def diff_as_json(result: TraceDiff) -> dict[str, Any]:
-    """A JSON-ready dict: ``equal``, ``counts``, ``options``, ``segments`` (with ``entries``), ``timing``,
-    ``position_timing``."""
+    """A JSON-ready dict: ``equal``, ``counts``, ``options``, ``runs_a`` / ``runs_b``, ``segments`` (with
+    ``entries``), ``timing`` (one object per group, the verdict's fields inline) and ``warmup``."""
     return {
         "equal": result.equal,
         "counts": result.counts,
         "options": {k: _jsonable(v) for k, v in result.options},
+        "runs_a": result.runs_a,
+        "runs_b": result.runs_b,
         "segments": [
             {
                 "name": s.name,
                 "occurrence": s.occurrence,
+                "run": s.run,
                 "count_a": s.count_a,
                 "count_b": s.count_b,
                 "entries": [_entry_json(e) for e in s.entries],
@@ -120,46 +260,65 @@ def diff_as_json(result: TraceDiff) -> dict[str, Any]:
             for s in result.segments
         ],
         "timing": [_timing_json(t) for t in result.timing],
-        "position_timing": [_timing_json(t) for t in result.position_timing],
+        "warmup": [
+            {
+                "side": w.side,
+                "run": w.run,
+                "scope": w.scope,
+                "steps": w.steps,
+                "first_ns": _jsonable(w.first_ns),
+                "median_ns": _jsonable(w.median_ns),
+            }
+            for w in result.warmup
+        ],
     }
 
 
 def _md(text: object) -> str:
-    """Table-cell text: pipes and markup neutralised."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("&", "&amp;").replace("<", "&lt;")
+    """Table-cell text: control characters escaped, pipes and markup neutralised."""
+    s = terminal(text).replace("\\", "\\\\").replace("|", "\\|").replace("&", "&amp;").replace("<", "&lt;")
+    return s.replace("`", "\\`")
 
 
 def diff_as_markdown(result: TraceDiff, limit: int = 100) -> str:
-    """A Markdown section for a pull request: the verdict, a table of entries, a table of timing changes."""
+    """A Markdown section for a pull request: the verdict, a table of (grouped) entries, a table of timing
+    verdicts."""
     lines = [f"### launchtrace diff: {_summary(result)}", ""]
-    rows = [(s, e) for s in result.segments for e in s.entries]
+    rows = [(segs, e) for segs, _ in _segment_groups(result) for e in segs[0].entries]
     if rows:
         lines += [
             "| scope | kind | # | kernel | what changed | site |",
             "| --- | --- | --- | --- | --- | --- |",
         ]
-        for s, e in rows[:limit]:
+        for segs, e in rows[:limit]:
             what = ", ".join(
                 f"{f.field} {f.name} {format_value(f.before)} -> {format_value(f.after)}".replace("  ", " ")
                 for f in e.fields
             )
             idx = e.index_a if e.index_a is not None else e.index_b
+            where = f"#{segs[0].occurrence}" if len(segs) == 1 else f"{_ranges([s.occurrence for s in segs])}"
             lines.append(
-                f"| {_md(s.name)} #{s.occurrence} | {e.kind} | {idx} | `{_md(e.record.kernel)}` "
+                f"| {_md(segs[0].name)} {where} | {e.kind} | {idx} | `{_md(e.record.kernel)}` "
                 f"| {_md(what)} | {_md(e.record.site)} |"
             )
         if len(rows) > limit:
             lines.append(f"\n{len(rows) - limit} more entries not shown.")
         lines.append("")
-    timing = [t for t in result.timing if t.verdict != Verdict.TOO_FEW]
+    timing = [t for t in result.timing if t.verdict.basis != "insufficient"]
     if timing:
         lines += [
-            "| kernel | n (A/B) | p50 A (us) | p50 B (us) | change | p95 A (us) | p95 B (us) | p | verdict |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            f"| group | {_quantile_name(timing[0])} step A | {_quantile_name(timing[0])} step B | change | CI | p "
+            "| rests on | verdict |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for t in timing:
+            v = t.verdict
+            p = "-" if v.p_value is None else f"{v.p_value:.2g}"
+            call = v.direction if v.significant else "same"
             lines.append(
-                f"| `{_md(t.group)}` | {t.count_a}/{t.count_b} | {_us(t.p50_a)} | {_us(t.p50_b)} | "
-                f"{_pct(t.change)} | {_us(t.p95_a)} | {_us(t.p95_b)} | {t.p_value:.2g} | {t.verdict} |"
+                f"| {_md(t.group)} | {format_ns(t.low_a_ns)} | {format_ns(t.low_b_ns)} | {_pct(v.effect)} "
+                f"| {_pct(v.ci_low)} .. {_pct(v.ci_high)} | {p} | {v.basis} | {call} |"
             )
+        lines.append("")
+        lines.extend(f"- {_md(t.group)}: {_md(t.verdict.reason)}" for t in timing if t.verdict.significant)
     return "\n".join(lines) + "\n"

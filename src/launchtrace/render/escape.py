@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["dot_html", "dot_quoted", "html_text", "json_for_script", "plain"]
+__all__ = ["dot_html", "dot_quoted", "html_text", "json_for_script", "plain", "terminal", "terminal_lines"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -25,6 +25,20 @@ def plain(text: object, limit: int = 400) -> str:
     """``text`` as one line without control characters, cut to ``limit`` characters."""
     s = _CONTROL.sub(" ", str(text))
     return s if len(s) <= limit else s[: limit - 1] + "\u2026"
+
+
+def terminal(text: object) -> str:
+    """``text`` safe for a terminal line: control and separator characters escaped as the problem messages
+    escape them (``"a\\nb"``, ``"\\x1b[2J"``), so a name from someone else's trace can neither forge a line
+    (``FORGED: 0 problems``) nor send escape sequences (screen clear, window title) to the terminal."""
+    from launchtrace.otlp.problems import one_line
+
+    return one_line(str(text))
+
+
+def terminal_lines(lines: list[str] | tuple[str, ...]) -> str:
+    """``lines`` joined for a terminal, each escaped with :func:`terminal`, with a final newline."""
+    return "".join(terminal(line) + "\n" for line in lines)
 
 
 def dot_quoted(text: object, limit: int = 400) -> str:

@@ -33,7 +33,6 @@ Example::
 from __future__ import annotations
 
 import base64
-import dataclasses
 import datetime
 import math
 from collections.abc import Sequence
@@ -165,9 +164,41 @@ def _header(ov: Overview, title: str) -> str:
     return f'<header id="header"><h1>{html_text(title)}</h1><dl class="facts">{cells}</dl></header>'
 
 
+def _timing_table(rows: Sequence[Any]) -> str:
+    """The timing verdicts (``TimingChange`` rows): per-step figures, the effect with its interval, what the
+    verdict rests on and its reason in words (see ``launchtrace.analysis.verdicts``)."""
+    from launchtrace.render.diff_text import format_ns
+
+    def pct(x: float) -> str:
+        return "-" if not math.isfinite(x) else f"{x * 100:+.1f}%"
+
+    head = "".join(
+        f"<th>{c}</th>" for c in ("group", "per step A", "per step B", "change", "CI", "p", "rests on", "verdict")
+    )
+    body = []
+    for t in rows:
+        v = t.verdict
+        call = v.direction if v.significant else "same"
+        q = "median" if t.quantile == 0.5 else f"p{t.quantile * 100:g}"
+        cells = [
+            html_text(t.group),
+            html_text(f"{q} {format_ns(t.low_a_ns)}"),
+            html_text(f"{q} {format_ns(t.low_b_ns)}"),
+            pct(v.effect),
+            f"{pct(v.ci_low)} .. {pct(v.ci_high)}",
+            "-" if v.p_value is None else f"{v.p_value:.2g}",
+            html_text(v.basis),
+            f'<span title="{html_text(v.reason)}">{html_text(call)}</span>',
+        ]
+        body.append(
+            f'<tr data-verdict="{html_text(call)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+            f'<tr class="reason"><td colspan="8">{html_text(v.reason)}</td></tr>'
+        )
+    return f'<table class="stats timing"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
 def _diff_section(diff: Any) -> str:
     """Topology changes first, then the timing verdicts, from a ``TraceDiff`` (its public fields only)."""
-    from launchtrace.topology import format_entry
 
     counts = diff.counts
     parts = [
@@ -181,36 +212,17 @@ def _diff_section(diff: Any) -> str:
             ),
         ),
     ]
-    lines = []
-    for seg in diff.segments:
-        if not seg.entries:
-            continue
-        lines.append(f"scope {seg.name} #{seg.occurrence}: {seg.count_a} -> {seg.count_b} records")
-        lines.extend("  " + format_entry(e) for e in seg.entries[:50])
-        if len(seg.entries) > 50:
-            lines.append(f"  ... {len(seg.entries) - 50} more")
-        if len(lines) > 400:
-            lines.append("...")
-            break
+    from launchtrace.render.diff_text import topology_lines
+
+    lines = topology_lines(diff)
+    if len(lines) > 400:
+        lines = [*lines[:400], "..."]
     if lines:
         parts.append('<pre class="diff">' + "\n".join(html_text(x) for x in lines) + "</pre>")
     rows = list(getattr(diff, "timing", ()) or ())
     parts.append("<h3>Timing</h3>")
     if rows:
-        cols = [f.name for f in dataclasses.fields(rows[0])] if dataclasses.is_dataclass(rows[0]) else []
-        head = "".join(f"<th>{html_text(c)}</th>" for c in cols)
-        body = []
-        for row in rows:
-            cells = []
-            for c in cols:
-                v = getattr(row, c)
-                cls = ' class="num"' if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
-                text = f"{v:.4g}" if isinstance(v, float) else str(v)
-                cells.append(f"<td{cls}>{html_text(text)}</td>")
-            body.append(f'<tr data-verdict="{html_text(getattr(row, "verdict", ""))}">{"".join(cells)}</tr>')
-        parts.append(
-            f'<table class="stats timing"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-        )
+        parts.append(_timing_table(rows))
     else:
         parts.append('<p class="note">no timing comparison</p>')
     parts.append("</section>")
