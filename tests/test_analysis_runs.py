@@ -185,7 +185,8 @@ def test_replays_run_the_captured_launches_across_traces(tmp_path: Path, capsys)
     flow = build_dataflow(step.data, step.graphs)
     assert {a.region.label for a in flow.accesses if flow.records[a.record].op == Op.GRAPH_LAUNCH} >= {"sim.v"}
     assert main(["summary", str(tmp_path / "g.jsonl")]) == 0
-    lines = {x.split()[0].rsplit(".", 1)[-1]: x.split() for x in capsys.readouterr().out.splitlines()[2:]}
+    table = capsys.readouterr().out.split("\n\n")[0].splitlines()[3:]  # the per-kernel rows, under the header
+    lines = {x.split()[0].rsplit(".", 1)[-1]: x.split() for x in table}
     assert lines["scale"][2] == "2" and lines["add"][2] == "2"
 
 

@@ -83,6 +83,9 @@ __all__ = [
     "KERNEL",
     "MAX_BLOCKS",
     "MAX_VALUE_LENGTH",
+    "METRIC_LAUNCHES",
+    "METRIC_LAUNCH_DURATION",
+    "METRIC_SCOPE_STEPS",
     "MODULE",
     "MODULE_HASH",
     "OP",
@@ -231,6 +234,11 @@ DROPPED_SPANS = "launchtrace.dropped.spans"  # int: spans of this trace left out
 EVENT_EXCEPTION = "exception"
 EXCEPTION_TYPE = "exception.type"
 EXCEPTION_MESSAGE = "exception.message"
+
+# --- metrics (launchtrace.export.metrics): names of the instruments, not of span attributes ------------------
+METRIC_LAUNCHES = "launchtrace.launches"  # counter: device operations, exact under sampling and folding
+METRIC_LAUNCH_DURATION = "launchtrace.launch.duration"  # histogram: host duration of each device operation
+METRIC_SCOPE_STEPS = "launchtrace.scope.steps"  # counter: scope occurrences (steps)
 
 # --- resource -----------------------------------------------------------------------------------------------
 RESOURCE_WARP_VERSION = "launchtrace.warp.version"

@@ -33,18 +33,12 @@ COMMANDS: dict[str, str] = {
 }
 
 
-# The offline analyzer commands: their argument errors are one line (the others print argparse's usage).
-ANALYZERS = frozenset({"summary", "diff", "check-static", "dataflow", "graph", "report", "chrome-trace"})
-
-
 class _Parser(argparse.ArgumentParser):
-    """For the analyzer commands, argument errors as one line (``launchtrace diff: error: argument --alpha:
-    '2': must be between 0 and 1``), like every other error of theirs, instead of the usage text followed by
-    the message; other commands keep argparse's usage."""
+    """Argument errors as one line naming the command's own help (``launchtrace diff: error: argument --alpha:
+    '2': must be between 0 and 1 (see launchtrace diff --help)``), like every other error of every command,
+    instead of argparse's usage text followed by the message."""
 
     def error(self, message: str):  # type: ignore[override]
-        if self.prog.rpartition(" ")[2] not in ANALYZERS:
-            super().error(message)
         from launchtrace.otlp.problems import one_line
 
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")

@@ -48,13 +48,13 @@ def _kernel_lines(rows: list[KernelStats]) -> list[str]:
     names = [terminal(r.kernel) for r in rows]
     width = max([len(n) for n in names] + [6])
     head = (
-        f"{'kernel':<{width}}  {'op':<9} {'count':>8} {'total ms':>10} {'mean us':>9} {'p50 us':>9} {'p95 us':>9} "
+        f"{'kernel':<{width}}  {'op':<12} {'count':>8} {'total ms':>10} {'mean us':>9} {'p50 us':>9} {'p95 us':>9} "
         f"{'max us':>10} | {'steps':>6} {'p50 us':>9} {'p95 us':>9} {'max us':>10}"
     )
     lines = ["per launch, then per step (the kernel's total time in each occurrence of its outermost scope):", head]
     for name, r in zip(names, rows):
         lines.append(
-            f"{name:<{width}}  {terminal(r.op):<9} {r.count:>8} {r.total_ns / 1e6:>10.3f} {_us(r.mean_ns):>9} "
+            f"{name:<{width}}  {terminal(r.op):<12} {r.count:>8} {r.total_ns / 1e6:>10.3f} {_us(r.mean_ns):>9} "
             f"{_us(r.p50_ns, r.p50_from_summaries):>9} {_us(r.p95_ns):>9} {_us(r.max_ns, r.max_from_summaries):>10} "
             f"| {r.steps:>6} {_us(r.step_p50_ns):>9} {_us(r.step_p95_ns):>9} {_us(r.step_max_ns):>10}"
         )

@@ -41,6 +41,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from launchtrace import conventions as C
 from launchtrace import topology
 from launchtrace.analysis.fleet.histogram import ExpHistogram
 from launchtrace.model import LaunchRecord, ScopeRecord
@@ -58,9 +59,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-LAUNCHES = "launchtrace.launches"
-DURATION = "launchtrace.launch.duration"
-STEPS = "launchtrace.scope.steps"
+LAUNCHES, DURATION, STEPS = C.METRIC_LAUNCHES, C.METRIC_LAUNCH_DURATION, C.METRIC_SCOPE_STEPS
 ATTR_KERNEL, ATTR_OP, ATTR_SCOPE, ATTR_FINGERPRINT = (
     "launchtrace.kernel",
     "launchtrace.op",
