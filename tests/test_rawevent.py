@@ -82,3 +82,29 @@ def test_scope_events_hold_what_their_names_say(instrumented):
     assert begin[ev.S_ID] == end[ev.S_ID] and begin[ev.S_NAME] == "step" and begin[ev.S_PARENT] is None
     assert begin[ev.S_T0] <= end[ev.E_T1] and end[ev.E_ERROR] is None
     assert dict(begin[ev.S_ATTRS]) == {"i": 3}
+
+
+def test_oldest_pending_follows_the_bus_subscriptions_queues():
+    """The owner registry's horizon: an event still queued holds it back until drained or its queue closes."""
+    first = bus.subscribe()
+    try:
+        start = ev.next_seq()
+        first.queue.append((ev.APP_SPAN, start, 0, None))  # as bus.offer queues it
+        assert ev.oldest_pending() == start
+        with bus.subscribe() as second:
+            second.queue.append((ev.APP_SPAN, start - 1, 0, None))
+            assert ev.oldest_pending() == start - 1
+        assert ev.oldest_pending() == start  # closed: its queue no longer counts
+        first.drain_raw()
+        assert ev.oldest_pending() > start
+    finally:
+        first.close()
+
+
+def test_ownership_imports_only_the_bottom_module():
+    """Imports point down: the owner registry takes the clock from rawevent, not from the capture layer."""
+    import subprocess
+
+    code = "import sys, launchtrace.ownership; print(sorted(m for m in sys.modules if m.startswith('launchtrace')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['launchtrace', 'launchtrace.ownership', 'launchtrace.rawevent']"

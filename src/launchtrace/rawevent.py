@@ -1,7 +1,10 @@
-"""The raw capture event: its kinds, the position of each field, and the builder of a record event.
+"""The raw capture event: its kinds, the position of each field, the builder of a record event, and the
+sequence clock that orders events (with the oldest sequence number still queued).
 
 It imports nothing of launchtrace, so whatever reads events (the capture layer, its compiled parts, the
-export worker through the materializer) can name their fields without importing the code that makes them.
+export worker through the materializer) can name their fields without importing the code that makes them, and
+the owner registry (:mod:`launchtrace.ownership`), which the capture layer consults, stamps its changes with
+the same clock and asks which events may still arrive without importing the capture layer: imports point down.
 
 An event is a flat tuple, read by position (a tuple index is the cheapest read there is, and the compiled
 parts build and read the same tuples). Every event starts ``(kind, seq, tid, ...)``; the rest depends on the
@@ -19,10 +22,12 @@ Example::
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
 from typing import Any
 
-__all__ = ["RECORD_FIELDS", "check_compiled", "record_event"]
+__all__ = ["RECORD_FIELDS", "check_compiled", "next_seq", "oldest_pending", "record_event", "watch_queues"]
 
 # -- kinds (the first field) -----------------------------------------------------------------------------------
 RECORD = 0  # a call of a Warp entry point that issued device work
@@ -85,6 +90,10 @@ A_PARENT = 3
 F_DECODE = 3
 
 
+next_seq: Callable[[], int] = itertools.count(1).__next__
+"""The next process-wide sequence number (thread-safe under the GIL)."""
+
+
 def record_event(
     seq: int,
     tid: int,
@@ -103,6 +112,26 @@ def record_event(
         RECORD, seq, tid, entry, payload, code, line, module, caller, t0, t1, scope, graph,
         None if error is None else f"{type(error).__name__}: {error}",
     )  # fmt: skip
+
+
+_queues: tuple[Sequence[Sequence[Any]], ...] = ()
+
+
+def watch_queues(queues: Iterable[Sequence[Sequence[Any]]]) -> None:
+    """The event queues :func:`oldest_pending` looks at (the capture bus calls this when they change)."""
+    global _queues
+    _queues = tuple(queues)
+
+
+def oldest_pending() -> int:
+    """The smallest sequence number a watched queue may still deliver (the next one when all are empty)."""
+    oldest = next_seq()
+    for q in _queues:
+        try:
+            oldest = min(oldest, q[0][SEQ])
+        except IndexError:  # empty (or drained meanwhile)
+            continue
+    return oldest
 
 
 def check_compiled(module: ModuleType) -> ModuleType:

@@ -22,7 +22,6 @@ Example::
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections import deque
@@ -50,8 +49,8 @@ try:  # the compiled capture wrapper queues launch events outside the cycle coll
 except ImportError:  # not built: every event is a tuple already, and the export worker watches the queue itself
     _expand_events = touch_activity = wake_consumers = None
 
-next_seq: Callable[[], int] = itertools.count(1).__next__
-"""The next process-wide sequence number (thread-safe under the GIL)."""
+next_seq: Callable[[], int] = rawevent.next_seq
+"""The next process-wide sequence number (the clock lives in :mod:`launchtrace.rawevent`)."""
 
 _lock = threading.Lock()
 # The open subscriptions, as a tuple that is replaced (never mutated) under _lock, so the hot path iterates a
@@ -165,6 +164,7 @@ class Subscription:
         global _subs
         with _lock:
             _subs = tuple(s for s in _subs if s is not self)
+            rawevent.watch_queues(s.queue for s in _subs)
         self.closed = True
 
     def __enter__(self) -> Subscription:
@@ -180,6 +180,7 @@ def subscribe(capacity: int = DEFAULT_CAPACITY, thread: int | None = None, wait_
     sub = Subscription(capacity, thread, wait_s)
     with _lock:
         _subs = (*_subs, sub)
+        rawevent.watch_queues(s.queue for s in _subs)
     return sub
 
 

@@ -21,6 +21,7 @@ from launchtrace.capture.hotpath import ARR, FLAT, HANDLES, STRUCT, is_internal_
 from launchtrace.capture.state import THREAD_NAMES
 from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, Op, ScopeRecord, Site
+from launchtrace.ownership import OWNERS
 from launchtrace.rawevent import (
     A_PARENT,
     APP_SPAN,
@@ -191,23 +192,6 @@ def _device_name(device: Any) -> str:
     return str(getattr(device, "alias", device))
 
 
-class _Owners:
-    """The owner registry, imported lazily (ownership is its own layer)."""
-
-    def __init__(self) -> None:
-        self.registry: Any = None
-
-    def get(self) -> Any:
-        if self.registry is None:
-            try:
-                from launchtrace.ownership import OWNERS
-            except ImportError:
-                return None
-            self.registry = OWNERS
-        return self.registry
-
-
-_owners = _Owners()
 _fastmat = native.load("launchtrace.capture._fastmat")  # Materializer.run's template hits, compiled, or None
 if _fastmat is not None:
     check_compiled(_fastmat)
@@ -301,10 +285,9 @@ class Materializer:
         i, n = 0, len(raw)
         while i < n:
             if hits is not None:  # the run of template hits from here, compiled (_launch_flat's hits)
-                registry = _owners.get()
                 try:
                     i = hits(
-                        raw, i, out, self._templates, registry, self._templates_version, self._templates_since,
+                        raw, i, out, self._templates, OWNERS, self._templates_version, self._templates_since,
                         THREAD_NAMES, _copy_launch, RECORD, FLAT,
                     )  # fmt: skip
                 except TypeError:  # wrong arguments (raised before appending anything): the Python path
@@ -429,7 +412,7 @@ class Materializer:
         if layout is None:
             layout = self._layouts[lkey] = _LaunchLayout(info, access, n_values, n_inputs)
         names, modes = layout.names, layout.modes
-        registry = _owners.get()
+        registry = OWNERS
         interned = self._interned
         arrays: list[tuple] = []
         scalars: list[tuple] = []
@@ -443,7 +426,7 @@ class Materializer:
                     _, ptr, shape, dtype, nbytes, dev, _indexed = v
                     owner = offset = None
                     foreign = False
-                    if registry is not None and ptr:
+                    if ptr:
                         owner, offset, foreign = self._owner_of(registry, ptr, seq)
                     if not arg_device and dev is not None:
                         arg_device = _device_name_cached(dev)
@@ -577,15 +560,13 @@ class Materializer:
         if e[R_ERROR] is not None:  # an error: unique, and rare
             return self._launch_flat_built(e)
         seq = e[SEQ]
-        registry = _owners.get()
-        if registry is not None:
-            version = registry.changed()
-            if version != self._templates_version:
-                self._templates_version = version
-                self._templates_since = registry.last_change_seq()
-                self._templates.clear()
-            if seq < self._templates_since:
-                return self._launch_flat_built(e)
+        version = OWNERS.changed()
+        if version != self._templates_version:
+            self._templates_version = version
+            self._templates_since = OWNERS.last_change_seq()
+            self._templates.clear()
+        if seq < self._templates_since:
+            return self._launch_flat_built(e)
         code, caller, tid = e[R_CODE], e[R_CALLER], e[TID]
         key = (tid, id(code), e[R_LINE], e[R_MODULE], id(caller), *tail, *map(type, tail))
         templates = self._templates
@@ -619,7 +600,7 @@ class Materializer:
             layout = self._layouts[lkey] = _LaunchLayout(info, access, n_values, n_inputs)
         names, modes = layout.names, layout.modes
         seq = e[SEQ]
-        registry = _owners.get()
+        registry = OWNERS
         interned = self._interned
         arrays: list[tuple] = []
         scalars: list[tuple] = []
@@ -634,7 +615,7 @@ class Materializer:
                 j += 6
                 owner = offset = None
                 foreign = False
-                if registry is not None and ptr:
+                if ptr:
                     owner, offset, foreign = self._owner_of(registry, ptr, seq)
                 if not arg_device:
                     arg_device = _device_name_cached(handles[device_id])
@@ -733,7 +714,7 @@ class _Args:
         self.scalars: list[tuple] = []
         self.buffers: list[BufferArg] = []
         self.device: str = ""
-        self.registry = _owners.get()
+        self.registry = OWNERS
 
     def name(self, key: Any) -> str:
         if isinstance(key, int):
@@ -756,7 +737,7 @@ class _Args:
             owner = offset = None
             foreign = False
             registry = self.registry
-            if registry is not None and ptr:
+            if ptr:
                 hit = registry.locate(ptr, self.seq)
                 if hit is not None:
                     owner, offset = hit
