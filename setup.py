@@ -11,6 +11,9 @@ succeeds and launchtrace uses the Python references (see launchtrace.native), wh
 - otlp/_protoenc: SpanData -> OTLP protobuf (reference: launchtrace.otlp.encode_proto)
 - otlp/_wire2json: OTLP protobuf -> OTLP JSON Lines, for collect (reference: launchtrace.otlp.transcode)
 - otlp/_jsoncheck: a JSON syntax check that allocates nothing (reference: launchtrace.otlp.jsoncheck)
+Shared headers (every extension depends on them): _native.h (slot offsets, leaving acyclic objects out of the
+cycle collector), capture/_rawevent.h (the capture event's record layout, checked against launchtrace.rawevent
+at load) and otlp/_spandata.h (SpanData's fields, looked up by name).
 """
 
 from pathlib import Path
@@ -34,7 +37,11 @@ setup(
         Extension(
             f"launchtrace.{name.replace('/', '.')}",
             sources=[f"src/launchtrace/{name}.c"],
-            depends=["src/launchtrace/_native.h", "src/launchtrace/otlp/_spandata.h"],
+            depends=[
+                "src/launchtrace/_native.h",
+                "src/launchtrace/otlp/_spandata.h",
+                "src/launchtrace/capture/_rawevent.h",
+            ],
             optional=True,
         )
         for name in NATIVE

@@ -138,15 +138,17 @@ def test_a_record_the_loop_cannot_read_goes_to_python():
     and hands the event to Python, which reports it as it always did."""
     builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x.jsonl"), resource=RESOURCE)
     events = [("record", object())]
-    assert COMPILED.records(builder, events, 0) == 0
+    assert COMPILED.records(builder.compiled_view, events, 0) == 0
     assert builder._out == [] and builder._steps == {}
 
 
 def test_wrong_arguments_raise_before_anything_is_built():
-    with pytest.raises(AttributeError):
-        COMPILED.records(object(), [], 0)
+    builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x.jsonl"))
+    for wrong in (object(), builder, tuple(builder.compiled_view)[:-1]):  # the builder itself is not its view
+        with pytest.raises(TypeError, match="compiled_view"):
+            COMPILED.records(wrong, [], 0)
     with pytest.raises(TypeError):
-        COMPILED.records(SpanBuilder(ExportConfig.resolve(env={}, file_path="x.jsonl")), (), 0)
+        COMPILED.records(SpanBuilder(ExportConfig.resolve(env={}, file_path="x.jsonl")).compiled_view, (), 0)
 
 
 @pytest.mark.parametrize("fold", ["off", "auto"])
@@ -175,3 +177,18 @@ def test_long_runs_cross_budgets_and_step_bounds_as_python_does(budget, step_max
     if fold == "auto":  # a trace past its budget folds instead of losing its launches
         assert compiled[1]["budget"] == 0
         assert any(s.attribute(C.FOLD_COUNT) for s in compiled[0]) == (budget < 2000 and (scoped or step_max > 5))
+
+
+def test_the_compiled_view_is_the_builders_own_state_in_the_order_the_c_reads():
+    """The C's one interface to the builder: the members it takes by position, named and checked at load, and
+    the builder's own tables (changed in place by both sides), also after spans are taken."""
+    from launchtrace.export.spanbuilder import CompiledView
+
+    assert CompiledView._fields == COMPILED.VIEW_FIELDS
+    builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x.jsonl"), resource=RESOURCE)
+    view = builder.compiled_view
+    assert view.scopes is builder._scopes and view.steps is builder._steps and view.rng is builder._rng
+    assert view.limit == builder.config.max_attribute_length and view.step_max == builder.config.step_max_spans
+    events = _events([("launch", KERNELS[0])] * 20)
+    spans = builder.feed(events, now_ns=0) + builder.flush(now_ns=10**18)
+    assert len(spans) > 20 and builder.compiled_view is view and view.out is builder._out and view.out == []

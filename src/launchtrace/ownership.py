@@ -17,7 +17,7 @@ Example::
     import launchtrace
     sim = Simulation(device="cpu")
     launchtrace.own(sim, "sim")          # every array reachable from sim is labelled "sim.<path>"
-    launchtrace.ownership.OWNERS.locate(sim.x.ptr + 8, launchtrace.capture.bus.next_seq())
+    launchtrace.ownership.OWNERS.locate(sim.x.ptr + 8, launchtrace.rawevent.next_seq())
     # -> ("sim.x", 8)
 """
 
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from launchtrace.capture import bus
+from launchtrace import rawevent
 
 __all__ = ["OWNERS", "BufferSet", "OwnerRegistry", "array_extent", "buffers_of", "disown", "own", "walk_arrays"]
 
@@ -329,7 +329,7 @@ class _Entry:
             return False
         registry = self.group.registry
         registry._version = next(_versions)  # before and after: a reader caching answers sees a change begin
-        self.died = bus.next_seq() if seq is None else seq
+        self.died = rawevent.next_seq() if seq is None else seq
         self.died_at = time.monotonic()
         self.range.dirty = True
         registry._changed = next(_ticks)
@@ -441,7 +441,7 @@ class OwnerRegistry:
 
         reg = OwnerRegistry()
         reg.own(sim, "sim")
-        reg.locate(sim.x.ptr, bus.next_seq())  # ("sim.x", 0)
+        reg.locate(sim.x.ptr, rawevent.next_seq())  # ("sim.x", 0)
     """
 
     prune_every = 256  # changes between pruning passes
@@ -469,7 +469,7 @@ class OwnerRegistry:
         owned = BufferSet()
         with self._lock:
             self._version = next(_versions)  # before and after (see changed())
-            group = _Group(label, bus.next_seq(), self)
+            group = _Group(label, rawevent.next_seq(), self)
             new_ranges = False
             for path, array in found:
                 ptr, size = array_extent(array)
@@ -512,7 +512,7 @@ class OwnerRegistry:
         returns how many entries ended."""
         with self._lock:
             self._version = next(_versions)  # before and after (see changed())
-            now = bus.next_seq()
+            now = rawevent.next_seq()
             ended = 0
             if isinstance(obj_or_label, str):
                 for group in self._groups:
@@ -638,7 +638,7 @@ class OwnerRegistry:
             return 0  # another thread is writing or pruning
         try:
             self._pruned_at = self._changed
-            horizon = _oldest_pending_seq()
+            horizon = rawevent.oldest_pending()
             cutoff = time.monotonic() - self.grace_s
             dropped = 0
             by_extent: dict[tuple[int, int], _Range] = {}
@@ -665,17 +665,6 @@ class OwnerRegistry:
 
 def _group_gone(group: _Group, horizon: int, cutoff: float) -> bool:
     return group.end() < horizon and all(e.died != _NEVER and e.died_at < cutoff for e in group.entries)
-
-
-def _oldest_pending_seq() -> int:
-    """The smallest sequence number an open subscription may still deliver."""
-    oldest = bus.next_seq()
-    for sub in bus.subscriptions():
-        try:
-            oldest = min(oldest, sub.queue[0][1])
-        except IndexError:  # empty (or drained meanwhile)
-            continue
-    return oldest
 
 
 OWNERS = OwnerRegistry()

@@ -24,7 +24,7 @@ import threading
 import weakref
 from typing import Any
 
-from launchtrace.capture import bus
+from launchtrace import rawevent
 
 __all__ = ["OWNERS", "TinygradOwners", "is_tinygrad_object"]
 
@@ -53,7 +53,7 @@ class TinygradOwners:
             state = {"": obj} if isinstance(obj, Tensor) else get_state_dict(obj)
         except Exception:
             return 0
-        born = bus.next_seq()
+        born = rawevent.next_seq()
         with self._lock:
             self.version += 1
             self._roots.setdefault(label, born)

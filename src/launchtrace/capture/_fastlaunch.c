@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "../_native.h"
+#include "_rawevent.h"
 
 #define HANDLE_CACHE 8
 #define MAX_SUBS 8 /* subscriptions remembered; more than that are looked up on every call */
@@ -834,14 +835,30 @@ static int record(Launcher *self, PyObject *st, PyObject *subs, const Call *c, l
     t0o = PyLong_FromLongLong(t0);
     t1o = PyLong_FromLongLong(t1);
     if (n_inputs == NULL || t0o == NULL || t1o == NULL) goto done;
-    PyObject *head[18] = {self->record, seq,  tid,   s_launch, self->flat, code, line, module,  caller,
-                          t0o,          t1o,  scope, graph, Py_None,  kid,        dim ? dim : Py_None,
-                          n_inputs,     device_id};
-    Event *ev = event_new(18 + values_size(self, inputs) + values_size(self, outputs));
+    PyObject *head[N_FLAT_HEAD];
+    head[EV_KIND] = self->record;
+    head[EV_SEQ] = seq;
+    head[EV_TID] = tid;
+    head[EV_ENTRY] = s_launch;
+    head[EV_PAYLOAD] = self->flat;
+    head[EV_CODE] = code;
+    head[EV_LINE] = line;
+    head[EV_MODULE] = module;
+    head[EV_CALLER] = caller;
+    head[EV_T0] = t0o;
+    head[EV_T1] = t1o;
+    head[EV_SCOPE] = scope;
+    head[EV_GRAPH] = graph;
+    head[EV_ERROR] = Py_None;
+    head[EV_KERNEL] = kid;
+    head[EV_DIM] = dim ? dim : Py_None;
+    head[EV_N_INPUTS] = n_inputs;
+    head[EV_DEVICE] = device_id;
+    Event *ev = event_new(N_FLAT_HEAD + values_size(self, inputs) + values_size(self, outputs));
     event = (PyObject *)ev;
     if (ev == NULL) goto done;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 18; i++) (void)put(ev, &pos, head[i]); /* 18 or more items: cannot fail */
+    for (int i = 0; i < N_FLAT_HEAD; i++) (void)put(ev, &pos, head[i]); /* N_FLAT_HEAD or more items: cannot fail */
     if (put_values(self, ev, &pos, inputs) < 0 || put_values(self, ev, &pos, outputs) < 0) goto done;
     if (pos != Py_SIZE(ev)) {
         PyErr_SetString(PyExc_RuntimeError, "launch arguments changed while recorded");
@@ -1198,6 +1215,12 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     Py_INCREF(&LauncherType);
     if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
         Py_DECREF(&LauncherType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *fields = lt_record_fields(); /* the layout it builds: launchtrace.rawevent checks it */
+    if (fields == NULL || PyModule_AddObject(m, "RECORD_FIELDS", fields) < 0) {
+        Py_XDECREF(fields);
         Py_DECREF(m);
         return NULL;
     }

@@ -11,26 +11,29 @@
  *   that is a hit exactly as _launch_flat decides one, and returns the index of the first event that is not
  *   (or len(raw)): the Python materializer handles that event (a miss adds its template), then calls again.
  *   The key is _launch_flat's: (tid, id(code), line, module, id(caller), *tail, *map(type, tail)) with
- *   tail = event[12:]. The same conditions send an event back to Python: not a flat record, an error, an
- *   owner registry whose change tick is not `version` (templates must be dropped first), a sequence number
- *   before `since`, an unhashable key, no template, a template made by other code objects or another thread
- *   name; and any error while looking at an event (the Python path meets it too, and reports it). Only wrong
+ *   tail = event[EV_GRAPH:] (positions from _rawevent.h). The same conditions send an event back to Python:
+ *   not a flat record, an error, an owner registry whose change tick is not `version` (templates must be
+ *   dropped first), a sequence number before `since`, an unhashable key, no template, a template made by
+ *   other code objects or another thread name; and any error while looking at an event (the Python path meets it too, and reports it). Only wrong
  *   arguments raise, before anything is appended. tests/test_materialize_fast.py checks both paths build
  *   equal records.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "_rawevent.h"
+
 static PyObject *s_changed, *s_thread_name, *s_record, *s_empty;
 
-/* The template key of flat event `e` (a tuple of at least 13 items), or NULL with an exception set. */
+/* The template key of flat event `e` (a tuple of more than EV_GRAPH items), or NULL with an exception set. */
 static PyObject *template_key(PyObject *e) {
-    Py_ssize_t n = PyTuple_GET_SIZE(e), n_tail = n - 12;
+    Py_ssize_t n = PyTuple_GET_SIZE(e), n_tail = n - EV_GRAPH;
     PyObject *key = PyTuple_New(5 + 2 * n_tail);
     if (key == NULL) return NULL;
-    PyObject *tid = PyTuple_GET_ITEM(e, 2), *line = PyTuple_GET_ITEM(e, 6), *module = PyTuple_GET_ITEM(e, 7);
-    PyObject *code_id = PyLong_FromVoidPtr(PyTuple_GET_ITEM(e, 5));
-    PyObject *caller_id = code_id ? PyLong_FromVoidPtr(PyTuple_GET_ITEM(e, 8)) : NULL;
+    PyObject *tid = PyTuple_GET_ITEM(e, EV_TID), *line = PyTuple_GET_ITEM(e, EV_LINE);
+    PyObject *module = PyTuple_GET_ITEM(e, EV_MODULE);
+    PyObject *code_id = PyLong_FromVoidPtr(PyTuple_GET_ITEM(e, EV_CODE));
+    PyObject *caller_id = code_id ? PyLong_FromVoidPtr(PyTuple_GET_ITEM(e, EV_CALLER)) : NULL;
     if (caller_id == NULL) {
         Py_XDECREF(code_id);
         Py_DECREF(key);
@@ -45,7 +48,7 @@ static PyObject *template_key(PyObject *e) {
     PyTuple_SET_ITEM(key, 3, module);
     PyTuple_SET_ITEM(key, 4, caller_id);
     for (Py_ssize_t i = 0; i < n_tail; i++) {
-        PyObject *v = PyTuple_GET_ITEM(e, 12 + i);
+        PyObject *v = PyTuple_GET_ITEM(e, EV_GRAPH + i);
         PyObject *t = (PyObject *)Py_TYPE(v);
         Py_INCREF(v);
         Py_INCREF(t);
@@ -58,10 +61,10 @@ static PyObject *template_key(PyObject *e) {
 /* 1: `e` was a hit and its record is appended to `out`; 0: not a hit (Python takes it); -1: error. */
 static int one(PyObject *e, PyObject *out, PyObject *templates, PyObject *registry, PyObject *version,
                long long since, PyObject *thread_names, PyObject *copy, PyObject *record_tag, PyObject *flat_tag) {
-    if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) < 18) return 0;
-    if (PyTuple_GET_ITEM(e, 0) != record_tag || PyTuple_GET_ITEM(e, 4) != flat_tag) return 0;
-    if (PyTuple_GET_ITEM(e, 13) != Py_None) return 0; /* an error: unique, and rare */
-    PyObject *seq = PyTuple_GET_ITEM(e, 1);
+    if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) < N_FLAT_HEAD) return 0;
+    if (PyTuple_GET_ITEM(e, EV_KIND) != record_tag || PyTuple_GET_ITEM(e, EV_PAYLOAD) != flat_tag) return 0;
+    if (PyTuple_GET_ITEM(e, EV_ERROR) != Py_None) return 0; /* an error: unique, and rare */
+    PyObject *seq = PyTuple_GET_ITEM(e, EV_SEQ);
     if (registry != Py_None) {
         PyObject *now = PyObject_CallMethodNoArgs(registry, s_changed);
         if (now == NULL) return -1;
@@ -89,16 +92,18 @@ static int one(PyObject *e, PyObject *out, PyObject *templates, PyObject *regist
     }
     if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 3) return 0;
     PyObject *proto = PyTuple_GET_ITEM(hit, 0);
-    if (PyTuple_GET_ITEM(hit, 1) != PyTuple_GET_ITEM(e, 5) || PyTuple_GET_ITEM(hit, 2) != PyTuple_GET_ITEM(e, 8))
+    if (PyTuple_GET_ITEM(hit, 1) != PyTuple_GET_ITEM(e, EV_CODE) ||
+        PyTuple_GET_ITEM(hit, 2) != PyTuple_GET_ITEM(e, EV_CALLER))
         return 0;
-    PyObject *name = PyDict_GetItemWithError(thread_names, PyTuple_GET_ITEM(e, 2)); /* borrowed */
+    PyObject *name = PyDict_GetItemWithError(thread_names, PyTuple_GET_ITEM(e, EV_TID)); /* borrowed */
     if (name == NULL && PyErr_Occurred()) return -1;
     PyObject *proto_name = PyObject_GetAttr(proto, s_thread_name);
     if (proto_name == NULL) return -1;
     int same = PyObject_RichCompareBool(proto_name, name ? name : s_empty, Py_EQ);
     Py_DECREF(proto_name);
     if (same <= 0) return same;
-    PyObject *args[6] = {proto, PyTuple_GET_ITEM(e, 9), PyTuple_GET_ITEM(e, 10), PyTuple_GET_ITEM(e, 11), seq, proto};
+    PyObject *args[6] = {proto, PyTuple_GET_ITEM(e, EV_T0), PyTuple_GET_ITEM(e, EV_T1), PyTuple_GET_ITEM(e, EV_SCOPE),
+                         seq, proto};
     PyObject *rec = PyObject_Vectorcall(copy, args, 6, NULL);
     if (rec == NULL) return -1;
     PyObject *item = PyTuple_Pack(2, s_record, rec);
@@ -148,5 +153,12 @@ PyMODINIT_FUNC PyInit__fastmat(void) {
     if ((s_thread_name = PyUnicode_InternFromString("thread_name")) == NULL) return NULL;
     if ((s_record = PyUnicode_InternFromString("record")) == NULL) return NULL;
     if ((s_empty = PyUnicode_FromString("")) == NULL) return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    PyObject *fields = m ? lt_record_fields() : NULL; /* the layout it reads: launchtrace.rawevent checks it */
+    if (fields == NULL || PyModule_AddObject(m, "RECORD_FIELDS", fields) < 0) {
+        Py_XDECREF(fields);
+        Py_XDECREF(m);
+        return NULL;
+    }
+    return m;
 }

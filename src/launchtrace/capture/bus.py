@@ -22,24 +22,25 @@ Example::
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from launchtrace import rawevent
+
 __all__ = ["DEFAULT_CAPACITY", "Subscription", "next_seq", "offer", "queues", "subscribe", "subscriptions"]
 
 DEFAULT_CAPACITY = 1_000_000
 
-# The raw event kinds (first element of a raw tuple).
-RECORD = 0
-SCOPE_BEGIN = 1
-SCOPE_END = 2
-PROBED = 3  # (PROBED, seq, tid, record event, probe results): a record measured by launchtrace.capture.probes
-APP_SPAN = 4  # (APP_SPAN, seq, tid, (trace_id, span_id, flags) | None): see launchtrace.capture.appspan
-FRAMEWORK = 5  # (FRAMEWORK, seq, tid, decode, ...): another framework's record; decode(event) -> LaunchRecord
+# The raw event kinds (first element of a raw tuple); their layouts are named in launchtrace.rawevent.
+RECORD = rawevent.RECORD
+SCOPE_BEGIN = rawevent.SCOPE_BEGIN
+SCOPE_END = rawevent.SCOPE_END
+PROBED = rawevent.PROBED  # a record measured by launchtrace.capture.probes
+APP_SPAN = rawevent.APP_SPAN  # see launchtrace.capture.appspan
+FRAMEWORK = rawevent.FRAMEWORK  # another framework's record; decode(event) -> LaunchRecord
 
 try:  # the compiled capture wrapper queues launch events outside the cycle collector; drain_raw makes them tuples
     from launchtrace.capture._fastlaunch import expand as _expand_events
@@ -48,8 +49,8 @@ try:  # the compiled capture wrapper queues launch events outside the cycle coll
 except ImportError:  # not built: every event is a tuple already, and the export worker watches the queue itself
     _expand_events = touch_activity = wake_consumers = None
 
-next_seq: Callable[[], int] = itertools.count(1).__next__
-"""The next process-wide sequence number (thread-safe under the GIL)."""
+next_seq: Callable[[], int] = rawevent.next_seq
+"""The next process-wide sequence number (the clock lives in :mod:`launchtrace.rawevent`)."""
 
 _lock = threading.Lock()
 # The open subscriptions, as a tuple that is replaced (never mutated) under _lock, so the hot path iterates a
@@ -67,7 +68,8 @@ def offer(event: tuple) -> None:
 
     Where the compiled wrapper is built, also tell a consumer waiting for a pause in the launches that they go
     on (``touch_activity``), and wake it when a queue passes half full (``wake_consumers``); see
-    ``launchtrace/capture/_fastlaunch.c``. Every place that queues events does the same.
+    ``launchtrace/capture/_fastlaunch.c``. Every Python place that queues events calls this (the compiled
+    wrapper does the same in C).
     """
     for sub in _subs:
         q = sub.queue
@@ -142,7 +144,8 @@ class Subscription:
         if _expand_events is not None:
             _expand_events(out)  # compiled events (capture/_fastlaunch.c's Event) -> the same flat tuples
         if self.thread is not None:
-            out = [r for r in out if r[2] == self.thread]
+            thread, tid = self.thread, rawevent.TID
+            out = [r for r in out if r[tid] == thread]
         return out
 
     def drain(self, max_items: int | None = None) -> list[tuple[str, object]]:
@@ -161,6 +164,7 @@ class Subscription:
         global _subs
         with _lock:
             _subs = tuple(s for s in _subs if s is not self)
+            rawevent.watch_queues(s.queue for s in _subs)
         self.closed = True
 
     def __enter__(self) -> Subscription:
@@ -176,6 +180,7 @@ def subscribe(capacity: int = DEFAULT_CAPACITY, thread: int | None = None, wait_
     sub = Subscription(capacity, thread, wait_s)
     with _lock:
         _subs = (*_subs, sub)
+        rawevent.watch_queues(s.queue for s in _subs)
     return sub
 
 

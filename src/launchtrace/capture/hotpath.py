@@ -11,7 +11,7 @@ budgeted in microseconds (a CPU ``wp.launch`` costs 8-13 us):
    Warp entry point it called (the outermost Warp frame: a user's ``wp.launch_tiled`` is user work, the fill
    inside ``wp.zeros`` is Warp's own, see :func:`is_internal_entry`);
 4. turn the arguments into plain values (pointers, shapes, dtypes, scalars: never a reference to a user's
-   array) and append one tuple per subscriber queue.
+   array) and queue one event (:func:`launchtrace.rawevent.record_event`) for every subscriber.
 
 Everything else (names, parameter labels, owners, ``LaunchRecord`` objects) happens in
 :mod:`launchtrace.capture.materialize`, off the hot path. A failure inside steps 3-4 is logged once and never
@@ -30,6 +30,7 @@ from typing import Any
 from launchtrace.capture import bus
 from launchtrace.capture.patching import wraps_like
 from launchtrace.capture.state import _local, next_scope_id
+from launchtrace.rawevent import record_event
 
 __all__ = [
     "ARR",
@@ -59,7 +60,6 @@ collector, and thousands of queued events trigger full collections that cost the
 launch here. Events made only of ints, strings, code objects and tuples of those are untracked by the collector
 at its first pass. The objects named here are long-lived (modules' kernels, Warp's dtypes, the runtime's
 devices) and are kept alive, so an id is never reused for another object."""
-RECORD = bus.RECORD
 
 _LIB_PREFIXES: tuple[str, ...] = ()
 # Caches per code object are keyed by id(code) and hold the code object itself, checked with ``is``: hashing a
@@ -206,36 +206,11 @@ def wrap(original: Callable, kind: str, extract: Callable, post: Callable | None
 
 
 def _append(kind: str, payload: tuple, frame: Any, t0: int, t1: int, error: BaseException | None) -> None:
-    code, line, module, caller = find_site(frame)
     loc = _local.st
     stack = loc.stack
-    event = (
-        RECORD,
-        _next_seq(),
-        loc.tid,
-        kind,
-        payload,
-        code,
-        line,
-        module,
-        caller,
-        t0,
-        t1,
-        stack[-1] if stack else None,
-        loc.capture_graph,
-        None if error is None else f"{type(error).__name__}: {error}",
-    )
-    for sub in bus._subs:  # bus.offer, inlined: this runs once per launch
-        q = sub.queue
-        n = len(q)
-        if n < sub.capacity:
-            q.append(event)
-            if n == sub.capacity // 2 and bus.wake_consumers is not None:
-                bus.wake_consumers()
-        else:
-            sub.full(event)
-    if bus.touch_activity is not None:
-        bus.touch_activity()
+    site = find_site(frame)
+    scope = stack[-1] if stack else None
+    bus.offer(record_event(_next_seq(), loc.tid, kind, payload, site, t0, t1, scope, loc.capture_graph, error))
 
 
 _next_seq = bus.next_seq

@@ -16,12 +16,46 @@ from collections.abc import Callable
 from typing import Any
 
 from launchtrace import native
-from launchtrace.capture import bus
 from launchtrace.capture.access import kernel_access
 from launchtrace.capture.hotpath import ARR, FLAT, HANDLES, STRUCT, is_internal_entry, is_warp_code
 from launchtrace.capture.state import THREAD_NAMES
 from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, Op, ScopeRecord, Site
+from launchtrace.ownership import OWNERS
+from launchtrace.rawevent import (
+    A_PARENT,
+    APP_SPAN,
+    F_DECODE,
+    FRAMEWORK,
+    KIND,
+    N_RECORD,
+    P_RECORD,
+    P_RESULTS,
+    PROBED,
+    R_CALLER,
+    R_CODE,
+    R_DEVICE,
+    R_DIM,
+    R_ENTRY,
+    R_ERROR,
+    R_GRAPH,
+    R_KERNEL,
+    R_LINE,
+    R_MODULE,
+    R_N_INPUTS,
+    R_PAYLOAD,
+    R_SCOPE,
+    R_T0,
+    R_T1,
+    R_VALUES,
+    RECORD,
+    S_REMOTE_PARENT,
+    SCOPE_BEGIN,
+    SCOPE_END,
+    SEQ,
+    TID,
+    check_compiled,
+)
 
 __all__ = ["Materializer", "materialize"]
 
@@ -158,24 +192,9 @@ def _device_name(device: Any) -> str:
     return str(getattr(device, "alias", device))
 
 
-class _Owners:
-    """The owner registry, imported lazily (ownership is its own layer)."""
-
-    def __init__(self) -> None:
-        self.registry: Any = None
-
-    def get(self) -> Any:
-        if self.registry is None:
-            try:
-                from launchtrace.ownership import OWNERS
-            except ImportError:
-                return None
-            self.registry = OWNERS
-        return self.registry
-
-
-_owners = _Owners()
 _fastmat = native.load("launchtrace.capture._fastmat")  # Materializer.run's template hits, compiled, or None
+if _fastmat is not None:
+    check_compiled(_fastmat)
 
 
 _runs = itertools.count()
@@ -266,11 +285,10 @@ class Materializer:
         i, n = 0, len(raw)
         while i < n:
             if hits is not None:  # the run of template hits from here, compiled (_launch_flat's hits)
-                registry = _owners.get()
                 try:
                     i = hits(
-                        raw, i, out, self._templates, registry, self._templates_version, self._templates_since,
-                        THREAD_NAMES, _copy_launch, bus.RECORD, FLAT,
+                        raw, i, out, self._templates, OWNERS, self._templates_version, self._templates_since,
+                        THREAD_NAMES, _copy_launch, RECORD, FLAT,
                     )  # fmt: skip
                 except TypeError:  # wrong arguments (raised before appending anything): the Python path
                     hits = None
@@ -278,20 +296,20 @@ class Materializer:
                     break
             event = raw[i]
             i += 1
-            kind = event[0]
+            kind = event[KIND]
             try:
-                if kind == bus.RECORD:
+                if kind == RECORD:
                     out.append(("record", self.record(event)))
-                elif kind == bus.SCOPE_BEGIN:
+                elif kind == SCOPE_BEGIN:
                     out.append(("scope_begin", self.scope_begin(event)))
-                elif kind == bus.SCOPE_END:
+                elif kind == SCOPE_END:
                     out.append(("scope_end", self.scope_end(event)))
-                elif kind == bus.PROBED:
+                elif kind == PROBED:
                     out.append(("record", self.probed(event)))
-                elif kind == bus.APP_SPAN:  # (thread, the application's active span or None)
-                    out.append(("app_span", (event[2], event[3])))
-                elif kind == bus.FRAMEWORK:  # tinygrad (launchtrace.capture.tinygrad): its own layout and decoder
-                    out.append(("record", event[3](event)))
+                elif kind == APP_SPAN:  # (thread, the application's active span or None)
+                    out.append(("app_span", (event[TID], event[A_PARENT])))
+                elif kind == FRAMEWORK:  # tinygrad (launchtrace.capture.tinygrad): its own layout and decoder
+                    out.append(("record", event[F_DECODE](event)))
             except Exception:
                 _log.warning("launchtrace: could not materialise a capture event; skipped", exc_info=True)
         return out
@@ -306,12 +324,12 @@ class Materializer:
 
         if self._probe_run != self._run:
             self._probe_run, self._probe_deadline = self._run, probes.wait_deadline()
-        return probes.attach(self.record(e[3]), e[4], self._probe_deadline)
+        return probes.attach(self.record(e[P_RECORD]), e[P_RESULTS], self._probe_deadline)
 
     # -- scopes ------------------------------------------------------------------------------------------------
 
     def scope_begin(self, e: tuple) -> ScopeRecord:
-        _, seq, tid, sid, parent, name, kind, attrs, t0, site, internal = e[:11]
+        _, seq, tid, sid, parent, name, kind, attrs, t0, site, internal = e[:S_REMOTE_PARENT]
         scope = ScopeRecord(
             id=sid,
             name=name,
@@ -324,7 +342,7 @@ class Materializer:
             internal=bool(internal),
             site=_site(*site[:3]) if site else None,
             seq=seq,
-            remote_parent=e[11] if len(e) > 11 else None,
+            remote_parent=e[S_REMOTE_PARENT] if len(e) > S_REMOTE_PARENT else None,
         )
         self.open_scopes[sid] = scope
         return scope
@@ -354,12 +372,12 @@ class Materializer:
     # -- records -----------------------------------------------------------------------------------------------
 
     def record(self, e: tuple) -> LaunchRecord:
-        if e[4] is FLAT:
+        if e[R_PAYLOAD] is FLAT:
             rec = self._launch_flat(e)
             if rec is not None:
                 return rec
             e = unflatten(e)
-        if e[3] == "launch" and not e[4][9]:  # a launch without adjoint arrays: the fast path
+        if e[R_ENTRY] == "launch" and not e[R_PAYLOAD][9]:  # a launch without adjoint arrays: the fast path
             rec = self._launch(e)
             if rec is not None:
                 return rec
@@ -394,7 +412,7 @@ class Materializer:
         if layout is None:
             layout = self._layouts[lkey] = _LaunchLayout(info, access, n_values, n_inputs)
         names, modes = layout.names, layout.modes
-        registry = _owners.get()
+        registry = OWNERS
         interned = self._interned
         arrays: list[tuple] = []
         scalars: list[tuple] = []
@@ -408,7 +426,7 @@ class Materializer:
                     _, ptr, shape, dtype, nbytes, dev, _indexed = v
                     owner = offset = None
                     foreign = False
-                    if registry is not None and ptr:
+                    if ptr:
                         owner, offset, foreign = self._owner_of(registry, ptr, seq)
                     if not arg_device and dev is not None:
                         arg_device = _device_name_cached(dev)
@@ -538,21 +556,19 @@ class Materializer:
         - access modes can become known between drains (Warp's code generator ran): templates last one drain;
         - code objects are keyed by identity and kept, so a reused ``id`` cannot match.
         """
-        tail = e[12:]  # graph, error, kernel, dim, n_inputs, device, arguments...
-        if tail[1] is not None:  # an error: unique, and rare
+        tail = e[R_GRAPH:]  # graph, error, kernel, dim, n_inputs, device, arguments...
+        if e[R_ERROR] is not None:  # an error: unique, and rare
             return self._launch_flat_built(e)
-        seq = e[1]
-        registry = _owners.get()
-        if registry is not None:
-            version = registry.changed()
-            if version != self._templates_version:
-                self._templates_version = version
-                self._templates_since = registry.last_change_seq()
-                self._templates.clear()
-            if seq < self._templates_since:
-                return self._launch_flat_built(e)
-        code, caller, tid = e[5], e[8], e[2]
-        key = (tid, id(code), e[6], e[7], id(caller), *tail, *map(type, tail))
+        seq = e[SEQ]
+        version = OWNERS.changed()
+        if version != self._templates_version:
+            self._templates_version = version
+            self._templates_since = OWNERS.last_change_seq()
+            self._templates.clear()
+        if seq < self._templates_since:
+            return self._launch_flat_built(e)
+        code, caller, tid = e[R_CODE], e[R_CALLER], e[TID]
+        key = (tid, id(code), e[R_LINE], e[R_MODULE], id(caller), *tail, *map(type, tail))
         templates = self._templates
         try:
             hit = templates.get(key)
@@ -561,7 +577,7 @@ class Materializer:
         if hit is not None:
             proto = hit[0]
             if hit[1] is code and hit[2] is caller and proto.thread_name == THREAD_NAMES.get(tid, ""):
-                return _copy_launch(proto, e[9], e[10], e[11], seq, proto)
+                return _copy_launch(proto, e[R_T0], e[R_T1], e[R_SCOPE], seq, proto)
         rec = self._launch_flat_built(e)
         if rec is not None and not any(type(v) is float and v == 0.0 for v in tail):
             if len(templates) >= self.max_interned:
@@ -572,9 +588,9 @@ class Materializer:
     def _launch_flat_built(self, e: tuple) -> LaunchRecord | None:
         """:meth:`_launch` straight from a flat event (no nested payload rebuilt), or ``None``."""
         handles = HANDLES
-        flat = e[18:]
-        kernel = handles[e[14]]
-        n_inputs = e[16]
+        flat = e[R_VALUES:]
+        kernel = handles[e[R_KERNEL]]
+        n_inputs = e[R_N_INPUTS]
         info = _kernel_info(kernel)
         access = info.access_of(kernel, self._run)
         n_values = len(flat) - 5 * flat.count(ARR)  # holds only plain scalars, ARR marks and array fields
@@ -583,8 +599,8 @@ class Materializer:
         if layout is None:
             layout = self._layouts[lkey] = _LaunchLayout(info, access, n_values, n_inputs)
         names, modes = layout.names, layout.modes
-        seq = e[1]
-        registry = _owners.get()
+        seq = e[SEQ]
+        registry = OWNERS
         interned = self._interned
         arrays: list[tuple] = []
         scalars: list[tuple] = []
@@ -599,7 +615,7 @@ class Materializer:
                 j += 6
                 owner = offset = None
                 foreign = False
-                if registry is not None and ptr:
+                if ptr:
                     owner, offset, foreign = self._owner_of(registry, ptr, seq)
                 if not arg_device:
                     arg_device = _device_name_cached(handles[device_id])
@@ -631,8 +647,8 @@ class Materializer:
                 else:
                     scalars.append((i, _normalise(v)))
             i += 1
-        _, seq, tid, _kind, _flat, code, line, module, caller, t0, t1, scope, graph, error = e[:14]
-        dim, device = e[15], e[17]
+        _, seq, tid, _kind, _flat, code, line, module, caller, t0, t1, scope, graph, error = e[:N_RECORD]
+        dim, device = e[R_DIM], e[R_DEVICE]
         if type(device) is int:  # a Device, by id
             device = handles[device]
         return self._record_of(
@@ -667,7 +683,7 @@ def unflatten(e: tuple) -> tuple:
     ``(ARR, ptr, shape, dtype, capacity, device, False)``."""
     handles = HANDLES
     values: list[Any] = []
-    flat = e[18:]
+    flat = e[R_VALUES:]
     i, n = 0, len(flat)
     while i < n:
         v = flat[i]
@@ -679,11 +695,11 @@ def unflatten(e: tuple) -> tuple:
         else:
             values.append(v)
             i += 1
-    device = e[17]
+    device = e[R_DEVICE]
     if type(device) is int:  # a Device, by id
         device = handles[device]
-    payload = (handles[e[14]], e[15], tuple(values), e[16], device, None, None, 0, False, ())
-    return (*e[:4], payload, *e[5:14])
+    payload = (handles[e[R_KERNEL]], e[R_DIM], tuple(values), e[R_N_INPUTS], device, None, None, 0, False, ())
+    return (*e[:R_PAYLOAD], payload, *e[R_CODE:N_RECORD])
 
 
 class _Args:
@@ -698,7 +714,7 @@ class _Args:
         self.scalars: list[tuple] = []
         self.buffers: list[BufferArg] = []
         self.device: str = ""
-        self.registry = _owners.get()
+        self.registry = OWNERS
 
     def name(self, key: Any) -> str:
         if isinstance(key, int):
@@ -721,7 +737,7 @@ class _Args:
             owner = offset = None
             foreign = False
             registry = self.registry
-            if registry is not None and ptr:
+            if ptr:
                 hit = registry.locate(ptr, self.seq)
                 if hit is not None:
                     owner, offset = hit

@@ -10,7 +10,7 @@ one module-level flag check (``launchtrace.capture.warp._PROBES``). On, a record
 2. the launch runs, timed on the host as always; then the end event is recorded;
 3. ``value_stats``: the statistics of every array the kernel writes are computed now, on the launching thread,
    before later launches change the values (:mod:`.valuestats`; on CUDA a synchronize and a copy to host);
-4. the record event is queued wrapped with the results: ``(bus.PROBED, seq, tid, record event, results)``.
+4. the record event is queued wrapped with the results: a ``rawevent.PROBED`` event.
 
 The export worker's materializer turns it into a :class:`~launchtrace.model.LaunchRecord` whose ``probes`` holds
 :class:`~launchtrace.model.ValueStats` and :class:`~launchtrace.model.DeviceTime` (:func:`attach`, which waits
@@ -42,6 +42,7 @@ from launchtrace.capture.hotpath import find_site
 from launchtrace.capture.state import _local
 from launchtrace.capture.valuestats import MAX_ELEMENTS, array_stats, written_positions
 from launchtrace.model import LaunchRecord
+from launchtrace.rawevent import PROBED, record_event
 
 __all__ = ["WAIT_S", "ProbeStats", "attach", "configure", "stats", "wait_deadline", "wrap_launch"]
 
@@ -246,30 +247,17 @@ def _abandon(timing: Pending | None) -> None:
 def _emit(
     args: tuple, kwargs: dict, extract: Callable, frame: Any, t0: int, t1: int, error: Any, results: tuple
 ) -> None:
-    """Queue the launch's record event (as ``hotpath._append`` builds it), wrapped with ``results`` if any."""
+    """Queue the launch's record event, wrapped with ``results`` if any."""
     try:
-        code, line, module, caller = find_site(frame)
+        site = find_site(frame)
         st = _local.st
         stack = st.stack
         seq = bus.next_seq()
-        event = (
-            bus.RECORD,
-            seq,
-            st.tid,
-            "launch",
-            extract(args, kwargs, None),
-            code,
-            line,
-            module,
-            caller,
-            t0,
-            t1,
-            stack[-1] if stack else None,
-            st.capture_graph,
-            None if error is None else f"{type(error).__name__}: {error}",
-        )
+        scope = stack[-1] if stack else None
+        payload = extract(args, kwargs, None)
+        event = record_event(seq, st.tid, "launch", payload, site, t0, t1, scope, st.capture_graph, error)
         if results:
-            event = (bus.PROBED, seq, st.tid, event, results)
+            event = (PROBED, seq, st.tid, event, results)
         bus.offer(event)
     except Exception:
         _warn_once("recording a launch")

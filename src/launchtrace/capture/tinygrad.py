@@ -14,7 +14,7 @@ UOp and a :class:`_Run` shared by every call of one ``run_linear`` (its input UO
 the kind of work, the user's frame, found once per run). About 0.7 us per kernel, 2.8 us for a run's first
 (``benchmarks/bench_tinygrad.py``). Decoding (kernel name, launch dims, buffers, roles, offsets, owners: 19-49 us
 in place) happens in the materializer, off the launching thread, by
-:func:`launchtrace.capture.tinygrad_decode.decode_event`, which each ``bus.FRAMEWORK`` event names. The queued
+:func:`launchtrace.capture.tinygrad_decode.decode_event`, which each ``rawevent.FRAMEWORK`` event names. The queued
 references keep the call's buffers alive until the event is decoded and no longer (the hook itself holds only
 weak references); nothing long-lived is keyed by a raw address (the per-call cache is a ``WeakKeyDictionary`` on
 the call UOp).
@@ -44,6 +44,7 @@ from launchtrace.capture import bus
 from launchtrace.capture.hotpath import _warn_once, emit_scope_begin, emit_scope_end, is_library_code
 from launchtrace.capture.state import _local
 from launchtrace.capture.tinygrad_decode import BEAM, GRAPH, INTERNAL, JIT, REALIZE, decode_event
+from launchtrace.rawevent import FRAMEWORK
 
 __all__ = ["configure", "install", "is_patched", "uninstall"]
 
@@ -206,20 +207,6 @@ def _user_frame(frame: Any) -> Any:
     return f or frame
 
 
-def _queue(event: tuple) -> None:
-    for sub in bus._subs:  # bus.offer, inlined
-        q = sub.queue
-        n = len(q)
-        if n < sub.capacity:
-            q.append(event)
-            if n == sub.capacity // 2 and bus.wake_consumers is not None:
-                bus.wake_consumers()
-        else:
-            sub.full(event)
-    if bus.touch_activity is not None:
-        bus.touch_activity()
-
-
 class _Run:
     """What the calls of one ``run_linear`` (one ``ExecContext``) share: its inputs and variable values, the kind
     of work, the user's call site. Queued events hold it; the hook only a weak reference, so the inputs (the
@@ -256,7 +243,7 @@ def _make_hook(inner: Any, realize: Any) -> Any:
     from tinygrad.uop.ops import Ops
 
     program, copy, custom = Ops.PROGRAM, Ops.COPY, Ops.CUSTOM_FUNCTION
-    framework, next_seq = bus.FRAMEWORK, bus.next_seq
+    framework, next_seq, offer = FRAMEWORK, bus.next_seq, bus.offer
     local = _local
     decode = decode_event
     last: list = [None]  # (weak reference to the context, weak reference to its run): one slot, set at once,
@@ -292,25 +279,12 @@ def _make_hook(inner: Any, realize: Any) -> Any:
             result = inner(call, ctx)
         except BaseException as exc:
             stack = st.stack
-            error = f"{type(exc).__name__}: {exc}"
-            _queue(
-                (framework, next_seq(), st.tid, decode, call, run, t0, time_ns(), stack[-1] if stack else None, error)
-            )
+            scope, error = stack[-1] if stack else None, f"{type(exc).__name__}: {exc}"
+            offer((framework, next_seq(), st.tid, decode, call, run, t0, time_ns(), scope, error))
             raise
         t1 = time_ns()
         stack = st.stack
-        event = (framework, next_seq(), st.tid, decode, call, run, t0, t1, stack[-1] if stack else None, None)
-        for sub in subs:  # bus.offer, inlined
-            q = sub.queue
-            n = len(q)
-            if n < sub.capacity:
-                q.append(event)
-                if n == sub.capacity // 2 and bus.wake_consumers is not None:
-                    bus.wake_consumers()
-            else:
-                sub.full(event)
-        if bus.touch_activity is not None:
-            bus.touch_activity()
+        offer((framework, next_seq(), st.tid, decode, call, run, t0, t1, stack[-1] if stack else None, None))
         return result
 
     def _run_graph(inner: Any, call: Any, ctx: Any) -> Any:
@@ -350,7 +324,7 @@ def _make_hook(inner: Any, realize: Any) -> Any:
                 for kcall in inner_calls:
                     kop = kcall.src[0].op
                     if kop is program or kop is copy:
-                        _queue((framework, next_seq(), st.tid, decode, kcall, run, t0, t1, sid, err))
+                        offer((framework, next_seq(), st.tid, decode, kcall, run, t0, t1, sid, err))
             except Exception:
                 _warn_once("tinygrad graph")
             emit_scope_end(sid, error)

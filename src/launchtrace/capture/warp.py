@@ -26,6 +26,7 @@ from collections.abc import Callable
 from time import time_ns
 from typing import Any
 
+from launchtrace import rawevent as ev
 from launchtrace.capture import bus, probes
 from launchtrace.capture.hotpath import (
     _USER_MODULE,
@@ -228,6 +229,7 @@ def wrap_launch(original: Callable) -> Callable:
     handles = HANDLES
     flat_keys = _FLAT_LAUNCH_KEYS
     plain = _PLAIN
+    offer, record_event = bus.offer, ev.record_event
     probed = probes.wrap_launch(original, extract_launch, fix_tape_caller)
 
     def launch(*args: Any, **kwargs: Any) -> Any:
@@ -286,7 +288,7 @@ def wrap_launch(original: Callable) -> Callable:
                             handles[device_id] = kwargs["device"]
                     else:
                         simple = False
-                flat = [
+                flat = [  # launchtrace.rawevent.RECORD_FIELDS, then the values from R_VALUES on
                     record, seq, st.tid, "launch", FLAT, code, line, module, caller, t0, t1,
                     stack[-1] if stack else None, st.capture_graph, None,
                     kid, args[1] if n > 1 else get("dim"), len(inputs), device,
@@ -311,33 +313,11 @@ def wrap_launch(original: Callable) -> Callable:
                 if simple:
                     event = tuple(flat)
             if event is None:
-                event = (
-                    record,
-                    seq,
-                    st.tid,
-                    "launch",
-                    extract_launch(args, kwargs, None),
-                    code,
-                    line,
-                    module,
-                    caller,
-                    t0,
-                    t1,
-                    stack[-1] if stack else None,
-                    st.capture_graph,
-                    None,
-                )
-            for sub in subs:
-                q = sub.queue
-                n = len(q)
-                if n < sub.capacity:
-                    q.append(event)
-                    if n == sub.capacity // 2 and bus.wake_consumers is not None:
-                        bus.wake_consumers()
-                else:
-                    sub.full(event)
-            if bus.touch_activity is not None:
-                bus.touch_activity()
+                scope = stack[-1] if stack else None
+                payload = extract_launch(args, kwargs, None)
+                site = (code, line, module, caller)
+                event = record_event(seq, st.tid, "launch", payload, site, t0, t1, scope, st.capture_graph, None)
+            offer(event)
         except Exception:
             _warn_once("launch")
         return result
@@ -359,6 +339,7 @@ def _compiled_launch(original: Callable, fallback: Callable) -> Callable | None:
         from launchtrace.capture import _fastlaunch
     except ImportError:
         return None
+    ev.check_compiled(_fastlaunch)
     fast = _fastlaunch.Launcher(
         original, fallback, _local, bus, sys.modules[__name__], _ctx, bus.next_seq, _USER_MODULE, HANDLES,
         _array_type, _device_type, find_site, _record_failed_launch, _warn_once, bus.RECORD, ARR, FLAT,
@@ -515,9 +496,9 @@ def _captured_count(sub: bus.Subscription | None, graph_id: int) -> int | None:
     sub.close()
     count = 0
     for e in sub.drain_raw():
-        if e[0] == bus.PROBED:
-            e = e[3]
-        if e[0] == bus.RECORD and e[12] == graph_id and e[13] is None:
+        if e[ev.KIND] == ev.PROBED:
+            e = e[ev.P_RECORD]
+        if e[ev.KIND] == ev.RECORD and e[ev.R_GRAPH] == graph_id and e[ev.R_ERROR] is None:
             count += 1
     return None if sub.dropped else count
 

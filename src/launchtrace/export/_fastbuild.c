@@ -4,19 +4,27 @@
  * fold-key id, the topology digest of every enclosing span, the budget, the attributes, a random span id,
  * the SpanData) costs about 3.5 us per launch, a third of what the export worker may spend per launch.
  *
- * records(builder, events, start) walks events[start:] and handles each ("record", rec) event that is the
+ * records(view, events, start) walks events[start:] and handles each ("record", rec) event that is the
  * common case exactly as SpanBuilder._on_record does, returning the index of the first event it leaves to
- * Python (or len(events)). The common case, every condition checked before anything is changed:
- *   - the record's node is an open scope (builder._scopes / ._aliases by scope id) or, with no scope, the
- *     thread's open step root that neither its count nor its time window closes;
+ * Python (or len(events)). `view` is the builder's SpanBuilder.compiled_view, a CompiledView (a tuple whose
+ * members are listed, in order, by the V_ enum below and VIEW_FIELDS; the Python side checks the two agree
+ * when it loads this module): its whole interface to the builder. Of the objects it is handed it reads only
+ * these public attributes: a record's scope_id, template, error, repeat, probes, thread, start_ns, end_ns,
+ * kernel, seq; a node's (_Node) trace, folder, records, first_start, launches, digest, last_end, parent,
+ * span_id, and its digest's update(); a trace's (_Trace) sampled, used, limit, held, held_recs, id; a
+ * folder's enabled; the rng's getrandbits().
+ * The common case, every condition checked before anything is changed:
+ *   - the record's node is an open scope (view.scopes / .aliases by scope id) or, with no scope, the
+ *     thread's open step root (view.steps) that neither its count nor its time window closes;
  *   - the node's trace is sampled and has budget left (trace.used < trace.limit);
- *   - the record is a copy of a template whose fold-key id the builder already knows (_template_keys), no
- *     error, repeat 1, no probes; its topology line is cached with no foreign pointers, its static
- *     attributes are cached; the node's folder is disabled; the kernel name fits the attribute length limit.
+ *   - the record is a copy of a template whose fold-key id the builder already knows (view.template_keys),
+ *     no error, repeat 1, no probes; its topology line is cached with no foreign pointers (view.lines), its
+ *     static attributes are cached (view.attrs); the node's folder is disabled; the kernel name fits the
+ *     attribute length limit (view.limit).
  * Then, as the Python does: the step root's record count, every ancestor's launch count, digest and last end,
- * the trace's budget, and the span (static attributes + the sequence number, a span id from the builder's
- * own random generator) appended to builder._out, or, while the trace holds its spans back (fold="auto":
- * trace.held is a list), to trace.held with (node, rec, key) appended to trace.held_recs. Anything else (a scope event, a new key, folding on, a
+ * the trace's budget, and the span (static attributes + the sequence number, a span id from view.rng) appended
+ * to view.out, or, while the trace holds its spans back (fold="auto": trace.held is a list), to trace.held
+ * with (node, rec, key) appended to trace.held_recs. Anything else (a scope event, a new key, folding on, a
  * trace out of budget, any error while looking) goes to Python, which stays the definition.
  * tests/test_spanbuilder.py runs through both and compares the spans.
  */
@@ -27,13 +35,36 @@ static PyObject *s_scope_id, *s_template, *s_error, *s_repeat, *s_probes, *s_thr
 static PyObject *s_trace, *s_sampled, *s_used, *s_limit, *s_folder, *s_enabled, *s_records, *s_first_start;
 static PyObject *s_launches, *s_digest, *s_last_end, *s_parent, *s_span_id, *s_id, *s_kernel, *s_seq;
 static PyObject *s_update, *s_getrandbits, *s_record, *s_held, *s_held_recs;
-static PyObject *s_scopes, *s_aliases, *s_steps, *s_step_max, *s_step_window_ns, *s_template_keys, *s_lines;
-static PyObject *s_attrs, *s_limit_attr, *s_rng, *s_resource, *s_out, *s_fast;
 static PyObject *c_zero, *c_one, *c_64, *c_empty_tuple, *c_empty_str;
+
+/* SpanBuilder.compiled_view's members, in order (launchtrace.export.spanbuilder.CompiledView). */
+enum {
+    V_SCOPES,
+    V_ALIASES,
+    V_STEPS,
+    V_TEMPLATE_KEYS,
+    V_LINES,
+    V_ATTRS,
+    V_OUT,
+    V_RNG,
+    V_RESOURCE,
+    V_STEP_MAX,
+    V_STEP_WINDOW_NS,
+    V_LIMIT,
+    V_MAKE_SPAN,
+    V_SEQ_KEY,
+    V_SCOPE_NAME,
+    V_VERSION,
+    N_VIEW
+};
+static const char *const VIEW_FIELDS[N_VIEW] = {
+    "scopes",   "aliases",  "steps",          "template_keys", "lines",     "attrs",    "out",      "rng",
+    "resource", "step_max", "step_window_ns", "limit",         "make_span", "seq_key", "scope_name", "version",
+};
 
 typedef struct {
     PyObject *scopes, *aliases, *steps, *template_keys, *lines, *attrs, *out, *rng, *resource;
-    PyObject *make_span, *seq_key, *scope_name, *version; /* builder._fast */
+    PyObject *make_span, *seq_key, *scope_name, *version;
     PyObject *step_max, *step_window_ns;
     Py_ssize_t limit;
 } State;
@@ -291,39 +322,45 @@ static void state_clear(State *st) {
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) Py_CLEAR(*all[i]);
 }
 
-static int state_load(State *st, PyObject *b) {
+/* The view's members (new references) into `st`; 0, or -1 with TypeError when `view` is not a CompiledView. */
+static int state_load(State *st, PyObject *view) {
     memset(st, 0, sizeof(*st));
-    PyObject *fast = NULL, *limit = NULL;
-    if ((st->scopes = GET(b, s_scopes)) == NULL || (st->aliases = GET(b, s_aliases)) == NULL ||
-        (st->steps = GET(b, s_steps)) == NULL || (st->template_keys = GET(b, s_template_keys)) == NULL ||
-        (st->lines = GET(b, s_lines)) == NULL || (st->attrs = GET(b, s_attrs)) == NULL ||
-        (st->out = GET(b, s_out)) == NULL || (st->rng = GET(b, s_rng)) == NULL ||
-        (st->resource = GET(b, s_resource)) == NULL || (st->step_max = GET(b, s_step_max)) == NULL ||
-        (st->step_window_ns = GET(b, s_step_window_ns)) == NULL || (limit = GET(b, s_limit_attr)) == NULL ||
-        (fast = GET(b, s_fast)) == NULL)
-        goto fail;
+    if (!PyTuple_Check(view) || PyTuple_GET_SIZE(view) != N_VIEW) {
+        PyErr_SetString(PyExc_TypeError, "records(): not a SpanBuilder.compiled_view");
+        return -1;
+    }
+    PyObject **slots[N_VIEW];
+    slots[V_SCOPES] = &st->scopes;
+    slots[V_ALIASES] = &st->aliases;
+    slots[V_STEPS] = &st->steps;
+    slots[V_TEMPLATE_KEYS] = &st->template_keys;
+    slots[V_LINES] = &st->lines;
+    slots[V_ATTRS] = &st->attrs;
+    slots[V_OUT] = &st->out;
+    slots[V_RNG] = &st->rng;
+    slots[V_RESOURCE] = &st->resource;
+    slots[V_STEP_MAX] = &st->step_max;
+    slots[V_STEP_WINDOW_NS] = &st->step_window_ns;
+    slots[V_LIMIT] = NULL; /* read as a C integer below */
+    slots[V_MAKE_SPAN] = &st->make_span;
+    slots[V_SEQ_KEY] = &st->seq_key;
+    slots[V_SCOPE_NAME] = &st->scope_name;
+    slots[V_VERSION] = &st->version;
+    for (int i = 0; i < N_VIEW; i++) {
+        if (slots[i] == NULL) continue;
+        *slots[i] = PyTuple_GET_ITEM(view, i);
+        Py_INCREF(*slots[i]);
+    }
     if (!PyDict_CheckExact(st->scopes) || !PyDict_CheckExact(st->aliases) || !PyDict_CheckExact(st->steps) ||
         !PyDict_CheckExact(st->template_keys) || !PyDict_CheckExact(st->lines) || !PyDict_CheckExact(st->attrs) ||
-        !PyList_CheckExact(st->out) || !PyTuple_CheckExact(fast) || PyTuple_GET_SIZE(fast) != 4) {
-        PyErr_SetString(PyExc_TypeError, "records(): not a SpanBuilder");
+        !PyList_CheckExact(st->out)) {
+        PyErr_SetString(PyExc_TypeError, "records(): not a SpanBuilder.compiled_view");
         goto fail;
     }
-    st->limit = PyLong_AsSsize_t(limit);
+    st->limit = PyLong_AsSsize_t(PyTuple_GET_ITEM(view, V_LIMIT));
     if (st->limit == -1 && PyErr_Occurred()) goto fail;
-    st->make_span = PyTuple_GET_ITEM(fast, 0);
-    st->seq_key = PyTuple_GET_ITEM(fast, 1);
-    st->scope_name = PyTuple_GET_ITEM(fast, 2);
-    st->version = PyTuple_GET_ITEM(fast, 3);
-    Py_INCREF(st->make_span);
-    Py_INCREF(st->seq_key);
-    Py_INCREF(st->scope_name);
-    Py_INCREF(st->version);
-    Py_DECREF(fast);
-    Py_DECREF(limit);
     return 0;
 fail:
-    Py_XDECREF(fast);
-    Py_XDECREF(limit);
     state_clear(st);
     return -1;
 }
@@ -331,7 +368,7 @@ fail:
 static PyObject *records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 3 || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "records(builder, events: list, start: int)");
+        PyErr_SetString(PyExc_TypeError, "records(view: SpanBuilder.compiled_view, events: list, start: int)");
         return NULL;
     }
     Py_ssize_t i = PyLong_AsSsize_t(args[2]);
@@ -398,22 +435,21 @@ PyMODINIT_FUNC PyInit__fastbuild(void) {
     INTERN(s_record, "record");
     INTERN(s_held, "held");
     INTERN(s_held_recs, "held_recs");
-    INTERN(s_scopes, "_scopes");
-    INTERN(s_aliases, "_aliases");
-    INTERN(s_steps, "_steps");
-    INTERN(s_step_max, "_step_max");
-    INTERN(s_step_window_ns, "_step_window_ns");
-    INTERN(s_template_keys, "_template_keys");
-    INTERN(s_lines, "_lines");
-    INTERN(s_attrs, "_attrs");
-    INTERN(s_limit_attr, "_limit");
-    INTERN(s_rng, "_rng");
-    INTERN(s_resource, "resource");
-    INTERN(s_out, "_out");
-    INTERN(s_fast, "_fast");
     if ((c_zero = PyLong_FromLong(0)) == NULL || (c_one = PyLong_FromLong(1)) == NULL ||
         (c_64 = PyLong_FromLong(64)) == NULL || (c_empty_tuple = PyTuple_New(0)) == NULL ||
         (c_empty_str = PyUnicode_FromString("")) == NULL)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    PyObject *fields = m ? PyTuple_New(N_VIEW) : NULL; /* the view it reads: spanbuilder.py checks it */
+    for (Py_ssize_t i = 0; fields != NULL && i < N_VIEW; i++) {
+        PyObject *name = PyUnicode_InternFromString(VIEW_FIELDS[i]);
+        if (name == NULL) Py_CLEAR(fields);
+        else PyTuple_SET_ITEM(fields, i, name);
+    }
+    if (fields == NULL || PyModule_AddObject(m, "VIEW_FIELDS", fields) < 0) {
+        Py_XDECREF(fields);
+        Py_XDECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -42,7 +42,7 @@ import random
 import time
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from launchtrace import __version__, native, topology
 from launchtrace import conventions as C
@@ -79,6 +79,42 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reseed_after_fork)
 _MAX_ROOT_NAMES = 10_000
 _fastbuild = native.load("launchtrace.export._fastbuild")  # _on_record's common case, compiled, or None
+
+
+class CompiledView(NamedTuple):
+    """All of a :class:`SpanBuilder` that its compiled common case (``export/_fastbuild.c``) reads or changes.
+
+    Why: the C loop needs the builder's tables, and reading them by the builder's private attribute names tied
+    it to every rename inside this module. The builder makes this once; each member is the builder's own object:
+    the dicts and the output list, which both sides change in place, and settings fixed for the builder's life.
+    The C takes the members by position and publishes its order as ``_fastbuild.VIEW_FIELDS``, checked against
+    these fields when the module is loaded. Beyond this, the C reads only public attributes of the records,
+    nodes and traces it is handed (listed in ``_fastbuild.c``).
+    """
+
+    scopes: dict[int, Any]  # open, exported scopes by scope id (_Node)
+    aliases: dict[int, Any]  # left-out internal scopes -> nearest exported ancestor (_Node or None)
+    steps: dict[int, Any]  # open step root per thread (_Node)
+    template_keys: dict[int, tuple[LaunchRecord, int]]  # id(template) -> (template, fold-key id)
+    lines: dict[int, tuple[bytes, tuple]]  # topology line cache per fold-key id
+    attrs: dict[int, tuple]  # static span attributes per fold-key id
+    out: list[SpanData]  # the spans completed, taken by SpanBuilder._take
+    rng: random.Random  # the builder's span-id generator
+    resource: tuple
+    step_max: int  # ExportConfig.step_max_spans
+    step_window_ns: int
+    limit: int  # ExportConfig.max_attribute_length
+    make_span: Callable[..., SpanData]
+    seq_key: str  # the attribute key of a record's sequence number
+    scope_name: str  # the instrumentation scope of every span
+    version: str
+
+
+if _fastbuild is not None and tuple(getattr(_fastbuild, "VIEW_FIELDS", ())) != CompiledView._fields:
+    raise RuntimeError(
+        f"launchtrace.export._fastbuild reads another SpanBuilder view ({getattr(_fastbuild, 'VIEW_FIELDS', None)}"
+        f" against {CompiledView._fields}); rebuild it"
+    )
 
 
 def summary_span_name(kernel: str, count: int, others: int) -> str:
@@ -212,7 +248,11 @@ class SpanBuilder:
         self._lines: dict[int, tuple[bytes, tuple]] = {}
         self._attrs: dict[int, tuple] = {}
         self._out: list[SpanData] = []
-        self._fast = (make_span, C.SEQ, SCOPE_NAME, __version__)  # what _fastbuild.records builds spans with
+        self.compiled_view = CompiledView(
+            self._scopes, self._aliases, self._steps, self._template_keys, self._lines, self._attrs, self._out,
+            self._rng, self.resource, self._step_max, self._step_window_ns, self._limit, make_span, C.SEQ,
+            SCOPE_NAME, __version__,
+        )  # fmt: skip
         self.dropped_budget = 0
         self.dropped_unsampled = 0
         self.unknown_scope_ends = 0
@@ -236,10 +276,11 @@ class SpanBuilder:
         handlers = self._handlers
         events = events if type(events) is list else list(events)
         fast = _fastbuild.records if _fastbuild is not None else None
+        view = self.compiled_view
         i, n = 0, len(events)
         while i < n:
             if fast is not None:  # the run of common records from here, compiled (see _fastbuild.c)
-                i = fast(self, events, i)
+                i = fast(view, events, i)
                 if i >= n:
                     break
             kind, item = events[i]
@@ -742,5 +783,6 @@ class SpanBuilder:
         )
 
     def _take(self) -> list[SpanData]:
-        out, self._out = self._out, []
+        out = self._out.copy()  # the list itself stays: compiled_view holds it
+        self._out.clear()
         return out
