@@ -7,9 +7,10 @@ groups, scopes, kernels, topologies and runs, not with traces: the runs are fixe
 alone grow.
 
 1. ``launchtrace baseline build`` over 2,500 / 5,000 / 10,000 traces, each in a fresh process: spans per second
-   (the target is 200,000), beside the reader alone and the reader plus :func:`launchtrace.rebuild.rebuild` on the
-   same file (the ceilings of any command that needs records), and peak resident memory (target: flat in the
-   number of traces).
+   (the target is 200,000), beside the reader alone, the reader plus :func:`launchtrace.rebuild.rebuild` on the
+   same file (the ceiling of any command that needs records) and the straightforward build (every trace rebuilt,
+   in this process: the ratio is the fast path's gain), and peak resident memory (target: flat in the number of
+   traces).
 2. ``launchtrace alert`` of the 10,000-trace window against that baseline: seconds.
 
 Run: ``python benchmarks/bench_baseline.py`` (a few minutes on a loaded 2-core machine). CPU-only figures.
@@ -102,6 +103,19 @@ def read_and_rebuild(path: Path) -> float:
     return time.perf_counter() - t
 
 
+def straightforward(path: Path) -> float:
+    """Seconds to build the baseline with every trace rebuilt into records (``add_stream(fast=False)``): what
+    ``baseline build`` did before its fast path (:mod:`launchtrace.analysis.fleet.fast`), in this process."""
+    from launchtrace.analysis.fleet.baseline import BaselineBuilder
+    from launchtrace.sources.stream import TraceStream
+
+    t = time.perf_counter()
+    builder = BaselineBuilder(("service.version", "host.name"))
+    builder.add_stream(TraceStream.from_paths([path]), fast=False)
+    builder.to_proto()
+    return time.perf_counter() - t
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=int, nargs="+", default=[2500, 5000, 10000])
@@ -117,11 +131,13 @@ def main() -> None:
             spans = replicate(source, n, path, args.runs)
             reader_s = read_only(path)
             rebuild_s = read_and_rebuild(path)
+            plain_s = straightforward(path)
             base = folder / f"base-{n}.pb"
             seconds, rss, _ = timed(["baseline", "build", "--from", str(path), "--out", str(base), "--quiet"])
             print(
                 f"1. baseline build, {n} traces ({spans} spans): {seconds:.2f} s, {spans / seconds:,.0f} spans/s "
-                f"(reader alone {spans / reader_s:,.0f}, reader + rebuild {spans / rebuild_s:,.0f} spans/s), "
+                f"(reader alone {spans / reader_s:,.0f}, reader + rebuild {spans / rebuild_s:,.0f}, "
+                f"straightforward build {spans / plain_s:,.0f} spans/s: fast path x{plain_s / seconds:.1f}), "
                 f"peak RSS {rss:.0f} MiB, "
                 f"baseline {base.stat().st_size:,} bytes"
             )
@@ -130,6 +146,7 @@ def main() -> None:
             path, base, n = last
             seconds, rss, _ = timed(["alert", "--baseline", str(base), "--from", str(path), "--quiet"])
             print(f"2. alert over {n} traces against the baseline: {seconds:.2f} s, peak RSS {rss:.0f} MiB")
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     print(f"(this process: peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB)")
 
 

@@ -28,8 +28,8 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Any
+import operator
+from collections.abc import Callable, Sequence
 
 from launchtrace import conventions as C
 from launchtrace.analysis.diff import NO_SCOPE
@@ -44,19 +44,68 @@ MAX_SIGNATURES = 4096
 VOLATILE = frozenset((C.SEQ, C.THREAD_ID, C.DEVICE_TIME_START, C.DEVICE_TIME_END))
 """Record-span attributes that a baseline never reads beyond their being integers."""
 _REFUSE = frozenset((C.FOLD_COUNT, C.SCOPE_KIND, C.SCOPE_JOINED))
-_pointer_names: dict[tuple, tuple[str, ...]] = {}
+_ARGS = (C.PARAMS, C.ARRAY_KEYS, C.SCALAR_KEYS)
+_INT = {int}
 
 
-def _pointers_of(params: Any, array_keys: Any, scalar_keys: Any) -> tuple[str, ...]:
-    """The pointer attribute names of a launch's array arguments (labelled as the exporter and rebuild label them)."""
-    key = (params, array_keys, scalar_keys)
-    names = _pointer_names.get(key)
-    if names is None:
-        labels, _ = C.arg_labels(tuple(params), tuple(array_keys), tuple(scalar_keys))
-        names = tuple(C.arg_attr(label, "ptr") for label in labels)
-        if len(_pointer_names) < MAX_SIGNATURES:
-            _pointer_names[key] = names
-    return names
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Layout:
+    """What one sequence of attribute keys says: where the argument lists are (``None``: not a plain record)."""
+
+    args: Callable[[tuple], tuple]  # values -> (params, array_keys, scalar_keys)
+    index: dict[str, int]
+    plans: dict[tuple, _Plan | None]  # by argument lists
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """How to read a record span of one layout and argument lists: its static values, then its integers
+    (pointers first, then :data:`VOLATILE` ones, the sequence number among them at ``seq``)."""
+
+    static: Callable[[tuple], tuple]
+    ints: Callable[[tuple], tuple]
+    pointers: int
+    seq: int  # index in ints(); -1: no sequence number (0, as the rebuild reads it)
+
+
+_layouts: dict[tuple, _Layout | None] = {}
+
+
+def _getter(indices: list[int]) -> Callable[[tuple], tuple]:
+    if not indices:
+        return lambda values: ()
+    if len(indices) == 1:
+        i = indices[0]
+        return lambda values: (values[i],)
+    return operator.itemgetter(*indices)
+
+
+def _layout(keys: tuple) -> _Layout | None:
+    if len(set(keys)) != len(keys) or C.OP not in keys or not _REFUSE.isdisjoint(keys):
+        return None  # a key given twice (the rebuild keeps the last), not a record span, or not a plain one
+    index = {k: i for i, k in enumerate(keys)}
+    where = [index.get(k, -1) for k in _ARGS]
+    if min(where) >= 0:
+        return _Layout(operator.itemgetter(*where), index, {})
+
+    def args(values: tuple) -> tuple:
+        return tuple(values[i] if i >= 0 else () for i in where)
+
+    return _Layout(args, index, {})
+
+
+def _plan(layout: _Layout, keys: tuple, args: tuple) -> _Plan | None:
+    try:
+        labels, _ = C.arg_labels(tuple(args[0]), tuple(args[1]), tuple(args[2]))
+    except (TypeError, ValueError, KeyError):
+        return None
+    pointers = [layout.index[n] for n in (C.arg_attr(label, "ptr") for label in labels) if n in layout.index]
+    volatile = [i for i, k in enumerate(keys) if k in VOLATILE]
+    taken = set(pointers) | set(volatile)
+    static = [i for i in range(len(keys)) if i not in taken]
+    seq = layout.index.get(C.SEQ)
+    ints = pointers + volatile
+    return _Plan(_getter(static), _getter(ints), len(pointers), -1 if seq is None else ints.index(seq))
 
 
 @dataclasses.dataclass(slots=True)
@@ -80,6 +129,15 @@ class Known:
     kernels: tuple[tuple[str, str, int], ...]  # (kernel, op, repeat) per launch, in issue order
 
 
+_parent = operator.attrgetter("parent_span_id")
+_status = operator.attrgetter("status_code")
+_span_id = operator.attrgetter("span_id")
+
+
+def _resource_id(span: SpanData) -> int:
+    return id(span.resource)
+
+
 def read_step(spans: Sequence[SpanData]) -> PlainStep | None:
     """``spans`` (one trace) as a :class:`PlainStep`, or ``None`` when they are anything else."""
     roots = [s for s in spans if s.parent_span_id is None]
@@ -87,46 +145,58 @@ def read_step(spans: Sequence[SpanData]) -> PlainStep | None:
         return None
     root = roots[0]
     root_id, resource = root.span_id, spans[0].resource
-    rows: list[tuple[Any, int, tuple, list[int], int, int]] = []
-    ids = set()
+    rows: list[tuple[int, int, tuple, tuple, int, int]] = []
     for span in spans:
-        ids.add(span.span_id)
         if span is root:
             continue
-        if span.parent_span_id != root_id or span.status_code == STATUS_ERROR or span.resource != resource:
+        attributes = span.attributes
+        if not attributes:
             return None
-        d = dict(span.attributes)
-        if C.OP not in d or not d.keys().isdisjoint(_REFUSE):
+        keys, values = zip(*attributes)
+        layout = _layouts.get(keys, _layouts)
+        if layout is _layouts:
+            layout = _layout(keys)
+            if len(_layouts) < MAX_SIGNATURES:
+                _layouts[keys] = layout
+        if layout is None:
             return None
-        seq = d.get(C.SEQ, 0)
-        for name in VOLATILE:  # read as integers only: the rebuild would refuse anything else
-            if type(d.pop(name, 0)) is not int:
-                return None
+        args = layout.args(values)
+        plans = layout.plans
         try:
-            names = _pointers_of(d.get(C.PARAMS, ()), d.get(C.ARRAY_KEYS, ()), d.get(C.SCALAR_KEYS, ()))
-        except (TypeError, ValueError, KeyError):
+            plan = plans.get(args, plans)
+        except TypeError:  # an argument list that is no tuple
             return None
-        pointers = [d.pop(name, 0) for name in names]
-        if any(type(p) is not int for p in pointers):
+        if plan is plans:
+            plan = _plan(layout, keys, args)
+            if len(plans) < MAX_SIGNATURES:
+                plans[args] = plan
+        if plan is None:
             return None
-        rows.append((seq, len(rows), tuple(d.items()), pointers, span.start_ns, span.end_ns))
+        ints = plan.ints(values)
+        if ints and not set(map(type, ints)) <= _INT:  # the rebuild would read (or refuse) what is no int
+            return None
+        seq = ints[plan.seq] if plan.seq >= 0 else 0
+        rows.append((seq, len(rows), (keys, plan.static(values)), ints[: plan.pointers], span.start_ns, span.end_ns))
+    parents = set(map(_parent, spans))
+    if parents != {None, root_id} or STATUS_ERROR in set(map(_status, spans)):
+        return None
+    if len(set(map(_resource_id, spans))) != 1 and any(s.resource != resource for s in spans):
+        return None
+    ids = set(map(_span_id, spans))
     if len(ids) != len(spans):
         return None
     result = rebuild([root])
     if result.malformed or len(result.traces) != 1:
         return None
     trace = next(iter(result.traces.values()))
-    if resource != root.resource:
-        return None
     scope = next(iter(trace.scopes.values()), None)
-    rows.sort(key=lambda row: (row[0], row[1]))  # as the rebuild orders records: by seq, then span order
-    order: dict[int, int] = {}
-    pattern: list[int] = []
-    for row in rows:
-        for ptr in row[3]:
-            pattern.append(-1 if not ptr else order.setdefault(ptr, len(order)))
+    rows.sort()  # as the rebuild orders records: by seq, then span order (the second item: never a tie)
+    pointers = [p for row in rows for p in row[3]]
+    order = {p: i for i, p in enumerate(dict.fromkeys(pointers))}
+    order[0] = -1  # a null array: not a buffer
+    pattern = tuple(map(order.__getitem__, pointers))
     name = NO_SCOPE if scope is None or scope.internal else scope.name
-    signature = (name, tuple(row[2] for row in rows), tuple(pattern))
+    signature = (name, tuple(row[2] for row in rows), pattern)
     try:
         hash(signature)
     except TypeError:  # a map-valued attribute (OTLP kvlist): not worth a signature
