@@ -87,6 +87,15 @@ class LatencyAcc:
         for value, count in samples:
             self.histogram.add(value, count)
             self.samples += count
+        self._step(run, start_ns, step_value)
+
+    def add_one(self, run: str, start_ns: int, value: int) -> None:
+        """``add_step(run, start_ns, value, [(value, 1)])``, without the list: most steps' values are one sample."""
+        self.histogram.add(value, 1)
+        self.samples += 1
+        self._step(run, start_ns, value)
+
+    def _step(self, run: str, start_ns: int, step_value: int) -> None:
         self.steps += 1
         acc = self.runs.get(run)
         if acc is None:
@@ -208,13 +217,17 @@ class ScopeAcc:
             topo.foreign_buffers = max(topo.foreign_buffers, occ.foreign_buffers)
         else:  # beyond MAX_TOPOLOGIES: counted only
             self.other_steps += 1
-        self.duration.add_step(occ.run, occ.start_ns, occ.duration_ns, [(occ.duration_ns, 1)])
+        run, start = occ.run, occ.start_ns
+        self.duration.add_one(run, start, occ.duration_ns)
+        kernels, positions = self.kernels, self.positions
         for key, total in occ.kernel_ns.items():
-            acc = self.kernels.get(key) or self.kernels.setdefault(key, LatencyAcc())
-            acc.add_step(occ.run, occ.start_ns, total, occ.kernel_samples[key])
+            acc = kernels.get(key) or kernels.setdefault(key, LatencyAcc())
+            acc.add_step(run, start, total, occ.kernel_samples[key])
         for key, ns in occ.position_ns.items():
-            acc = self.positions.get(key) or self.positions.setdefault(key, LatencyAcc())
-            acc.add_step(occ.run, occ.start_ns, ns, [(ns, 1)])
+            acc = positions.get(key)
+            if acc is None:
+                acc = positions[key] = LatencyAcc()
+            acc.add_one(run, start, ns)
 
     def _cap(self) -> None:
         if len(self.topologies) <= MAX_TOPOLOGIES:
