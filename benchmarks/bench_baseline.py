@@ -47,7 +47,7 @@ def source_run(folder: Path) -> Path:
 
 def replicate(source: Path, traces: int, out: Path, runs: int = 20) -> int:
     """``traces`` copies of the source's traces (in blocks of 50) with new ids, over ``runs`` pids and four hosts;
-    the spans written."""
+    the ``"spanId"`` keys written (spans and their links)."""
     lines = [line for line in source.read_bytes().splitlines() if line.strip()]
     per_run = len({m for line in lines for m in _TRACE.findall(line)})
     spans = 0
@@ -82,15 +82,17 @@ def timed(argv: list[str]) -> tuple[float, float, str]:
     return float(seconds), int(rss_kib) / 1024, proc.stderr
 
 
-def read_only(path: Path) -> float:
-    """Seconds the reader alone takes to stream the file's spans (the ceiling of any command over it)."""
+def read_only(path: Path) -> tuple[float, int]:
+    """Seconds the reader alone takes to stream the file's spans (the ceiling of any command over it), and the
+    spans it read (counted by the reader: a ``"spanId"`` in the text may be a link's)."""
     from launchtrace.sources.files import SpanFile
 
     t = time.perf_counter()
+    spans = 0
     with SpanFile(path) as f:
-        for _ in f.chunks():
-            pass
-    return time.perf_counter() - t
+        for _, chunk in f.chunks():
+            spans += len(chunk)
+    return time.perf_counter() - t, spans
 
 
 def read_and_rebuild(path: Path) -> float:
@@ -128,8 +130,8 @@ def main() -> None:
         last = None
         for n in args.traces:
             path = folder / f"fleet-{n}.jsonl"
-            spans = replicate(source, n, path, args.runs)
-            reader_s = read_only(path)
+            replicate(source, n, path, args.runs)
+            reader_s, spans = read_only(path)
             rebuild_s = read_and_rebuild(path)
             plain_s = straightforward(path)
             base = folder / f"base-{n}.pb"
