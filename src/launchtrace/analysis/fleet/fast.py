@@ -40,7 +40,8 @@ from launchtrace.spans import STATUS_ERROR, SpanData
 
 __all__ = ["MAX_SIGNATURES", "VOLATILE", "Known", "PlainStep", "Signatures", "read_step"]
 
-MAX_SIGNATURES = 4096
+MAX_SIGNATURES = 1024
+"""Signatures remembered (each holds one step's attribute values: some tens of KiB for a 20-launch step)."""
 VOLATILE = frozenset((C.SEQ, C.THREAD_ID, C.DEVICE_TIME_START, C.DEVICE_TIME_END))
 """Record-span attributes that a baseline never reads beyond their being integers."""
 _REFUSE = frozenset((C.FOLD_COUNT, C.SCOPE_KIND, C.SCOPE_JOINED))
