@@ -12,6 +12,9 @@ alone grow.
    (every trace rebuilt) and the fast path (the ratio is the fast path's gain), and peak resident memory
    (target: flat in the number of traces).
 2. ``launchtrace alert`` of the 10,000-trace window against that baseline: seconds.
+3. Where the fast path's time goes, per span: the reader, grouping spans into traces, reading a step's
+   signature, looking it up, step times, accumulating, the straightforward path (a signature's first step, a
+   new representative), writing the message.
 
 Run: ``python benchmarks/bench_baseline.py`` (a few minutes on a loaded 2-core machine). CPU-only figures.
 """
@@ -118,6 +121,64 @@ def in_process(path: Path, *, fast: bool) -> float:
     return time.perf_counter() - t
 
 
+def stages(path: Path) -> str:
+    """Where the fast path's time goes: CPU microseconds per span by stage, one pass over ``path`` with a clock
+    read around each stage of each trace (the reader and the grouping into traces timed alone, second pass)."""
+    from launchtrace.analysis.fleet import baseline as B
+    from launchtrace.analysis.fleet.fast import read_step
+    from launchtrace.sources.stream import TraceStream
+
+    clock = time.process_time
+    read_only(path)
+    t = clock()
+    _, spans = read_only(path)
+    reader = clock() - t
+    t = clock()
+    for _ in TraceStream.from_paths([path]).span_lists():
+        pass
+    grouping = clock() - t - reader
+    took = dict.fromkeys(("signature", "lookup", "step_times", "accumulate", "straightforward", "to_proto"), 0.0)
+    plain_step_times = B.step_times
+
+    def step_times(launches):
+        t = clock()
+        out = plain_step_times(launches)
+        took["step_times"] += clock() - t
+        return out
+
+    B.step_times = step_times
+    try:
+        builder, stream = B.BaselineBuilder(("service.version", "host.name")), TraceStream.from_paths([path])
+        for members in stream.span_lists():
+            t = clock()
+            step = read_step(members)
+            took["signature"] += clock() - t
+            if step is not None:
+                t = clock()
+                known = builder._signatures.get(step)
+                took["lookup"] += clock() - t
+                if known is not None:
+                    t = clock()
+                    done = builder._add_known(step, known)
+                    took["accumulate"] += clock() - t
+                    if done:
+                        continue
+            t = clock()
+            for trace in stream.rebuilt(members):
+                builder.add(trace, step)
+            took["straightforward"] += clock() - t
+        t = clock()
+        builder.to_proto()
+        took["to_proto"] = clock() - t
+    finally:
+        B.step_times = plain_step_times
+    took["accumulate"] -= took["step_times"]
+    parts = {"reader": reader, "grouping into traces": grouping, **took}
+    total = sum(parts.values())
+    text = ", ".join(f"{name} {seconds / spans * 1e6:.2f}" for name, seconds in parts.items())
+    return f"{text}; total {total / spans * 1e6:.2f} us/span ({spans / total:,.0f} spans/s of CPU)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=int, nargs="+", default=[2500, 5000, 10000])
@@ -145,6 +206,8 @@ def main() -> None:
                 f"baseline {base.stat().st_size:,} bytes"
             )
             last = (path, base, n)
+        if last is not None:
+            print(f"3. fast path by stage, {last[2]} traces, CPU us per span: {stages(last[0])}")
         if last is not None:
             path, base, n = last
             seconds, rss, _ = timed(["alert", "--baseline", str(base), "--from", str(path), "--quiet"])
