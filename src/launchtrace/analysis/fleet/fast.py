@@ -49,9 +49,10 @@ _ARGS = (C.PARAMS, C.ARRAY_KEYS, C.SCALAR_KEYS)
 _INT = {int}
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
 class _Layout:
-    """What one sequence of attribute keys says: where the argument lists are (``None``: not a plain record)."""
+    """What one sequence of attribute keys says: where the argument lists are (``None``: not a plain record).
+    Compared and hashed by identity: one object per key sequence, so signatures holding it compare fast."""
 
     args: Callable[[tuple], tuple]  # values -> (params, array_keys, scalar_keys)
     index: dict[str, int]
@@ -177,7 +178,7 @@ def read_step(spans: Sequence[SpanData]) -> PlainStep | None:
         if ints and not set(map(type, ints)) <= _INT:  # the rebuild would read (or refuse) what is no int
             return None
         seq = ints[plan.seq] if plan.seq >= 0 else 0
-        rows.append((seq, len(rows), (keys, plan.static(values)), ints[: plan.pointers], span.start_ns, span.end_ns))
+        rows.append((seq, len(rows), (layout, plan.static(values)), ints[: plan.pointers], span.start_ns, span.end_ns))
     parents = set(map(_parent, spans))
     if parents != {None, root_id} or STATUS_ERROR in set(map(_status, spans)):
         return None
