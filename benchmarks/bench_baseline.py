@@ -7,10 +7,14 @@ groups, scopes, kernels, topologies and runs, not with traces: the runs are fixe
 alone grow.
 
 1. ``launchtrace baseline build`` over 2,500 / 5,000 / 10,000 traces, each in a fresh process: spans per second
-   (the target is 200,000), beside the reader alone and the reader plus :func:`launchtrace.rebuild.rebuild` on the
-   same file (the ceilings of any command that needs records), and peak resident memory (target: flat in the
-   number of traces).
+   (the target is 200,000), beside the reader alone, the reader plus :func:`launchtrace.rebuild.rebuild` on the
+   same file (the ceiling of any command that needs records) and, in this process, the straightforward build
+   (every trace rebuilt) and the fast path (the ratio is the fast path's gain), and peak resident memory
+   (target: flat in the number of traces).
 2. ``launchtrace alert`` of the 10,000-trace window against that baseline: seconds.
+3. Where the fast path's time goes, per span: the reader, grouping spans into traces, reading a step's
+   signature, looking it up, step times, accumulating, the straightforward path (a signature's first step, a
+   new representative), writing the message.
 
 Run: ``python benchmarks/bench_baseline.py`` (a few minutes on a loaded 2-core machine). CPU-only figures.
 """
@@ -46,7 +50,7 @@ def source_run(folder: Path) -> Path:
 
 def replicate(source: Path, traces: int, out: Path, runs: int = 20) -> int:
     """``traces`` copies of the source's traces (in blocks of 50) with new ids, over ``runs`` pids and four hosts;
-    the spans written."""
+    the ``"spanId"`` keys written (spans and their links)."""
     lines = [line for line in source.read_bytes().splitlines() if line.strip()]
     per_run = len({m for line in lines for m in _TRACE.findall(line)})
     spans = 0
@@ -81,15 +85,17 @@ def timed(argv: list[str]) -> tuple[float, float, str]:
     return float(seconds), int(rss_kib) / 1024, proc.stderr
 
 
-def read_only(path: Path) -> float:
-    """Seconds the reader alone takes to stream the file's spans (the ceiling of any command over it)."""
+def read_only(path: Path) -> tuple[float, int]:
+    """Seconds the reader alone takes to stream the file's spans (the ceiling of any command over it), and the
+    spans it read (counted by the reader: a ``"spanId"`` in the text may be a link's)."""
     from launchtrace.sources.files import SpanFile
 
     t = time.perf_counter()
+    spans = 0
     with SpanFile(path) as f:
-        for _ in f.chunks():
-            pass
-    return time.perf_counter() - t
+        for _, chunk in f.chunks():
+            spans += len(chunk)
+    return time.perf_counter() - t, spans
 
 
 def read_and_rebuild(path: Path) -> float:
@@ -100,6 +106,74 @@ def read_and_rebuild(path: Path) -> float:
     for _ in TraceStream.from_paths([path]):
         pass
     return time.perf_counter() - t
+
+
+def in_process(path: Path, *, fast: bool) -> float:
+    """Seconds to build the baseline in this process: with the fast path (:mod:`launchtrace.analysis.fleet.fast`)
+    or with every trace rebuilt into records (``fast=False``: what ``baseline build`` did before it)."""
+    from launchtrace.analysis.fleet.baseline import BaselineBuilder
+    from launchtrace.sources.stream import TraceStream
+
+    t = time.perf_counter()
+    builder = BaselineBuilder(("service.version", "host.name"))
+    builder.add_stream(TraceStream.from_paths([path]), fast=fast)
+    builder.to_proto()
+    return time.perf_counter() - t
+
+
+def stages(path: Path) -> str:
+    """Where the fast path's time goes: CPU microseconds per span by stage, one pass over ``path`` with a clock
+    read around each stage of each trace (reading and grouping spans into traces timed in a pass of their own)."""
+    from launchtrace.analysis.fleet import baseline as B
+    from launchtrace.analysis.fleet.fast import read_step
+    from launchtrace.sources.stream import TraceStream
+
+    clock = time.process_time
+    _, spans = read_only(path)  # the file in the page cache
+    t = clock()
+    for _ in TraceStream.from_paths([path]).span_lists():
+        pass
+    reading = clock() - t
+    took = dict.fromkeys(("signature", "lookup", "step_times", "accumulate", "straightforward", "to_proto"), 0.0)
+    plain_step_times = B.step_times
+
+    def step_times(launches):
+        t = clock()
+        out = plain_step_times(launches)
+        took["step_times"] += clock() - t
+        return out
+
+    B.step_times = step_times
+    try:
+        builder, stream = B.BaselineBuilder(("service.version", "host.name")), TraceStream.from_paths([path])
+        for members in stream.span_lists():
+            t = clock()
+            step = read_step(members)
+            took["signature"] += clock() - t
+            if step is not None:
+                t = clock()
+                known = builder._signatures.get(step)
+                took["lookup"] += clock() - t
+                if known is not None:
+                    t = clock()
+                    done = builder._add_known(step, known)
+                    took["accumulate"] += clock() - t
+                    if done:
+                        continue
+            t = clock()
+            for trace in stream.rebuilt(members):
+                builder.add(trace, step)
+            took["straightforward"] += clock() - t
+        t = clock()
+        builder.to_proto()
+        took["to_proto"] = clock() - t
+    finally:
+        B.step_times = plain_step_times
+    took["accumulate"] -= took["step_times"]
+    parts = {"reader and grouping into traces": reading, **took}
+    total = sum(parts.values())
+    text = ", ".join(f"{name} {seconds / spans * 1e6:.2f}" for name, seconds in parts.items())
+    return f"{text}; total {total / spans * 1e6:.2f} us/span ({spans / total:,.0f} spans/s of CPU)"
 
 
 def main() -> None:
@@ -114,22 +188,28 @@ def main() -> None:
         last = None
         for n in args.traces:
             path = folder / f"fleet-{n}.jsonl"
-            spans = replicate(source, n, path, args.runs)
-            reader_s = read_only(path)
+            replicate(source, n, path, args.runs)
+            reader_s, spans = read_only(path)
             rebuild_s = read_and_rebuild(path)
+            plain_s, fast_s = in_process(path, fast=False), in_process(path, fast=True)
             base = folder / f"base-{n}.pb"
             seconds, rss, _ = timed(["baseline", "build", "--from", str(path), "--out", str(base), "--quiet"])
             print(
                 f"1. baseline build, {n} traces ({spans} spans): {seconds:.2f} s, {spans / seconds:,.0f} spans/s "
-                f"(reader alone {spans / reader_s:,.0f}, reader + rebuild {spans / rebuild_s:,.0f} spans/s), "
+                f"(reader alone {spans / reader_s:,.0f}, reader + rebuild {spans / rebuild_s:,.0f}, "
+                f"in this process: straightforward build {spans / plain_s:,.0f}, fast path {spans / fast_s:,.0f} "
+                f"spans/s, x{plain_s / fast_s:.1f}), "
                 f"peak RSS {rss:.0f} MiB, "
                 f"baseline {base.stat().st_size:,} bytes"
             )
             last = (path, base, n)
         if last is not None:
+            print(f"3. fast path by stage, {last[2]} traces, CPU us per span: {stages(last[0])}")
+        if last is not None:
             path, base, n = last
             seconds, rss, _ = timed(["alert", "--baseline", str(base), "--from", str(path), "--quiet"])
             print(f"2. alert over {n} traces against the baseline: {seconds:.2f} s, peak RSS {rss:.0f} MiB")
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     print(f"(this process: peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB)")
 
 

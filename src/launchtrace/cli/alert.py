@@ -139,8 +139,7 @@ def run(args: argparse.Namespace) -> int:
     window = BaselineBuilder(group_by, scalars=scalars)
     stream = open_stream(args)
     with Progress(stream, quiet=args.quiet):
-        for trace in stream:
-            window.add(trace)
+        window.add_stream(stream)
     if not stream.traces:
         raise UserError(f"{stream.label}: no launchtrace traces in the window")
     if baseline is not None:

@@ -55,8 +55,7 @@ def _build(args: argparse.Namespace) -> int:
     builder = BaselineBuilder(group_keys(args.group_by), scalars=not args.ignore_scalars)
     stream = open_stream(args)
     with Progress(stream, quiet=args.quiet):
-        for trace in stream:
-            builder.add(trace)
+        builder.add_stream(stream)
     if not stream.traces:
         raise UserError(f"{stream.label}: no launchtrace traces to build a baseline from")
     kind, _ = source_kind(args)

@@ -95,6 +95,12 @@ class TraceStream:
         return cls(chunks, label)
 
     def __iter__(self) -> Iterator[TraceData]:
+        for members in self.span_lists():
+            yield from self.rebuilt(members)
+
+    def span_lists(self) -> Iterator[list[SpanData]]:
+        """Each complete trace's spans, not yet rebuilt (for callers that can skip rebuilding: the fleet
+        baseline's fast path); pass a list to :meth:`rebuilt` for its traces. Counts ``spans``."""
         open_traces: OrderedDict[bytes, list[SpanData]] = OrderedDict()
         done: OrderedDict[bytes, None] = OrderedDict()  # recently rebuilt trace ids, to drop late spans
         for _, spans in self._chunks(self.log):
@@ -122,14 +128,19 @@ class TraceStream:
                 done[tid] = None
                 if len(done) > _RECENT:
                     done.popitem(last=False)
-                yield from self._rebuilt(members)
+                self.spans += len(members)
+                yield members
 
-    def _rebuilt(self, spans: list[SpanData]) -> Iterator[TraceData]:
-        self.spans += len(spans)
+    def rebuilt(self, spans: list[SpanData]) -> Iterator[TraceData]:
+        """The traces of one of :meth:`span_lists`' lists, rebuilt and counted."""
         result = rebuild(spans)
         for trace_id, data in result.traces.items():
             data.attributes.setdefault(TRACE_ID, trace_id)
-            self.traces += 1
-            if self.on_trace is not None:
-                self.on_trace(self)
+            self.count_trace()
             yield data
+
+    def count_trace(self) -> None:
+        """Count one trace taken (by :meth:`rebuilt`, or by a caller that read it without rebuilding)."""
+        self.traces += 1
+        if self.on_trace is not None:
+            self.on_trace(self)

@@ -27,10 +27,13 @@ import hashlib
 from collections.abc import Iterable, Sequence
 
 from launchtrace import __version__
+from launchtrace.analysis.fleet.fast import Known, PlainStep, Signatures, read_step
 from launchtrace.analysis.fleet.histogram import DEFAULT_MAX_SIZE, ExpHistogram
-from launchtrace.analysis.fleet.occurrences import Occurrence, occurrences_of
+from launchtrace.analysis.fleet.occurrences import Occurrence, occurrences_of, run_key, step_times
 from launchtrace.analysis.fleet.records import records_to_proto
 from launchtrace.model import TraceData
+from launchtrace.rebuild import TRACE_ID
+from launchtrace.sources.stream import TraceStream
 from launchtrace.v1 import baseline_pb2 as pb
 
 __all__ = [
@@ -84,6 +87,15 @@ class LatencyAcc:
         for value, count in samples:
             self.histogram.add(value, count)
             self.samples += count
+        self._step(run, start_ns, step_value)
+
+    def add_one(self, run: str, start_ns: int, value: int) -> None:
+        """``add_step(run, start_ns, value, [(value, 1)])``, without the list: most steps' values are one sample."""
+        self.histogram.add(value, 1)
+        self.samples += 1
+        self._step(run, start_ns, value)
+
+    def _step(self, run: str, start_ns: int, step_value: int) -> None:
         self.steps += 1
         acc = self.runs.get(run)
         if acc is None:
@@ -205,13 +217,17 @@ class ScopeAcc:
             topo.foreign_buffers = max(topo.foreign_buffers, occ.foreign_buffers)
         else:  # beyond MAX_TOPOLOGIES: counted only
             self.other_steps += 1
-        self.duration.add_step(occ.run, occ.start_ns, occ.duration_ns, [(occ.duration_ns, 1)])
+        run, start = occ.run, occ.start_ns
+        self.duration.add_one(run, start, occ.duration_ns)
+        kernels, positions = self.kernels, self.positions
         for key, total in occ.kernel_ns.items():
-            acc = self.kernels.get(key) or self.kernels.setdefault(key, LatencyAcc())
-            acc.add_step(occ.run, occ.start_ns, total, occ.kernel_samples[key])
+            acc = kernels.get(key) or kernels.setdefault(key, LatencyAcc())
+            acc.add_step(run, start, total, occ.kernel_samples[key])
         for key, ns in occ.position_ns.items():
-            acc = self.positions.get(key) or self.positions.setdefault(key, LatencyAcc())
-            acc.add_step(occ.run, occ.start_ns, ns, [(ns, 1)])
+            acc = positions.get(key)
+            if acc is None:
+                acc = positions[key] = LatencyAcc()
+            acc.add_one(run, start, ns)
 
     def _cap(self) -> None:
         if len(self.topologies) <= MAX_TOPOLOGIES:
@@ -330,16 +346,69 @@ class BaselineBuilder:
         self.sources: list[pb.Source] = []
         self.start_ns = 0
         self.end_ns = 0
+        self._signatures = Signatures()
 
-    def add(self, trace: TraceData) -> None:
-        """Add one trace (one outermost scope occurrence of one run)."""
+    def add(self, trace: TraceData, step: PlainStep | None = None) -> None:
+        """Add one trace (one outermost scope occurrence of one run); ``step``: the same trace as read by the
+        fast path, to remember what it gave."""
+        occurrences = list(occurrences_of(trace, self.group_by, scalars=self.scalars))
         group = None
-        for occ in occurrences_of(trace, self.group_by, scalars=self.scalars):
+        for occ in occurrences:
             group = self.groups.get(occ.group) or self.groups.setdefault(occ.group, GroupAcc(occ.group))
             group.add(occ)
             self._window(occ.start_ns, occ.start_ns + occ.duration_ns)
         if group is not None:
             group.traces += 1
+        if step is not None:
+            self._signatures.learn(step, occurrences)
+
+    def add_stream(self, stream: TraceStream, *, fast: bool = True) -> None:
+        """Add every trace of ``stream``: plain steps whose signature is known without rebuilding their
+        records (:mod:`.fast`; ``fast=False``: every trace rebuilt), the rest rebuilt. Same baseline either way."""
+        for spans in stream.span_lists():
+            step = read_step(spans) if fast else None
+            if step is not None:
+                known = self._signatures.get(step)
+                if known is not None and self._add_known(step, known):
+                    stream.count_trace()
+                    continue
+            for trace in stream.rebuilt(spans):
+                self.add(trace, step)
+
+    def _add_known(self, step: PlainStep, known: Known) -> bool:
+        """Add a plain step of known signature; ``False`` (nothing added) when the straightforward path must take
+        it: its group, scope or topology is new here, or it would become the topology's representative."""
+        attrs = step.trace.attributes
+        key = tuple(str(attrs.get(k, "")) for k in self.group_by)
+        group = self.groups.get(key)
+        scope = group.scopes.get(step.scope) if group is not None else None
+        topo = scope.topologies.get(known.fingerprint) if scope is not None else None
+        trace_id = str(attrs.get(TRACE_ID, ""))
+        if topo is None or (trace_id, 0) < topo.rep_key:
+            return False
+        launches = ((k, op, repeat, s, e) for (k, op, repeat), (s, e) in zip(known.kernels, step.times))
+        start, duration, kernel_ns, kernel_samples, position_ns = step_times(launches)
+        occ = Occurrence(
+            group=key,
+            service=str(attrs.get("service.name", "")),
+            run=run_key(attrs),
+            trace_id=trace_id,
+            index=0,
+            scope=step.scope,
+            start_ns=start,
+            duration_ns=duration,
+            fingerprint=known.fingerprint,
+            launches=known.launches,
+            foreign_buffers=known.foreign_buffers,
+            records=(),  # never read: the topology's representative is not replaced (checked above)
+            kernel_ns=kernel_ns,
+            kernel_samples=kernel_samples,
+            position_ns=position_ns,
+        )
+        group.add(occ)
+        self._window(start, start + duration)
+        group.traces += 1
+        return True
 
     def _window(self, start: int, end: int) -> None:
         if start > 0:

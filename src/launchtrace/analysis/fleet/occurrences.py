@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from launchtrace.analysis.diff import segments, unowned_by_order
@@ -26,7 +26,15 @@ from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.rebuild import TRACE_ID
 from launchtrace.topology import topology_key
 
-__all__ = ["MAX_POSITIONS", "RUN_KEYS", "Occurrence", "occurrences_of", "run_key", "topology_digest"]
+__all__ = [
+    "MAX_POSITIONS",
+    "RUN_KEYS",
+    "Occurrence",
+    "occurrences_of",
+    "run_key",
+    "step_times",
+    "topology_digest",
+]
 
 MAX_POSITIONS = 256
 """Positions of a step timed one by one (the rest count only in the kernel and scope totals)."""
@@ -89,6 +97,41 @@ class Occurrence:
     position_ns: dict[tuple[int, str], int]
 
 
+KernelKey = tuple[str, str]
+StepTimes = tuple[int, int, dict[KernelKey, int], dict[KernelKey, list[tuple[int, int]]], dict[tuple[int, str], int]]
+
+
+def step_times(launches: Iterable[tuple[str, str, int, int, int]]) -> StepTimes:
+    """``(start, duration, kernel_ns, kernel_samples, position_ns)`` of a step (see :class:`Occurrence`) from its
+    launches in issue order as ``(kernel, op, repeat, start_ns, end_ns)``; untimed ones (``end_ns <= 0``) only
+    hold their position. Shared by the record path and the span fast path (:mod:`.fast`)."""
+    kernel_ns: dict[tuple[str, str], int] = {}
+    kernel_samples: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    position_ns: dict[tuple[int, str], int] = {}
+    start = end = 0
+    timed = False
+    for pos, (kernel, op, repeat, s, e) in enumerate(launches):
+        if e <= 0:
+            continue
+        if not timed:
+            start, end, timed = s, e, True
+        else:
+            start, end = min(start, s), max(end, e)
+        key = (kernel, op)
+        n = max(1, repeat)
+        one = max(0, e - s)
+        d = one * n
+        kernel_ns[key] = kernel_ns.get(key, 0) + d
+        samples = kernel_samples.get(key)
+        if samples is None:
+            kernel_samples[key] = [(one, n)]
+        else:
+            samples.append((one, n))
+        if pos < MAX_POSITIONS:
+            position_ns[(pos, kernel)] = d
+    return start, max(0, end - start), kernel_ns, kernel_samples, position_ns
+
+
 def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool = True) -> Iterator[Occurrence]:
     """Every step of ``trace`` (see the module docstring)."""
     attrs = trace.attributes
@@ -101,22 +144,9 @@ def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool =
         if not raw:
             continue
         records = unowned_by_order(raw)
-        timed = [r for r in raw if r.end_ns > 0]
-        start = min((r.start_ns for r in timed), default=0)
-        end = max((r.end_ns for r in timed), default=0)
-        kernel_ns: dict[tuple[str, str], int] = {}
-        kernel_samples: dict[tuple[str, str], list[tuple[int, int]]] = {}
-        position_ns: dict[tuple[int, str], int] = {}
-        for pos, r in enumerate(raw):
-            if r.end_ns <= 0:
-                continue
-            key = (r.kernel, str(r.op))
-            n = max(1, r.repeat)
-            d = r.duration_ns * n
-            kernel_ns[key] = kernel_ns.get(key, 0) + d
-            kernel_samples.setdefault(key, []).append((r.duration_ns, n))
-            if pos < MAX_POSITIONS:
-                position_ns[(pos, r.kernel)] = d
+        start, duration, kernel_ns, kernel_samples, position_ns = step_times(
+            (r.kernel, str(r.op), r.repeat, r.start_ns, r.end_ns) for r in raw
+        )
         foreign = {b.ptr for r in raw for b in r.buffers if b.foreign and b.ptr}
         yield Occurrence(
             group=group,
@@ -126,7 +156,7 @@ def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool =
             index=index,
             scope=seg.name,
             start_ns=start,
-            duration_ns=max(0, end - start),
+            duration_ns=duration,
             fingerprint=topology_digest(records, scalars=scalars),
             launches=sum(max(1, r.repeat) for r in raw),
             foreign_buffers=len(foreign),
