@@ -5,6 +5,9 @@ Every reader returns a :class:`~launchtrace.sources.report.ReadResult`: the span
 id. Bad data never raises, except in strict mode; an unreachable backend or a missing file raises
 :class:`~launchtrace.errors.UserError`.
 
+Names are imported lazily, so that a module of this package (the rebuild from spans to records, say) can be
+imported without the file readers and their codecs.
+
 Example::
 
     from launchtrace.sources import read_spans
@@ -13,7 +16,29 @@ Example::
         ...
 """
 
-from launchtrace.sources.files import SpanFile, read_spans
-from launchtrace.sources.report import ProblemLog, ReadResult
+from __future__ import annotations
 
-__all__ = ["ProblemLog", "ReadResult", "SpanFile", "read_spans"]
+import importlib
+from typing import Any
+
+_LAZY = {
+    "ProblemLog": "launchtrace.sources.report",
+    "ReadResult": "launchtrace.sources.report",
+    "SpanFile": "launchtrace.sources.files",
+    "read_spans": "launchtrace.sources.files",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'launchtrace.sources' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
