@@ -7,9 +7,9 @@ groups, scopes, kernels, topologies and runs, not with traces: the runs are fixe
 alone grow.
 
 1. ``launchtrace baseline build`` over 2,500 / 5,000 / 10,000 traces, each in a fresh process: spans per second
-   (the target is 200,000), beside the reader alone and the reader plus :func:`launchtrace.rebuild.rebuild` on the
-   same file (the ceilings of any command that needs records), and peak resident memory (target: flat in the
-   number of traces).
+   (the target is 200,000), beside the reader alone and the reader plus
+   :func:`launchtrace.sources.rebuild.rebuild` on the same file (the ceilings of any command that needs records),
+   and peak resident memory (target: flat in the number of traces).
 2. ``launchtrace alert`` of the 10,000-trace window against that baseline: seconds.
 
 Run: ``python benchmarks/bench_baseline.py`` (a few minutes on a loaded 2-core machine). CPU-only figures.

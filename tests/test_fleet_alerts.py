@@ -273,7 +273,7 @@ def _traceql_answer(files_by_group: dict[tuple[str, str], list[Path]], kernel: s
     group: the fleet's own durations, ``per_sample`` steps a sample, in the response shape of Tempo 3.0."""
     import orjson
 
-    from launchtrace.loading import load_traces
+    from launchtrace.sources.loading import load_traces
 
     series = []
     for (version, host), files in files_by_group.items():

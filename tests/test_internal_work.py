@@ -36,8 +36,8 @@ from launchtrace import topology
 from launchtrace.capture import bus
 from launchtrace.cli import main
 from launchtrace.export.config import ExportConfig
-from launchtrace.rebuild import rebuild
 from launchtrace.sources.files import read_spans
+from launchtrace.sources.rebuild import rebuild
 
 N = 8
 STEPS = 4

@@ -16,8 +16,8 @@ from tests.warp_programs import LaunchLog
 
 import launchtrace.capture as capture
 import launchtrace.export as export
-from launchtrace.rebuild import rebuild
 from launchtrace.sources.files import read_spans
+from launchtrace.sources.rebuild import rebuild
 
 
 @wp.struct

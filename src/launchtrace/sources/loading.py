@@ -4,12 +4,12 @@ Every analyzer command (``diff``, ``check-static``, ``dataflow``, ``graph``, ``r
 ``summary``) calls :func:`load_traces` for its inputs: a trace file in any format
 :mod:`launchtrace.sources.files` reads (OTLP JSON Lines from the file sink, OTLP/JSON, OTLP protobuf,
 Jaeger and Tempo JSON as written by ``launchtrace pull``), or a folder of them. The spans are rebuilt into
-traces by :func:`launchtrace.rebuild.rebuild`. :func:`trace_from_events` does the same for a live capture
+traces by :func:`launchtrace.sources.rebuild.rebuild`. :func:`trace_from_events` does the same for a live capture
 (events drained from :mod:`launchtrace.capture.bus`).
 
 Example::
 
-    from launchtrace.loading import load_traces
+    from launchtrace.sources.loading import load_traces
     traces = load_traces("run.otlp.jsonl")  # one TraceData per outermost scope occurrence, in run order
     print(len(traces), "traces,", sum(len(t) for t in traces), "records")
 """
@@ -47,8 +47,8 @@ def _first_time(trace: TraceData) -> int:
 
 
 def _traces_of_file(path: Path) -> list[TraceData]:
-    from launchtrace.rebuild import TRACE_ID, rebuild
     from launchtrace.sources.files import read_spans
+    from launchtrace.sources.rebuild import TRACE_ID, rebuild
 
     result = read_spans(path)  # raises UserError naming the file when it cannot be read
     first = next((str(p) for p in result.problems), "")
