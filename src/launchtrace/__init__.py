@@ -20,8 +20,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
-
 _LAZY = {
     # capture
     "instrument": "launchtrace.capture",
@@ -53,6 +51,15 @@ __all__ = ["__version__", *sorted(_LAZY)]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # one source, pyproject.toml, read from the installed metadata on first use
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value = version("launchtrace")
+        except PackageNotFoundError:  # imported from a source tree that was never installed
+            value = "0+unknown"
+        globals()[name] = value
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'launchtrace' has no attribute {name!r}")
@@ -62,4 +69,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"__version__"})
