@@ -30,7 +30,7 @@ from opentelemetry.trace import StatusCode
 from launchtrace.otlp.encode_proto import encode_spans
 from launchtrace.otlp.json_codec import encode_line
 from launchtrace.receiver.collect import Collector
-from test_encode_proto import spans as spans_strategy
+from strategies import spans as spans_strategy
 from test_sinks import make_spans, parse_jsonl
 
 

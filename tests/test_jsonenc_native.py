@@ -29,8 +29,8 @@ from launchtrace import native
 from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
 from launchtrace.otlp.json_codec import encode_any_value, encode_line, group_spans
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
+from strategies import spans as proto_spans
 from test_encode_proto import reference
-from test_encode_proto import spans as proto_spans
 
 _jsonenc = native.load("launchtrace.otlp._jsonenc")  # raises under LAUNCHTRACE_REQUIRE_NATIVE when missing
 pytestmark = pytest.mark.skipif(_jsonenc is None, reason="launchtrace.otlp._jsonenc is not built (or pure Python)")
