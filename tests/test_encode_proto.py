@@ -2,24 +2,40 @@
 
 The reference below uses only the generated classes (``Span``, ``KeyValue``, ``AnyValue``...), set one field
 at a time, with the same documented conversion rules as the encoder; the encoder's bytes must parse into a
-message equal to it, and re-serialise to the same bytes.
+message equal to it, and re-serialise to the same bytes. Every test runs twice, through the ``encoder`` fixture:
+with the compiled encoder (``launchtrace.otlp._protoenc``, where built) and with the Python one it stands in for.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, TracesData
 
+from launchtrace import native
 from launchtrace.otlp.encode_proto import ProtoEncoder, encode_spans
 from launchtrace.spans import SpanData
 from strategies import spans, tricky_values
 
 INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+@pytest.fixture(scope="module", params=["compiled", "python"], autouse=True)
+def encoder(request):
+    """Which encoder ``ProtoEncoder()`` and ``encode_spans`` use for the module's tests (module-scoped, so
+    hypothesis's tests may use it): the compiled one, or the Python one (``LAUNCHTRACE_PURE_PYTHON=1``)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "python":
+            mp.setenv("LAUNCHTRACE_PURE_PYTHON", "1")
+        elif native.load("launchtrace.otlp._protoenc") is None:  # raises under LAUNCHTRACE_REQUIRE_NATIVE
+            pytest.skip("launchtrace.otlp._protoenc is not built (or pure Python)")
+        assert (ProtoEncoder().compiled is not None) == (request.param == "compiled")
+        yield request.param
 
 
 # -- reference: field by field with the generated classes --
