@@ -15,8 +15,6 @@ import enum
 import math
 import os
 import string
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,12 +25,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from launchtrace import native
 from launchtrace.otlp.encode_proto import ProtoEncoder
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
+from test_encode_proto import reference
 
 _protoenc = native.load("launchtrace.otlp._protoenc")
 pytestmark = pytest.mark.skipif(_protoenc is None, reason="launchtrace.otlp._protoenc is not built")
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_encode_proto import reference  # noqa: E402
 
 
 class Color(enum.IntEnum):
