@@ -17,10 +17,10 @@ Names are imported lazily so that ``import launchtrace`` stays cheap for the CLI
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from launchtrace._lazy import lazy_names
 
 _LAZY = {
+    "__version__": "launchtrace._version",
     # capture
     "instrument": "launchtrace.capture",
     "uninstrument": "launchtrace.capture",
@@ -47,26 +47,6 @@ _LAZY = {
     "stats": "launchtrace.export",
 }
 
-__all__ = ["__version__", *sorted(_LAZY)]
+__all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    if name == "__version__":  # one source, pyproject.toml, read from the installed metadata on first use
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            value = version("launchtrace")
-        except PackageNotFoundError:  # imported from a source tree that was never installed
-            value = "0+unknown"
-        globals()[name] = value
-        return value
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'launchtrace' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | {"__version__"})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

@@ -18,27 +18,11 @@ Example::
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from launchtrace._lazy import lazy_names
 
-_LAZY = {
-    "ProblemLog": "launchtrace.sources.report",
-    "ReadResult": "launchtrace.sources.report",
-    "SpanFile": "launchtrace.sources.files",
-    "read_spans": "launchtrace.sources.files",
-}
+_LAZY = dict.fromkeys(("SpanFile", "read_spans"), "launchtrace.sources.files")
+_LAZY.update(dict.fromkeys(("ProblemLog", "ReadResult"), "launchtrace.sources.report"))
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'launchtrace.sources' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
