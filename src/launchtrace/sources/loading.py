@@ -29,18 +29,6 @@ __all__ = ["load_traces", "trace_from_events"]
 _log = logging.getLogger(__name__)
 
 
-def _files(spec: str | os.PathLike) -> list[Path]:
-    path = Path(spec)
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-        if not files:
-            raise UserError(f"{path}: folder holds no trace files")
-        return files
-    if not path.exists():
-        raise UserError(f"{path}: no such file")
-    return [path]
-
-
 def _first_time(trace: TraceData) -> int:
     times = [r.start_ns for r in trace.records] + [s.start_ns for s in trace.scopes.values()]
     return min((t for t in times if t), default=0)
@@ -76,10 +64,12 @@ def load_traces(spec: str | os.PathLike | Sequence[str | os.PathLike]) -> list[T
 
         before = load_traces(["run1.jsonl", "run2.jsonl"])
     """
+    from launchtrace.sources.stream import trace_files
+
     specs = [spec] if isinstance(spec, (str, os.PathLike)) else list(spec)
     out: list[TraceData] = []
     for one in specs:
-        for path in _files(one):
+        for path in trace_files(one):
             out.extend(_traces_of_file(path))
     return out
 
