@@ -1,7 +1,9 @@
 """Builds launchtrace's optional C extensions: the hot paths, each standing in for a Python reference.
 
-Everything else is in pyproject.toml. ``optional=True``: where no C compiler is available the install still
-succeeds and launchtrace uses the Python references (see launchtrace.native), which the tests compare against:
+Everything else is in pyproject.toml. Optional: where no C compiler is available the install still succeeds and
+launchtrace uses the Python references (see launchtrace.native), which the tests compare against. With
+``LAUNCHTRACE_REQUIRE_NATIVE=1`` (CI) every extension must build, or the install fails. The list of extensions is
+``launchtrace.native.COMPILED``:
 - _slots: per-launch record and span constructors (reference: launchtrace.fastinit)
 - capture/_fastlaunch: the wp.launch capture wrapper (reference: launchtrace.capture.warp.wrap_launch)
 - capture/_fastmat: the materializer's launch-template hits (reference: Materializer._launch_flat)
@@ -16,21 +18,14 @@ cycle collector), capture/_rawevent.h (the capture event's record layout, checke
 at load) and otlp/_spandata.h (SpanData's fields, looked up by name).
 """
 
+import runpy
 from pathlib import Path
 
 from setuptools import Extension, setup
 
-NATIVE = (
-    "_slots",
-    "capture/_fastlaunch",
-    "capture/_fastmat",
-    "export/_fastbuild",
-    "otlp/_jsonread",
-    "otlp/_jsonenc",
-    "otlp/_protoenc",
-    "otlp/_wire2json",
-    "otlp/_jsoncheck",
-)
+# One list of the compiled parts, and one reading of the switch, shared with the package (launchtrace.native).
+_native = runpy.run_path(str(Path(__file__).parent / "src" / "launchtrace" / "native.py"))
+REQUIRED = _native["require_native"]()
 
 setup(
     ext_modules=[
@@ -42,9 +37,9 @@ setup(
                 "src/launchtrace/otlp/_spandata.h",
                 "src/launchtrace/capture/_rawevent.h",
             ],
-            optional=True,
+            optional=not REQUIRED,
         )
-        for name in NATIVE
-        if Path(f"src/launchtrace/{name}.c").exists()
+        for name in _native["COMPILED"]
+        if REQUIRED or Path(f"src/launchtrace/{name}.c").exists()
     ]
 )

@@ -7,7 +7,7 @@ groups, scopes, kernels, topologies and runs, not with traces: the runs are fixe
 alone grow.
 
 1. ``launchtrace baseline build`` over 2,500 / 5,000 / 10,000 traces, each in a fresh process: spans per second
-   (the target is 200,000), beside the reader alone, the reader plus :func:`launchtrace.rebuild.rebuild` on the
+   (the target is 200,000), beside the reader alone, the reader plus :func:`launchtrace.sources.rebuild.rebuild` on the
    same file (the ceiling of any command that needs records) and, in this process, the straightforward build
    (every trace rebuilt) and the fast path (the ratio is the fast path's gain), and peak resident memory
    (target: flat in the number of traces).

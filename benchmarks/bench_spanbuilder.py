@@ -28,7 +28,7 @@ import launchtrace
 from launchtrace.capture import bus
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.spanbuilder import SpanBuilder
-from launchtrace.rebuild import rebuild
+from launchtrace.sources.rebuild import rebuild
 
 wp.config.quiet = True
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.verdicts import mann_whitney_u
-from launchtrace.loading import load_traces
+from launchtrace.sources.loading import load_traces
 
 PROGRAM = Path(__file__).with_name("verdicts_program.py")
 SLOWED = "__main__.stretch"

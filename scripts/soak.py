@@ -104,8 +104,8 @@ def program(launches: int, steps: int):
 
 
 def launches_in_file(path: Path) -> int:
-    from launchtrace.rebuild import rebuild
     from launchtrace.sources.files import read_spans
+    from launchtrace.sources.rebuild import rebuild
 
     return sum(1 for r in rebuild(read_spans(path).spans).records() if r.op == "launch")
 

@@ -124,8 +124,8 @@ def run_driver(module: str, args: list[str], trace: Path | None, via: str, timeo
 
 def exported_launches(path: Path) -> tuple[int, int, list]:
     """(launch records rebuilt from the file with folds expanded, spans in the file, rebuilt traces)."""
-    from launchtrace.rebuild import rebuild
     from launchtrace.sources.files import read_spans
+    from launchtrace.sources.rebuild import rebuild
 
     read = read_spans(path)
     rebuilt = rebuild(read.spans)

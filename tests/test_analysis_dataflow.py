@@ -11,8 +11,8 @@ import warp as wp
 
 from launchtrace.analysis.dataflow import EdgeKind, build_dataflow
 from launchtrace.capture import bus
-from launchtrace.loading import trace_from_events
 from launchtrace.model import BufferArg, LaunchRecord, Site
+from launchtrace.sources.loading import trace_from_events
 from launchtrace.testing import trace_launches
 from test_analysis_programs import DEVICE, N, Sim, add, busy, run_program, scale
 

@@ -111,7 +111,7 @@ def test_capture_gives_the_analyzer_owners_and_access() -> None:
 
 
 def test_a_written_trace_file_loads_back_with_the_same_topology(tmp_path: Path) -> None:
-    from launchtrace.loading import load_traces
+    from launchtrace.sources.loading import load_traces
     from launchtrace.topology import topology_key
 
     sim = Sim()

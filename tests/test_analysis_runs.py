@@ -29,9 +29,9 @@ from launchtrace.cli import main
 from launchtrace.errors import UserError
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.spanbuilder import SpanBuilder
-from launchtrace.loading import load_traces
 from launchtrace.model import LaunchRecord, Op
 from launchtrace.otlp.json_codec import encode_line
+from launchtrace.sources.loading import load_traces
 from launchtrace.testing import trace_launches
 from test_analysis_programs import DEVICE, N, Sim, add, scale, write_substep_file, write_trace_file
 

@@ -16,7 +16,8 @@ from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
 from launchtrace.otlp.encode_proto import ProtoEncoder
 from launchtrace.otlp.json_codec import encode_line
 from launchtrace.spans import SpanData
-from test_encode_proto import reference, tricky
+from strategies import tricky_values
+from test_encode_proto import reference
 
 BASE = {"trace_id": b"\x01" * 16, "parent_span_id": None, "name": "k"}
 
@@ -36,8 +37,8 @@ def _check(spans: list[SpanData]) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(
-    st.lists(tricky, min_size=3, max_size=3),
-    st.lists(st.tuples(st.integers(0, 4), tricky, st.integers(-(2**63), 2**64)), min_size=1, max_size=8),
+    st.lists(tricky_values, min_size=3, max_size=3),
+    st.lists(st.tuples(st.integers(0, 4), tricky_values, st.integers(-(2**63), 2**64)), min_size=1, max_size=8),
 )
 def test_shared_pairs_with_some_replaced_stay_exact(static_values: list, changes: list) -> None:
     static = tuple(zip(("a", "b", "c"), static_values))

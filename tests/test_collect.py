@@ -27,10 +27,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import StatusCode
 
-from launchtrace.collect import Collector
 from launchtrace.otlp.encode_proto import encode_spans
 from launchtrace.otlp.json_codec import encode_line
-from test_encode_proto import spans as spans_strategy
+from launchtrace.receiver.collect import Collector
+from strategies import spans as spans_strategy
 from test_sinks import make_spans, parse_jsonl
 
 
@@ -290,7 +290,7 @@ def test_the_collector_imports_its_decoders_when_it_starts_not_on_the_first_requ
 
     code = (
         "import sys\n"
-        "from launchtrace.collect import Collector\n"
+        "from launchtrace.receiver.collect import Collector\n"
         "assert 'launchtrace.otlp.transcode' not in sys.modules\n"
         "with Collector(None, grpc_port=None, http_port=0):\n"
         "    print('launchtrace.otlp.transcode' in sys.modules,\n"

@@ -21,8 +21,8 @@ import pytest
 
 from launchtrace import conventions as C
 from launchtrace.export.config import DEFAULTS
-from launchtrace.rebuild import rebuild
 from launchtrace.sources.files import read_spans
+from launchtrace.sources.rebuild import rebuild
 
 BOUND_S = DEFAULTS.step_window_s + DEFAULTS.export_interval_s + DEFAULTS.busy_defer_s
 MARGIN = 2.0

@@ -444,7 +444,8 @@ def launchtrace_metric_series() -> P.Produced:
 
     import requests
     from prometheus_client.parser import text_string_to_metric_families
-    from tests.loopback_http import free_port
+
+    from loopback_http import free_port
 
     port = free_port()
     env = {

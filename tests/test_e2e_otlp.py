@@ -17,9 +17,9 @@ import pytest
 import launchtrace
 from launchtrace import conventions as C
 from launchtrace.capture import bus
-from launchtrace.collect import Collector
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.pipeline import ExportPipeline
+from launchtrace.receiver.collect import Collector
 from test_pipeline import file_spans
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
 from launchtrace.otlp.json_codec import encode_line
 from launchtrace.spans import SpanData
-from test_encode_proto import spans, tricky
+from strategies import spans, tricky_values
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -38,7 +38,7 @@ def test_lone_surrogates_fall_back_to_the_codec() -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.lists(tricky, min_size=3, max_size=3), min_size=2, max_size=8))
+@given(st.lists(st.lists(tricky_values, min_size=3, max_size=3), min_size=2, max_size=8))
 def test_spans_with_the_same_keys_and_changing_values_stay_exact(rows: list[list]) -> None:
     encoder = JsonLinesEncoder()
     base = {"trace_id": b"\x01" * 16, "parent_span_id": None, "name": "k"}

@@ -2,24 +2,40 @@
 
 The reference below uses only the generated classes (``Span``, ``KeyValue``, ``AnyValue``...), set one field
 at a time, with the same documented conversion rules as the encoder; the encoder's bytes must parse into a
-message equal to it, and re-serialise to the same bytes.
+message equal to it, and re-serialise to the same bytes. Every test runs twice, through the ``encoder`` fixture:
+with the compiled encoder (``launchtrace.otlp._protoenc``, where built) and with the Python one it stands in for.
 """
 
 from __future__ import annotations
 
-import string
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, TracesData
 
+from launchtrace import native
 from launchtrace.otlp.encode_proto import ProtoEncoder, encode_spans
-from launchtrace.spans import SpanData, SpanEvent, SpanLink
+from launchtrace.spans import SpanData
+from strategies import spans, tricky_values
 
 INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+@pytest.fixture(scope="module", params=["compiled", "python"], autouse=True)
+def encoder(request):
+    """Which encoder ``ProtoEncoder()`` and ``encode_spans`` use for the module's tests (module-scoped, so
+    hypothesis's tests may use it): the compiled one, or the Python one (``LAUNCHTRACE_PURE_PYTHON=1``)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "python":
+            mp.setenv("LAUNCHTRACE_PURE_PYTHON", "1")
+        elif native.load("launchtrace.otlp._protoenc") is None:  # raises under LAUNCHTRACE_REQUIRE_NATIVE
+            pytest.skip("launchtrace.otlp._protoenc is not built (or pure Python)")
+        assert (ProtoEncoder().compiled is not None) == (request.param == "compiled")
+        yield request.param
 
 
 # -- reference: field by field with the generated classes --
@@ -119,72 +135,6 @@ def reference(spans: list[SpanData]) -> TracesData:
     return msg
 
 
-# -- strategies --
-text = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
-keys = st.text(string.ascii_letters + ".é_", min_size=1, max_size=8)
-scalars = st.one_of(
-    text,
-    st.booleans(),
-    st.integers(min_value=INT64[0], max_value=INT64[1]),
-    st.integers(min_value=-(1 << 70), max_value=1 << 70),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.binary(max_size=10),
-    st.sampled_from([0, 0.0, -0.0, "", b"", False, 1, 1.0, True]),
-)
-values = st.recursive(
-    scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=3).map(tuple), st.dictionaries(keys, inner, max_size=3)),
-    max_leaves=6,
-)
-attributes = st.dictionaries(keys, values, max_size=6).map(lambda d: tuple(d.items()))
-ids16 = st.binary(min_size=16, max_size=16)
-ids8 = st.binary(min_size=8, max_size=8)
-u32 = st.integers(min_value=0, max_value=(1 << 32) - 1)
-u64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
-small = st.integers(min_value=0, max_value=1000)
-
-events = st.builds(SpanEvent, name=text, time_ns=u64, attributes=attributes, dropped_attributes_count=small)
-links = st.builds(
-    SpanLink,
-    trace_id=ids16,
-    span_id=ids8,
-    attributes=attributes,
-    trace_state=text,
-    flags=u32,
-    dropped_attributes_count=small,
-)
-resources = st.sampled_from(
-    [(), (("service.name", "svc"),), (("service.name", "other"), ("host", "h1")), (("k", {"a": (1, 2)}),)]
-)
-scope_names = st.sampled_from(["", "launchtrace", "other"])
-spans = st.builds(
-    SpanData,
-    trace_id=ids16,
-    span_id=ids8,
-    parent_span_id=st.one_of(st.none(), ids8),
-    name=text,
-    start_ns=u64,
-    end_ns=u64,
-    attributes=attributes,
-    kind=st.integers(min_value=0, max_value=5),
-    status_code=st.integers(min_value=0, max_value=2),
-    status_message=text,
-    events=st.lists(events, max_size=2).map(tuple),
-    links=st.lists(links, max_size=2).map(tuple),
-    trace_state=text,
-    flags=u32,
-    dropped_attributes_count=small,
-    dropped_events_count=small,
-    dropped_links_count=small,
-    resource=resources,
-    resource_schema_url=st.sampled_from(["", "https://opentelemetry.io/schemas/1.24.0"]),
-    scope_name=scope_names,
-    scope_version=st.sampled_from(["", "0.1.0"]),
-    scope_attributes=st.sampled_from([(), (("a", 1),)]),
-    schema_url=st.sampled_from(["", "s"]),
-)
-
-
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(spans, max_size=6))
 def test_bytes_parse_to_the_field_by_field_message(batch: list[SpanData]) -> None:
@@ -256,13 +206,10 @@ def test_lone_surrogates_are_replaced_not_raised() -> None:
 
 
 # -- the template path: same keys span after span, values changing among equal-but-different ones --
-tricky = st.sampled_from(
-    [0, 1, True, False, 1.0, 0.0, -0.0, float("nan"), "1", "", b"1", (1,), (True,), (1.0,), ((1,),)]
-)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.lists(tricky, min_size=3, max_size=3), min_size=2, max_size=8))
+@given(st.lists(st.lists(tricky_values, min_size=3, max_size=3), min_size=2, max_size=8))
 def test_spans_with_the_same_keys_and_changing_values_stay_exact(rows: list[list]) -> None:
     """Consecutive spans with one key sequence hit the template cache; every span must still encode exactly."""
     encoder = ProtoEncoder()

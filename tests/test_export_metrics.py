@@ -18,8 +18,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from launchtrace.analysis.fleet.histogram import ExpHistogram
 from launchtrace.export.metrics import LaunchMetrics, _explicit_point, exporters_from_env
 from launchtrace.sources.files import read_spans
-
-sys.path.insert(0, str(Path(__file__).parent))
 from loopback_http import free_port
 
 APP = Path(__file__).with_name("fleet_app.py")

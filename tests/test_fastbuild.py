@@ -14,7 +14,6 @@ import dataclasses
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.test_spanbuilder import RESOURCE, Events
 
 from launchtrace import conventions as C
 from launchtrace import native
@@ -22,6 +21,7 @@ from launchtrace.export import spanbuilder
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.spanbuilder import SpanBuilder
 from launchtrace.model import DeviceTime, LaunchRecord
+from test_spanbuilder import RESOURCE, Events
 
 COMPILED = native.load("launchtrace.export._fastbuild")
 pytestmark = pytest.mark.skipif(COMPILED is None, reason="launchtrace.export._fastbuild is not built here")

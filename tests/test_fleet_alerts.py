@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from fleet_gen import Member, make_fleet
 from launchtrace.analysis.fleet.alerts import against_baseline, among_peers
 from launchtrace.analysis.fleet.baseline import BaselineBuilder, merge
 from launchtrace.sources.stream import TraceStream
-
-sys.path.insert(0, str(Path(__file__).parent))
-from fleet_gen import Member, make_fleet
 
 GROUP_BY = ("service.version", "host.name")
 CLEAN = (("1.0", "h1"), ("1.0", "h2"))
@@ -273,7 +271,7 @@ def _traceql_answer(files_by_group: dict[tuple[str, str], list[Path]], kernel: s
     group: the fleet's own durations, ``per_sample`` steps a sample, in the response shape of Tempo 3.0."""
     import orjson
 
-    from launchtrace.loading import load_traces
+    from launchtrace.sources.loading import load_traces
 
     series = []
     for (version, host), files in files_by_group.items():

@@ -25,10 +25,10 @@ from launchtrace.capture import bus
 from launchtrace.cli import main
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.spanbuilder import SpanBuilder
-from launchtrace.loading import load_traces
 from launchtrace.otlp.json_codec import encode_line
-from launchtrace.rebuild import rebuild
 from launchtrace.sources.files import read_spans
+from launchtrace.sources.loading import load_traces
+from launchtrace.sources.rebuild import rebuild
 from launchtrace.testing import trace_launches
 
 STEPS = 12

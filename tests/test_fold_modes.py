@@ -20,7 +20,7 @@ from launchtrace import topology
 from launchtrace.capture import bus
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.pipeline import ExportPipeline
-from launchtrace.rebuild import rebuild
+from launchtrace.sources.rebuild import rebuild
 from test_pipeline import file_spans
 
 SUBSTEPS = 4

@@ -23,9 +23,9 @@ import launchtrace
 import launchtrace.capture as capture
 import launchtrace.export as export
 from launchtrace import conventions as C
-from launchtrace.collect import Collector
-from launchtrace.rebuild import rebuild
+from launchtrace.receiver.collect import Collector
 from launchtrace.sources.files import read_spans
+from launchtrace.sources.rebuild import rebuild
 
 PARENT_STEPS = 30  # pending in the parent's queue at fork time
 CHILD_STEPS = 7

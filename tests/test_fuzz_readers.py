@@ -3,7 +3,7 @@
 
 The contract: a reader never raises on bad input; it returns what it could read plus problems (one line each),
 or, for a file, raises :class:`launchtrace.errors.UserError` with one line naming the file. Whatever it
-returns, :func:`launchtrace.rebuild.rebuild` rebuilds without raising, in bounded time and memory.
+returns, :func:`launchtrace.sources.rebuild.rebuild` rebuilds without raising, in bounded time and memory.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 from launchtrace.errors import UserError
 from launchtrace.otlp.json_codec import decode_traces_data
 from launchtrace.otlp.proto_decode import decode_traces_bytes
-from launchtrace.rebuild import rebuild
 from launchtrace.sources.documents import spans_from_document
 from launchtrace.sources.files import read_spans
 from launchtrace.sources.jaeger_classic import spans_from_jaeger_traces
+from launchtrace.sources.rebuild import rebuild
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO.parent / "shared" / "fixtures" / "upstream"

@@ -4,7 +4,7 @@ Captured work did not run when it was issued; each ``wp.capture_launch`` ran all
 program's own result: the graph adds ``x`` into ``acc`` twice per replay, so after 5 replays ``acc`` holds
 ``10 * x`` exactly when 5 replays of a 2-launch graph ran and the capture itself ran nothing. Every check
 below follows that arithmetic, live (``trace_launches``) and through the real exporter, the file sink and
-:func:`launchtrace.loading.load_traces`, with the capture and each replay in different traces.
+:func:`launchtrace.sources.loading.load_traces`, with the capture and each replay in different traces.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import launchtrace
 import launchtrace.capture as capture
 import launchtrace.export as export
 from launchtrace import conventions as C
-from launchtrace.loading import load_traces
 from launchtrace.sources.files import read_spans
+from launchtrace.sources.loading import load_traces
 from launchtrace.testing import trace_launches
 from launchtrace.topology import captured_graphs, replays
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from launchtrace.collect import Collector
 from launchtrace.otlp.encode_proto import encode_spans
+from launchtrace.receiver.collect import Collector
 from launchtrace.spans import SpanData
 
 TRACE = bytes.fromhex("5b8efff798038103d269b633813fc700")
@@ -198,7 +198,7 @@ def test_chunked_uploads_are_bounded_and_malformed_chunks_are_400(collector: Col
 
 
 def test_gzip_and_deflate_bodies_inflating_past_the_limit_are_413(collector: Collector, monkeypatch) -> None:
-    import launchtrace.collect as collect
+    import launchtrace.receiver.collect as collect
 
     monkeypatch.setattr(collect, "MAX_MESSAGE_BYTES", 1 << 20)
     big = bytes(2 << 20)

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from tests.loopback_http import Answer, Backend
 
 from launchtrace.cli import main
 from launchtrace.errors import UserError
 from launchtrace.sources.http import HttpClient, HttpOptions
+from loopback_http import Answer, Backend
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 GOOD = orjson.dumps(
@@ -290,7 +290,7 @@ def test_a_connection_dropped_mid_answer_is_not_called_cannot_connect() -> None:
 
 
 def test_the_deadline_holds_under_tls_too(tmp_path: Path) -> None:
-    from tests.loopback_http import _self_signed
+    from loopback_http import _self_signed
 
     cert, key = _self_signed(tmp_path)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import warp as wp
-from tests.warp_programs import LaunchLog, scale, square_sum
 from warp import fem, sparse
 
 import launchtrace
@@ -36,8 +35,9 @@ from launchtrace import topology
 from launchtrace.capture import bus
 from launchtrace.cli import main
 from launchtrace.export.config import ExportConfig
-from launchtrace.rebuild import rebuild
 from launchtrace.sources.files import read_spans
+from launchtrace.sources.rebuild import rebuild
+from warp_programs import LaunchLog, scale, square_sum
 
 N = 8
 STEPS = 4

@@ -15,61 +15,12 @@ from hypothesis import strategies as st
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from launchtrace.otlp.json_codec import decode_traces_data, encode_line, encode_traces_data
-from launchtrace.spans import SpanData, SpanEvent, SpanLink
+from launchtrace.spans import SpanData
+from strategies import json_spans as spans
 
 T1 = bytes.fromhex("5b8efff798038103d269b633813fc700")
 S1 = bytes.fromhex("eee19b7ec3c1b100")
 S2 = bytes.fromhex("eee19b7ec3c1b101")
-
-# --------------------------------------------------------------------------------------------- strategies
-ids16 = st.binary(min_size=16, max_size=16).filter(any)
-ids8 = st.binary(min_size=8, max_size=8).filter(any)
-u64 = st.integers(min_value=0, max_value=2**64 - 1)
-u32 = st.integers(min_value=0, max_value=2**32 - 1)
-text = st.text(max_size=12)
-scalars = (
-    text
-    | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
-    | st.floats(allow_nan=False)
-    | st.binary(max_size=8)
-    | st.none()
-)
-values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=3).map(tuple) | st.dictionaries(text, inner, max_size=3),
-    max_leaves=8,
-)
-attrs = st.dictionaries(text, values, max_size=4).map(lambda d: tuple(d.items()))
-events = st.builds(SpanEvent, text, u64, attrs, u32)
-links = st.builds(SpanLink, ids16, ids8, attrs, text, u32, u32)
-resources = st.sampled_from([(), (("service.name", "sim"),), (("service.name", "other"), ("host", "a"))])
-spans = st.builds(
-    SpanData,
-    trace_id=ids16,
-    span_id=ids8,
-    parent_span_id=st.none() | ids8,
-    name=text,
-    start_ns=u64,
-    end_ns=u64,
-    attributes=attrs,
-    kind=st.integers(0, 5),
-    status_code=st.integers(0, 2),
-    status_message=text,
-    events=st.lists(events, max_size=2).map(tuple),
-    links=st.lists(links, max_size=2).map(tuple),
-    trace_state=text,
-    flags=u32,
-    dropped_attributes_count=u32,
-    dropped_events_count=u32,
-    dropped_links_count=u32,
-    resource=resources,
-    resource_schema_url=st.sampled_from(["", "https://opentelemetry.io/schemas/1.4.0"]),
-    scope_name=st.sampled_from(["", "launchtrace"]),
-    scope_version=st.sampled_from(["", "0.1"]),
-    scope_attributes=st.sampled_from([(), (("a", 1),)]),
-    schema_url=st.sampled_from(["", "s"]),
-)
 
 
 def _hex_ids_to_base64(obj):

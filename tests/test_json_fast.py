@@ -15,12 +15,13 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.test_json_codec import spans as span_data
 
 from launchtrace.otlp.json_codec import _dec_attrs, decode_traces_data, encode_line
 from launchtrace.otlp.json_fast import CACHE_LIMIT, MAX_BRACKETS, FastLineDecoder, _AttributeTexts
 from launchtrace.sources.files import read_spans
 from launchtrace.spans import SpanData
+from strategies import attr_text_objects, attr_text_strings
+from strategies import json_spans as span_data
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "upstream"
 T = "5b8efff798038103d269b633813fc700"
@@ -97,39 +98,6 @@ def test_launch_spans_take_the_fast_path_with_and_without_the_cache():
 
 
 # ------------------------------------------------------------------------------ attribute texts alone
-_tricky = st.sampled_from(
-    ['},{"key":', '"}', ':"', "\\", '\\"', "é", "\u2028", "\x00", "\ud7ff", "ﬀ", "0", "12", "-3", " 7", "1e3"]
-)
-_strings = st.text(max_size=6) | _tricky | st.lists(_tricky, max_size=3).map("".join)
-_scalars = st.one_of(
-    st.builds(lambda s: {"stringValue": s}, _strings),
-    st.builds(lambda s: {"intValue": s}, st.from_regex(r"-?[0-9]{1,25}", fullmatch=True) | _strings),
-    st.builds(lambda i: {"intValue": i}, st.integers(-(2**63), 2**64 - 1)),
-    st.builds(lambda b: {"boolValue": b}, st.booleans() | _strings),
-    st.builds(lambda f: {"doubleValue": f}, st.floats() | st.sampled_from(["NaN", "Infinity", "-Infinity", "x"])),
-    st.builds(lambda s: {"bytesValue": s}, st.sampled_from(["AQI=", "AQI", "-_8", "!!", ""])),
-    st.just({}),
-)
-_values = st.recursive(
-    _scalars,
-    lambda inner: (
-        st.builds(lambda vs: {"arrayValue": {"values": vs}}, st.lists(inner, max_size=3))
-        | st.builds(
-            lambda kvs: {"kvlistValue": {"values": [{"key": k, "value": v} for k, v in kvs]}},
-            st.lists(st.tuples(_strings, inner), max_size=3),
-        )
-    ),
-    max_leaves=6,
-)
-_attr_objs = st.one_of(
-    st.builds(attr, _strings, _values),
-    st.builds(lambda k, v: {"value": v, "key": k}, _strings, _values),  # another key order
-    st.builds(lambda k, v: {"key": k, "value": v, "x": [{"key": 1}, {"key": 2}]}, _strings, _values),
-    st.builds(lambda k: {"key": k}, _strings),
-    st.builds(lambda k, v: {"key": k, "value": v, "value2": {"key": 3}}, _strings, _values),
-    st.just({"key": 5, "value": {"stringValue": "x"}}),
-    st.just([]),
-)
 
 
 def _outcome(fn, text: bytes):
@@ -140,7 +108,7 @@ def _outcome(fn, text: bytes):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.lists(_attr_objs, max_size=6), min_size=1, max_size=6), st.booleans())
+@given(st.lists(st.lists(attr_text_objects, max_size=6), min_size=1, max_size=6), st.booleans())
 def test_attribute_texts_decode_what_the_general_path_decodes(arrays, spaced):
     texts = _AttributeTexts()
     option = orjson.OPT_INDENT_2 if spaced else 0
@@ -155,7 +123,7 @@ def test_attribute_texts_decode_what_the_general_path_decodes(arrays, spaced):
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.sampled_from(["seq", "name"]), _strings | st.from_regex(r"[0-9]{1,30}", fullmatch=True)),
+        st.tuples(st.sampled_from(["seq", "name"]), attr_text_strings | st.from_regex(r"[0-9]{1,30}", fullmatch=True)),
         max_size=12,
     )
 )

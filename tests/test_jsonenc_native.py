@@ -25,13 +25,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from launchtrace import native
 from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
 from launchtrace.otlp.json_codec import encode_any_value, encode_line, group_spans
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
+from strategies import spans as proto_spans
 from test_encode_proto import reference
-from test_encode_proto import spans as proto_spans
 
-_jsonenc = pytest.importorskip("launchtrace.otlp._jsonenc")
+_jsonenc = native.load("launchtrace.otlp._jsonenc")  # raises under LAUNCHTRACE_REQUIRE_NATIVE when missing
+pytestmark = pytest.mark.skipif(_jsonenc is None, reason="launchtrace.otlp._jsonenc is not built (or pure Python)")
 
 
 def compiled() -> Any:

@@ -22,15 +22,18 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.test_json_codec import events as event_data
-from tests.test_json_codec import ids8, ids16, u32, u64
-from tests.test_json_fast import _attr_objs, _values
 
 from launchtrace.otlp.ids import decode_id
 from launchtrace.otlp.json_codec import KIND_NAMES, STATUS_NAMES, _dec_bytes, decode_traces_data, encode_line
 from launchtrace.otlp.json_fast import FastLineDecoder, compiled_decoder
 from launchtrace.sources.files import SpanFile
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
+from strategies import attr_text_objects, attr_text_values
+from strategies import json_events as event_data
+from strategies import json_ids8 as ids8
+from strategies import json_ids16 as ids16
+from strategies import json_u32 as u32
+from strategies import json_u64 as u64
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "upstream"
 T = "5b8efff798038103d269b633813fc700"
@@ -171,7 +174,7 @@ def test_generated_spans_are_read_as_the_general_decoder_reads_them(batch, per_l
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.lists(_attr_objs, max_size=5), min_size=1, max_size=5), st.booleans())
+@given(st.lists(st.lists(attr_text_objects, max_size=5), min_size=1, max_size=5), st.booleans())
 def test_any_attribute_objects_give_no_answer_or_the_general_one(arrays, spaced):
     """Attribute objects of every shape, valid or not: wrong types, extra keys, several kinds, odd strings."""
     decoder = new_decoder()
@@ -190,7 +193,7 @@ def test_any_attribute_objects_give_no_answer_or_the_general_one(arrays, spaced)
 
 
 @settings(max_examples=200, deadline=None)
-@given(_values)
+@given(attr_text_values)
 def test_any_value_object_gives_no_answer_or_the_general_one(value):
     decoder = new_decoder()
     line = line_of(span(1, attributes=[attr("a", value), attr("b", {"stringValue": "x"})]))

@@ -22,7 +22,7 @@ import launchtrace.capture as capture
 import launchtrace.export as export
 from launchtrace import conventions as C
 from launchtrace.export.config import ExportConfig
-from launchtrace.rebuild import rebuild
+from launchtrace.sources.rebuild import rebuild
 from test_pipeline import file_spans
 
 

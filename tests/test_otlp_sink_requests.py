@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from launchtrace.collect import Collector
 from launchtrace.export import sinks
 from launchtrace.export.sinks import MAX_REQUEST_BYTES, OtlpSink
+from launchtrace.receiver.collect import Collector
 from launchtrace.spans import SpanData
 
 

@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from launchtrace import native
 from launchtrace.capture import bus
 
-_fastlaunch = pytest.importorskip("launchtrace.capture._fastlaunch", reason="the compiled wrapper is not built")
+_fastlaunch = native.load("launchtrace.capture._fastlaunch")  # raises under LAUNCHTRACE_REQUIRE_NATIVE when missing
+pytestmark = pytest.mark.skipif(_fastlaunch is None, reason="the compiled wrapper is not built (or pure Python)")
 
 
 def _in_thread(fn):  # type: ignore[no-untyped-def]

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 from fleet_gen import APP, Member, run_env
 from loopback_http import free_port
 from monitoring import PROMTOOL, Prometheus

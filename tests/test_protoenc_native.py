@@ -5,8 +5,8 @@ for the same spans, over random spans with every value type (nested arrays and k
 ``None`` and other objects written as ``str()``, ints beyond 64 bits, bools next to ints, NaN and infinities,
 lone surrogates, subclasses of the basic types), events, links, status and several resources and scopes. Its
 caches must be exact (a tuple reused, values changed in place) and bounded, and it must not leak.
-``tests/test_encode_proto.py`` checks the bytes against opentelemetry-proto with whichever encoder is in use;
-the last test here runs it again with the Python encoder forced.
+``tests/test_encode_proto.py`` checks the bytes against opentelemetry-proto with each encoder in turn (its
+``encoder`` fixture).
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ import enum
 import math
 import os
 import string
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,12 +25,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from launchtrace import native
 from launchtrace.otlp.encode_proto import ProtoEncoder
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
+from test_encode_proto import reference
 
 _protoenc = native.load("launchtrace.otlp._protoenc")
 pytestmark = pytest.mark.skipif(_protoenc is None, reason="launchtrace.otlp._protoenc is not built")
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_encode_proto import reference  # noqa: E402
 
 
 class Color(enum.IntEnum):
@@ -352,20 +347,6 @@ def test_no_leak_over_100k_encodes() -> None:
 class _Unprintable:
     def __str__(self) -> str:
         raise ZeroDivisionError
-
-
-def test_encode_proto_tests_pass_with_the_python_encoder() -> None:
-    """tests/test_encode_proto.py runs with the compiled encoder in this process; here with the Python one."""
-    env = {**os.environ, "LAUNCHTRACE_PURE_PYTHON": "1"}
-    here = Path(__file__).parent
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", str(here / "test_encode_proto.py")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
 def test_an_encoder_without_init_raises_instead_of_crashing() -> None:

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import orjson
-from tests.loopback_http import Answer, Backend, free_port
 
 from launchtrace.cli import main
 from launchtrace.sources.files import read_spans
+from loopback_http import Answer, Backend, free_port
 
 FIXTURES = Path(__file__).resolve().parents[1] / "../shared/fixtures/upstream"
 

@@ -16,7 +16,7 @@ from launchtrace.export.config import ExportConfig
 from launchtrace.export.spanbuilder import SpanBuilder
 from launchtrace.model import BufferArg, LaunchRecord, ScopeRecord, Site
 from launchtrace.otlp.json_codec import decode_traces_data, encode_line
-from launchtrace.rebuild import TRACE_ID, rebuild, scope_traces
+from launchtrace.sources.rebuild import TRACE_ID, rebuild, scope_traces
 from launchtrace.spans import SpanData, SpanEvent
 
 SITE = Site("/home/u/sim.py", 40, "step", "sim")
@@ -292,7 +292,7 @@ def test_rebuild_never_raises_on_junk_values_under_our_names(attrs, as_event):
 
 
 def test_a_huge_fold_count_is_not_expanded(monkeypatch):
-    import launchtrace.rebuild as rebuild_module
+    import launchtrace.sources.rebuild as rebuild_module
 
     scope = ScopeRecord(1, "rollout", "user", start_ns=0, seq=1)
     recs = [LaunchRecord("launch", "k", (1,), None, (), (), SITE, start_ns=i, end_ns=i + 1, seq=i + 2, scope_id=1)
@@ -318,7 +318,7 @@ def test_an_unreadable_value_names_the_span_and_keeps_the_rest():
 
 
 def test_with_times_equals_dataclasses_replace():
-    import launchtrace.rebuild as rebuild_module
+    import launchtrace.sources.rebuild as rebuild_module
 
     for rec in rich_records(7):
         fast = rebuild_module._with_times(rec, 11, 22, 33)

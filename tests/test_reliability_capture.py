@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import warp as wp
-from tests.warp_programs import LaunchLog
 
 import launchtrace.capture as capture
 import launchtrace.export as export
-from launchtrace.rebuild import rebuild
 from launchtrace.sources.files import read_spans
+from launchtrace.sources.rebuild import rebuild
+from warp_programs import LaunchLog
 
 
 @wp.struct

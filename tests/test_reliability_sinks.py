@@ -38,7 +38,7 @@ import launchtrace
 import launchtrace.capture as capture
 import launchtrace.export as export
 from launchtrace import conventions as C
-from launchtrace.collect import Collector
+from launchtrace.receiver.collect import Collector
 
 STEPS = 20
 RECORDS_PER_STEP = 5  # Sim.step: a copy, a launch, a fill, two launches

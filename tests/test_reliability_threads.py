@@ -16,8 +16,8 @@ import launchtrace
 import launchtrace.capture as capture
 import launchtrace.export as export
 from launchtrace.export.spanbuilder import STEP_SPAN_NAME
-from launchtrace.rebuild import rebuild
 from launchtrace.sources.files import read_spans
+from launchtrace.sources.rebuild import rebuild
 
 THREADS = 8
 BATCHES = 3

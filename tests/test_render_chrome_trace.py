@@ -9,9 +9,9 @@ import os
 import time
 from pathlib import Path
 
-from launchtrace.loading import load_traces
 from launchtrace.model import TraceData
 from launchtrace.render.chrome_trace import chrome_trace
+from launchtrace.sources.loading import load_traces
 from test_analysis_programs import run_program, write_substep_file, write_trace_file
 
 

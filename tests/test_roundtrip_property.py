@@ -28,8 +28,8 @@ from launchtrace.model import BufferArg, LaunchRecord, ScopeRecord, Site
 from launchtrace.otlp.encode_proto import encode_spans
 from launchtrace.otlp.json_codec import decode_traces_data, encode_line
 from launchtrace.otlp.proto_decode import decode_traces_bytes
-from launchtrace.rebuild import rebuild
 from launchtrace.sources.files import read_spans
+from launchtrace.sources.rebuild import rebuild
 from launchtrace.spans import SpanData
 
 SITES = [

@@ -3,7 +3,7 @@
 the exit status the program would have had.
 
 Real subprocesses running real Warp kernels on the CPU; spans read back from the one file all processes
-append to, counted per process and kernel (folded summaries expanded by ``launchtrace.rebuild``). Bounded by
+append to, counted per process and kernel (folded summaries expanded by ``launchtrace.sources.rebuild``). Bounded by
 subprocess timeouts: a hang fails the test instead of stalling the suite.
 """
 

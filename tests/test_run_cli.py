@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from launchtrace import conventions as C
-from launchtrace.collect import Collector
+from launchtrace.receiver.collect import Collector
 from test_pipeline import file_spans
 
 REPO = Path(__file__).resolve().parents[1]

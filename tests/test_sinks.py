@@ -1,6 +1,6 @@
 """The file sink and the OTLP sink, against real files, real failing files and a real OTLP receiver.
 
-The OTLP sink is tested over loopback gRPC and HTTP into :class:`launchtrace.collect.Collector`; failure cases
+The OTLP sink is tested over loopback gRPC and HTTP into :class:`launchtrace.receiver.collect.Collector`; failure cases
 use a port nobody listens on (down at start) and a receiver stopped mid-run.
 """
 
@@ -20,8 +20,8 @@ import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from launchtrace.collect import Collector
 from launchtrace.export.sinks import FileSink, OtlpSink
+from launchtrace.receiver.collect import Collector
 from launchtrace.spans import STATUS_ERROR, SpanData, SpanEvent, SpanLink
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 
 import pytest
-from tests.loopback_http import Answer, Backend, free_port
 
 from launchtrace.errors import UserError
 from launchtrace.sources.http import HttpClient, HttpOptions
+from loopback_http import Answer, Backend, free_port
 
 TOKEN = "s3cr3t-token-value"
 

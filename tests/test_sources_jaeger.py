@@ -11,13 +11,13 @@ from pathlib import Path
 
 import orjson
 import pytest
-from tests.loopback_http import Answer, Backend
 
 from launchtrace.errors import UserError
 from launchtrace.otlp.problems import Severity
 from launchtrace.sources.http import HttpClient, HttpOptions
 from launchtrace.sources.jaeger import JaegerSource
 from launchtrace.sources.query import SearchQuery, parse_time, rfc3339_nano
+from loopback_http import Answer, Backend
 
 FIXTURES = Path(__file__).resolve().parents[1] / "../shared/fixtures/upstream"
 NOT_FOUND = b'{"error":{"httpCode":404,"message":"No traces found"}}'

@@ -15,13 +15,13 @@ import orjson
 import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
-from tests.loopback_http import Answer, Backend
 
 from launchtrace.errors import UserError
 from launchtrace.otlp.problems import Severity
 from launchtrace.sources.http import HttpClient, HttpOptions
 from launchtrace.sources.query import SearchQuery
 from launchtrace.sources.tempo import TempoSource, traceql_for
+from loopback_http import Answer, Backend
 
 FIXTURES = Path(__file__).resolve().parents[1] / "../shared/fixtures/upstream"
 TRACE_HEX = "5b8efff798038103d269b633813fc700"

@@ -281,7 +281,7 @@ def test_ten_thousand_step_loop_stays_within_budget_and_folds(fold):
     launch every 1,000) and 10,000 unscoped launches: every trace within budget, nothing dropped, and the
     rebuilt records have exactly the captured topology (owners and scalars included), in order. By default
     only the loop's trace (30,010 launches) is folded; the unscoped step traces (1,000 launches each) fit."""
-    from launchtrace.rebuild import rebuild
+    from launchtrace.sources.rebuild import rebuild
 
     ev = Events()
     ev.begin("train")

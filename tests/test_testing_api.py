@@ -300,7 +300,7 @@ def test_trace_rebuilt_from_spans_has_the_live_fingerprint(sim: Stepper) -> None
     from launchtrace.capture import bus
     from launchtrace.export.config import ExportConfig
     from launchtrace.export.spanbuilder import SpanBuilder
-    from launchtrace.rebuild import rebuild
+    from launchtrace.sources.rebuild import rebuild
 
     launchtrace.own(sim, "sim")
     try:

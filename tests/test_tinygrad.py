@@ -34,7 +34,7 @@ from launchtrace.capture.materialize import materialize
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.spanbuilder import SpanBuilder
 from launchtrace.otlp.json_codec import decode_traces_data, encode_line
-from launchtrace.rebuild import rebuild
+from launchtrace.sources.rebuild import rebuild
 from launchtrace.testing import trace_launches
 
 REPO = Path(__file__).resolve().parents[1]
@@ -421,7 +421,7 @@ def test_launchtrace_run_exports_every_replay_and_check_static_passes(run_files)
     assert "5" in proc.stdout
     spans = [json.loads(line) for line in run_files[4].read_text().splitlines() if line.strip()]
     assert spans
-    from launchtrace.loading import load_traces
+    from launchtrace.sources.loading import load_traces
 
     traces = load_traces(run_files[4])
     records = [r for t in traces for r in t.records]
@@ -499,7 +499,7 @@ def test_queued_events_keep_a_users_buffer_alive_only_until_decoded(instrumented
 
 
 def test_start_export_writes_tinygrad_spans(instrumented, tmp_path):
-    from launchtrace.loading import load_traces
+    from launchtrace.sources.loading import load_traces
 
     path = tmp_path / "spans.jsonl"
     launchtrace.start_export(file_path=str(path), truncate=True)
@@ -530,7 +530,7 @@ OTEL_PROGRAM = textwrap.dedent(
 def test_opentelemetry_instrument_covers_tinygrad(tmp_path):
     """``opentelemetry-instrument`` loads the ``warp`` instrumentor, which patches tinygrad when the program
     imports it (the file sink: no OTLP endpoint set)."""
-    from launchtrace.loading import load_traces
+    from launchtrace.sources.loading import load_traces
 
     script = tmp_path / "prog.py"
     script.write_text(OTEL_PROGRAM.format(tests=str(REPO / "tests")))

@@ -344,7 +344,7 @@ def test_rebuilt_records_carry_the_measurements_back(measured):
     from launchtrace.export.spanbuilder import SpanBuilder
     from launchtrace.model import DeviceTime
     from launchtrace.otlp.json_codec import decode_traces_data, encode_line
-    from launchtrace.rebuild import rebuild
+    from launchtrace.sources.rebuild import rebuild
 
     x, v = _inputs(4)
     y = wp.zeros(N, dtype=float)

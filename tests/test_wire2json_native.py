@@ -28,9 +28,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from launchtrace.collect import Collector, _count_spans
 from launchtrace.otlp import transcode
 from launchtrace.otlp.transcode import reference_line
+from launchtrace.receiver.collect import Collector, _count_spans
 
 w2j = transcode.native_transcoder()
 pytestmark = pytest.mark.skipif(w2j is None, reason="launchtrace.otlp._wire2json is not built (or pure Python)")

@@ -17,12 +17,10 @@ Names are imported lazily so that ``import launchtrace`` stays cheap for the CLI
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-__version__ = "0.1.0"
+from launchtrace._lazy import lazy_names
 
 _LAZY = {
+    "__version__": "launchtrace._version",
     # capture
     "instrument": "launchtrace.capture",
     "uninstrument": "launchtrace.capture",
@@ -49,17 +47,6 @@ _LAZY = {
     "stats": "launchtrace.export",
 }
 
-__all__ = ["__version__", *sorted(_LAZY)]
+__all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'launchtrace' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

@@ -2,7 +2,7 @@
  * objects that cannot be part of a reference cycle out of the cycle collector, as CPython does.
  *
  * Slots. The records, spans and state objects the extensions read per launch are plain slotted classes; a slot
- * read through its offset is a pointer load where the generic attribute look-up costs ~35 ns.
+ * read through its offset is a pointer load instead of the generic attribute look-up.
  * lt_member_offset / lt_slot_offset give an offset only for what a plain object slot guarantees (a member
  * descriptor of type T_OBJECT_EX, writable, of the class or a base, inside the instance), else -1: the caller
  * then uses the usual attribute look-up, or refuses the class.

@@ -1,6 +1,6 @@
 """Span attribute names launchtrace writes and reads back: the one place they are spelled.
 
-The exporter (:mod:`launchtrace.export.spanbuilder`) writes these names and :mod:`launchtrace.rebuild` reads
+The exporter (:mod:`launchtrace.export.spanbuilder`) writes these names and :mod:`launchtrace.sources.rebuild` reads
 them back, so a name changed here changes both sides at once. ``docs/semantic-conventions.md`` is the table of
 the same names with type, meaning and an example. Our own names start with ``launchtrace.``; where
 OpenTelemetry has a convention (``code.*``, ``thread.*``, ``exception.*``, resource attributes) we use it.

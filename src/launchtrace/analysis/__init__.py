@@ -5,7 +5,8 @@
 - :mod:`~launchtrace.analysis.dataflow`: read/write sets, RAW/WAR/WAW edges, critical path, hazards;
 - :mod:`~launchtrace.analysis.stats`: percentiles, the Mann-Whitney U test, per-kernel statistics.
 
-No I/O here: callers hand in :class:`~launchtrace.model.TraceData` (see :func:`launchtrace.loading.load_traces`).
+No I/O here: callers hand in :class:`~launchtrace.model.TraceData` (see
+:func:`launchtrace.sources.loading.load_traces`).
 
 Example::
 

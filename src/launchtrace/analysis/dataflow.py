@@ -146,10 +146,6 @@ class Dataflow:
     def accesses_of(self, record: int) -> list[Access]:
         return [a for a in self.accesses if a.record == record]
 
-    def written_spaces(self) -> set[tuple[str, int, int]]:
-        """``(space, start, end)`` of every region some record writes."""
-        return {(a.region.space, a.region.start, a.region.end) for a in self.accesses if a.writes}
-
     def overlap_candidates(self) -> list[tuple[int, ...]]:
         """Waves with two or more records issued to the same lane: independent work run back to back."""
         out = []

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from launchtrace.analysis.replays import captured_graphs
 from launchtrace.errors import UserError
 from launchtrace.model import TraceData
-from launchtrace.rebuild import TRACE_ID
+from launchtrace.sources.rebuild import TRACE_ID
 
 __all__ = [
     "Occurrence",

@@ -7,10 +7,10 @@ import argparse
 from launchtrace.analysis.static import check_static
 from launchtrace.cli._analyzer import add_format, write_json, write_text
 from launchtrace.errors import UserError
-from launchtrace.loading import load_traces
 from launchtrace.model import TraceData
 from launchtrace.render.diff_text import plural
 from launchtrace.render.escape import terminal_lines
+from launchtrace.sources.loading import load_traces
 
 HELP = "check that every occurrence of a scope launches the same topology (CUDA-graph capturable)"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from launchtrace.cli._analyzer import add_selection, selected_views, write_json
-from launchtrace.loading import load_traces
 from launchtrace.render.chrome_trace import chrome_trace
+from launchtrace.sources.loading import load_traces
 
 HELP = "write Chrome Trace Event JSON (open in Perfetto or chrome://tracing)"
 

@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtrace.collect import Collector
+    from launchtrace.receiver.collect import Collector
 
     if args.grpc is None and args.http is None:
         raise UserError("both --grpc and --http are off: nothing to listen on")

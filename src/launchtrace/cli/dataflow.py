@@ -11,8 +11,8 @@ import argparse
 
 from launchtrace.analysis.dataflow import Dataflow, build_dataflow
 from launchtrace.cli._analyzer import add_format, add_selection, selected_views, write_json, write_text
-from launchtrace.loading import load_traces
 from launchtrace.render.escape import terminal_lines
+from launchtrace.sources.loading import load_traces
 
 HELP = "dataflow of a trace: RAW/WAR/WAW edges, critical path, launches that could overlap, stream hazards"
 

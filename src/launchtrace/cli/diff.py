@@ -10,8 +10,8 @@ from launchtrace.analysis.verdicts import DEFAULT_ALPHA, DEFAULT_MIN_CHANGE, DEF
 from launchtrace.cli._analyzer import add_format, write_json, write_text
 from launchtrace.cli._numbers import at_least, fraction, probability
 from launchtrace.errors import UserError
-from launchtrace.loading import load_traces
 from launchtrace.render.diff_text import diff_as_json, diff_as_markdown, diff_as_text
+from launchtrace.sources.loading import load_traces
 
 HELP = "diff two traces (or sets of runs): inserted, removed and changed launches, timing verdicts"
 

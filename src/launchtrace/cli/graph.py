@@ -17,10 +17,10 @@ from launchtrace.analysis.replays import captured_graphs
 from launchtrace.analysis.runs import View, group_runs, occurrences, pick, topology_groups
 from launchtrace.cli._analyzer import add_selection, safe_child, safe_name, selected_views
 from launchtrace.errors import UserError
-from launchtrace.loading import load_traces
 from launchtrace.model import TraceData
 from launchtrace.render.dot import render_dot
 from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
+from launchtrace.sources.loading import load_traces
 from launchtrace.topology import ChangeKind
 
 HELP = "draw the dataflow graph as DOT, SVG and PNG (kernels with argument ports, scopes, repeated blocks)"

@@ -14,10 +14,10 @@ from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.overview import overview
 from launchtrace.analysis.runs import views
 from launchtrace.cli._analyzer import add_selection, selected_views, write_text
-from launchtrace.loading import load_traces
 from launchtrace.render.dot import render_dot
 from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
 from launchtrace.render.html import render_report
+from launchtrace.sources.loading import load_traces
 
 HELP = "write one self-contained HTML report: run facts, step durations, kernel time, timeline, dataflow, diff"
 

@@ -14,8 +14,8 @@ from typing import Any
 from launchtrace.analysis.replays import with_replay_counts
 from launchtrace.analysis.stats import KernelStats, ScopeStats, kernel_stats, scope_stats
 from launchtrace.cli._analyzer import add_format, write_json, write_text
-from launchtrace.loading import load_traces
 from launchtrace.render.escape import terminal, terminal_lines
+from launchtrace.sources.loading import load_traces
 
 HELP = "per-kernel counts and time (per launch and per step) and time per scope, over traces"
 

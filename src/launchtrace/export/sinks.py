@@ -10,7 +10,7 @@ reason); the next batch that gets through logs again with the number of spans dr
 - :class:`OtlpSink` sends through the opentelemetry-exporter-otlp span exporters, so the standard
   ``OTEL_EXPORTER_OTLP_*`` variables (endpoint, headers, certificates, compression, timeout, insecure) and
   their retry and reconnection logic apply unchanged; only the translation step is replaced: the bytes come
-  from :mod:`launchtrace.otlp.encode_proto` (compiled where built: about 0.6 us per launch span) instead of the
+  from :mod:`launchtrace.otlp.encode_proto` (compiled where built; its cost is in docs/export.md) instead of the
   SDK's encoder, and go through the gRPC channel as they are (no message objects on either side of the call).
 
 Example::

@@ -2,7 +2,7 @@
 
 Pure functions called by the span builder once per record, off the launching thread. They write only what
 differs from the record model's defaults (no ``launchtrace.internal=false`` on every span), so a span stays
-small, and :mod:`launchtrace.rebuild` restores the defaults. Site attributes and argument labels are cached:
+small, and :mod:`launchtrace.sources.rebuild` restores the defaults. Site attributes and argument labels are cached:
 a program has few distinct call sites and kernel signatures.
 
 Example::

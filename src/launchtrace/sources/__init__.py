@@ -5,6 +5,9 @@ Every reader returns a :class:`~launchtrace.sources.report.ReadResult`: the span
 id. Bad data never raises, except in strict mode; an unreachable backend or a missing file raises
 :class:`~launchtrace.errors.UserError`.
 
+Names are imported lazily, so that a module of this package (the rebuild from spans to records, say) can be
+imported without the file readers and their codecs.
+
 Example::
 
     from launchtrace.sources import read_spans
@@ -13,7 +16,13 @@ Example::
         ...
 """
 
-from launchtrace.sources.files import SpanFile, read_spans
-from launchtrace.sources.report import ProblemLog, ReadResult
+from __future__ import annotations
 
-__all__ = ["ProblemLog", "ReadResult", "SpanFile", "read_spans"]
+from launchtrace._lazy import lazy_names
+
+_LAZY = dict.fromkeys(("SpanFile", "read_spans"), "launchtrace.sources.files")
+_LAZY.update(dict.fromkeys(("ProblemLog", "ReadResult"), "launchtrace.sources.report"))
+
+__all__ = sorted(_LAZY)
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

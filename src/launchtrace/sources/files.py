@@ -90,8 +90,8 @@ def _refuse_non_trace(name: str, head: bytes) -> None:
 
 def _open_sniffed(path: Path) -> tuple[BinaryIO, bool]:
     """The file opened for reading bytes (decompressed when gzip), and whether it was gzip."""
-    # a 256 KiB buffer: lines of 512 spans are ~650 KB, read through the default 8 KiB buffer in ~1.0 us/span,
-    # through this one in ~0.7 (1 MiB: 0.6, but a fixed MiB is too much of a small file's streaming peak)
+    # a 256 KiB buffer, not the default 8 KiB: lines of 512 spans are read faster, and a fixed MiB would be too
+    # much of a small file's streaming peak (measured: docs/sources.md#speed)
     raw = open(path, "rb", buffering=_BUFFER_BYTES)  # noqa: SIM115 (closed by SpanFile.close)
     if raw.peek(2)[:2] == _GZIP_MAGIC:
         return gzip.GzipFile(fileobj=raw, mode="rb"), True

@@ -26,6 +26,7 @@ import base64
 import binascii
 from typing import Any
 
+from launchtrace.errors import BadSpan
 from launchtrace.otlp.ids import IdError, padded_hex_trace_id, span_id_from_text
 from launchtrace.otlp.problems import Problem, Severity
 from launchtrace.spans import (
@@ -60,10 +61,6 @@ _SPECIAL_TAGS = frozenset(
 )  # fmt: skip
 
 
-class _Bad(ValueError):
-    pass
-
-
 def _warnings(obj: dict) -> list:
     """Jaeger's ``warnings``: a list of strings, or null; anything else is not warnings (and not iterated)."""
     w = obj.get("warnings")
@@ -72,7 +69,7 @@ def _warnings(obj: dict) -> list:
 
 def _tag_value(tag: Any) -> tuple[str, Any]:
     if type(tag) is not dict or type(tag.get("key")) is not str:
-        raise _Bad(f"tag must be an object with a string key, got {tag!r}")
+        raise BadSpan(f"tag must be an object with a string key, got {tag!r}")
     kind, value = tag.get("type", "string"), tag.get("value")
     try:
         if kind == "string" and type(value) is str:
@@ -87,14 +84,14 @@ def _tag_value(tag: Any) -> tuple[str, Any]:
             return tag["key"], base64.b64decode(value, validate=True)
     except (ValueError, binascii.Error):
         pass
-    raise _Bad(f"tag {tag['key']!r}: {kind!r} value {value!r} cannot be read")
+    raise BadSpan(f"tag {tag['key']!r}: {kind!r} value {value!r} cannot be read")
 
 
 def _tags(tags: Any) -> list[tuple[str, Any]]:
     if tags is None:
         return []
     if type(tags) is not list:
-        raise _Bad(f"tags must be a list, got {type(tags).__name__}")
+        raise BadSpan(f"tags must be a list, got {type(tags).__name__}")
     return [_tag_value(t) for t in tags]
 
 
@@ -103,18 +100,18 @@ def _micros(v: Any, what: str) -> int:
         return int(v) * 1000
     if type(v) is float and v.is_integer():
         return int(v) * 1000
-    raise _Bad(f"{what} must be an integer number of microseconds, got {v!r}")
+    raise BadSpan(f"{what} must be an integer number of microseconds, got {v!r}")
 
 
 def _resources(processes: Any) -> dict[str, tuple]:
     if processes is None:
         return {}
     if type(processes) is not dict:
-        raise _Bad(f"processes must be an object, got {type(processes).__name__}")
+        raise BadSpan(f"processes must be an object, got {type(processes).__name__}")
     out = {}
     for pid, proc in processes.items():
         if type(proc) is not dict:
-            raise _Bad(f"process {pid!r} must be an object")
+            raise BadSpan(f"process {pid!r} must be an object")
         service = proc.get("serviceName", "")
         out[pid] = (("service.name", service), *(kv for kv in _tags(proc.get("tags")) if kv[0] != "service.name"))
     return out
@@ -124,10 +121,10 @@ def _links_and_parent(refs: Any, trace_id: bytes) -> tuple[bytes | None, tuple]:
     parent = None
     links = []
     if refs is not None and type(refs) is not list:
-        raise _Bad(f"references must be a list, got {type(refs).__name__}")
+        raise BadSpan(f"references must be a list, got {type(refs).__name__}")
     for ref in refs or ():
         if type(ref) is not dict:
-            raise _Bad(f"reference must be an object, got {ref!r}")
+            raise BadSpan(f"reference must be an object, got {ref!r}")
         ref_trace = padded_hex_trace_id(ref.get("traceID", ""))
         ref_span = span_id_from_text(ref.get("spanID", ""), "hex")
         ref_type = ref.get("refType", "CHILD_OF")
@@ -136,17 +133,17 @@ def _links_and_parent(refs: Any, trace_id: bytes) -> tuple[bytes | None, tuple]:
         elif ref_type in ("CHILD_OF", "FOLLOWS_FROM"):
             links.append(SpanLink(ref_trace, ref_span, (("opentracing.ref_type", ref_type.lower()),)))
         else:
-            raise _Bad(f"unknown refType {ref_type!r}")
+            raise BadSpan(f"unknown refType {ref_type!r}")
     return parent, tuple(links)
 
 
 def _events(logs: Any) -> tuple:
     events = []
     if logs is not None and type(logs) is not list:
-        raise _Bad(f"logs must be a list, got {type(logs).__name__}")
+        raise BadSpan(f"logs must be a list, got {type(logs).__name__}")
     for log in logs or ():
         if type(log) is not dict:
-            raise _Bad(f"log must be an object, got {log!r}")
+            raise BadSpan(f"log must be an object, got {log!r}")
         fields = _tags(log.get("fields"))
         name = next((v for k, v in fields if k == "event" and type(v) is str), "")
         attrs = tuple(kv for kv in fields if not (kv[0] == "event" and kv[1] == name and name))
@@ -156,7 +153,7 @@ def _events(logs: Any) -> tuple:
 
 def _span(d: Any, resources: dict[str, tuple]) -> SpanData:
     if type(d) is not dict:
-        raise _Bad(f"span must be an object, got {type(d).__name__}")
+        raise BadSpan(f"span must be an object, got {type(d).__name__}")
     trace_id = padded_hex_trace_id(d.get("traceID", ""))
     span_id = span_id_from_text(d.get("spanID", ""), "hex")
     parent, links = _links_and_parent(d.get("references"), trace_id)
@@ -164,18 +161,18 @@ def _span(d: Any, resources: dict[str, tuple]) -> SpanData:
     special = {k: v for k, v in tags if k in _SPECIAL_TAGS}
     kind_name = special.get("span.kind", "")
     if kind_name not in _KINDS:
-        raise _Bad(f"unknown span.kind {kind_name!r}")
+        raise BadSpan(f"unknown span.kind {kind_name!r}")
     status = _STATUS.get(str(special.get("otel.status_code", "UNSET")).upper())
     if status is None:
-        raise _Bad(f"unknown otel.status_code {special['otel.status_code']!r}")
+        raise BadSpan(f"unknown otel.status_code {special['otel.status_code']!r}")
     if status == STATUS_UNSET and special.get("error") is True:
         status = STATUS_ERROR
     name = d.get("operationName", "")
     if type(name) is not str:
-        raise _Bad(f"operationName must be a string, got {name!r}")
+        raise BadSpan(f"operationName must be a string, got {name!r}")
     pid = d.get("processID", "")
     if pid not in resources:
-        raise _Bad(f"processID {pid!r} is not in processes")
+        raise BadSpan(f"processID {pid!r} is not in processes")
     start = _micros(d.get("startTime", 0), "startTime")
     return SpanData(
         trace_id,
@@ -210,7 +207,7 @@ def spans_from_jaeger_traces(traces: Any, *, where: str = "") -> tuple[list[Span
         label = f"data[{t}] (trace {trace.get('traceID')!r})"
         try:
             resources = _resources(trace.get("processes"))
-        except (_Bad, TypeError, ValueError) as exc:
+        except (BadSpan, TypeError, ValueError) as exc:
             raw = trace.get("spans")
             n = len(raw) if type(raw) is list else 0
             problems.append(Problem(where, f"{label}: {n} span(s) skipped: {exc}", skipped=n))
@@ -227,7 +224,7 @@ def spans_from_jaeger_traces(traces: Any, *, where: str = "") -> tuple[list[Span
                 span_label += f" span {d.get('spanID')!r}"
             try:
                 spans.append(_span(d, resources))
-            except (_Bad, IdError, TypeError, ValueError) as exc:  # TypeError: e.g. an unhashable processID
+            except (BadSpan, IdError, TypeError, ValueError) as exc:  # TypeError: e.g. an unhashable processID
                 problems.append(Problem(where, f"{span_label} skipped: {exc}", skipped=1))
                 continue
             for w in _warnings(d):

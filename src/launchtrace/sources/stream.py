@@ -32,7 +32,7 @@ from pathlib import Path
 
 from launchtrace.errors import UserError
 from launchtrace.model import TraceData
-from launchtrace.rebuild import TRACE_ID, rebuild
+from launchtrace.sources.rebuild import TRACE_ID, rebuild
 from launchtrace.sources.report import ProblemLog
 from launchtrace.spans import SpanData
 

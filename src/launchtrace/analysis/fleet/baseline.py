@@ -32,7 +32,7 @@ from launchtrace.analysis.fleet.histogram import DEFAULT_MAX_SIZE, ExpHistogram
 from launchtrace.analysis.fleet.occurrences import Occurrence, occurrences_of, run_key, step_times
 from launchtrace.analysis.fleet.records import records_to_proto
 from launchtrace.model import TraceData
-from launchtrace.rebuild import TRACE_ID
+from launchtrace.sources.rebuild import TRACE_ID
 from launchtrace.sources.stream import TraceStream
 from launchtrace.v1 import baseline_pb2 as pb
 

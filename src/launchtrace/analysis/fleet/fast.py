@@ -6,7 +6,7 @@ repetition of a step to the next except pointers (compared by the order they fir
 per-launch counters. So a step is reduced to its *signature*: every record span's attributes, in issue order,
 less :data:`VOLATILE` (sequence number, thread id, device times) and less the raw pointers, plus the pattern
 in which its pointers repeat. The first step with a new signature is rebuilt the straightforward way
-(:func:`launchtrace.rebuild.rebuild`, :func:`~.occurrences.occurrences_of`) and what it gave is remembered;
+(:func:`launchtrace.sources.rebuild.rebuild`, :func:`~.occurrences.occurrences_of`) and what it gave is remembered;
 later steps with that signature only read their spans' times. Two steps with equal signatures have equal
 records but for pointers, sequence numbers, thread ids and times, so equal fingerprints: the fast path
 cannot give another result, only the same one sooner (``tests/test_fleet_fast.py`` builds baselines of real
@@ -35,7 +35,7 @@ from launchtrace import conventions as C
 from launchtrace.analysis.diff import NO_SCOPE
 from launchtrace.analysis.fleet.occurrences import Occurrence
 from launchtrace.model import TraceData
-from launchtrace.rebuild import rebuild
+from launchtrace.sources.rebuild import rebuild
 from launchtrace.spans import STATUS_ERROR, SpanData
 
 __all__ = ["MAX_SIGNATURES", "VOLATILE", "Known", "PlainStep", "Signatures", "read_step"]

@@ -23,7 +23,7 @@ from typing import Any
 
 from launchtrace.analysis.diff import segments, unowned_by_order
 from launchtrace.model import LaunchRecord, TraceData
-from launchtrace.rebuild import TRACE_ID
+from launchtrace.sources.rebuild import TRACE_ID
 from launchtrace.topology import topology_key
 
 __all__ = [

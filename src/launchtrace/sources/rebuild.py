@@ -13,7 +13,7 @@ Only :mod:`launchtrace.conventions` is needed: no OpenTelemetry SDK, no export m
 
 Example::
 
-    from launchtrace.rebuild import rebuild
+    from launchtrace.sources.rebuild import rebuild
     result = rebuild(spans)
     for trace_id, data in result.traces.items():
         print(trace_id, len(data.records), data.scope_path(data.records[0].scope_id))

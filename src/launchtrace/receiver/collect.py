@@ -14,7 +14,7 @@ everything queued, and ``fsync``\\ s the file: nothing received is lost.
 
 Example::
 
-    from launchtrace.collect import Collector
+    from launchtrace.receiver.collect import Collector
     with Collector("spans.jsonl", grpc_port=0, http_port=0) as c:
         print(c.grpc_port, c.http_port)  # the bound ports
         ...  # export to f"http://127.0.0.1:{c.grpc_port}"

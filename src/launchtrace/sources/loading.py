@@ -4,12 +4,12 @@ Every analyzer command (``diff``, ``check-static``, ``dataflow``, ``graph``, ``r
 ``summary``) calls :func:`load_traces` for its inputs: a trace file in any format
 :mod:`launchtrace.sources.files` reads (OTLP JSON Lines from the file sink, OTLP/JSON, OTLP protobuf,
 Jaeger and Tempo JSON as written by ``launchtrace pull``), or a folder of them. The spans are rebuilt into
-traces by :func:`launchtrace.rebuild.rebuild`. :func:`trace_from_events` does the same for a live capture
+traces by :func:`launchtrace.sources.rebuild.rebuild`. :func:`trace_from_events` does the same for a live capture
 (events drained from :mod:`launchtrace.capture.bus`).
 
 Example::
 
-    from launchtrace.loading import load_traces
+    from launchtrace.sources.loading import load_traces
     traces = load_traces("run.otlp.jsonl")  # one TraceData per outermost scope occurrence, in run order
     print(len(traces), "traces,", sum(len(t) for t in traces), "records")
 """
@@ -29,26 +29,14 @@ __all__ = ["load_traces", "trace_from_events"]
 _log = logging.getLogger(__name__)
 
 
-def _files(spec: str | os.PathLike) -> list[Path]:
-    path = Path(spec)
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-        if not files:
-            raise UserError(f"{path}: folder holds no trace files")
-        return files
-    if not path.exists():
-        raise UserError(f"{path}: no such file")
-    return [path]
-
-
 def _first_time(trace: TraceData) -> int:
     times = [r.start_ns for r in trace.records] + [s.start_ns for s in trace.scopes.values()]
     return min((t for t in times if t), default=0)
 
 
 def _traces_of_file(path: Path) -> list[TraceData]:
-    from launchtrace.rebuild import TRACE_ID, rebuild
     from launchtrace.sources.files import read_spans
+    from launchtrace.sources.rebuild import TRACE_ID, rebuild
 
     result = read_spans(path)  # raises UserError naming the file when it cannot be read
     first = next((str(p) for p in result.problems), "")
@@ -76,10 +64,12 @@ def load_traces(spec: str | os.PathLike | Sequence[str | os.PathLike]) -> list[T
 
         before = load_traces(["run1.jsonl", "run2.jsonl"])
     """
+    from launchtrace.sources.stream import trace_files
+
     specs = [spec] if isinstance(spec, (str, os.PathLike)) else list(spec)
     out: list[TraceData] = []
     for one in specs:
-        for path in _files(one):
+        for path in trace_files(one):
             out.extend(_traces_of_file(path))
     return out
 
