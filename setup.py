@@ -34,7 +34,11 @@ setup(
         Extension(
             f"launchtrace.{name.replace('/', '.')}",
             sources=[f"src/launchtrace/{name}.c"],
-            depends=["src/launchtrace/_native.h", "src/launchtrace/otlp/_spandata.h"],
+            depends=[
+                "src/launchtrace/_native.h",
+                "src/launchtrace/otlp/_spandata.h",
+                "src/launchtrace/otlp/_jsonfmt.h",
+            ],
             optional=True,
         )
         for name in NATIVE
