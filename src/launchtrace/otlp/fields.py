@@ -52,18 +52,17 @@ class Field(NamedTuple):
     tag: bytes  # the field's key on the wire (number and wire type, as a varint)
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+def _wire_key(number: int, wire: int) -> bytes:
+    """The varint of ``number << 3 | wire``: one byte up to field 15, two up to 2047 (OTLP's are below 20)."""
+    key = number << 3 | wire
+    if key >= 1 << 14:
+        raise ValueError(f"field number {number} is beyond this table's two-byte keys")
+    return bytes([key]) if key < 0x80 else bytes([key & 0x7F | 0x80, key >> 7])
 
 
 def _field(f: FieldDescriptor) -> Field:
     wire = _WIRE_TYPES.get(f.type, 0)
-    return Field(f.name, f.json_name, f.number, _TYPE_NAMES[f.type], f.is_repeated, _varint(f.number << 3 | wire))
+    return Field(f.name, f.json_name, f.number, _TYPE_NAMES[f.type], f.is_repeated, _wire_key(f.number, wire))
 
 
 def _short_name(d: Descriptor) -> str:
