@@ -11,6 +11,9 @@ succeeds and launchtrace uses the Python references (see launchtrace.native), wh
 - otlp/_protoenc: SpanData -> OTLP protobuf (reference: launchtrace.otlp.encode_proto)
 - otlp/_wire2json: OTLP protobuf -> OTLP JSON Lines, for collect (reference: launchtrace.otlp.transcode)
 - otlp/_jsoncheck: a JSON syntax check that allocates nothing (reference: launchtrace.otlp.jsoncheck)
+Shared headers: _native.h (slot offsets, untracked objects), otlp/_spandata.h (the span classes' field table, checked at import),
+otlp/_jsonfmt.h (the JSON text of numbers and bytes, for _jsonenc and _wire2json). The OTLP field names and
+numbers the codecs use are in launchtrace.otlp.fields (tests/test_otlp_fields.py checks the C against it).
 """
 
 from pathlib import Path
