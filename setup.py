@@ -15,7 +15,9 @@ launchtrace uses the Python references (see launchtrace.native), which the tests
 - otlp/_jsoncheck: a JSON syntax check that allocates nothing (reference: launchtrace.otlp.jsoncheck)
 Shared headers (every extension depends on them): _native.h (slot offsets, leaving acyclic objects out of the
 cycle collector), capture/_rawevent.h (the capture event's record layout, checked against launchtrace.rawevent
-at load) and otlp/_spandata.h (SpanData's fields, looked up by name).
+at load), otlp/_spandata.h (SpanData's fields, looked up by name) and otlp/_jsonfmt.h (the JSON text of numbers
+and bytes, for _jsonenc and _wire2json). The OTLP field names and numbers the codecs use are in
+launchtrace.otlp.fields (tests/test_otlp_fields.py checks the C against it).
 """
 
 import runpy
@@ -36,6 +38,7 @@ setup(
                 "src/launchtrace/_native.h",
                 "src/launchtrace/otlp/_spandata.h",
                 "src/launchtrace/capture/_rawevent.h",
+                "src/launchtrace/otlp/_jsonfmt.h",
             ],
             optional=not REQUIRED,
         )

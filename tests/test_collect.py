@@ -255,32 +255,30 @@ def _request_with_span_bytes(span_bytes: bytes) -> bytes:
         pytest.param(b"\x30\xff\xff\xff\xff\x0f", id="kind-negative"),
     ],
 )
-def test_wire_walk_leaves_what_protobuf_would_merge_or_keep_to_json_format(extra: bytes) -> None:
-    """A span the wire walk cannot copy field by field (a singular field twice: protobuf merges or keeps the
-    last; an unknown field; a negative enum) is converted by the slower paths, and the line still equals
-    ``json_format``'s."""
+def test_odd_wire_forms_convert_as_json_format_does(extra: bytes) -> None:
+    """A span sent in a form protobuf merges or keeps (a singular field twice, an unknown field, a negative
+    enum) converts to ``json_format``'s line: the line is made from the parsed message, not the bytes."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from launchtrace.otlp.transcode import _attrs, _blocks, json_line, reference_line
-    from launchtrace.otlp.transcode_wire import wire_line
+    from launchtrace.otlp.transcode import json_line, reference_line
 
     base = ExportTraceServiceRequest.FromString(encode_spans(make_spans(1))).resource_spans[0].scope_spans[0]
     raw = _request_with_span_bytes(base.spans[0].SerializeToString() + extra)
     message = ExportTraceServiceRequest.FromString(raw)
-    assert wire_line(raw, _attrs.json_raws, _blocks.json_raw) is None  # the bytes as they came, refused
     assert orjson.loads(json_line(message)) == orjson.loads(reference_line(message))
 
 
-def test_wire_walk_is_taken_for_ordinary_spans() -> None:
+def test_message_walk_is_taken_for_ordinary_spans() -> None:
     """The fast path really runs for what launchtrace's exporter sends (else the speed-up would be silent)."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from launchtrace.otlp.transcode import _attrs, _blocks, reference_line
-    from launchtrace.otlp.transcode_wire import wire_line
+    from launchtrace.otlp import transcode
 
     message = ExportTraceServiceRequest.FromString(encode_spans(make_spans(20)))
-    line = wire_line(message.SerializeToString(), _attrs.json_raws, _blocks.json_raw)
-    assert line is not None and orjson.loads(line) == orjson.loads(reference_line(message))
+    assert transcode._FAST
+    line = transcode._fast_line(message)
+    assert orjson.loads(transcode.json_line(message)) == orjson.loads(line)  # the compiled walk's, where built
+    assert orjson.loads(line) == orjson.loads(transcode.reference_line(message))
 
 
 def test_the_collector_imports_its_decoders_when_it_starts_not_on_the_first_request() -> None:

@@ -26,6 +26,7 @@
 #include <structmember.h>
 
 #include "../_native.h"
+#include "_jsonfmt.h"
 #include "_spandata.h"
 #include <stdint.h>
 #include <string.h>
@@ -109,42 +110,18 @@ static void buf_free(Buf *b) {
     b->len = b->cap = 0;
 }
 
-static const char DIGIT_PAIRS[] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-
-/* u's decimal digits, ending at end; returns where they start (two digits per division: timestamps have 19) */
-static inline char *u64_digits(char *end, unsigned long long u) {
-    while (u >= 100) {
-        unsigned r = (unsigned)(u % 100);
-        u /= 100;
-        end -= 2;
-        memcpy(end, DIGIT_PAIRS + 2 * r, 2);
-    }
-    if (u >= 10) {
-        end -= 2;
-        memcpy(end, DIGIT_PAIRS + 2 * u, 2);
-    } else {
-        *--end = (char)('0' + u);
-    }
-    return end;
-}
-
 static int put_u64(Buf *b, unsigned long long u) {
     char tmp[24];
-    char *start = u64_digits(tmp + 24, u);
+    char *start = jf_u64_digits(tmp + 24, u);
     return put(b, start, tmp + 24 - start);
 }
 
 static int put_i64(Buf *b, long long v) {
     char tmp[24];
-    char *start = u64_digits(tmp + 24, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
+    char *start = jf_u64_digits(tmp + 24, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
     if (v < 0) *--start = '-';
     return put(b, start, tmp + 24 - start);
 }
-
-static const char HEX[] = "0123456789abcdef";
 
 static int put_hex(Buf *b, PyObject *bytes) {
     Py_ssize_t n = PyBytes_GET_SIZE(bytes);
@@ -152,47 +129,20 @@ static int put_hex(Buf *b, PyObject *bytes) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         return -1;
     }
-    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(bytes);
-    char *o = b->p + b->len;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        o[2 * i] = HEX[s[i] >> 4];
-        o[2 * i + 1] = HEX[s[i] & 15];
-    }
+    jf_hex(b->p + b->len, (const uint8_t *)PyBytes_AS_STRING(bytes), (size_t)n);
     b->len += 2 * n;
     return 0;
 }
 
-static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /* '"' + standard base64 with padding (base64.b64encode) + '"' */
 static int put_b64(Buf *b, const unsigned char *s, Py_ssize_t n) {
-    if (n > (PY_SSIZE_T_MAX - 8) / 4 * 3 || buf_reserve(b, (n + 2) / 3 * 4 + 2) < 0) {
+    if (n > (PY_SSIZE_T_MAX - 8) / 4 * 3 || buf_reserve(b, (Py_ssize_t)jf_b64_len((size_t)n) + 2) < 0) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         return -1;
     }
     char *o = b->p + b->len;
     *o++ = '"';
-    Py_ssize_t i = 0;
-    for (; i + 2 < n; i += 3) {
-        unsigned v = (unsigned)s[i] << 16 | (unsigned)s[i + 1] << 8 | s[i + 2];
-        *o++ = B64[v >> 18];
-        *o++ = B64[(v >> 12) & 63];
-        *o++ = B64[(v >> 6) & 63];
-        *o++ = B64[v & 63];
-    }
-    if (n - i == 1) {
-        unsigned v = (unsigned)s[i] << 16;
-        *o++ = B64[v >> 18];
-        *o++ = B64[(v >> 12) & 63];
-        *o++ = '=';
-        *o++ = '=';
-    } else if (n - i == 2) {
-        unsigned v = (unsigned)s[i] << 16 | (unsigned)s[i + 1] << 8;
-        *o++ = B64[v >> 18];
-        *o++ = B64[(v >> 12) & 63];
-        *o++ = B64[(v >> 6) & 63];
-        *o++ = '=';
-    }
+    o = jf_b64(o, s, (size_t)n);
     *o++ = '"';
     b->len = o - b->p;
     return 0;
@@ -229,8 +179,8 @@ static inline int esc_ascii(char *o, unsigned c) {
     o[1] = 'u';
     o[2] = '0';
     o[3] = '0';
-    o[4] = HEX[c >> 4];
-    o[5] = HEX[c & 15];
+    o[4] = JF_HEX[c >> 4];
+    o[5] = JF_HEX[c & 15];
     return 6;
 }
 
@@ -294,9 +244,12 @@ typedef struct {
     char text[31];
 } FloatText;
 
-/* orjson's text for a finite double: Python's shortest round-trip digits (repr), laid out as orjson does:
- * plain decimals for 1e-5 <= |v| < 1e16 ("0.00001", "1000000000000000.0", "12.5"), else "1e+16", "1.5e-7". */
+static int unsupported(const char *what);
+
+/* orjson's text for a finite double: Python's shortest round-trip digits (repr) laid out by jf_layout
+ * (_jsonfmt.h); -1 with an exception set on failure. */
 static int format_double(double v, char *out, size_t outsize) {
+    if (outsize < JF_DOUBLE_MAX) return unsupported("no room for a float");
     char *r = PyOS_double_to_string(v, 'r', 0, 0, NULL);
     if (r == NULL) return -1;
     const char *p = r;
@@ -318,52 +271,19 @@ static int format_double(double v, char *out, size_t outsize) {
     }
     if (*p == 'e' || *p == 'E') exp10 = strtol(p + 1, NULL, 10);
     PyMem_Free(r);
-    /* value = 0.digits * 10^point */
-    long point = intdigits + exp10;
+    long point = intdigits + exp10; /* value = 0.digits * 10^point */
     int start = 0;
     while (start < nd && digits[start] == '0') {
         start++;
         point--;
     }
     while (nd > start && digits[nd - 1] == '0') nd--;
-    char *o = out;
-    if (neg) *o++ = '-';
-    if (nd == start) {
-        memcpy(o, "0.0", 3);
-        o += 3;
-        return (int)(o - out);
+    if (nd == start) { /* zero */
+        memcpy(out, neg ? "-0.0" : "0.0", 4 + (size_t)neg - 1);
+        return 3 + neg;
     }
-    const char *dg = digits + start;
-    long n = nd - start, kk = point;
-    if (kk - n >= 0 && kk <= 16) {
-        memcpy(o, dg, (size_t)n);
-        o += n;
-        for (long i = 0; i < kk - n; i++) *o++ = '0';
-        *o++ = '.';
-        *o++ = '0';
-    } else if (kk > 0 && kk <= 16) {
-        memcpy(o, dg, (size_t)kk);
-        o += kk;
-        *o++ = '.';
-        memcpy(o, dg + kk, (size_t)(n - kk));
-        o += n - kk;
-    } else if (kk > -5 && kk <= 0) {
-        *o++ = '0';
-        *o++ = '.';
-        for (long i = 0; i < -kk; i++) *o++ = '0';
-        memcpy(o, dg, (size_t)n);
-        o += n;
-    } else {
-        long e = kk - 1;
-        *o++ = dg[0];
-        if (n > 1) {
-            *o++ = '.';
-            memcpy(o, dg + 1, (size_t)(n - 1));
-            o += n - 1;
-        }
-        o += snprintf(o, outsize - (size_t)(o - out), "e%c%ld", e < 0 ? '-' : '+', e < 0 ? -e : e);
-    }
-    return (int)(o - out);
+    if (nd - start > 17) return unsupported("more float digits than a double has");
+    return jf_layout(out, neg, digits + start, nd - start, (int)(point - 1));
 }
 
 /* ------------------------------------------------------------------------------------------ encoder */

@@ -25,19 +25,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <float.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#if defined(__unix__) || defined(__APPLE__)
-#include <locale.h>
-#if defined(__APPLE__)
-#include <xlocale.h>
-#endif
-#define HAVE_USELOCALE 1
-#endif
+
+#include "_jsonfmt.h"
 
 enum { OK = 0, UNSURE = 1, NOMEM = 2 };
 
@@ -113,28 +102,12 @@ INLINE int key(Out *o, int *count, const char *name, size_t n) {
 
 #define KEY(lit) TRY(key(o, &nf, "\"" lit "\":", sizeof("\"" lit "\":") - 1))
 
-static const char DIGITS2[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-                              "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-                              "8081828384858687888990919293949596979899";
-
 static int put_u64(Out *o, uint64_t v) {
     if (!o->write)
         return OK;
     char tmp[24];
-    int i = 24;
-    while (v >= 100) { /* two digits per division */
-        unsigned r = (unsigned)(v % 100);
-        v /= 100;
-        i -= 2;
-        memcpy(tmp + i, DIGITS2 + 2 * r, 2);
-    }
-    if (v >= 10) {
-        i -= 2;
-        memcpy(tmp + i, DIGITS2 + 2 * v, 2);
-    } else {
-        tmp[--i] = (char)('0' + v);
-    }
-    return put(o, tmp + i, (size_t)(24 - i));
+    char *start = jf_u64_digits(tmp + 24, v);
+    return put(o, start, (size_t)(tmp + 24 - start));
 }
 
 static int put_i64(Out *o, int64_t v) {
@@ -174,7 +147,6 @@ static size_t utf8_seq(const uint8_t *s, size_t n) {
     return 0;
 }
 
-static const char HEX[] = "0123456789abcdef";
 
 /* A protobuf string as a JSON string, escaped as orjson escapes; invalid UTF-8: UNSURE (protobuf rejects it). */
 /* Nonzero when one of the 8 bytes in x needs more than copying: below 0x20, a quote, a backslash, or non-ASCII
@@ -262,8 +234,8 @@ static int put_str(Out *o, const uint8_t *s, size_t n) {
                     *w++ = 'u';
                     *w++ = '0';
                     *w++ = '0';
-                    *w++ = HEX[c >> 4];
-                    *w++ = HEX[c & 15];
+                    *w++ = JF_HEX[c >> 4];
+                    *w++ = JF_HEX[c & 15];
                 }
             }
             i++;
@@ -294,10 +266,7 @@ static int put_hex(Out *o, const uint8_t *s, size_t n) {
     TRY(grow(o, 2 * n + 2));
     char *w = o->buf + o->len;
     *w++ = '"';
-    for (size_t i = 0; i < n; i++) {
-        *w++ = HEX[s[i] >> 4];
-        *w++ = HEX[s[i] & 15];
-    }
+    w = jf_hex(w, s, n);
     *w++ = '"';
     o->len = (size_t)(w - o->buf);
     return OK;
@@ -305,185 +274,20 @@ static int put_hex(Out *o, const uint8_t *s, size_t n) {
 
 /* bytes as a JSON string of standard base64 with padding (json_format's base64.b64encode). */
 static int put_b64(Out *o, const uint8_t *s, size_t n) {
-    static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     if (!o->write)
         return OK;
     if (n > (SIZE_MAX - 8) / 2)
         return NOMEM;
-    TRY(grow(o, (n + 2) / 3 * 4 + 2));
+    TRY(grow(o, jf_b64_len(n) + 2));
     char *w = o->buf + o->len;
     *w++ = '"';
-    size_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
-        *w++ = B64[v >> 18];
-        *w++ = B64[(v >> 12) & 63];
-        *w++ = B64[(v >> 6) & 63];
-        *w++ = B64[v & 63];
-    }
-    if (n - i == 1) {
-        uint32_t v = (uint32_t)s[i] << 16;
-        *w++ = B64[v >> 18];
-        *w++ = B64[(v >> 12) & 63];
-        *w++ = '=';
-        *w++ = '=';
-    } else if (n - i == 2) {
-        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8);
-        *w++ = B64[v >> 18];
-        *w++ = B64[(v >> 12) & 63];
-        *w++ = B64[(v >> 6) & 63];
-        *w++ = '=';
-    }
+    w = jf_b64(w, s, n);
     *w++ = '"';
     o->len = (size_t)(w - o->buf);
     return OK;
 }
 
 /* -- doubles ------------------------------------------------------------------------------------------------ */
-
-#ifdef HAVE_USELOCALE
-static locale_t c_locale = (locale_t)0; /* printf/strtod in the "C" locale whatever the process set */
-#endif
-
-/* Parse printf's "%.*e" output ([-]d.ddde[+-]dd) into its digits (nd of them) and decimal exponent. */
-static int parse_e(const char *p, char *digits, int *nd, int *e) {
-    int n = 0;
-    if (*p == '-')
-        p++;
-    if (*p < '1' || *p > '9')
-        return 0;
-    digits[n++] = *p++;
-    if (*p == '.') {
-        p++;
-        while (*p >= '0' && *p <= '9' && n < 17)
-            digits[n++] = *p++;
-    }
-    if (*p++ != 'e')
-        return 0;
-    int neg = 0;
-    if (*p == '-' || *p == '+')
-        neg = *p++ == '-';
-    int v = 0, ne = 0;
-    while (*p >= '0' && *p <= '9' && ne < 4) {
-        v = v * 10 + (*p++ - '0');
-        ne++;
-    }
-    if (*p != '\0' || ne == 0)
-        return 0;
-    *nd = n;
-    *e = neg ? -v : v;
-    return 1;
-}
-
-/* Whether the decimal digits x 10^(e - nd + 1) read back (strtod, "C" locale) as |x|. */
-static int reads_back(const char *digits, int nd, int e, double ax) {
-    char tmp[48];
-    snprintf(tmp, sizeof tmp, "%.*se%d", nd, digits, e - nd + 1);
-    return strtod(tmp, NULL) == ax;
-}
-
-/* The digits one unit up (+1) or down (-1) in the last place; 0 when that changes their count. */
-static int step(char *digits, int nd, int *e, int dir) {
-    int i = nd - 1;
-    if (dir > 0) {
-        while (i >= 0 && digits[i] == '9')
-            digits[i--] = '0';
-        if (i < 0) { /* 99..9 + 1 = 100..0: one more power of ten, same count */
-            digits[0] = '1';
-            (*e)++;
-            return 1;
-        }
-        digits[i]++;
-        return 1;
-    }
-    while (i >= 0 && digits[i] == '0')
-        digits[i--] = '9';
-    if (i < 0 || (i == 0 && digits[0] == '1'))
-        return 0; /* 10..0 - 1 = 9..9: one digit fewer, already tried at a shorter precision */
-    digits[i]--;
-    return 1;
-}
-
-/* x (finite, non-zero) as orjson writes it: the shortest digits that read back as x (among those, the closest
- * to x), in fixed notation for decimal exponents -5..15 ("0.00001234", "1234567890123456.8", "1.0"), else
- * "d.ddde+N" / "de-N". The digits come from printf's correctly rounded %.*e at 15, 16, then 17 significant
- * digits, the first that strtod reads back exactly: a value with a shorter form prints it at 15, padded with
- * zeros that are stripped. At 16 the correctly rounded digits can miss where the next power of two makes the
- * interval that reads back lopsided (2**-24 = 5.9604644775390625e-08 -> 5.960464477539063e-08, not ...062),
- * so their neighbours one unit away are tried too; at 17 the correctly rounded digits always read back.
- * Subnormals have fewer significant bits: every precision from 1 is tried, with the neighbours.
- * Writes at most 32 bytes to out; returns the length, or 0 when the C library's output is not as expected. */
-static size_t format_double(double x, char *out) {
-#ifdef HAVE_USELOCALE
-    if (c_locale == (locale_t)0)
-        return 0;
-    char tmp[48], digits[20];
-    int nd = 0, e = 0, found = 0;
-    double ax = fabs(x);
-    int subnormal = ax < DBL_MIN; /* fewer significant bits: its shortest form may be anywhere from 1 digit */
-    locale_t old = uselocale(c_locale);
-    for (int prec = subnormal ? 1 : 15; prec <= 17 && !found; prec++) {
-        int len = snprintf(tmp, sizeof tmp, "%.*e", prec - 1, ax);
-        if (len <= 0 || len >= (int)sizeof tmp || !parse_e(tmp, digits, &nd, &e) || nd != prec) {
-            uselocale(old);
-            return 0;
-        }
-        if (prec == 17 || reads_back(digits, nd, e, ax)) {
-            found = 1;
-        } else if (prec == 16 || subnormal) {
-            char alt[20];
-            for (int dir = -1; dir <= 1 && !found; dir += 2) {
-                int ae = e;
-                memcpy(alt, digits, (size_t)nd);
-                if (step(alt, nd, &ae, dir) && reads_back(alt, nd, ae, ax)) {
-                    memcpy(digits, alt, (size_t)nd);
-                    e = ae;
-                    found = 1;
-                }
-            }
-        }
-    }
-    uselocale(old);
-    char *w = out;
-    if (x < 0)
-        *w++ = '-';
-    while (nd > 1 && digits[nd - 1] == '0')
-        nd--;
-    if (e >= -5 && e < 16) {
-        if (e < 0) {
-            *w++ = '0';
-            *w++ = '.';
-            for (int i = 0; i < -e - 1; i++)
-                *w++ = '0';
-            memcpy(w, digits, (size_t)nd);
-            w += nd;
-        } else {
-            for (int i = 0; i <= e; i++)
-                *w++ = i < nd ? digits[i] : '0';
-            *w++ = '.';
-            if (nd > e + 1) {
-                memcpy(w, digits + e + 1, (size_t)(nd - e - 1));
-                w += nd - e - 1;
-            } else {
-                *w++ = '0';
-            }
-        }
-    } else {
-        *w++ = digits[0];
-        if (nd > 1) {
-            *w++ = '.';
-            memcpy(w, digits + 1, (size_t)(nd - 1));
-            w += nd - 1;
-        }
-        w += snprintf(w, 8, e < 0 ? "e-%d" : "e+%d", e < 0 ? -e : e);
-    }
-    return (size_t)(w - out);
-#else
-    (void)x;
-    (void)out;
-    return 0;
-#endif
-}
 
 /* A double field as json_format + orjson write it: a number, or "NaN" / "Infinity" / "-Infinity". */
 static int put_double(Out *o, double x) {
@@ -501,7 +305,7 @@ static int put_double(Out *o, double x) {
         if (o->dbits[i] == bits)
             return put(o, o->dtext[i], o->dlen[i]);
     char tmp[40];
-    size_t n = format_double(x, tmp);
+    size_t n = jf_format_double(x, tmp);
     if (n == 0 || n > sizeof o->dtext[0])
         return UNSURE;
     unsigned slot = o->dnext++ & 3;
@@ -1333,9 +1137,6 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__wire2json(void) {
-#ifdef HAVE_USELOCALE
-    if (c_locale == (locale_t)0)
-        c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
-#endif
+    jf_init();
     return PyModule_Create(&module);
 }

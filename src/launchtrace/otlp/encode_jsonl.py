@@ -30,7 +30,7 @@ import orjson
 
 from launchtrace import native
 from launchtrace.otlp.attrcache import AttributeBlocks, FieldCache
-from launchtrace.otlp.json_codec import encode_any_value, encode_line, group_spans
+from launchtrace.otlp.json_codec import _enc_event, _enc_link, _enc_status, encode_any_value, encode_line, group_spans
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
 
 __all__ = ["JsonLinesEncoder"]
@@ -60,29 +60,6 @@ def _attr_json(key: Any, value: Any) -> bytes:
 
 def _attrs_json(attributes: tuple) -> bytes:
     return b"[" + b",".join([_attr_json(k, v) for k, v in attributes]) + b"]"
-
-
-def _event_json(e: Any) -> bytes:
-    d: dict[str, Any] = {"timeUnixNano": str(e.time_ns), "name": e.name}
-    out = _dumps(d)[:-1]
-    if e.attributes:
-        out += b',"attributes":' + _attrs_json(e.attributes)
-    if e.dropped_attributes_count:
-        out += b',"droppedAttributesCount":%d' % e.dropped_attributes_count
-    return out + b"}"
-
-
-def _link_json(k: Any) -> bytes:
-    out = b'{"traceId":"%s","spanId":"%s"' % (k.trace_id.hex().encode(), k.span_id.hex().encode())
-    if k.trace_state:
-        out += b',"traceState":' + _dumps(k.trace_state)
-    if k.attributes:
-        out += b',"attributes":' + _attrs_json(k.attributes)
-    if k.dropped_attributes_count:
-        out += b',"droppedAttributesCount":%d' % k.dropped_attributes_count
-    if k.flags:
-        out += b',"flags":%d' % k.flags
-    return out + b"}"
 
 
 class _NoException(Exception):
@@ -167,20 +144,15 @@ class JsonLinesEncoder:
         if s.dropped_attributes_count:
             out += b',"droppedAttributesCount":%d' % s.dropped_attributes_count
         if s.events:
-            out += b',"events":[' + b",".join([_event_json(e) for e in s.events]) + b"]"
+            out += b',"events":' + _dumps([_enc_event(e) for e in s.events])
         if s.dropped_events_count:
             out += b',"droppedEventsCount":%d' % s.dropped_events_count
         if s.links:
-            out += b',"links":[' + b",".join([_link_json(k) for k in s.links]) + b"]"
+            out += b',"links":' + _dumps([_enc_link(k) for k in s.links])
         if s.dropped_links_count:
             out += b',"droppedLinksCount":%d' % s.dropped_links_count
         if s.status_code or s.status_message:
-            status: dict[str, Any] = {}
-            if s.status_message:
-                status["message"] = s.status_message
-            if s.status_code:
-                status["code"] = s.status_code
-            out += b',"status":' + _dumps(status)
+            out += b',"status":' + _dumps(_enc_status(s))
         return out + b"}"
 
     def encode(self, spans: Sequence[SpanData]) -> bytes:

@@ -36,6 +36,7 @@ from typing import Any
 
 from launchtrace import native
 from launchtrace.otlp.attrcache import AttributeBlocks, FieldCache
+from launchtrace.otlp.fields import tag
 from launchtrace.spans import SpanData
 
 __all__ = ["ProtoEncoder", "encode_spans"]
@@ -53,7 +54,42 @@ _SMALL_VARINTS: tuple[bytes, ...] = tuple(
     bytes([n]) if n < 0x80 else bytes([(n & 0x7F) | 0x80, n >> 7]) for n in range(1 << 14)
 )
 
-_KINDS = tuple(b"\x30" + bytes([k]) for k in range(16))  # Span.kind fields
+# The wire keys of every field written below, from the one OTLP field table (launchtrace.otlp.fields)
+_STRING, _BOOL, _INT, _DOUBLE, _ARRAY, _KVLIST, _BYTES = (
+    tag("AnyValue", f)
+    for f in ("string_value", "bool_value", "int_value", "double_value", "array_value", "kvlist_value", "bytes_value")
+)
+_ARRAY_VALUES, _KVLIST_VALUES = tag("ArrayValue", "values"), tag("KeyValueList", "values")
+_KEY, _VALUE = tag("KeyValue", "key"), tag("KeyValue", "value")
+_RESOURCE_ATTRS = tag("Resource", "attributes")
+_SCOPE_NAME, _SCOPE_VERSION, _SCOPE_ATTRS = (tag("InstrumentationScope", f) for f in ("name", "version", "attributes"))
+_EVENT_TIME, _EVENT_NAME, _EVENT_ATTRS, _EVENT_DROPPED = (
+    tag("Span.Event", f) for f in ("time_unix_nano", "name", "attributes", "dropped_attributes_count")
+)
+_LINK_TRACE, _LINK_SPAN, _LINK_STATE, _LINK_ATTRS, _LINK_DROPPED, _LINK_FLAGS = (
+    tag("Span.Link", f)
+    for f in ("trace_id", "span_id", "trace_state", "attributes", "dropped_attributes_count", "flags")
+)
+_TRACE_ID, _SPAN_ID, _TRACE_STATE, _PARENT, _NAME, _KIND, _START, _END, _ATTRS, _FLAGS = (
+    tag("Span", f)
+    for f in (
+        "trace_id", "span_id", "trace_state", "parent_span_id", "name", "kind", "start_time_unix_nano",
+        "end_time_unix_nano", "attributes", "flags",
+    )
+)  # fmt: skip
+_DROPPED_ATTRS, _EVENTS, _DROPPED_EVENTS, _LINKS, _DROPPED_LINKS, _STATUS = (
+    tag("Span", f)
+    for f in ("dropped_attributes_count", "events", "dropped_events_count", "links", "dropped_links_count", "status")
+)
+_STATUS_MESSAGE, _STATUS_CODE = tag("Status", "message"), tag("Status", "code")
+_RS_RESOURCE, _RS_SCOPE_SPANS, _RS_SCHEMA_URL = (
+    tag("ResourceSpans", f) for f in ("resource", "scope_spans", "schema_url")
+)
+_SS_SCOPE, _SS_SPANS, _SS_SCHEMA_URL = (tag("ScopeSpans", f) for f in ("scope", "spans", "schema_url"))
+_RESOURCE_SPANS = tag("TracesData", "resource_spans")
+_TRUE, _FALSE = _BOOL + b"\x01", _BOOL + b"\x00"
+_ID_HEADS = _TRACE_ID + b"\x10", _SPAN_ID + b"\x08", _PARENT + b"\x08"  # 16- and 8-byte ids' tag and length
+_KINDS = tuple(_KIND + bytes([k]) for k in range(16))  # Span.kind fields
 
 
 def _varint(n: int) -> bytes:
@@ -89,23 +125,23 @@ def _any_value(value: Any) -> bytes:
     """The body of an ``AnyValue`` message for ``value`` (see the module docstring for the rules)."""
     t = type(value)
     if t is str:
-        return _field(b"\x0a", _utf8(value))
+        return _field(_STRING, _utf8(value))
     if t is bool:
-        return b"\x10\x01" if value else b"\x10\x00"
+        return _TRUE if value else _FALSE
     if t is int:
         if 0 <= value <= _INT64_MAX:
-            return b"\x18" + _varint(value)
+            return _INT + _varint(value)
         if _INT64_MIN <= value < 0:
-            return b"\x18" + _varint(value + (1 << 64))
-        return _field(b"\x0a", str(value).encode())
+            return _INT + _varint(value + (1 << 64))
+        return _field(_STRING, str(value).encode())
     if t is float:
-        return b"\x21" + _pack_d(value)
+        return _DOUBLE + _pack_d(value)
     if t is tuple or t is list:
-        return _field(b"\x2a", b"".join([_field(b"\x0a", _any_value(v)) for v in value]))
+        return _field(_ARRAY, b"".join([_field(_ARRAY_VALUES, _any_value(v)) for v in value]))
     if t is dict:
-        return _field(b"\x32", b"".join([_field(b"\x0a", _key_value(k, v)) for k, v in value.items()]))
+        return _field(_KVLIST, b"".join([_field(_KVLIST_VALUES, _key_value(k, v)) for k, v in value.items()]))
     if t is bytes:
-        return _field(b"\x3a", value)
+        return _field(_BYTES, value)
     # subclasses (numpy scalars, enums) and everything else
     if isinstance(value, bool):
         return _any_value(bool(value))
@@ -117,12 +153,12 @@ def _any_value(value: Any) -> bytes:
         return _any_value(float(value))
     if isinstance(value, (tuple, list)):
         return _any_value(tuple(value))
-    return _field(b"\x0a", _utf8(str(value)))
+    return _field(_STRING, _utf8(str(value)))
 
 
 def _key_value(key: str, value: Any) -> bytes:
     """The body of a ``KeyValue`` message."""
-    return _field(b"\x0a", _utf8(str(key))) + _field(b"\x12", _any_value(value))
+    return _field(_KEY, _utf8(str(key))) + _field(_VALUE, _any_value(value))
 
 
 def _attributes(tag: bytes, attributes: Iterable[tuple[str, Any]]) -> bytes:
@@ -131,54 +167,54 @@ def _attributes(tag: bytes, attributes: Iterable[tuple[str, Any]]) -> bytes:
 
 
 def _resource(attributes: tuple) -> bytes:
-    return _attributes(b"\x0a", attributes)
+    return _attributes(_RESOURCE_ATTRS, attributes)
 
 
 def _scope(name: str, version: str, attributes: tuple) -> bytes:
     out = b""
     if name:
-        out += _field(b"\x0a", _utf8(name))
+        out += _field(_SCOPE_NAME, _utf8(name))
     if version:
-        out += _field(b"\x12", _utf8(version))
-    return out + _attributes(b"\x1a", attributes)
+        out += _field(_SCOPE_VERSION, _utf8(version))
+    return out + _attributes(_SCOPE_ATTRS, attributes)
 
 
 def _event(event: Any) -> bytes:
-    out = b"\x09" + _pack_q(event.time_ns) if event.time_ns else b""
+    out = _EVENT_TIME + _pack_q(event.time_ns) if event.time_ns else b""
     if event.name:
-        out += _field(b"\x12", _utf8(event.name))
-    out += _attributes(b"\x1a", event.attributes)
+        out += _field(_EVENT_NAME, _utf8(event.name))
+    out += _attributes(_EVENT_ATTRS, event.attributes)
     if event.dropped_attributes_count:
-        out += b"\x20" + _varint(event.dropped_attributes_count)
+        out += _EVENT_DROPPED + _varint(event.dropped_attributes_count)
     return out
 
 
 def _link(link: Any) -> bytes:
-    out = _field(b"\x0a", link.trace_id) if link.trace_id else b""
+    out = _field(_LINK_TRACE, link.trace_id) if link.trace_id else b""
     if link.span_id:
-        out += _field(b"\x12", link.span_id)
+        out += _field(_LINK_SPAN, link.span_id)
     if link.trace_state:
-        out += _field(b"\x1a", _utf8(link.trace_state))
-    out += _attributes(b"\x22", link.attributes)
+        out += _field(_LINK_STATE, _utf8(link.trace_state))
+    out += _attributes(_LINK_ATTRS, link.attributes)
     if link.dropped_attributes_count:
-        out += b"\x28" + _varint(link.dropped_attributes_count)
+        out += _LINK_DROPPED + _varint(link.dropped_attributes_count)
     if link.flags:
-        out += b"\x35" + _pack_i(link.flags)
+        out += _LINK_FLAGS + _pack_i(link.flags)
     return out
 
 
 def _append_rare(parts: list[bytes], s: SpanData) -> None:
     """Fields 10 to 14 (dropped attributes, events, dropped events, links, dropped links), in order."""
     if s.dropped_attributes_count:
-        parts.append(b"\x50" + _varint(s.dropped_attributes_count))
+        parts.append(_DROPPED_ATTRS + _varint(s.dropped_attributes_count))
     for event in s.events:
-        parts.append(_field(b"\x5a", _event(event)))
+        parts.append(_field(_EVENTS, _event(event)))
     if s.dropped_events_count:
-        parts.append(b"\x60" + _varint(s.dropped_events_count))
+        parts.append(_DROPPED_EVENTS + _varint(s.dropped_events_count))
     for link in s.links:
-        parts.append(_field(b"\x6a", _link(link)))
+        parts.append(_field(_LINKS, _link(link)))
     if s.dropped_links_count:
-        parts.append(b"\x70" + _varint(s.dropped_links_count))
+        parts.append(_DROPPED_LINKS + _varint(s.dropped_links_count))
 
 
 def _hashable(value: Any) -> Any:
@@ -223,14 +259,14 @@ class ProtoEncoder:
 
     # -- attributes -----------------------------------------------------------------------------------------
     def _attribute_field(self, key: Any, value: Any) -> bytes:
-        return _field(b"\x4a", self._key_field(key) + _field(b"\x12", _any_value(value)))
+        return _field(_ATTRS, self._key_field(key) + _field(_VALUE, _any_value(value)))
 
     def _key_field(self, key: str) -> bytes:
         kb = self._keys.get(key)
         if kb is None:
             if len(self._keys) > _CACHE_LIMIT:
                 self._keys.clear()
-            kb = self._keys[key] = _field(b"\x0a", _utf8(str(key)))
+            kb = self._keys[key] = _field(_KEY, _utf8(str(key)))
         return kb
 
     # -- spans ----------------------------------------------------------------------------------------------
@@ -238,49 +274,49 @@ class ProtoEncoder:
         """One ``ScopeSpans.spans`` field; fields in the order of their numbers (16, flags, last)."""
         tid, sid, parent = s.trace_id, s.span_id, s.parent_span_id
         if len(tid) == 16 and len(sid) == 8:
-            head = b"\x0a\x10" + tid + b"\x12\x08" + sid
+            head = _ID_HEADS[0] + tid + _ID_HEADS[1] + sid
         else:
-            head = (_field(b"\x0a", tid) if tid else b"") + (_field(b"\x12", sid) if sid else b"")
+            head = (_field(_TRACE_ID, tid) if tid else b"") + (_field(_SPAN_ID, sid) if sid else b"")
         if s.trace_state:
-            head += _field(b"\x1a", _utf8(s.trace_state))
+            head += _field(_TRACE_STATE, _utf8(s.trace_state))
         if parent:
-            head += b"\x22\x08" + parent if len(parent) == 8 else _field(b"\x22", parent)
+            head += _ID_HEADS[2] + parent if len(parent) == 8 else _field(_PARENT, parent)
         name = self._names.get(s.name)
         if name is None:
             if len(self._names) > _CACHE_LIMIT:
                 self._names.clear()
-            name = self._names[s.name] = _field(b"\x2a", _utf8(s.name)) if s.name else b""
+            name = self._names[s.name] = _field(_NAME, _utf8(s.name)) if s.name else b""
         parts = [head, name]
         if s.kind:
-            parts.append(_KINDS[s.kind] if 0 <= s.kind < 16 else b"\x30" + _varint(s.kind))
+            parts.append(_KINDS[s.kind] if 0 <= s.kind < 16 else _KIND + _varint(s.kind))
         start, end = s.start_ns, s.end_ns
         if start and end:
-            parts.append(_pack_times(0x39, start, 0x41, end))
+            parts.append(_pack_times(_START[0], start, _END[0], end))
         elif start:
-            parts.append(b"\x39" + _pack_q(start))
+            parts.append(_START + _pack_q(start))
         elif end:
-            parts.append(b"\x41" + _pack_q(end))
+            parts.append(_END + _pack_q(end))
         if s.attributes:
             parts.append(self._blocks.block(s.attributes))
         if s.events or s.links or s.dropped_attributes_count or s.dropped_events_count or s.dropped_links_count:
             _append_rare(parts, s)
         if s.status_code or s.status_message:
-            status = _field(b"\x12", _utf8(s.status_message)) if s.status_message else b""
+            status = _field(_STATUS_MESSAGE, _utf8(s.status_message)) if s.status_message else b""
             if s.status_code:
-                status += b"\x18" + _varint(s.status_code)
-            parts.append(_field(b"\x7a", status))
+                status += _STATUS_CODE + _varint(s.status_code)
+            parts.append(_field(_STATUS, status))
         if s.flags:
-            parts.append(b"\x85\x01" + _pack_i(s.flags))
+            parts.append(_FLAGS + _pack_i(s.flags))
         body = b"".join(parts)
         n = len(body)
-        return b"\x12" + (_SMALL_VARINTS[n] if n < 16384 else _varint(n)) + body  # ScopeSpans.spans
+        return _SS_SPANS + (_SMALL_VARINTS[n] if n < 16384 else _varint(n)) + body
 
     def _resource_field(self, key: Any, span: SpanData) -> bytes:
         field = self._resources.get(key)
         if field is None:
             if len(self._resources) > 1024:
                 self._resources.clear()
-            field = self._resources[key] = _field(b"\x0a", _resource(span.resource))
+            field = self._resources[key] = _field(_RS_RESOURCE, _resource(span.resource))
         return field
 
     def _scope_field(self, key: Any, span: SpanData) -> bytes:
@@ -289,7 +325,7 @@ class ProtoEncoder:
             if len(self._scopes) > 1024:
                 self._scopes.clear()
             body = _scope(span.scope_name, span.scope_version, span.scope_attributes)
-            field = self._scopes[key] = _field(b"\x0a", body)
+            field = self._scopes[key] = _field(_SS_SCOPE, body)
         return field
 
     def _group(self, spans: Iterable[SpanData]) -> dict[Any, dict[Any, list[SpanData]]]:
@@ -327,11 +363,11 @@ class ProtoEncoder:
                 body = [self._scope_field(skey, members[0])]
                 body += [span(s) for s in members]
                 if members[0].schema_url:
-                    body.append(_field(b"\x1a", _utf8(members[0].schema_url)))
-                parts.append(_field(b"\x12", b"".join(body)))
+                    body.append(_field(_SS_SCHEMA_URL, _utf8(members[0].schema_url)))
+                parts.append(_field(_RS_SCOPE_SPANS, b"".join(body)))
             if first.resource_schema_url:
-                parts.append(_field(b"\x1a", _utf8(first.resource_schema_url)))
-            out.append(_field(b"\x0a", b"".join(parts)))
+                parts.append(_field(_RS_SCHEMA_URL, _utf8(first.resource_schema_url)))
+            out.append(_field(_RESOURCE_SPANS, b"".join(parts)))
         return b"".join(out)
 
 

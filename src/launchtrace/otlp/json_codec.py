@@ -158,13 +158,17 @@ def _enc_span(s: SpanData) -> dict:
     if s.dropped_links_count:
         d["droppedLinksCount"] = s.dropped_links_count
     if s.status_code or s.status_message:
-        status: dict[str, Any] = {}
-        if s.status_message:
-            status["message"] = s.status_message
-        if s.status_code:
-            status["code"] = s.status_code
-        d["status"] = status
+        d["status"] = _enc_status(s)
     return d
+
+
+def _enc_status(s: SpanData) -> dict:
+    status: dict[str, Any] = {}
+    if s.status_message:
+        status["message"] = s.status_message
+    if s.status_code:
+        status["code"] = s.status_code
+    return status
 
 
 def _value_key(*parts: Any) -> Any:

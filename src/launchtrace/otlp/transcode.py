@@ -25,10 +25,8 @@ from typing import Any
 
 import orjson
 from google.protobuf import json_format
-from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
 from launchtrace import native
-from launchtrace.otlp.transcode_wire import wire_line
 
 __all__ = ["json_line", "native_transcoder", "reference_line", "wire_count", "wire_json_line"]
 
@@ -91,13 +89,6 @@ class _Cache:
             out = self._d[raw] = orjson.dumps(_to_dict(message))
         return out
 
-    def json_raw(self, raw: bytes, cls: Any) -> bytes:
-        """:meth:`json` of the ``cls`` message serialized as ``raw`` (parsed only when not cached)."""
-        out = self._d.get(raw)
-        if out is None:
-            out = self._d[raw] = self.json(cls.FromString(raw))
-        return out
-
 
 def _scalar_json(v: Any) -> bytes | None:
     """``json_format``'s JSON of an ``AnyValue`` holding a string, bool, int or finite double; else ``None``.
@@ -123,13 +114,6 @@ def _scalar_json(v: Any) -> bytes | None:
 
 class _AttributeCache(_Cache):
     """:class:`_Cache` for ``KeyValue`` attributes: a miss on a scalar value is written by hand."""
-
-    def json_raws(self, raws: list[bytes]) -> list[bytes]:
-        """:meth:`json_raw` of each serialized ``KeyValue`` (hits at C speed, one call per miss)."""
-        out = list(map(self._d.get, raws))
-        if None in out:
-            out = [o if o is not None else self.json_raw(r, KeyValue) for o, r in zip(out, raws)]
-        return out
 
     def json(self, message: Any) -> bytes:
         raw = message.SerializeToString()
@@ -280,9 +264,7 @@ def wire_count(raw: bytes) -> int | None:
 def json_line(message: Any) -> bytes:
     """One OTLP JSON Lines line (with its newline) for a ``TracesData`` / ``ExportTraceServiceRequest``.
 
-    Tries the compiled transcoder, then the wire walk of :mod:`launchtrace.otlp.transcode_wire` over the
-    message's serialized bytes (several times faster than the message walk: no message object per
-    attribute), then the message walk, then the reference.
+    Tries the compiled transcoder, then the message walk, then the reference.
     """
     if not _FAST:
         return reference_line(message)
@@ -291,9 +273,6 @@ def json_line(message: Any) -> bytes:
         if done is not None:
             return done[0]
     try:
-        line = wire_line(message.SerializeToString(), _attrs.json_raws, _blocks.json_raw)
-        if line is not None:
-            return line
         return _fast_line(message)
     except (orjson.JSONEncodeError, ValueError, TypeError):
         return reference_line(message)
