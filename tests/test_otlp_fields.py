@@ -23,7 +23,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "launchtrace"
 NOT_CARRIED = {"keyStrindex", "stringValueStrindex", "entityRefs", "descriptionKeys", "idKeys", "type"}
 LEGACY = {"instrumentationLibrarySpans", "instrumentationLibrary"}  # read (and refused) by the decoders
 FULL_JSON_CODECS = ("otlp/_jsonenc.c", "otlp/_jsonread.c", "otlp/json_codec.py")
-OTHER_JSON_CODE = ("otlp/json_fast.py", "otlp/encode_jsonl.py", "otlp/transcode.py", "collect.py")
+OTHER_JSON_CODE = ("otlp/json_fast.py", "otlp/encode_jsonl.py", "otlp/transcode.py", "receiver/collect.py")
 
 
 def _quoted_words(path: str) -> set[str]:
