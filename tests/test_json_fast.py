@@ -103,7 +103,7 @@ def test_launch_spans_take_the_fast_path_with_and_without_the_cache():
 def _outcome(fn, text: bytes):
     try:
         return "ok", fn(text)
-    except ValueError as exc:  # the codec's _Bad, orjson's JSONDecodeError
+    except ValueError as exc:  # the codec's BadSpan, orjson's JSONDecodeError
         return type(exc).__name__, None
 
 

@@ -21,7 +21,6 @@ reaches the user's program.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Callable
 from time import time_ns
@@ -67,7 +66,6 @@ _LIB_PREFIXES: tuple[str, ...] = ()
 # one), and the hot path asks once per launch. Holding the code keeps its id from being reused.
 _LIB_CACHE: dict[int, tuple[Any, bool]] = {}
 _USER_MODULE: dict[int, tuple[Any, str]] = {}  # id(code) outside Warp/launchtrace -> (code, module name)
-_THIS_FILE = os.path.normcase(os.path.abspath(__file__))
 _failures_logged: set[str] = set()
 
 

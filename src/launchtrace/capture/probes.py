@@ -38,7 +38,7 @@ from typing import Any
 
 from launchtrace.capture import bus
 from launchtrace.capture.devicetiming import Pending, Timer
-from launchtrace.capture.hotpath import find_site
+from launchtrace.capture.hotpath import _warn_once, find_site
 from launchtrace.capture.state import _local
 from launchtrace.capture.valuestats import MAX_ELEMENTS, array_stats, written_positions
 from launchtrace.model import LaunchRecord
@@ -56,7 +56,6 @@ DEVICE_TIMING = False
 _max_elements = MAX_ELEMENTS
 TIMER = Timer()
 _counts = {"arrays": 0, "skipped": 0}
-_warned: set[str] = set()
 _cuda_checked = [False]
 if hasattr(os, "register_at_fork"):  # a forked child cannot use the parent's CUDA events
     os.register_at_fork(after_in_child=TIMER.forget_devices)
@@ -147,12 +146,6 @@ def attach(rec: LaunchRecord, results: tuple, deadline: float) -> LaunchRecord:
     except Exception:
         _warn_once("attaching measurements")
         return rec
-
-
-def _warn_once(what: str) -> None:
-    if what not in _warned:
-        _warned.add(what)
-        _log.warning("launchtrace: %s failed; the launch ran normally (reported once)", what, exc_info=True)
 
 
 # -- the launching thread --------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from time import time_ns
 from typing import Any
 
+from launchtrace import native
 from launchtrace import rawevent as ev
 from launchtrace.capture import bus, probes
 from launchtrace.capture.hotpath import (
@@ -333,11 +334,8 @@ def _compiled_launch(original: Callable, fallback: Callable) -> Callable | None:
     It takes the common call itself (about 1 us instead of 9 here) and hands every other call, before running
     it, to ``fallback``, the Python wrapper above, which stays the reference.
     """
-    if os.environ.get("LAUNCHTRACE_PURE_PYTHON", "").strip() not in ("", "0"):
-        return None
-    try:
-        from launchtrace.capture import _fastlaunch
-    except ImportError:
+    _fastlaunch = native.load("launchtrace.capture._fastlaunch")
+    if _fastlaunch is None:
         return None
     ev.check_compiled(_fastlaunch)
     fast = _fastlaunch.Launcher(
@@ -447,11 +445,6 @@ def fix_tape_caller(args: tuple, kwargs: dict, result: Any, frame: Any) -> None:
         f = f.f_back
     f = f or frame
     caller.update(file=f.f_code.co_filename, lineno=f.f_lineno, func=f.f_code.co_name)
-
-
-def _runtime() -> Any:
-    ctx = sys.modules.get("warp._src.context")
-    return getattr(ctx, "runtime", None)
 
 
 _WRAPPER_FILES = frozenset(

@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from launchtrace.errors import BadSpan
 from launchtrace.fastinit import slot_constructor
 from launchtrace.otlp.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, IdError, decode_id
 from launchtrace.otlp.problems import Problem
@@ -288,10 +289,6 @@ def encode_line(spans: Iterable[SpanData]) -> str:
 # ------------------------------------------------------------------------------------------------ decoding
 
 
-class _Bad(ValueError):
-    """A span (or part of one) that cannot be read; the message says why."""
-
-
 def _int(v: Any, what: str) -> int:
     t = type(v)
     if t is int:
@@ -300,49 +297,49 @@ def _int(v: Any, what: str) -> int:
         try:
             return int(v)
         except ValueError:
-            raise _Bad(f"{what} {v!r} is not an integer") from None
+            raise BadSpan(f"{what} {v!r} is not an integer") from None
     if t is float and v.is_integer():
         return int(v)
-    raise _Bad(f"{what} must be an integer or a decimal string, got {type(v).__name__} {v!r}")
+    raise BadSpan(f"{what} must be an integer or a decimal string, got {type(v).__name__} {v!r}")
 
 
 def _str(v: Any, what: str) -> str:
     if type(v) is str:
         return v
-    raise _Bad(f"{what} must be a string, got {type(v).__name__} {v!r}")
+    raise BadSpan(f"{what} must be a string, got {type(v).__name__} {v!r}")
 
 
 def _list(v: Any, what: str) -> list:
     if type(v) is list:
         return v
-    raise _Bad(f"{what} must be a list, got {type(v).__name__}")
+    raise BadSpan(f"{what} must be a list, got {type(v).__name__}")
 
 
 def _dict(v: Any, what: str) -> dict:
     if type(v) is dict:
         return v
-    raise _Bad(f"{what} must be an object, got {type(v).__name__}")
+    raise BadSpan(f"{what} must be an object, got {type(v).__name__}")
 
 
 def _enum(v: Any, names: tuple[str, ...], what: str) -> int:
     if type(v) is int:
         if 0 <= v < len(names):
             return v
-        raise _Bad(f"unknown {what} {v}")
+        raise BadSpan(f"unknown {what} {v}")
     if type(v) is str:
         try:
             return names.index(v)
         except ValueError:
             if v.isdecimal() and int(v) < len(names):
                 return int(v)
-            raise _Bad(f"unknown {what} {v!r}") from None
-    raise _Bad(f"{what} must be an integer or an enum name, got {type(v).__name__} {v!r}")
+            raise BadSpan(f"unknown {what} {v!r}") from None
+    raise BadSpan(f"{what} must be an integer or an enum name, got {type(v).__name__} {v!r}")
 
 
 def _dec_bool(v: Any) -> bool:
     if type(v) is bool:
         return v
-    raise _Bad(f"boolValue must be true or false, got {v!r}")
+    raise BadSpan(f"boolValue must be true or false, got {v!r}")
 
 
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -362,7 +359,7 @@ def _dec_double(v: Any) -> float:
             return float(v)
         except ValueError:
             pass
-    raise _Bad(f"doubleValue must be a number, got {v!r}")
+    raise BadSpan(f"doubleValue must be a number, got {v!r}")
 
 
 def _dec_bytes(v: Any) -> bytes:
@@ -371,7 +368,7 @@ def _dec_bytes(v: Any) -> bytes:
             return base64.b64decode(v.replace("-", "+").replace("_", "/") + "=" * (-len(v) % 4), validate=True)
         except (binascii.Error, ValueError):
             pass
-    raise _Bad(f"bytesValue must be base64, got {v!r}")
+    raise BadSpan(f"bytesValue must be base64, got {v!r}")
 
 
 def _dec_array(v: Any) -> tuple:
@@ -397,7 +394,7 @@ _DECODE_VALUE: dict[str, Callable[[Any], Any]] = {
 
 def _dec_value(v: Any) -> Any:
     if type(v) is not dict:
-        raise _Bad(f"attribute value must be an object, got {type(v).__name__} {v!r}")
+        raise BadSpan(f"attribute value must be an object, got {type(v).__name__} {v!r}")
     for key, x in v.items():
         if key == "stringValue" and type(x) is str:  # the common case, without a call
             return x
@@ -421,10 +418,10 @@ def _scalar(v: Any) -> Any:
 
 def _dec_attr(kv: Any) -> tuple[str, Any]:
     if type(kv) is not dict:
-        raise _Bad(f"attribute must be an object with key and value, got {kv!r}")
+        raise BadSpan(f"attribute must be an object with key and value, got {kv!r}")
     key = kv.get("key")
     if type(key) is not str:
-        raise _Bad(f"attribute key must be a string, got {key!r}")
+        raise BadSpan(f"attribute key must be a string, got {key!r}")
     return key, _dec_value(kv.get("value"))
 
 
@@ -436,7 +433,7 @@ def _dec_attrs(attrs: Any) -> tuple:
     ``.items()`` that allocates nothing, and with one key there is no question which kind comes first.
     """
     if type(attrs) is not list:
-        raise _Bad(f"attributes must be a list, got {type(attrs).__name__}")
+        raise BadSpan(f"attributes must be a list, got {type(attrs).__name__}")
     out = []
     append = out.append
     for kv in attrs:
@@ -543,7 +540,7 @@ class _Context:
 
 def _dec_span(d: Any, ctx: _Context, id_encoding: str, link_problems: list[str], id_cache: dict) -> SpanData:
     if type(d) is not dict:
-        raise _Bad(f"span must be an object, got {type(d).__name__}")
+        raise BadSpan(f"span must be an object, got {type(d).__name__}")
     # ids: spans of one line share their trace id (and children their parent's id), so each id text is
     # decoded once per line; only ids that decode_id accepts are remembered
     text = d.get("traceId", "")
@@ -574,7 +571,7 @@ def _dec_span(d: Any, ctx: _Context, id_encoding: str, link_problems: list[str],
         for i, k in enumerate(_list(links, "links")):
             try:
                 decoded_links.append(_dec_link(k, id_encoding))
-            except (_Bad, IdError) as exc:
+            except (BadSpan, IdError) as exc:
                 link_problems.append(f"link {i} dropped: {exc}")
     name = d.get("name", "")
     kind = d.get("kind", 0)
@@ -637,7 +634,7 @@ def _dec_scope_spans(
     for i, d in enumerate(_list(ss.get("spans", ()), f"{path}.spans")):
         try:
             out.append(_dec_span(d, ctx, id_encoding, link_problems, id_cache))
-        except (_Bad, IdError) as exc:
+        except (BadSpan, IdError) as exc:
             problems.append(Problem(where, f"{path}.spans[{i}]: {_span_label(d)} skipped: {exc}", skipped=1))
         except RecursionError:
             msg = f"{path}.spans[{i}]: {_span_label(d)} skipped: attribute values nested too deeply"
@@ -686,7 +683,7 @@ def decode_traces_data(obj: Any, *, where: str = "", id_encoding: str = "auto") 
             ctx = _Context(attrs, _str(rs.get("schemaUrl", ""), f"{path}.schemaUrl"))
             sskey = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
             scope_spans = _list(rs.get(sskey, ()), f"{path}.{sskey}")
-        except _Bad as exc:
+        except BadSpan as exc:
             n = _count_spans(rs)
             problems.append(Problem(where, f"{path}: {n} span(s) skipped: {exc}", skipped=n))
             continue
@@ -694,7 +691,7 @@ def decode_traces_data(obj: Any, *, where: str = "", id_encoding: str = "auto") 
             sspath = f"{path}.{sskey}[{s}]"
             try:
                 _dec_scope_spans(ss, sspath, ctx, id_encoding, where, spans, problems)
-            except _Bad as exc:
+            except BadSpan as exc:
                 n = len(ss.get("spans", ())) if type(ss) is dict and type(ss.get("spans")) is list else 0
                 problems.append(Problem(where, f"{sspath}: {n} span(s) skipped: {exc}", skipped=n))
     return spans, problems

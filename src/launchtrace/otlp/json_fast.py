@@ -341,7 +341,7 @@ class FastLineDecoder:
             return None
         try:
             spans, attribute_fields = self._spans(data)
-        except (_NoAnswer, ValueError, RecursionError):  # IdError, the codec's _Bad, orjson's errors
+        except (_NoAnswer, ValueError, RecursionError):  # IdError, the codec's BadSpan, orjson's errors
             return None
         # an "attributes" key twice in one object hides its first value from every check (module docstring)
         if line.count(b'"attributes"') != attribute_fields or (b"\\" in line and b"\\u" in line):

@@ -28,7 +28,7 @@ from google.protobuf import json_format
 
 from launchtrace import native
 
-__all__ = ["json_line", "native_transcoder", "reference_line", "wire_count", "wire_json_line"]
+__all__ = ["json_line", "native_transcoder", "reference_line", "wire_json_line"]
 
 _CACHE_LIMIT = 1 << 16
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
@@ -253,12 +253,6 @@ def wire_json_line(raw: bytes) -> tuple[bytes, int] | None:
     """The line and span count of the serialized request ``raw`` by the compiled transcoder; ``None`` when it
     is not built or leaves these bytes to the Python path (which parses them: they may be malformed)."""
     return None if _native is None else _native.transcode(raw)
-
-
-def wire_count(raw: bytes) -> int | None:
-    """The span count of ``raw`` after the compiled transcoder's checks (:func:`wire_json_line` accepts what
-    this accepts); ``None`` as for :func:`wire_json_line`."""
-    return None if _native is None else _native.count(raw)
 
 
 def json_line(message: Any) -> bytes:
