@@ -20,6 +20,7 @@ from launchtrace import topology
 from launchtrace.capture import bus
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.pipeline import ExportPipeline
+from launchtrace.export.spanbuilder import AUTO_FOLD_SWITCH
 from launchtrace.sources.rebuild import rebuild
 from test_pipeline import file_spans
 
@@ -142,8 +143,8 @@ def test_the_default_exports_a_cloth_program_in_full_one_span_per_launch(tmp_pat
 
 def test_a_loop_of_ten_thousand_steps_stays_within_the_budget_with_its_topology(tmp_path: Path, instrumented) -> None:
     """10,000 iterations of a ping-pong substep (a fill and two kernels) in one scope (30,000 records, fifteen
-    budgets), then one full step: the trace
-    folds because it would not fit, stays within 2,000 spans, drops nothing, and rebuilds to the captured
+    budgets), then one full step: the trace keeps its first spans individually up to its switch point, folds
+    the rest because it would not fit, stays within 2,000 spans, drops nothing, and rebuilds to the captured
     topology with every repetition counted."""
     cloth = Cloth(8)
     cloth.substep()
@@ -157,7 +158,10 @@ def test_a_loop_of_ten_thousand_steps_stays_within_the_budget_with_its_topology(
     spans, records, stats = export_run(tmp_path, program)
     assert len(records) == 10_000 * 3 + 3 * SUBSTEPS + 2
     assert len(spans) <= 2000 and len({s.trace_id for s in spans}) == 1
-    assert stats.dropped == 0 and stats.folded_records > 0.99 * len(records)
+    switch = int((2000 - 2) * AUTO_FOLD_SWITCH)
+    plain = sorted(s.attribute(C.SEQ) for s in record_spans(spans))
+    assert plain[:switch] == [r.seq for r in records[:switch]]  # the loop's first spans, one per record
+    assert stats.dropped == 0 and stats.folded_records > len(records) - switch - 200
     assert stats.summary_spans == len(summary_spans(spans))
     assert stats.folded_records + len(record_spans(spans)) == len(records)
     result = rebuild(spans)
@@ -194,7 +198,8 @@ def test_fold_off_never_folds_and_cuts_a_trace_past_its_budget(tmp_path: Path, c
 
 
 def test_auto_folds_only_the_trace_that_would_pass_its_budget(tmp_path: Path, cloth: Cloth) -> None:
-    """Two traces: a short one that fits (exported in full) and a long one that does not (folded)."""
+    """Two traces: a short one that fits (exported in full) and a long one that does not (its first spans
+    individually, up to the switch point, the rest folded)."""
 
     def program() -> None:
         with launchtrace.scope("short"):
@@ -203,12 +208,21 @@ def test_auto_folds_only_the_trace_that_would_pass_its_budget(tmp_path: Path, cl
             for _ in range(10):
                 cloth.step()
 
-    spans, records, stats = export_run(tmp_path, program, span_budget=60)
+    spans, records, stats = export_run(tmp_path, program, span_budget=120)
     by_root = {s.name: s.trace_id for s in spans if s.name in ("short", "long")}
     short_spans = [s for s in spans if s.trace_id == by_root["short"]]
     long_spans = [s for s in spans if s.trace_id == by_root["long"]]
     assert summary_spans(short_spans) == [] and len(record_spans(short_spans)) == 3 * SUBSTEPS + 2
-    assert summary_spans(long_spans) and len(long_spans) <= 60 and stats.dropped == 0
+    assert summary_spans(long_spans) and len(long_spans) <= 120 and stats.dropped == 0
+    switch = int((120 - 2) * AUTO_FOLD_SWITCH)  # spans of the long trace written before it folds
+    long_records = [r for r in records if r.seq > max(s.attribute(C.SEQ) for s in record_spans(short_spans))]
+    long_plain = sorted(s.attribute(C.SEQ) for s in record_spans(long_spans))
+    scopes_begun = -(-switch // (3 * SUBSTEPS + 3))  # a step: its scope span and 3 * SUBSTEPS + 2 launches
+    first = [r.seq for r in long_records[: switch - scopes_begun]]
+    assert long_plain[: len(first)] == first
+    assert min(s.start_ns for s in summary_spans(long_spans)) > max(
+        s.start_ns for s in record_spans(long_spans) if s.attribute(C.SEQ) in set(first)
+    )
     assert stats.folded_records + len(record_spans(spans)) == len(records)
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from launchtrace import conventions as C
 from launchtrace import topology
 from launchtrace.export.config import ExportConfig, default_file_path
-from launchtrace.export.spanbuilder import STEP_SPAN_NAME, SpanBuilder
+from launchtrace.export.spanbuilder import AUTO_FOLD_SWITCH, STEP_SPAN_NAME, SpanBuilder
 from launchtrace.export.spanfactory import make_span
 from launchtrace.export.spanresource import build_resource
 from launchtrace.model import BufferArg, LaunchRecord, ScopeRecord, Site
@@ -204,10 +204,13 @@ def test_step_roots_close_by_time_window_in_record_time_and_at_feed_time():
     ev.launch("sim.k")
     builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x", step_window_s=1.0), resource=RESOURCE)
     spans = builder.feed(ev.events, now_ns=ev.t)  # the first step closed by the second record's time
-    assert [s.name for s in spans] == ["sim.k", STEP_SPAN_NAME]
+    # launch spans stream out as they are built: the second step's launch is out, its root still open
+    assert [s.name for s in spans] == ["sim.k", STEP_SPAN_NAME, "sim.k"]
+    assert spans[2].trace_id != spans[1].trace_id
     assert builder.feed([], now_ns=ev.t + 500) == []  # the second is still inside its window
     later = builder.feed([], now_ns=ev.t + 1_500_000_000)  # ... and past it at the next feed
-    assert [s.name for s in later] == ["sim.k", STEP_SPAN_NAME]
+    assert [s.name for s in later] == [STEP_SPAN_NAME]
+    assert later[0].trace_id == spans[2].trace_id
 
 
 # --- folding and budget -----------------------------------------------------------------------------------
@@ -224,6 +227,35 @@ def test_by_default_a_trace_within_its_budget_is_exported_in_full():
     assert [s.name for s in spans] == ["sim.step"] * 100 + ["rollout"]
     assert [s.attribute(C.SEQ) for s in spans[:100]] == [r.seq for k, r in ev.events if k == "record"]
     assert (builder.folded_records, builder.summary_spans, builder.dropped_budget) == (0, 0, 0)
+
+
+def test_by_default_a_trace_past_its_budget_keeps_its_first_spans_and_folds_only_the_rest():
+    """fold="auto": spans stream out one per record until the trace has used AUTO_FOLD_SWITCH of its budget;
+    from there on it folds (the ping-pong pair repeats), nothing is cut, and the mixed trace (individual spans,
+    then a summary span) rebuilds to exactly the captured records."""
+    from launchtrace.sources.rebuild import rebuild
+
+    ev = Events()
+    ev.begin("rollout")
+    for i in range(200):
+        ev.launch("sim.step", ptrs=(0x1000, 0x2000) if i % 2 == 0 else (0x2000, 0x1000))
+    captured = [r for k, r in ev.events if k == "record"]
+    switch = int((42 - 2) * AUTO_FOLD_SWITCH)
+    builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x", span_budget=42), resource=RESOURCE)
+    streamed = builder.feed(ev.events[: 1 + switch], now_ns=0)  # the scope begin and the first `switch` launches
+    assert [s.attribute(C.SEQ) for s in streamed] == [r.seq for r in captured[:switch]]  # out before the end
+    ev.end()
+    spans = streamed + builder.feed(ev.events[1 + switch :], now_ns=0) + builder.flush(now_ns=10**18)
+    assert [s.name for s in spans] == ["sim.step"] * switch + [f"sim.step x{(200 - switch) // 2}", "rollout"]
+    assert spans[switch].attribute(C.FOLD_SEQ_LAST) == captured[-1].seq
+    assert (builder.folded_records, builder.summary_spans, builder.dropped_budget) == (200 - switch, 1, 0)
+    assert builder.traces_folded == 1
+    result = rebuild(spans)
+    assert result.warnings == [] and result.skipped == 0
+    rebuilt = sorted(result.records(), key=lambda r: r.seq)
+    assert [r.seq for r in rebuilt] == [r.seq for r in captured]
+    assert topology.topology_keys(rebuilt) == topology.topology_keys(captured)
+    assert [r.buffers for r in rebuilt] == [r.buffers for r in captured]
 
 
 def test_repeats_fold_into_one_summary_span_with_the_topology_once():
@@ -308,11 +340,17 @@ def test_ten_thousand_step_loop_stays_within_budget_and_folds(fold):
     assert folded == builder.folded_records
     assert builder.summary_spans == sum(1 for s in spans if s.attribute(C.FOLD_COUNT) is not None)
     train_id = next(s.trace_id for s in spans if s.name == "train")
-    assert traces[train_id] < 200
-    if fold == "auto":
-        assert plain == 10_000 + 10 and folded == 30_000 and builder.traces_folded == 1  # the checkpoints: singles
+    if fold == "auto":  # the loop's first spans individually, up to the switch point; the rest folded
+        switch = int((builder.config.span_budget - 2) * AUTO_FOLD_SWITCH)
+        train_plain = [s for s in spans if s.trace_id == train_id and s.attribute(C.OP) is not None]
+        train_plain = [s for s in train_plain if s.attribute(C.FOLD_COUNT) is None]
+        in_loop = [r.seq for r in captured[:30_010]]
+        assert sorted(s.attribute(C.SEQ) for s in train_plain)[:switch] == in_loop[:switch]
+        assert switch <= len(train_plain) < switch + 200 and traces[train_id] < switch + 200
+        assert folded == 30_010 - len(train_plain) and builder.traces_folded == 1
         assert sorted(n for t, n in traces.items() if t != train_id) == [1001] * 10
     else:
+        assert traces[train_id] < 200
         assert len(spans) < 200
     result = rebuild(spans)
     assert result.warnings == [] and result.skipped == 0
@@ -409,10 +447,10 @@ def test_flush_ends_open_scopes_as_incomplete():
     ev.begin("inner")
     ev.launch()
     builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x"), resource=RESOURCE)
-    assert builder.feed(ev.events, now_ns=0) == []
+    assert [s.name for s in builder.feed(ev.events, now_ns=0)] == ["sim.integrate"]  # streamed, not held
     spans = builder.flush(now_ns=ev.t + 10)
-    assert [s.name for s in spans] == ["sim.integrate", "inner", "step"]
-    for s in spans[1:]:
+    assert [s.name for s in spans] == ["inner", "step"]
+    for s in spans:
         assert s.attribute(C.SCOPE_INCOMPLETE) is True and s.end_ns == ev.t + 10
 
 

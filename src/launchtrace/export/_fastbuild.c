@@ -11,30 +11,30 @@
  * when it loads this module): its whole interface to the builder. Of the objects it is handed it reads only
  * these public attributes: a record's scope_id, template, error, repeat, probes, thread, start_ns, end_ns,
  * kernel, seq; a node's (_Node) trace, folder, records, first_start, launches, digest, last_end, parent,
- * span_id, and its digest's update(); a trace's (_Trace) sampled, used, limit, held, held_recs, id; a
+ * span_id, and its digest's update(); a trace's (_Trace) sampled, used, stream_until, id; a
  * folder's enabled; the rng's getrandbits().
  * The common case, every condition checked before anything is changed:
  *   - the record's node is an open scope (view.scopes / .aliases by scope id) or, with no scope, the
  *     thread's open step root (view.steps) that neither its count nor its time window closes;
- *   - the node's trace is sampled and has budget left (trace.used < trace.limit);
+ *   - the node's trace is sampled and its spans still stream one per record (trace.used < trace.stream_until:
+ *     its budget, or with fold="auto" the switch point past which the trace folds);
  *   - the record is a copy of a template whose fold-key id the builder already knows (view.template_keys),
  *     no error, repeat 1, no probes; its topology line is cached with no foreign pointers (view.lines), its
  *     static attributes are cached (view.attrs); the node's folder is disabled; the kernel name fits the
  *     attribute length limit (view.limit).
  * Then, as the Python does: the step root's record count, every ancestor's launch count, digest and last end,
  * the trace's budget, and the span (static attributes + the sequence number, a span id from view.rng) appended
- * to view.out, or, while the trace holds its spans back (fold="auto": trace.held is a list), to trace.held
- * with (node, rec, key) appended to trace.held_recs. Anything else (a scope event, a new key, folding on, a
- * trace out of budget, any error while looking) goes to Python, which stays the definition.
+ * to view.out. Anything else (a scope event, a new key, folding on, a trace at its switch point or out of
+ * budget, any error while looking) goes to Python, which stays the definition.
  * tests/test_spanbuilder.py runs through both and compares the spans.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 static PyObject *s_scope_id, *s_template, *s_error, *s_repeat, *s_probes, *s_thread, *s_start_ns, *s_end_ns;
-static PyObject *s_trace, *s_sampled, *s_used, *s_limit, *s_folder, *s_enabled, *s_records, *s_first_start;
+static PyObject *s_trace, *s_sampled, *s_used, *s_stream_until, *s_folder, *s_enabled, *s_records, *s_first_start;
 static PyObject *s_launches, *s_digest, *s_last_end, *s_parent, *s_span_id, *s_id, *s_kernel, *s_seq;
-static PyObject *s_update, *s_getrandbits, *s_record, *s_held, *s_held_recs;
+static PyObject *s_update, *s_getrandbits, *s_record;
 static PyObject *c_zero, *c_one, *c_64, *c_empty_tuple, *c_empty_str;
 
 /* SpanBuilder.compiled_view's members, in order (launchtrace.export.spanbuilder.CompiledView). */
@@ -92,9 +92,9 @@ static int add_one(PyObject *obj, PyObject *name) {
 static int one(State *st, PyObject *event) {
     int rc = 0, changing = 0;
     PyObject *rec, *node = NULL, *step = NULL, *trace = NULL, *v = NULL, *template = NULL, *key = NULL;
-    PyObject *line = NULL, *static_attrs = NULL, *folder = NULL, *kernel = NULL, *used = NULL, *limit = NULL;
+    PyObject *line = NULL, *static_attrs = NULL, *folder = NULL, *kernel = NULL, *used = NULL, *until = NULL;
     PyObject *start = NULL, *end = NULL, *seq = NULL, *attrs = NULL, *span_id = NULL, *span = NULL;
-    PyObject *trace_id = NULL, *parent_id = NULL, *held = NULL, *held_recs = NULL, *entry = NULL;
+    PyObject *trace_id = NULL, *parent_id = NULL;
     if (!PyTuple_CheckExact(event) || PyTuple_GET_SIZE(event) != 2) return 0;
     PyObject *kind = PyTuple_GET_ITEM(event, 0);
     if (kind != s_record) {
@@ -201,21 +201,14 @@ static int one(State *st, PyObject *event) {
     if ((v = GET(folder, s_enabled)) == NULL) goto error;
     if (v != Py_False) goto leave;
     Py_CLEAR(v);
-    if ((used = GET(trace, s_used)) == NULL || (limit = GET(trace, s_limit)) == NULL) goto error;
+    if ((used = GET(trace, s_used)) == NULL || (until = GET(trace, s_stream_until)) == NULL) goto error;
     {
-        int room = less(used, limit);
+        int room = less(used, until);
         if (room < 0) goto error;
         if (!room) goto leave;
     }
     if ((end = GET(rec, s_end_ns)) == NULL || (seq = GET(rec, s_seq)) == NULL) goto error;
     if ((trace_id = GET(trace, s_id)) == NULL || (parent_id = GET(node, s_span_id)) == NULL) goto error;
-    if ((held = GET(trace, s_held)) == NULL) goto error;
-    if (held != Py_None) {
-        if (!PyList_CheckExact(held)) goto leave;
-        if ((held_recs = GET(trace, s_held_recs)) == NULL) goto error;
-        if (!PyList_CheckExact(held_recs)) goto leave;
-        if ((entry = PyTuple_Pack(3, node, rec, key)) == NULL) goto error;
-    }
 
     /* everything checked: build what can fail before changing anything */
     {
@@ -271,11 +264,7 @@ static int one(State *st, PyObject *event) {
         n = parent;
     }
     if (add_one(trace, s_used) < 0) goto error;
-    if (held_recs != NULL) {
-        if (PyList_Append(held, span) < 0 || PyList_Append(held_recs, entry) < 0) goto error;
-    } else if (PyList_Append(st->out, span) < 0) {
-        goto error;
-    }
+    if (PyList_Append(st->out, span) < 0) goto error;
     rc = 1;
     goto done;
 leave:
@@ -300,7 +289,7 @@ done:
     Py_XDECREF(folder);
     Py_XDECREF(kernel);
     Py_XDECREF(used);
-    Py_XDECREF(limit);
+    Py_XDECREF(until);
     Py_XDECREF(start);
     Py_XDECREF(end);
     Py_XDECREF(seq);
@@ -309,9 +298,6 @@ done:
     Py_XDECREF(span);
     Py_XDECREF(trace_id);
     Py_XDECREF(parent_id);
-    Py_XDECREF(held);
-    Py_XDECREF(held_recs);
-    Py_XDECREF(entry);
     return rc;
 }
 
@@ -417,7 +403,7 @@ PyMODINIT_FUNC PyInit__fastbuild(void) {
     INTERN(s_trace, "trace");
     INTERN(s_sampled, "sampled");
     INTERN(s_used, "used");
-    INTERN(s_limit, "limit");
+    INTERN(s_stream_until, "stream_until");
     INTERN(s_folder, "folder");
     INTERN(s_enabled, "enabled");
     INTERN(s_records, "records");
@@ -433,8 +419,6 @@ PyMODINIT_FUNC PyInit__fastbuild(void) {
     INTERN(s_update, "update");
     INTERN(s_getrandbits, "getrandbits");
     INTERN(s_record, "record");
-    INTERN(s_held, "held");
-    INTERN(s_held_recs, "held_recs");
     if ((c_zero = PyLong_FromLong(0)) == NULL || (c_one = PyLong_FromLong(1)) == NULL ||
         (c_64 = PyLong_FromLong(64)) == NULL || (c_empty_tuple = PyTuple_New(0)) == NULL ||
         (c_empty_str = PyUnicode_FromString("")) == NULL)

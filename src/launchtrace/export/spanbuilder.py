@@ -15,13 +15,13 @@ The rules (issue 3, written down in ``docs/traces.md``):
   previous root of the same name;
 - records outside any scope go to synthetic ``launchtrace.step`` roots, one open per thread, closed after
   ``step_max_spans`` records or ``step_window_s`` seconds;
-- lossless by default (``fold="auto"``): a trace's launch spans are held back until the trace ends, and a
-  trace that fits its ``span_budget`` is written in full, one span per record. A trace that would pass it
-  is folded from then on, the spans held so far included: consecutive repeats of a record sequence
-  (period 1..8) become one summary span (:mod:`launchtrace.export.folding`), named after the kernels it
-  holds. ``fold="always"`` folds every trace from the first repeat, ``fold="off"`` never folds. Whatever
-  still does not fit is cut at ``span_budget`` spans with a final ``launchtrace.dropped`` span saying how
-  many were left out;
+- lossless by default (``fold="auto"``): a trace's spans stream out as they are built, one span per record,
+  so a trace within its ``span_budget`` is written in full. Once a trace has used ``AUTO_FOLD_SWITCH`` (3/4)
+  of its budget it folds from then on: consecutive repeats of a record sequence (period 1..8) become one
+  summary span (:mod:`launchtrace.export.folding`), named after the kernels it holds; its first spans stay
+  individual. ``fold="always"`` folds every trace from the first repeat, ``fold="off"`` never folds.
+  Whatever still does not fit is cut at ``span_budget`` spans with a final ``launchtrace.dropped`` span
+  saying how many were left out;
 - sampling is decided once per trace (:mod:`launchtrace.export.sampling`).
 
 Example::
@@ -55,7 +55,7 @@ from launchtrace.export.spanresource import build_resource
 from launchtrace.model import LaunchRecord, Op, ScopeKind, ScopeRecord
 from launchtrace.spans import STATUS_ERROR, SpanData, SpanEvent, SpanLink
 
-__all__ = ["STEP_SPAN_NAME", "SpanBuilder", "summary_span_name"]
+__all__ = ["AUTO_FOLD_SWITCH", "STEP_SPAN_NAME", "SpanBuilder", "summary_span_name"]
 
 _log = logging.getLogger(__name__)
 
@@ -78,6 +78,10 @@ def _reseed_after_fork() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reseed_after_fork)
 _MAX_ROOT_NAMES = 10_000
+# fold="auto": the share of a trace's span budget written one span per record; once a trace has used this
+# much of it, the rest of the trace folds (so a long loop keeps its first iterations individually and its
+# summary spans still fit). Below it spans stream out as they are built, exactly as with fold="off".
+AUTO_FOLD_SWITCH = 0.75
 _fastbuild = native.load("launchtrace.export._fastbuild")  # _on_record's common case, compiled, or None
 
 
@@ -132,23 +136,26 @@ def summary_span_name(kernel: str, count: int, others: int) -> str:
 class _Trace:
     """One trace being built: its id, sampling decision and span budget.
 
-    ``held`` (``fold="auto"``, until the trace folds or ends): the spans built so far below the root, in order;
-    ``held_recs``: for each, in the same order, ``(node, record, key id)`` for a launch span or
-    ``(node, span, 0)`` for a child scope's span, and ``(node, None, 0)`` where the node's folder was flushed
-    (a child scope began), so that a trace passing its budget can be folded after all.
+    ``stream_until``: while ``used`` is below it, each record is its own span, written at once. It is the
+    budget's ``limit``, or with ``fold="auto"`` (``switch=True``) the switch point (``AUTO_FOLD_SWITCH`` of
+    it) until the trace reaches it and starts folding (:meth:`SpanBuilder._start_folding`).
     """
 
-    __slots__ = ("dropped", "full", "held", "held_recs", "id", "limit", "sampled", "used")
+    __slots__ = ("dropped", "full", "id", "limit", "sampled", "stream_until", "used")
 
-    def __init__(self, trace_id: bytes, sampled: bool, full: bool, budget: int, hold: bool = False) -> None:
+    def __init__(self, trace_id: bytes, sampled: bool, full: bool, budget: int, switch: bool = False) -> None:
         self.id = trace_id
         self.sampled = sampled
         self.full = full
         self.limit = budget - 2  # room left for the root and the final "dropped" span
         self.used = 0
         self.dropped = 0
-        self.held: list[SpanData] | None = [] if hold and sampled and not full else None
-        self.held_recs: list[tuple[_Node, LaunchRecord | None, int]] | None = [] if self.held is not None else None
+        self.stream_until = int(self.limit * AUTO_FOLD_SWITCH) if switch and not full else self.limit
+
+    @property
+    def switching(self) -> bool:
+        """``fold="auto"`` and not folding yet: reaching ``stream_until`` starts folding instead of cutting."""
+        return self.stream_until < self.limit
 
     def reserve(self) -> bool:
         """Take one span of the budget; False (and counted) when the trace is full."""
@@ -212,7 +219,7 @@ class SpanBuilder:
     Counters (ints): ``dropped_budget`` (spans cut by the span budget), ``dropped_unsampled`` (spans of
     traces the sampler dropped), ``unknown_scope_ends`` (a scope end whose begin was never seen),
     ``traces_started``, ``folded_records`` / ``summary_spans`` (records folded, into how many summary spans),
-    ``traces_folded`` (traces ``fold="auto"`` folded because they would pass their budget); :meth:`dropped`
+    ``traces_folded`` (``fold="auto"`` traces that reached their switch point and folded the rest); :meth:`dropped`
     sums the drops per reason.
     """
 
@@ -347,8 +354,6 @@ class SpanBuilder:
             node = self._new_root(scope.name, span_id, scope.remote_parent if self._join else None)
         else:
             self._flush_folder(parent)
-            if parent.trace.held is not None and parent.trace.used >= parent.trace.limit:
-                self._fold_held(parent.trace)  # fold="auto": make room by folding, not by cutting
             node = _Node(parent.trace, span_id, parent, self._folder(parent.trace))
             parent.children.append(node)
             if parent.trace.sampled:
@@ -394,8 +399,8 @@ class SpanBuilder:
         return self._aliases.get(scope_id)
 
     def _folder(self, trace: _Trace) -> Folder:
-        """Folding is on in ``always`` mode, and in ``auto`` mode once the trace stops holding its spans back."""
-        enabled = self._fold_mode != "off" and not trace.full and trace.held is None
+        """Folding is on in ``always`` mode, and in ``auto`` mode once the trace has reached its switch point."""
+        enabled = self._fold_mode != "off" and not trace.full and not trace.switching
         return Folder(self.config.fold_min_repeats, enabled=enabled)
 
     def _span_id(self) -> bytes:
@@ -406,7 +411,7 @@ class SpanBuilder:
         trace_id = remote[0] if remote is not None else (self._rng.getrandbits(128) or 1).to_bytes(16, "big")
         decision = self._sampler.decide(trace_id, name, remote)
         trace = _Trace(
-            trace_id, decision.sampled, decision.full, self.config.span_budget, hold=self._fold_mode == "auto"
+            trace_id, decision.sampled, decision.full, self.config.span_budget, switch=self._fold_mode == "auto"
         )
         self.traces_started += 1
         node = _Node(trace, span_id, None, self._folder(trace))
@@ -520,11 +525,6 @@ class SpanBuilder:
         return (*static, (C.SEQ, rec.seq))
 
     def _flush_folder(self, node: _Node) -> None:
-        held = node.trace.held_recs
-        if held is not None:  # nothing folds yet; should the trace fold, no run may span this point
-            if held and not (held[-1][0] is node and held[-1][1] is None):
-                held.append((node, None, 0))
-            return
         for group in node.folder.flush():
             self._emit_group(node, group)
 
@@ -554,12 +554,7 @@ class SpanBuilder:
         if node.is_root:
             self._finish_trace(node, span)
         elif node.emitted:
-            trace = node.trace
-            if trace.held is not None:  # in its place among the held launch spans (it keeps its budget)
-                trace.held.append(span)
-                trace.held_recs.append((node, span, 0))  # type: ignore[union-attr]
-            else:
-                self._out.append(span)
+            self._out.append(span)
 
     def _close_step(self, step: _Node) -> None:
         self._flush_folder(step)
@@ -586,9 +581,6 @@ class SpanBuilder:
 
     def _finish_trace(self, root: _Node, span: SpanData) -> None:
         trace = root.trace
-        if trace.held is not None:  # it fitted its budget: every launch its own span
-            self._out += trace.held
-            trace.held = trace.held_recs = None
         if trace.dropped:
             self.dropped_budget += trace.dropped
             self._out.append(
@@ -673,9 +665,9 @@ class SpanBuilder:
 
     def _emit_record(self, node: _Node, rec: LaunchRecord, key: int) -> None:
         trace = node.trace
-        if trace.used >= trace.limit:
-            if trace.held is not None:  # fold="auto": this trace does not fit; fold it, this record on
-                self._fold_held(trace)
+        if trace.used >= trace.stream_until:
+            if trace.switching:  # fold="auto" at its switch point: fold from this record on
+                self._start_folding(trace)
                 for group in node.folder.push(rec, key):
                     self._emit_group(node, group)
                 return
@@ -691,48 +683,19 @@ class SpanBuilder:
             )  # fmt: skip
         else:
             span = self._make(trace.id, span_id, node.span_id, rec.kernel, rec.start_ns, rec.end_ns, attrs, rec.error)
-        held = trace.held
-        if held is not None:
-            held.append(span)
-            trace.held_recs.append((node, rec, key))  # type: ignore[union-attr]
-        else:
-            self._out.append(span)
+        self._out.append(span)
 
-    def _fold_held(self, trace: _Trace) -> None:
-        """A trace held back in ``auto`` mode reached its budget: fold what it holds, and fold from now on.
+    def _start_folding(self, trace: _Trace) -> None:
+        """A ``fold="auto"`` trace reached its switch point: its open nodes fold from now on.
 
-        The held records go through their nodes' folders in their order (the spans built for them are
-        discarded), then every open node of the trace keeps folding. The held spans' budget is given back
-        first, so the folded result gets the whole budget; what still does not fit is cut as usual.
+        The spans already written stay as they are (the trace's first spans, one per record); only the
+        rest of the trace folds, and what still does not fit is cut at the budget as usual.
         """
-        recs = trace.held_recs or []
-        trace.held = trace.held_recs = None
-        trace.used -= sum(1 for _, rec, _ in recs if rec is not None and not isinstance(rec, SpanData))
+        trace.stream_until = trace.limit
         self.traces_folded += 1
-        switched: dict[int, _Node] = {}
-
-        def folding(node: _Node) -> _Node:
-            if id(node) not in switched:
-                switched[id(node)] = node
+        for node in itertools.chain(self._scopes.values(), self._steps.values()):
+            if node.trace is trace and not node.folder.enabled:
                 node.folder = self._folder(trace)
-            return node
-
-        for node in list(self._scopes.values()) + list(self._steps.values()):
-            if node.trace is trace:
-                folding(node)
-        for node, rec, key in recs:
-            folding(node)
-            if rec is None:
-                self._flush_folder(node)
-                continue
-            if isinstance(rec, SpanData):  # a child scope's span: already counted in the budget
-                self._out.append(rec)
-                continue
-            for group in node.folder.push(rec, key):
-                self._emit_group(node, group)
-        for node in switched.values():
-            if node.closed:  # a child scope that already ended: its records are all in
-                self._flush_folder(node)
 
     def _summary_span(self, node: _Node, run: FoldedRun) -> SpanData:
         events = []
