@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from launchtrace.cli._numbers import at_least, fraction, probability
 from launchtrace.errors import UserError
 
 HELP = "fleet alerts: topology drift, launch counts, foreign buffers, latency, against a baseline or among peers"
@@ -33,25 +34,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore-scalars", action="store_true", help="peer mode: scalars out of the topology")
     parser.add_argument(
         "--alpha",
-        type=float,
+        type=probability,
         default=A.DEFAULT_ALPHA,
         help="false-alarm level of one group's latency comparisons together (default %(default)s)",
     )
     parser.add_argument(
         "--min-change",
-        type=float,
+        type=fraction,
         default=A.DEFAULT_MIN_CHANGE,
         help="smallest slowdown that fires, as a fraction (default %(default)s)",
     )
     parser.add_argument(
         "--min-runs",
-        type=int,
+        type=at_least(2),
         default=A.DEFAULT_MIN_RUNS,
         help="runs per side for the run-level test (default %(default)s)",
     )
     parser.add_argument(
         "--min-steps",
-        type=int,
+        type=at_least(2),
         default=A.DEFAULT_MIN_STEPS,
         help="steps per side before any latency verdict (default %(default)s)",
     )
