@@ -262,8 +262,9 @@ def decode_event(e: tuple) -> LaunchRecord:
     bufs = static.resolve(call, run.inputs, _realize)
     parts = _parts(static, bufs)
     arrays, buffers, scalars, dim, device = _decode(static, parts, var_vals, seq, owners)
+    site = _site(run.code, line_at(run.code, run.lasti), run.module)
     rec = make_launch_record(
-        static.op, static.kernel, dim, None, arrays, scalars, _site(run.code, line_at(run.code, run.lasti), run.module), static.names,
+        static.op, static.kernel, dim, None, arrays, scalars, site, static.names,
         buffers, None, 0, device, tid, THREAD_NAMES.get(tid, ""), t0, t1, scope, None, False, False, api,
         api in (INTERNAL, BEAM), error, seq,
     )  # fmt: skip
