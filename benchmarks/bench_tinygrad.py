@@ -361,15 +361,18 @@ def callgrind_child(calls: int, rounds: int) -> None:
                     launchtrace.uninstrument()
 
 
-def callgrind(calls: int, rounds: int) -> None:
+def callgrind(calls: int, rounds: int, simulate: bool = False) -> None:
     """Instructions executed (all threads) by N recorded calls over N bare calls, under valgrind's callgrind:
-    repeatable where the timed ratios are not (the first round is a warm-up and left out)."""
+    repeatable where the timed ratios are not (the first round is a warm-up and left out). ``simulate`` adds
+    callgrind's cache and branch-predictor simulation: misses and mispredictions per call, and a cycle estimate
+    (instructions + 10 per L1 miss + 100 per last-level miss + 20 per mispredicted branch, the weights of
+    valgrind's documentation), for the part of the cost that is not instruction count."""
     folder = tempfile.mkdtemp(prefix="bench_tinygrad_cg_")
     out = os.path.join(folder, "cg.out")
     cmd = [
         "valgrind", "--tool=callgrind", "--zero-before=getpgrp", "--dump-before=getsid",
-        f"--callgrind-out-file={out}", sys.executable, __file__, "--callgrind-child",
-        "--calls", str(calls), "--rounds", str(rounds),
+        f"--callgrind-out-file={out}", *(["--cache-sim=yes", "--branch-sim=yes"] if simulate else []),
+        sys.executable, __file__, "--callgrind-child", "--calls", str(calls), "--rounds", str(rounds),
     ]  # fmt: skip
     env = dict(os.environ, PYTHONHASHSEED="0")
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
@@ -379,20 +382,32 @@ def callgrind(calls: int, rounds: int) -> None:
         raise SystemExit(f"callgrind run failed (rc {done.returncode}, {len(parts)} parts):\n{done.stderr[-3000:]}")
     counts = []
     for part in parts:
-        line = next(x for x in part.read_text().splitlines() if x.startswith("summary:"))
-        counts.append(int(line.split()[1]))
-    print(f"callgrind (instructions, all threads; kernels built for {CALLGRIND_DEV}; rounds after the first):")
+        lines = part.read_text().splitlines()
+        names = next(x for x in lines if x.startswith("events:")).split()[1:]
+        values = next(x for x in lines if x.startswith("summary:")).split()[1:]
+        ev = dict(zip(names, (int(v) for v in values)))
+        l1 = sum(ev.get(k, 0) for k in ("I1mr", "D1mr", "D1mw"))
+        ll = sum(ev.get(k, 0) for k in ("ILmr", "DLmr", "DLmw"))
+        br = ev.get("Bcm", 0) + ev.get("Bim", 0)
+        counts.append((ev["Ir"], l1, ll, br, ev["Ir"] + 10 * l1 + 100 * ll + 20 * br))
+    print(f"callgrind (all threads; kernels built for {CALLGRIND_DEV}; rounds after the first):")
     for w, (name, scale) in enumerate((("jitted MLP step", 1), ("jitted tiny add", 4))):
         n = calls * scale
         mine = counts[w * 2 * rounds : (w + 1) * 2 * rounds]
         pairs = [(mine[2 * r], mine[2 * r + 1]) for r in range(1, rounds)]
-        ratios = ", ".join(f"{rec / bare:.4f}" for bare, rec in pairs)
-        bare = sum(b for b, _ in pairs) / len(pairs) / n
-        rec = sum(r for _, r in pairs) / len(pairs) / n
+        ratios = ", ".join(f"{rec[0] / bare[0]:.4f}" for bare, rec in pairs)
+        bare = [sum(b[i] for b, _ in pairs) / len(pairs) / n for i in range(5)]
+        rec = [sum(r[i] for _, r in pairs) / len(pairs) / n for i in range(5)]
         print(
-            f"  {name}: {n} calls per side, bare {bare:,.0f} / recorded {rec:,.0f} instructions per call: "
-            f"ratio {rec / bare:.4f} (rounds: {ratios}); recorder {rec - bare:,.0f} instructions per call"
+            f"  {name}: {n} calls per side, bare {bare[0]:,.0f} / recorded {rec[0]:,.0f} instructions per call: "
+            f"ratio {rec[0] / bare[0]:.4f} (rounds: {ratios}); recorder {rec[0] - bare[0]:,.0f} instructions per call"
         )
+        if simulate:
+            print(
+                f"    per call, bare / recorded: L1 misses {bare[1]:,.0f} / {rec[1]:,.0f}, last-level misses "
+                f"{bare[2]:,.0f} / {rec[2]:,.0f}, mispredicted branches {bare[3]:,.0f} / {rec[3]:,.0f}; "
+                f"cycle estimate ratio {rec[4] / bare[4]:.4f}"
+            )
 
 
 def main() -> None:
@@ -401,6 +416,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=41)
     parser.add_argument("--export", action="store_true", help="also measure with the export pipeline running")
     parser.add_argument("--callgrind", action="store_true", help="also count instructions under callgrind")
+    parser.add_argument("--simulate", action="store_true", help="callgrind: simulate caches and branches too")
     parser.add_argument("--rounds", type=int, default=3, help="callgrind: bare/recorded rounds (first: warm-up)")
     parser.add_argument("--callgrind-calls", type=int, default=30, help="callgrind: MLP steps per side")
     parser.add_argument("--aa", action="store_true", help="also run an A/A control (both sides bare)")
@@ -436,7 +452,7 @@ def main() -> None:
             + ("met" if bound <= TARGET else "not shown by this run")
         )
     if args.callgrind:
-        callgrind(args.callgrind_calls, args.rounds)
+        callgrind(args.callgrind_calls, args.rounds, args.simulate)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     for line in verdicts:
         print(line)
