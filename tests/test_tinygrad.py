@@ -598,3 +598,30 @@ def test_instrument_never_imports_tinygrad_and_patches_it_when_the_program_does(
         "hook gone, loader intact: True SourceFileLoader True",
         "restored: True False",
     ]
+
+
+def _frames_of_a_nested_call() -> list:
+    """The frames of a call stopped inside a multi-line call expression, two functions deep (as the hook sees)."""
+
+    def inner(*labels: str) -> list:
+        frames, f = [], sys._getframe()
+        while f is not None:
+            frames.append(f)
+            f = f.f_back
+        return frames
+
+    return inner(
+        "a",
+        "b",
+    )
+
+
+def test_line_at_gives_what_f_lineno_says() -> None:
+    """The hook records a frame's instruction offset; the decoder's line for it is the frame's own line."""
+    frames = _frames_of_a_nested_call()
+    assert len(frames) > 3
+    for frame in frames:
+        assert tinygrad_decode.line_at(frame.f_code, frame.f_lasti) == frame.f_lineno, frame
+    assert tinygrad_decode.line_at(frames[1].f_code, frames[1].f_lasti) in range(
+        line_of("    return inner("), line_of('        "b",') + 1
+    )

@@ -11,9 +11,10 @@ imports it (tinygrad is never imported on the program's behalf); if tinygrad is 
 
 Hot path (the launching thread): time the original call and queue one raw event holding *references*: the call
 UOp and a :class:`_Run` shared by every call of one ``run_linear`` (its input UOps, a copy of the variable values,
-the kind of work, the user's frame, found once per run). About 0.7 us per kernel, 2.8 us for a run's first
-(``benchmarks/bench_tinygrad.py``). Decoding (kernel name, launch dims, buffers, roles, offsets, owners: 19-49 us
-in place) happens in the materializer, off the launching thread, by
+the kind of work, the user's frame, found once per run). About 6,500 instructions (about 1 us) per kernel and
+24,000 for a one-kernel run under callgrind (``benchmarks/bench_tinygrad.py --callgrind``). Decoding (kernel
+name, launch dims, buffers, roles, offsets, owners: 19-49 us in place) happens in the materializer, off the
+launching thread, by
 :func:`launchtrace.capture.tinygrad_decode.decode_event`, which each ``rawevent.FRAMEWORK`` event names. The queued
 references keep the call's buffers alive until the event is decoded and no longer (the hook itself holds only
 weak references); nothing long-lived is keyed by a raw address (the per-call cache is a ``WeakKeyDictionary`` on
@@ -189,34 +190,48 @@ def _setup_paths(realize: Any) -> None:
     _SITE_CACHE.clear()
 
 
-def _skip(code: Any) -> bool:
-    hit = _SITE_CACHE.get(id(code))
-    if hit is None or hit[0] is not code:
-        name = code.co_filename
-        skip = name.startswith(_TG_PREFIX) or name == _CONTEXTLIB or is_library_code(code)
-        if len(_SITE_CACHE) > 100_000:
-            _SITE_CACHE.clear()
-        hit = _SITE_CACHE[id(code)] = (code, skip)
-    return hit[1]
+def _skip_new(code: Any) -> tuple[Any, bool]:
+    """Remember whether frames of ``code`` are passed over when looking for the user's call site."""
+    name = code.co_filename
+    skip = name.startswith(_TG_PREFIX) or name == _CONTEXTLIB or is_library_code(code)
+    if len(_SITE_CACHE) > 100_000:
+        _SITE_CACHE.clear()
+    hit = _SITE_CACHE[id(code)] = (code, skip)
+    return hit
 
 
 def _user_frame(frame: Any) -> Any:
+    """The innermost frame outside tinygrad, contextlib and launchtrace (the loop inlines the per-code cache:
+    this runs once per ``run_linear``, through four or five of tinygrad's frames on a jit replay)."""
     f = frame
-    while f is not None and _skip(f.f_code):
+    get = _SITE_CACHE.get
+    while f is not None:
+        code = f.f_code
+        hit = get(id(code))
+        if hit is None or hit[0] is not code:
+            hit = _skip_new(code)
+        if not hit[1]:
+            return f
         f = f.f_back
-    return f or frame
+    return frame
 
 
 class _Run:
     """What the calls of one ``run_linear`` (one ``ExecContext``) share: its inputs and variable values, the kind
-    of work, the user's call site. Queued events hold it; the hook only a weak reference, so the inputs (the
-    user's buffers) live until the last of its events is decoded and no longer."""
+    of work, the user's call site, the launching thread's capture state. Queued events hold it; the hook only a
+    weak reference, so the inputs (the user's buffers) live until the last of its events is decoded and no
+    longer.
 
-    __slots__ = ("__weakref__", "api", "code", "inputs", "line", "module", "var_vals")
+    The call site is the frame's code and *instruction offset* (``f_lasti``), not its line: ``f_lineno`` scans
+    the code's line table from its start (about 11,000 instructions for a call late in a long function or
+    module, most of the recorder's cost on a one-kernel jit call, ``benchmarks/bench_tinygrad.py --callgrind``);
+    the decoder turns the offset into the line (:func:`launchtrace.capture.tinygrad_decode.line_at`)."""
 
-    def __init__(self, inputs: tuple, var_vals: Any, api: str, code: Any, line: int, module: str) -> None:
-        self.inputs, self.var_vals, self.api = inputs, var_vals, api
-        self.code, self.line, self.module = code, line, module
+    __slots__ = ("__weakref__", "api", "code", "inputs", "lasti", "module", "st", "var_vals")
+
+    def __init__(self, inputs: tuple, var_vals: Any, api: str, frame: Any, st: Any) -> None:
+        self.inputs, self.var_vals, self.api, self.st = inputs, var_vals, api, st
+        self.code, self.lasti, self.module = frame.f_code, frame.f_lasti, frame.f_globals.get("__name__", "")
 
 
 def _kind_of(ctx: Any) -> str | None:
@@ -229,9 +244,8 @@ def _kind_of(ctx: Any) -> str | None:
 
 
 def _new_run(ctx: Any, frame: Any, api: str) -> _Run:
-    f = _user_frame(frame)
     vv = ctx.var_vals
-    return _Run(ctx.input_uops, dict(vv) if vv else None, api, f.f_code, f.f_lineno, f.f_globals.get("__name__", ""))
+    return _Run(ctx.input_uops, dict(vv) if vv else None, api, _user_frame(frame), _local.st)
 
 
 def _make_hook(inner: Any, realize: Any) -> Any:
@@ -273,7 +287,7 @@ def _make_hook(inner: Any, realize: Any) -> Any:
             except Exception:
                 _warn_once("tinygrad")
                 return inner(call, ctx)
-        st = local.st
+        st = run.st  # the run's thread: a context lives in one run_linear call, on one thread
         t0 = time_ns()
         try:
             result = inner(call, ctx)
@@ -302,9 +316,7 @@ def _make_hook(inner: Any, realize: Any) -> Any:
                 ("device", device if isinstance(device, str) else ",".join(device)),
             )
             vv = ctx.var_vals
-            run = _Run(
-                ctx.input_uops, dict(vv) if vv else None, GRAPH, f.f_code, f.f_lineno, f.f_globals.get("__name__", "")
-            )
+            run = _Run(ctx.input_uops, dict(vv) if vv else None, GRAPH, f, local.st)
             sid = emit_scope_begin(GRAPH_SCOPE, "graph", attrs, False, f)
         except Exception:
             _warn_once("tinygrad graph")

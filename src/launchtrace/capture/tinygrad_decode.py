@@ -18,7 +18,7 @@ from launchtrace.capture.materialize import _copy_launch, _site, make_buffer_arg
 from launchtrace.capture.state import THREAD_NAMES
 from launchtrace.model import BufferArg, LaunchRecord, Op
 
-__all__ = ["BEAM", "COPY_KERNEL", "GRAPH", "INTERNAL", "JIT", "REALIZE", "decode_event"]
+__all__ = ["BEAM", "COPY_KERNEL", "GRAPH", "INTERNAL", "JIT", "REALIZE", "decode_event", "line_at"]
 
 REALIZE, JIT, INTERNAL, BEAM, GRAPH = (
     "tinygrad.realize",
@@ -29,6 +29,27 @@ REALIZE, JIT, INTERNAL, BEAM, GRAPH = (
 )
 """The ``api`` of a tinygrad record: the kind of work (see :mod:`launchtrace.capture.tinygrad`)."""
 COPY_KERNEL = "tinygrad.copy"
+
+
+_lines: dict[tuple[int, int], tuple[Any, int]] = {}  # (id(code), offset) -> (code, line); the code is kept
+
+
+def line_at(code: Any, lasti: int) -> int:
+    """The source line of byte offset ``lasti`` in ``code`` (what ``frame.f_lineno`` says for a frame stopped
+    there), cached: the hook records the offset and leaves this table walk to the decoder."""
+    key = (id(code), lasti)
+    hit = _lines.get(key)
+    if hit is None or hit[0] is not code:
+        line = code.co_firstlineno
+        for start, end, number in code.co_lines():
+            if start <= lasti < end:
+                if number is not None:
+                    line = number
+                break
+        if len(_lines) > 100_000:
+            _lines.clear()
+        hit = _lines[key] = (code, line)
+    return hit[1]
 
 
 class _Static:
@@ -115,11 +136,11 @@ class _Template:
     whose inputs, buffers (and their memory), variable values, kind, site, thread and owner answers are all the
     same is a copy of it with its own times, scope and sequence number (a jit replay: most events)."""
 
-    __slots__ = ("api", "buf_refs", "code", "in_force", "input_refs", "line", "proto", "raw_refs", "tid", "var_vals",
+    __slots__ = ("api", "buf_refs", "code", "in_force", "input_refs", "lasti", "proto", "raw_refs", "tid", "var_vals",
                  "version")  # fmt: skip
 
     def __init__(self, proto: LaunchRecord, run: Any, static: _Static, bufs: list, version: int, in_force: int):
-        self.proto, self.api, self.code, self.line, self.tid = proto, run.api, run.code, run.line, proto.thread
+        self.proto, self.api, self.code, self.lasti, self.tid = proto, run.api, run.code, run.lasti, proto.thread
         self.var_vals = run.var_vals
         self.version, self.in_force = version, in_force
         self.input_refs = tuple(
@@ -135,7 +156,7 @@ class _Template:
 
     def matches(self, run: Any, tid: int, version: int, in_force: int) -> bool:
         if (
-            run.api != self.api or run.code is not self.code or run.line != self.line or tid != self.tid
+            run.api != self.api or run.code is not self.code or run.lasti != self.lasti or tid != self.tid
             or version != self.version or in_force != self.in_force or run.var_vals != self.var_vals
             or THREAD_NAMES.get(tid, "") != self.proto.thread_name
         ):  # fmt: skip
@@ -241,8 +262,9 @@ def decode_event(e: tuple) -> LaunchRecord:
     bufs = static.resolve(call, run.inputs, _realize)
     parts = _parts(static, bufs)
     arrays, buffers, scalars, dim, device = _decode(static, parts, var_vals, seq, owners)
+    site = _site(run.code, line_at(run.code, run.lasti), run.module)
     rec = make_launch_record(
-        static.op, static.kernel, dim, None, arrays, scalars, _site(run.code, run.line, run.module), static.names,
+        static.op, static.kernel, dim, None, arrays, scalars, site, static.names,
         buffers, None, 0, device, tid, THREAD_NAMES.get(tid, ""), t0, t1, scope, None, False, False, api,
         api in (INTERNAL, BEAM), error, seq,
     )  # fmt: skip
