@@ -24,13 +24,26 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from array import array
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from launchtrace import __version__
-from launchtrace.analysis.fleet.fast import Known, PlainStep, Signatures, read_step
+from launchtrace.analysis.fleet.blocks import Blocks
+from launchtrace.analysis.fleet.fast import (
+    MAX_SIGNATURES,
+    Known,
+    PlainStep,
+    Signatures,
+    known_of,
+    pointers_match,
+    read_step,
+    root_step,
+)
 from launchtrace.analysis.fleet.histogram import DEFAULT_MAX_SIZE, ExpHistogram
 from launchtrace.analysis.fleet.occurrences import Occurrence, occurrences_of, run_key, step_times
 from launchtrace.analysis.fleet.records import records_to_proto
+from launchtrace.analysis.fleet.stepscan import fold_for, native_fast_path, scanner_for
 from launchtrace.model import TraceData
 from launchtrace.sources.rebuild import TRACE_ID
 from launchtrace.sources.stream import TraceStream
@@ -55,6 +68,7 @@ MAX_RUNS = 64
 MAX_STEPS_PER_RUN = 256
 MAX_TOPOLOGIES = 256
 _SLACK = 32  # step values a run may hold beyond max_steps before they are cut back
+_UNSEEN = object()
 
 
 def key_hash(run: str) -> int:
@@ -94,6 +108,36 @@ class LatencyAcc:
         self.histogram.add(value, 1)
         self.samples += 1
         self._step(run, start_ns, value)
+
+    def add_block(self, runs: list[str], starts: list[int], values: list[int], part: tuple) -> None:
+        """Steps at once: per step its run, start and value; ``part`` the histogram part of all their samples
+        (:meth:`~.histogram.ExpHistogram.add_indexed`'s arguments). The state :meth:`add_step` of each gives
+        (:mod:`.blocks`)."""
+        self.histogram.add_indexed(*part)
+        self.samples += part[1]
+        self.steps += len(runs)
+        by_run: dict[str, list[int]] = {}
+        for i, run in enumerate(runs):
+            rows = by_run.get(run)
+            if rows is None:
+                by_run[run] = [i]
+            else:
+                rows.append(i)
+        for run, rows in by_run.items():
+            acc = self._run(run)
+            acc.steps += len(rows)
+            if acc.values is not None:
+                acc.values.extend([(starts[i], values[i]) for i in rows])
+                if len(acc.values) > self.max_steps + _SLACK:
+                    acc.values = sorted(acc.values)[: self.max_steps]
+
+    def _run(self, run: str) -> RunAcc:
+        acc = self.runs.get(run)
+        if acc is None:
+            h = key_hash(run)
+            acc = self.runs[run] = RunAcc(h, values=None if self._cutoff is not None and h > self._cutoff else [])
+            self._prune()
+        return acc
 
     def _step(self, run: str, start_ns: int, step_value: int) -> None:
         self.steps += 1
@@ -217,17 +261,36 @@ class ScopeAcc:
             topo.foreign_buffers = max(topo.foreign_buffers, occ.foreign_buffers)
         else:  # beyond MAX_TOPOLOGIES: counted only
             self.other_steps += 1
-        run, start = occ.run, occ.start_ns
-        self.duration.add_one(run, start, occ.duration_ns)
+        self.add_times(occ.run, occ.start_ns, occ.duration_ns, occ.kernel_ns, occ.kernel_samples, occ.position_ns)
+
+    def add_times(
+        self,
+        run: str,
+        start: int,
+        duration: int,
+        kernel_ns: dict[tuple[str, str], int],
+        kernel_samples: dict[tuple[str, str], list[tuple[int, int]]],
+        position_ns: dict[tuple[int, str], int],
+    ) -> None:
+        """The latency part of :meth:`add` (:func:`~.occurrences.step_times`' figures of one step)."""
+        self.duration.add_one(run, start, duration)
         kernels, positions = self.kernels, self.positions
-        for key, total in occ.kernel_ns.items():
+        for key, total in kernel_ns.items():
             acc = kernels.get(key) or kernels.setdefault(key, LatencyAcc())
-            acc.add_step(run, start, total, occ.kernel_samples[key])
-        for key, ns in occ.position_ns.items():
+            acc.add_step(run, start, total, kernel_samples[key])
+        for key, ns in position_ns.items():
             acc = positions.get(key)
             if acc is None:
                 acc = positions[key] = LatencyAcc()
             acc.add_one(run, start, ns)
+
+    @staticmethod
+    def latency(table: dict, key: tuple) -> LatencyAcc:
+        """``table[key]`` (kernels or positions), made when missing."""
+        acc = table.get(key)
+        if acc is None:
+            acc = table[key] = LatencyAcc()
+        return acc
 
     def _cap(self) -> None:
         if len(self.topologies) <= MAX_TOPOLOGIES:
@@ -347,10 +410,14 @@ class BaselineBuilder:
         self.start_ns = 0
         self.end_ns = 0
         self._signatures = Signatures()
+        self._scanner = scanner_for() if native_fast_path() else None
+        self._scanned: dict[tuple[str, bytes], Known | None] = {}  # None: go the straightforward way
+        self._blocks = Blocks(fold_for(), self._window)
+        self.scanned_hits = self.scanned_misses = 0  # traces the scanner read: known, and not (yet) known
 
-    def add(self, trace: TraceData, step: PlainStep | None = None) -> None:
+    def add(self, trace: TraceData, step: PlainStep | None = None) -> list[Occurrence]:
         """Add one trace (one outermost scope occurrence of one run); ``step``: the same trace as read by the
-        fast path, to remember what it gave."""
+        fast path, to remember what it gave. Returns its occurrences."""
         occurrences = list(occurrences_of(trace, self.group_by, scalars=self.scalars))
         group = None
         for occ in occurrences:
@@ -361,11 +428,30 @@ class BaselineBuilder:
             group.traces += 1
         if step is not None:
             self._signatures.learn(step, occurrences)
+        return occurrences
+
+    def use_scanner(self, scanner: Any, fold: Any) -> None:
+        """Read plain steps with ``scanner`` and fold blocks with ``fold`` (:mod:`.stepscan`; the tests give
+        the Python references here, to check that they give the same baseline)."""
+        self.flush()
+        self._scanner = scanner
+        self._blocks = Blocks(fold, self._window)
+
+    def flush(self) -> None:
+        """Fold the steps that wait in blocks (:mod:`.blocks`) into their scopes; done by :meth:`add_stream`
+        and :meth:`to_proto`."""
+        self._blocks.flush_all()
 
     def add_stream(self, stream: TraceStream, *, fast: bool = True) -> None:
         """Add every trace of ``stream``: plain steps whose signature is known without rebuilding their
-        records (:mod:`.fast`; ``fast=False``: every trace rebuilt), the rest rebuilt. Same baseline either way."""
+        records (:mod:`.stepscan` where compiled, else :mod:`.fast`; ``fast=False``: every trace rebuilt),
+        the rest rebuilt. Same baseline either way."""
+        scanner = self._scanner if fast else None
         for spans in stream.span_lists():
+            if scanner is not None:
+                found = scanner.scan(spans)
+                if found is not None and self._add_scanned(stream, spans, found):
+                    continue
             step = read_step(spans) if fast else None
             if step is not None:
                 known = self._signatures.get(step)
@@ -374,6 +460,71 @@ class BaselineBuilder:
                     continue
             for trace in stream.rebuilt(spans):
                 self.add(trace, step)
+        self.flush()
+
+    def _add_scanned(self, stream: TraceStream, spans: list, found: tuple) -> bool:
+        """Add a trace the scanner read (``found``); ``False``: it was no plain step after all (the Python
+        fast path and the straightforward path take it). A signature's first trace goes the straightforward
+        way and teaches what the signature gives, once the pointers the scanner took are those of the plan."""
+        root, signature, times = found
+        step = root_step(spans[root])
+        if step is None:
+            return False
+        trace, scope = step
+        key = (scope, signature)
+        known = self._scanned.get(key, _UNSEEN)
+        if known is _UNSEEN:
+            self.scanned_misses += 1
+            occurrences = [o for t in stream.rebuilt(spans) for o in self.add(t)]
+            if len(self._scanned) < MAX_SIGNATURES:
+                self._scanned[key] = self._verified(spans, scope, occurrences)
+            return True
+        if known is None or not self._add_known_times(trace, scope, known, times):
+            self.scanned_misses += 1
+            for t in stream.rebuilt(spans):
+                self.add(t)
+            return True
+        self.scanned_hits += 1
+        stream.count_trace()
+        return True
+
+    def fast_counts(self) -> tuple[int, int]:
+        """Traces the fast paths took (``hits``) and those they read but had to rebuild (``misses``)."""
+        return self.scanned_hits + self._signatures.hits, self.scanned_misses + self._signatures.misses
+
+    def _verified(self, spans: list, scope: str, occurrences: list[Occurrence]) -> Known | None:
+        """What a scanned signature gives, or ``None`` unless the Python path reads the trace as a plain step
+        whose plans take the very pointers the scanner took."""
+        step = read_step(spans)
+        again = self._scanner.scan(spans, True) if step is not None else None
+        if step is None or again is None or step.scope != scope:
+            return None
+        root, _, times, taken = again
+        if not pointers_match(spans, root, taken):
+            return None
+        pairs = array("q")
+        pairs.frombytes(times)
+        return known_of(scope, list(zip(pairs[0::2], pairs[1::2])), occurrences)
+
+    def _add_known_times(self, trace: TraceData, scope_name: str, known: Known, times: bytes) -> bool:
+        """:meth:`_add_known` for a scanned step: counted now, its times folded later (:mod:`.blocks`)."""
+        attrs = trace.attributes
+        key = tuple(str(attrs.get(k, "")) for k in self.group_by)
+        group = self.groups.get(key)
+        scope = group.scopes.get(scope_name) if group is not None else None
+        topo = scope.topologies.get(known.fingerprint) if scope is not None else None
+        trace_id = str(attrs.get(TRACE_ID, ""))
+        if topo is None or (trace_id, 0) < topo.rep_key:
+            return False
+        run = run_key(attrs)
+        group.runs.add(run)
+        group.service = group.service or str(attrs.get("service.name", ""))
+        scope.steps += 1
+        topo.count += 1
+        topo.foreign_buffers = max(topo.foreign_buffers, known.foreign_buffers)
+        group.traces += 1
+        self._blocks.add(scope, known, run, times)
+        return True
 
     def _add_known(self, step: PlainStep, known: Known) -> bool:
         """Add a plain step of known signature; ``False`` (nothing added) when the straightforward path must take
@@ -419,6 +570,7 @@ class BaselineBuilder:
         self.sources.append(pb.Source(location=location, kind=kind, traces=traces, spans=spans))
 
     def to_proto(self) -> pb.Baseline:
+        self.flush()
         msg = pb.Baseline(magic=MAGIC, schema_version=SCHEMA_VERSION, launchtrace_version=__version__)
         msg.window.start_unix_nano, msg.window.end_unix_nano = self.start_ns, self.end_ns
         msg.sources.extend(self.sources)
