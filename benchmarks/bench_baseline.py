@@ -70,107 +70,119 @@ def replicate(source: Path, traces: int, out: Path, runs: int = 20) -> int:
     return spans
 
 
-def timed(argv: list[str]) -> tuple[float, float, str]:
-    """Seconds and peak resident MiB of a ``launchtrace`` command in its own process."""
+def timed(argv: list[str]) -> tuple[float, float, float, str]:
+    """Seconds (wall and CPU) and peak resident MiB of a ``launchtrace`` command in its own process, from the
+    interpreter's start (its imports included: they count against a command's speed too)."""
     code = (
-        "import resource, sys, time; from launchtrace.cli import main; t = time.perf_counter(); "
-        "rc = main(sys.argv[1:]); "
-        "print('__', time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, rc, file=sys.stderr)"
+        "import resource, sys, time; t = time.perf_counter(); from launchtrace.cli import main; "
+        "rc = main(sys.argv[1:]); u = resource.getrusage(resource.RUSAGE_SELF); "
+        "print('__', time.perf_counter() - t, u.ru_utime + u.ru_stime, u.ru_maxrss, rc, file=sys.stderr)"
     )
+    start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=3600)
+    whole = time.perf_counter() - start
     tail = [line for line in proc.stderr.splitlines() if line.startswith("__ ")]
     if not tail:
         raise SystemExit(proc.stderr[-2000:])
-    _, seconds, rss_kib, _rc = tail[-1].split()
-    return float(seconds), int(rss_kib) / 1024, proc.stderr
+    _, _seconds, cpu, rss_kib, _rc = tail[-1].split()
+    return whole, float(cpu), int(rss_kib) / 1024, proc.stderr
 
 
-def read_only(path: Path) -> tuple[float, int]:
-    """Seconds the reader alone takes to stream the file's spans (the ceiling of any command over it), and the
-    spans it read (counted by the reader: a ``"spanId"`` in the text may be a link's)."""
+def read_only(path: Path) -> tuple[float, float, int]:
+    """Seconds (wall, CPU) the reader alone takes to stream the file's spans (the ceiling of any command over
+    it), and the spans it read (counted by the reader: a ``"spanId"`` in the text may be a link's)."""
     from launchtrace.sources.files import SpanFile
 
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     spans = 0
     with SpanFile(path) as f:
         for _, chunk in f.chunks():
             spans += len(chunk)
-    return time.perf_counter() - t, spans
+    return time.perf_counter() - t, time.process_time() - c, spans
 
 
 def read_and_rebuild(path: Path) -> float:
-    """Seconds to read the file and rebuild its records, trace by trace (what every record-level command pays)."""
+    """CPU seconds to read the file and rebuild its records, trace by trace (what every record-level command pays)."""
     from launchtrace.sources.stream import TraceStream
 
-    t = time.perf_counter()
+    c = time.process_time()
     for _ in TraceStream.from_paths([path]):
         pass
-    return time.perf_counter() - t
+    return time.process_time() - c
 
 
-def in_process(path: Path, *, fast: bool) -> float:
-    """Seconds to build the baseline in this process: with the fast path (:mod:`launchtrace.analysis.fleet.fast`)
-    or with every trace rebuilt into records (``fast=False``: what ``baseline build`` did before it)."""
+def in_process(path: Path, *, fast: bool, python: bool = False) -> float:
+    """CPU seconds to build the baseline in this process (imports done): with the fast path (compiled scanner,
+    or with ``python`` the Python fast path :mod:`launchtrace.analysis.fleet.fast` that runs without a
+    compiler) or with every trace rebuilt into records (``fast=False``: what ``baseline build`` did first)."""
     from launchtrace.analysis.fleet.baseline import BaselineBuilder
+    from launchtrace.analysis.fleet.stepscan import fold
     from launchtrace.sources.stream import TraceStream
 
-    t = time.perf_counter()
+    c = time.process_time()
     builder = BaselineBuilder(("service.version", "host.name"))
+    if python:
+        builder.use_scanner(None, fold)
     builder.add_stream(TraceStream.from_paths([path]), fast=fast)
-    builder.to_proto()
-    return time.perf_counter() - t
+    builder.to_proto().SerializeToString(deterministic=True)
+    return time.process_time() - c
 
 
 def stages(path: Path) -> str:
-    """Where the fast path's time goes: CPU microseconds per span by stage, one pass over ``path`` with a clock
-    read around each stage of each trace (reading and grouping spans into traces timed in a pass of their own)."""
+    """Where the fast path's CPU time goes, microseconds per span by stage: one pass over ``path`` with a clock
+    read around each stage (reading and grouping spans into traces timed in passes of their own)."""
     from launchtrace.analysis.fleet import baseline as B
-    from launchtrace.analysis.fleet.fast import read_step
+    from launchtrace.analysis.fleet.blocks import Blocks
     from launchtrace.sources.stream import TraceStream
 
     clock = time.process_time
-    _, spans = read_only(path)  # the file in the page cache
+    _, reading, spans = read_only(path)
     t = clock()
     for _ in TraceStream.from_paths([path]).span_lists():
         pass
-    reading = clock() - t
-    took = dict.fromkeys(("signature", "lookup", "step_times", "accumulate", "straightforward", "to_proto"), 0.0)
-    plain_step_times = B.step_times
+    grouping = clock() - t - reading
+    took = dict.fromkeys(("scan", "root", "lookup and counts", "fold blocks", "straightforward", "to_proto"), 0.0)
+    saved = B.root_step, Blocks._fold, B.BaselineBuilder.add, B.BaselineBuilder._add_known_times
 
-    def step_times(launches):
-        t = clock()
-        out = plain_step_times(launches)
-        took["step_times"] += clock() - t
-        return out
+    def timing(name: str, fn):
+        def timed_call(*args, **kwargs):
+            t = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                took[name] += clock() - t
 
-    B.step_times = step_times
+        return timed_call
+
+    B.root_step = timing("root", saved[0])
+    Blocks._fold = timing("fold blocks", saved[1])
+    B.BaselineBuilder.add = timing("straightforward", saved[2])
+    B.BaselineBuilder._add_known_times = timing("lookup and counts", saved[3])
     try:
-        builder, stream = B.BaselineBuilder(("service.version", "host.name")), TraceStream.from_paths([path])
-        for members in stream.span_lists():
-            t = clock()
-            step = read_step(members)
-            took["signature"] += clock() - t
-            if step is not None:
+        builder = B.BaselineBuilder(("service.version", "host.name"))
+        scan = builder._scanner.scan
+
+        class Timed:
+            def scan(self, spans, verify=False):
                 t = clock()
-                known = builder._signatures.get(step)
-                took["lookup"] += clock() - t
-                if known is not None:
-                    t = clock()
-                    done = builder._add_known(step, known)
-                    took["accumulate"] += clock() - t
-                    if done:
-                        continue
-            t = clock()
-            for trace in stream.rebuilt(members):
-                builder.add(trace, step)
-            took["straightforward"] += clock() - t
+                try:
+                    return scan(spans, verify)
+                finally:
+                    took["scan"] += clock() - t
+
+        builder._scanner = Timed()
         t = clock()
-        builder.to_proto()
+        builder.add_stream(TraceStream.from_paths([path]))
+        whole = clock() - t
+        t = clock()
+        builder.to_proto().SerializeToString(deterministic=True)
         took["to_proto"] = clock() - t
     finally:
-        B.step_times = plain_step_times
-    took["accumulate"] -= took["step_times"]
-    parts = {"reader and grouping into traces": reading, **took}
+        B.root_step, Blocks._fold, B.BaselineBuilder.add, B.BaselineBuilder._add_known_times = saved
+    took["lookup and counts"] -= took["fold blocks"]  # folds run inside add when a block fills
+    accounted = sum(v for k, v in took.items() if k != "to_proto")
+    parts = {"reader": reading, "grouping into traces": grouping, **took}
+    parts["the rest (the loop, counting)"] = max(0.0, whole - reading - grouping - accounted)
     total = sum(parts.values())
     text = ", ".join(f"{name} {seconds / spans * 1e6:.2f}" for name, seconds in parts.items())
     return f"{text}; total {total / spans * 1e6:.2f} us/span ({spans / total:,.0f} spans/s of CPU)"
@@ -189,26 +201,30 @@ def main() -> None:
         for n in args.traces:
             path = folder / f"fleet-{n}.jsonl"
             replicate(source, n, path, args.runs)
-            reader_s, spans = read_only(path)
+            reader_wall, reader_cpu, spans = read_only(path)
             rebuild_s = read_and_rebuild(path)
-            plain_s, fast_s = in_process(path, fast=False), in_process(path, fast=True)
+            plain_s = in_process(path, fast=False)
+            python_s = in_process(path, fast=True, python=True)
+            fast_s = in_process(path, fast=True)
             base = folder / f"base-{n}.pb"
-            seconds, rss, _ = timed(["baseline", "build", "--from", str(path), "--out", str(base), "--quiet"])
+            wall, cpu, rss, _ = timed(["baseline", "build", "--from", str(path), "--out", str(base), "--quiet"])
             print(
-                f"1. baseline build, {n} traces ({spans} spans): {seconds:.2f} s, {spans / seconds:,.0f} spans/s "
-                f"(reader alone {spans / reader_s:,.0f}, reader + rebuild {spans / rebuild_s:,.0f}, "
-                f"in this process: straightforward build {spans / plain_s:,.0f}, fast path {spans / fast_s:,.0f} "
-                f"spans/s, x{plain_s / fast_s:.1f}), "
-                f"peak RSS {rss:.0f} MiB, "
-                f"baseline {base.stat().st_size:,} bytes"
+                f"1. baseline build, {n} traces ({spans} spans), the whole command in a fresh process: "
+                f"{spans / wall:,.0f} spans/s ({wall:.2f} s wall), {spans / cpu:,.0f} spans/s of CPU ({cpu:.2f} s); "
+                f"reader alone {spans / reader_wall:,.0f} spans/s wall, {spans / reader_cpu:,.0f} of CPU; "
+                f"in this process (CPU, steady state): fast path {spans / fast_s:,.0f} spans/s, "
+                f"Python fast path {spans / python_s:,.0f}, straightforward build {spans / plain_s:,.0f} "
+                f"(x{plain_s / fast_s:.1f}), reader + rebuild {spans / rebuild_s:,.0f}; "
+                f"peak RSS {rss:.0f} MiB, baseline {base.stat().st_size:,} bytes"
             )
             last = (path, base, n)
         if last is not None:
             print(f"3. fast path by stage, {last[2]} traces, CPU us per span: {stages(last[0])}")
-        if last is not None:
             path, base, n = last
-            seconds, rss, _ = timed(["alert", "--baseline", str(base), "--from", str(path), "--quiet"])
-            print(f"2. alert over {n} traces against the baseline: {seconds:.2f} s, peak RSS {rss:.0f} MiB")
+            wall, cpu, rss, _ = timed(["alert", "--baseline", str(base), "--from", str(path), "--quiet"])
+            print(
+                f"2. alert over {n} traces against the baseline: {wall:.2f} s ({cpu:.2f} s CPU), peak RSS {rss:.0f} MiB"
+            )
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     print(f"(this process: peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB)")
 

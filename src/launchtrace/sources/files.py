@@ -267,12 +267,13 @@ class SpanFile:
             yield self._decoded(where, result)
 
 
-_READ_BYTES = 1 << 22
+_READ_BYTES = _BUFFER_BYTES
+_KEEP_BYTES = 1 << 24  # a buffer grown past this (by a line of over 8 MiB) goes back to _READ_BYTES after it
 
 
 def _read_lines(stream: BinaryIO) -> Iterator[bytes]:
     """The lines of the rest of ``stream`` (each with its ``\n``, the last one without when the file has none),
-    read into one buffer of :data:`_READ_BYTES` (grown to the longest line) and copied out once each.
+    read into one buffer of :data:`_READ_BYTES`, doubled while a line does not fit, and copied out once each.
 
     ``readline`` on a buffered file copies a long line three times (its 256 KiB chunks, their join, the
     result): for lines of megabytes, a third of the reader's time (``benchmarks/bench_baseline.py``).
@@ -300,7 +301,7 @@ def _read_lines(stream: BinaryIO) -> Iterator[bytes]:
             have = end - start
             if start:
                 view[:have] = view[start:end]
-            if have < _READ_BYTES < len(buf) // 4:  # after a very long line: back to the usual size
+            if have < _READ_BYTES and len(buf) > _KEEP_BYTES:  # after a very long line: back to the usual size
                 view.release()
                 del buf[max(have, _READ_BYTES) :]
                 view = memoryview(buf)

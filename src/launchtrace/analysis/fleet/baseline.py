@@ -71,6 +71,18 @@ _SLACK = 32  # step values a run may hold beyond max_steps before they are cut b
 _UNSEEN = object()
 
 
+def by_run(runs: list[str], starts: list[int]) -> list[tuple[str, list[int], int]]:
+    """``(run, indices of its steps, its earliest start)`` per run of a block (:meth:`LatencyAcc.add_block`)."""
+    rows: dict[str, list[int]] = {}
+    for i, run in enumerate(runs):
+        mine = rows.get(run)
+        if mine is None:
+            rows[run] = [i]
+        else:
+            mine.append(i)
+    return [(run, mine, min(starts[i] for i in mine)) for run, mine in rows.items()]
+
+
 def key_hash(run: str) -> int:
     """What chooses the runs whose step values are kept: the first 8 bytes of SHA-256 of the run key."""
     return int.from_bytes(hashlib.sha256(run.encode()).digest()[:8], "big")
@@ -83,6 +95,9 @@ class RunAcc:
     hash: int
     steps: int = 0
     values: list[tuple[int, int]] | None = dataclasses.field(default_factory=list)  # (start, ns); None: dropped
+    # (values, its length, its last item) when add_block last cut values back to the earliest max_steps, sorted:
+    # while values is that list at that length, a step starting after that last item can never be kept
+    full: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 class LatencyAcc:
@@ -109,27 +124,29 @@ class LatencyAcc:
         self.samples += 1
         self._step(run, start_ns, value)
 
-    def add_block(self, runs: list[str], starts: list[int], values: list[int], part: tuple) -> None:
-        """Steps at once: per step its run, start and value; ``part`` the histogram part of all their samples
-        (:meth:`~.histogram.ExpHistogram.add_indexed`'s arguments). The state :meth:`add_step` of each gives
-        (:mod:`.blocks`)."""
+    def add_block(
+        self, groups: list[tuple[str, list[int], int]], starts: list[int], values: list[int], part: tuple
+    ) -> None:
+        """Steps at once: ``groups`` (:func:`by_run`) says which steps are whose, ``starts`` and ``values`` are
+        per step; ``part`` the histogram part of all their samples (:meth:`~.histogram.ExpHistogram.add_indexed`'s
+        arguments). The state :meth:`add_step` of each gives (:mod:`.blocks`)."""
         self.histogram.add_indexed(*part)
         self.samples += part[1]
-        self.steps += len(runs)
-        by_run: dict[str, list[int]] = {}
-        for i, run in enumerate(runs):
-            rows = by_run.get(run)
-            if rows is None:
-                by_run[run] = [i]
-            else:
-                rows.append(i)
-        for run, rows in by_run.items():
+        self.steps += len(starts)
+        max_steps = self.max_steps
+        for run, rows, first in groups:
             acc = self._run(run)
             acc.steps += len(rows)
-            if acc.values is not None:
-                acc.values.extend([(starts[i], values[i]) for i in rows])
-                if len(acc.values) > self.max_steps + _SLACK:
-                    acc.values = sorted(acc.values)[: self.max_steps]
+            kept = acc.values
+            if kept is None:
+                continue
+            full = acc.full
+            if full is not None and full[0] is kept and full[1] == len(kept) and first > full[2][0]:
+                continue  # every one starts after the latest kept: none is among the earliest max_steps
+            kept.extend([(starts[i], values[i]) for i in rows])
+            if len(kept) > max_steps + _SLACK:
+                kept = acc.values = sorted(kept)[:max_steps]
+                acc.full = (kept, len(kept), kept[-1]) if len(kept) == max_steps else None
 
     def _run(self, run: str) -> RunAcc:
         acc = self.runs.get(run)
@@ -412,7 +429,7 @@ class BaselineBuilder:
         self._signatures = Signatures()
         self._scanner = scanner_for() if native_fast_path() else None
         self._scanned: dict[tuple[str, bytes], Known | None] = {}  # None: go the straightforward way
-        self._blocks = Blocks(fold_for(), self._window)
+        self._blocks = Blocks(fold_for(), self._window, by_run)
         self.scanned_hits = self.scanned_misses = 0  # traces the scanner read: known, and not (yet) known
 
     def add(self, trace: TraceData, step: PlainStep | None = None) -> list[Occurrence]:
@@ -435,7 +452,7 @@ class BaselineBuilder:
         the Python references here, to check that they give the same baseline)."""
         self.flush()
         self._scanner = scanner
-        self._blocks = Blocks(fold, self._window)
+        self._blocks = Blocks(fold, self._window, by_run)
 
     def flush(self) -> None:
         """Fold the steps that wait in blocks (:mod:`.blocks`) into their scopes; done by :meth:`add_stream`

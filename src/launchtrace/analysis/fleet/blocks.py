@@ -12,7 +12,7 @@ the group's service name) is counted when the step comes, by the caller. Memory 
 
 Example::
 
-    blocks = Blocks(fold_for(), builder._window)
+    blocks = Blocks(fold_for(), builder._window, by_run)
     blocks.add(scope_acc, known, run, times)   # times: int64 (start, end) per launch, in the signature's order
     blocks.flush_all()
 """
@@ -56,9 +56,15 @@ def _block(scope: Any, known: Known) -> _Block:
 class Blocks:
     """Known steps waiting to be folded into their scopes (see the module docstring)."""
 
-    def __init__(self, fold: Callable[..., tuple | None], window: Callable[[int, int], None]) -> None:
+    def __init__(
+        self,
+        fold: Callable[..., tuple | None],
+        window: Callable[[int, int], None],
+        by_run: Callable[[list[str], list[int]], list],
+    ) -> None:
         self.fold = fold
         self.window = window
+        self.by_run = by_run
         self.blocks: dict[tuple[int, int], _Block] = {}
         self.bytes = 0
         self.folded = self.one_by_one = 0  # steps folded in blocks, and steps added one by one
@@ -97,11 +103,12 @@ class Blocks:
             return
         starts, durations, duration_part, kernel_parts, position_parts = out
         scope = block.scope
-        scope.duration.add_block(runs, starts, durations, duration_part)
+        groups = self.by_run(runs, starts)
+        scope.duration.add_block(groups, starts, durations, duration_part)
         for key, (totals, part) in zip(block.kernel_keys, kernel_parts):
-            scope.latency(scope.kernels, key).add_block(runs, starts, totals, part)
+            scope.latency(scope.kernels, key).add_block(groups, starts, totals, part)
         for pos, (values, part) in enumerate(position_parts):
-            scope.latency(scope.positions, (pos, block.known.kernels[pos][0])).add_block(runs, starts, values, part)
+            scope.latency(scope.positions, (pos, block.known.kernels[pos][0])).add_block(groups, starts, values, part)
         window = self.window
         for start, duration in zip(starts, durations):
             window(start, start + duration)
