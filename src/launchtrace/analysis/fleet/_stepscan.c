@@ -32,6 +32,10 @@
 
 /* K_SEQ: the volatile sequence number; K_REFUSE: a key that marks a span no plain record (a folded summary...) */
 enum { K_PLAIN = 0, K_VOLATILE = 1, K_PTRKEY = 2, K_SEQ = 3, K_REFUSE = 4 };
+#define K_RESERVED 8     /* flag: a key in one of launchtrace's namespaces (conventions._RESERVED_PREFIXES) */
+#define K_ROOT_REFUSE 16 /* flag: a key that makes a root no plain step's (a record's, a summary's) */
+#define K_ROOT_INT 32 /* flag: a root attribute the rebuild reads as an int and the baseline never sees */
+#define K_BASE 7
 
 typedef struct {
     PyObject *obj; /* NULL: empty */
@@ -39,15 +43,27 @@ typedef struct {
     int kind; /* for str keys: K_* */
 } IdEntry;
 
+#define MEMO 64 /* attribute positions remembered: the object last seen there and its entry */
+
+typedef struct {
+    PyObject *obj; /* not a reference: the table holds it (the memo is emptied with the table) */
+    int64_t id;
+    int kind;
+} Memo;
+
 typedef struct {
     PyObject_HEAD PyTypeObject *span_type;
-    Py_ssize_t off_span_id, off_parent, off_status, off_attrs, off_resource, off_start, off_end;
+    Py_ssize_t off_span_id, off_parent, off_status, off_attrs, off_resource, off_start, off_end, off_name;
     PyObject *intern;
     PyObject *volatile_keys;
     PyObject *refuse_keys;
+    PyObject *root_refuse_keys;
+    PyObject *root_int_keys;
+    PyObject *reserved_prefixes; /* tuple of str */
     PyObject *seq_key;
     IdEntry *table;
     size_t mask, count;
+    Memo memo_key[MEMO], memo_pair[MEMO]; /* by attribute position: spans of one trace repeat most of them */
 } Scanner;
 
 /* ------------------------------------------------------------------------------- growable int64 buffer */
@@ -89,6 +105,8 @@ static inline size_t ptr_hash(const void *p) {
 }
 
 static void table_clear(Scanner *s) {
+    memset(s->memo_key, 0, sizeof(s->memo_key));
+    memset(s->memo_pair, 0, sizeof(s->memo_pair));
     if (s->table == NULL) return;
     for (size_t i = 0; i <= s->mask; i++) Py_CLEAR(s->table[i].obj);
     s->count = 0;
@@ -115,7 +133,7 @@ static int table_grow(Scanner *s) {
 }
 
 /* The entry of `obj`, asking `intern` on a miss; NULL with an exception, or with *declined set (intern gave 0:
- * a value no signature may hold). */
+ * a value no signature may hold). The entry is valid until the next lookup. */
 static IdEntry *lookup(Scanner *s, PyObject *obj, int is_key, int *declined) {
     size_t j = ptr_hash(obj) & s->mask;
     while (s->table[j].obj != NULL) {
@@ -132,7 +150,8 @@ static IdEntry *lookup(Scanner *s, PyObject *obj, int is_key, int *declined) {
         return NULL;
     }
     int kind = K_PLAIN;
-    if (is_key) {
+    (void)is_key; /* every str gets its kind: the reader hands out one object for equal strings, key or not */
+    if (PyUnicode_CheckExact(obj)) {
         int v = PySet_Contains(s->volatile_keys, obj);
         if (v < 0) return NULL;
         int refused = v ? 0 : PySet_Contains(s->refuse_keys, obj);
@@ -150,6 +169,20 @@ static IdEntry *lookup(Scanner *s, PyObject *obj, int is_key, int *declined) {
                 PyUnicode_READ_CHAR(obj, n - 2) == 't' && PyUnicode_READ_CHAR(obj, n - 1) == 'r')
                 kind = K_PTRKEY;
         }
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->reserved_prefixes); i++) {
+            Py_ssize_t m = PyUnicode_Tailmatch(obj, PyTuple_GET_ITEM(s->reserved_prefixes, i), 0, PY_SSIZE_T_MAX, -1);
+            if (m < 0) return NULL;
+            if (m) {
+                kind |= K_RESERVED;
+                break;
+            }
+        }
+        int rr = PySet_Contains(s->root_refuse_keys, obj);
+        if (rr < 0) return NULL;
+        if (rr) kind |= K_ROOT_REFUSE;
+        int ri = PySet_Contains(s->root_int_keys, obj);
+        if (ri < 0) return NULL;
+        if (ri) kind |= K_ROOT_INT;
     }
     if (s->count * 2 >= s->mask + 1) {
         if (s->mask + 1 >= MAX_SLOTS)
@@ -319,12 +352,21 @@ static PyObject *scan_spans(Scanner *s, PyObject *spans, int verify) {
             PyObject *k = PyTuple_GET_ITEM(pair, 0), *v = PyTuple_GET_ITEM(pair, 1);
             if (!PyUnicode_CheckExact(k)) goto declined;
             int declined = 0;
-            IdEntry *ke = lookup(s, k, 1, &declined);
-            if (ke == NULL) {
-                if (declined) goto declined;
-                goto error;
+            int64_t kid, kkind, x;
+            Memo *mk = a < MEMO ? &s->memo_key[a] : NULL;
+            if (mk != NULL && mk->obj == k) {
+                kid = mk->id;
+                kkind = mk->kind & K_BASE;
+            } else {
+                IdEntry *ke = lookup(s, k, 1, &declined);
+                if (ke == NULL) {
+                    if (declined) goto declined;
+                    goto error;
+                }
+                kid = ke->id;
+                kkind = ke->kind & K_BASE;
+                if (mk != NULL) *mk = (Memo){ke->obj, ke->id, ke->kind};
             }
-            int64_t kid = ke->id, kkind = ke->kind, x;
             if (kkind == K_REFUSE) goto declined;
             if (kkind == K_VOLATILE || kkind == K_SEQ) {
                 if (!PyLong_CheckExact(v)) goto declined; /* the rebuild would read (or refuse) what is no int */
@@ -356,12 +398,20 @@ static PyObject *scan_spans(Scanner *s, PyObject *spans, int verify) {
                 }
                 continue;
             }
-            IdEntry *pe = lookup(s, pair, 0, &declined);
-            if (pe == NULL) {
-                if (declined) goto declined;
-                goto error;
+            Memo *mp = a < MEMO ? &s->memo_pair[a] : NULL;
+            int64_t pid;
+            if (mp != NULL && mp->obj == pair)
+                pid = mp->id;
+            else {
+                IdEntry *pe = lookup(s, pair, 0, &declined);
+                if (pe == NULL) {
+                    if (declined) goto declined;
+                    goto error;
+                }
+                pid = pe->id;
+                if (mp != NULL) *mp = (Memo){pe->obj, pe->id, pe->kind};
             }
-            if (buf_push(&codes, pe->id) < 0) goto error;
+            if (buf_push(&codes, pid) < 0) goto error;
         }
         row->code_n = codes.n - row->code_at;
         row->ptr_n = ptrs.n - row->ptr_at;
@@ -385,11 +435,61 @@ static PyObject *scan_spans(Scanner *s, PyObject *spans, int verify) {
             }
             if (buf_push(&out, rank) < 0) goto error;
         }
+    /* the root's code: what its rebuild alone can depend on (see root_code in stepscan.py) */
+    Buf rc = {0};
+    {
+        PyObject *rs = PyList_GET_ITEM(spans, root);
+        PyObject *name = SLOT(rs, s->off_name), *rattrs = SLOT(rs, s->off_attrs);
+        int declined = 0;
+        IdEntry *e;
+        if (name == NULL || !PyUnicode_CheckExact(name) || rattrs == NULL || !PyTuple_CheckExact(rattrs)) {
+            buf_free(&rc);
+            goto declined;
+        }
+        if ((e = lookup(s, name, 0, &declined)) == NULL || buf_push(&rc, e->id) < 0) goto root_fail;
+        if ((e = lookup(s, resource, 0, &declined)) == NULL || buf_push(&rc, e->id) < 0) goto root_fail;
+        Py_ssize_t na = PyTuple_GET_SIZE(rattrs);
+        if (buf_push(&rc, na) < 0) goto root_fail;
+        for (Py_ssize_t a = 0; a < na; a++) {
+            PyObject *pair = PyTuple_GET_ITEM(rattrs, a);
+            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0))) {
+                declined = 1;
+                goto root_fail;
+            }
+            PyObject *v = PyTuple_GET_ITEM(pair, 1);
+            if ((e = lookup(s, PyTuple_GET_ITEM(pair, 0), 1, &declined)) == NULL) goto root_fail;
+            int64_t kid = e->id, kind = e->kind;
+            if (kind & K_ROOT_REFUSE) {
+                declined = 1;
+                goto root_fail;
+            }
+            int64_t code;
+            if (!(kind & K_RESERVED))
+                code = -2 * kid - 1; /* a user's attribute: its value is only kept, never read */
+            else if ((kind & K_ROOT_INT) && PyLong_CheckExact(v))
+                code = -2 * kid; /* an int read as an int: what it is does not change the result */
+            else {
+                if ((e = lookup(s, pair, 0, &declined)) == NULL) goto root_fail;
+                code = e->id;
+            }
+            if (buf_push(&rc, code) < 0) goto root_fail;
+        }
+        goto root_done;
+    root_fail:
+        buf_free(&rc);
+        if (declined) goto declined;
+        goto error;
+    root_done:;
+    }
+    PyObject *root_code = PyBytes_FromStringAndSize((const char *)rc.v, rc.n * (Py_ssize_t)sizeof(int64_t));
+    buf_free(&rc);
+    if (root_code == NULL) goto error;
     PyObject *sig = PyBytes_FromStringAndSize((const char *)out.v, out.n * (Py_ssize_t)sizeof(int64_t));
     PyObject *times = PyBytes_FromStringAndSize(NULL, nrows * 2 * (Py_ssize_t)sizeof(int64_t));
     if (sig == NULL || times == NULL) {
         Py_XDECREF(sig);
         Py_XDECREF(times);
+        Py_DECREF(root_code);
         goto error;
     }
     int64_t *t = (int64_t *)PyBytes_AS_STRING(times);
@@ -399,9 +499,9 @@ static PyObject *scan_spans(Scanner *s, PyObject *spans, int verify) {
         t[2 * r + 1] = se[1];
     }
     if (verify)
-        result = Py_BuildValue("(nNNO)", root, sig, times, ptr_lists);
+        result = Py_BuildValue("(nNNNO)", root, sig, times, root_code, ptr_lists);
     else
-        result = Py_BuildValue("(nNN)", root, sig, times);
+        result = Py_BuildValue("(nNNN)", root, sig, times, root_code);
     goto done;
 declined:
     result = Py_NewRef(Py_None);
@@ -450,27 +550,36 @@ static void Scanner_dealloc(Scanner *self) {
     Py_XDECREF(self->span_type);
     Py_XDECREF(self->volatile_keys);
     Py_XDECREF(self->refuse_keys);
+    Py_XDECREF(self->root_refuse_keys);
+    Py_XDECREF(self->root_int_keys);
+    Py_XDECREF(self->reserved_prefixes);
     Py_XDECREF(self->seq_key);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyObject *Scanner_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"span_class", "intern", "volatile", "seq_key", "refuse", NULL};
-    PyObject *cls, *intern, *vol, *seq, *refuse;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOUO:Scanner", kwlist, &cls, &intern, &vol, &seq, &refuse))
+    static char *kwlist[] = {"span_class", "intern",   "volatile",  "seq_key", "refuse",
+                             "root_refuse", "root_ints", "reserved", NULL};
+    PyObject *cls, *intern, *vol, *seq, *refuse, *root_refuse, *root_ints, *reserved;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOUOOOO:Scanner", kwlist, &cls, &intern, &vol, &seq, &refuse,
+                                     &root_refuse, &root_ints, &reserved))
         return NULL;
+    int prefixes_ok = PyTuple_CheckExact(reserved);
+    for (Py_ssize_t i = 0; prefixes_ok && i < PyTuple_GET_SIZE(reserved); i++)
+        prefixes_ok = PyUnicode_CheckExact(PyTuple_GET_ITEM(reserved, i));
     if (!PyType_Check(cls) || !PyCallable_Check(intern) || !PyFrozenSet_CheckExact(vol) ||
-        !PyFrozenSet_CheckExact(refuse)) {
+        !PyFrozenSet_CheckExact(refuse) || !PyFrozenSet_CheckExact(root_refuse) || !PyFrozenSet_CheckExact(root_ints) ||
+        !prefixes_ok) {
         PyErr_SetString(PyExc_TypeError,
                         "Scanner(span class, intern callable, frozenset of volatile keys, seq key, frozenset of "
-                        "keys that refuse a span)");
+                        "keys that refuse a span, the same for a root, root int keys, tuple of reserved key prefixes)");
         return NULL;
     }
     PyTypeObject *tp = (PyTypeObject *)cls;
-    static const char *names[] = {"span_id", "parent_span_id", "status_code", "attributes", "resource", "start_ns",
-                                  "end_ns"};
-    Py_ssize_t off[7];
-    for (int i = 0; i < 7; i++)
+    static const char *names[] = {"span_id", "parent_span_id", "status_code", "attributes",
+                                  "resource", "start_ns",       "end_ns",      "name"};
+    Py_ssize_t off[8];
+    for (int i = 0; i < 8; i++)
         if ((off[i] = lt_slot_offset_s(tp, names[i])) < 0) {
             PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", tp->tp_name, names[i]);
             return NULL;
@@ -491,16 +600,20 @@ static PyObject *Scanner_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     self->off_resource = off[4];
     self->off_start = off[5];
     self->off_end = off[6];
+    self->off_name = off[7];
     self->intern = Py_NewRef(intern);
     self->volatile_keys = Py_NewRef(vol);
     self->seq_key = Py_NewRef(seq);
     self->refuse_keys = Py_NewRef(refuse);
+    self->root_refuse_keys = Py_NewRef(root_refuse);
+    self->root_int_keys = Py_NewRef(root_ints);
+    self->reserved_prefixes = Py_NewRef(reserved);
     return (PyObject *)self;
 }
 
 static PyMethodDef Scanner_methods[] = {
     {"scan", (PyCFunction)Scanner_scan, METH_VARARGS,
-     "scan(spans, verify=False) -> None | (root index, signature, times[, pointer indices per record span])"},
+     "scan(spans, verify=False) -> None | (root index, signature, times, root code[, taken per record span])"},
     {"table_size", (PyCFunction)Scanner_table_size, METH_NOARGS, "objects in the identity table"},
     {NULL, NULL, 0, NULL},
 };
@@ -743,7 +856,61 @@ static PyObject *bucket_index(PyObject *module, PyObject *arg) {
     return PyLong_FromLongLong(index_max_scale(v));
 }
 
+/* ------------------------------------------------------------------------- RunSteps.values, encoded */
+
+static inline char *put_varint(char *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (char)v;
+    return p;
+}
+
+/* encode_step_values([(start, value), ...]) -> bytes | None: the `values` field (4) of a launchtrace.v1.RunSteps
+ * message, one StepValue (fixed64 start_unix_nano = 1, int64 value = 2) per pair, as protobuf encodes it;
+ * None when a start is outside uint64 or a value outside int64 (the caller then adds them one by one, and
+ * protobuf says what is wrong). Zeros are written out: parsing gives the same message as leaving them unset. */
+static PyObject *encode_step_values(PyObject *module, PyObject *pairs) {
+    if (!PyList_CheckExact(pairs)) {
+        PyErr_SetString(PyExc_TypeError, "encode_step_values: a list of (start, value)");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(pairs);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 22 + 1); /* 1 + 1 + (1 + 8) + (1 + 10) per value */
+    if (out == NULL) return NULL;
+    char *p = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(pair, 0)) ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(pair, 1)))
+            goto declined;
+        unsigned long long start = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 0));
+        if (start == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            goto declined;
+        }
+        int64_t value;
+        if (!as_int64(PyTuple_GET_ITEM(pair, 1), &value)) goto declined;
+        char body[20], *q = body;
+        *q++ = 0x09; /* field 1, fixed64 */
+        for (int b = 0; b < 8; b++) *q++ = (char)(start >> (8 * b));
+        *q++ = 0x10; /* field 2, varint */
+        q = put_varint(q, (uint64_t)value);
+        *p++ = 0x22; /* RunSteps field 4, length-delimited */
+        p = put_varint(p, (uint64_t)(q - body));
+        memcpy(p, body, (size_t)(q - body));
+        p += q - body;
+    }
+    if (_PyBytes_Resize(&out, p - PyBytes_AS_STRING(out)) < 0) return NULL;
+    return out;
+declined:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"encode_step_values", encode_step_values, METH_O, "RunSteps.values of (start, value) pairs, encoded"},
     {"fold", fold, METH_VARARGS, "fold a block of known steps' times (see the module comment)"},
     {"bucket_index", bucket_index, METH_O, "the histogram bucket index of a positive int64 at MAX_SCALE"},
     {NULL, NULL, 0, NULL},

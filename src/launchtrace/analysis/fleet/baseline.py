@@ -43,10 +43,11 @@ from launchtrace.analysis.fleet.fast import (
 from launchtrace.analysis.fleet.histogram import DEFAULT_MAX_SIZE, ExpHistogram
 from launchtrace.analysis.fleet.occurrences import Occurrence, occurrences_of, run_key, step_times
 from launchtrace.analysis.fleet.records import records_to_proto
-from launchtrace.analysis.fleet.stepscan import fold_for, native_fast_path, scanner_for
+from launchtrace.analysis.fleet.stepscan import encode_values_for, fold_for, native_fast_path, scanner_for
 from launchtrace.model import TraceData
 from launchtrace.sources.rebuild import TRACE_ID
 from launchtrace.sources.stream import TraceStream
+from launchtrace.spans import SpanData
 from launchtrace.v1 import baseline_pb2 as pb
 
 __all__ = [
@@ -69,6 +70,7 @@ MAX_STEPS_PER_RUN = 256
 MAX_TOPOLOGIES = 256
 _SLACK = 32  # step values a run may hold beyond max_steps before they are cut back
 _UNSEEN = object()
+MAX_ROOTS = 4096  # root codes remembered (then forgotten all at once: a cache, nothing depends on it)
 
 
 def by_run(runs: list[str], starts: list[int]) -> list[tuple[str, list[int], int]]:
@@ -221,8 +223,13 @@ class LatencyAcc:
             lo, hi = min(h.buckets), max(h.buckets)
             hist.offset = lo
             hist.bucket_counts.extend(h.buckets.get(i, 0) for i in range(lo, hi + 1))
+        encode = encode_values_for()
         for run, a in sorted(self.runs.items(), key=lambda item: (item[1].hash, item[0])):
             entry = msg.per_run.add(run=run, key_hash=a.hash, steps=a.steps)
+            encoded = encode(a.values) if encode is not None and a.values else None
+            if encoded is not None:  # the same message, without a Python call per value (to_proto's main cost)
+                entry.MergeFromString(encoded)
+                continue
             for start, value in a.values or ():
                 entry.values.add(start_unix_nano=start, value=value)
         return msg
@@ -431,6 +438,8 @@ class BaselineBuilder:
         self._scanned: dict[tuple[str, bytes], Known | None] = {}  # None: go the straightforward way
         self._blocks = Blocks(fold_for(), self._window, by_run)
         self.scanned_hits = self.scanned_misses = 0  # traces the scanner read: known, and not (yet) known
+        # root code -> _root_facts (None: no plain step); no cache when a group is per trace (by its id)
+        self._roots: dict[bytes, tuple | None] | None = None if TRACE_ID in self.group_by else {}
 
     def add(self, trace: TraceData, step: PlainStep | None = None) -> list[Occurrence]:
         """Add one trace (one outermost scope occurrence of one run); ``step``: the same trace as read by the
@@ -483,11 +492,17 @@ class BaselineBuilder:
         """Add a trace the scanner read (``found``); ``False``: it was no plain step after all (the Python
         fast path and the straightforward path take it). A signature's first trace goes the straightforward
         way and teaches what the signature gives, once the pointers the scanner took are those of the plan."""
-        root, signature, times = found
-        step = root_step(spans[root])
-        if step is None:
+        root, signature, times, root_code = found
+        facts = self._roots.get(root_code, _UNSEEN) if self._roots is not None else _UNSEEN
+        if facts is _UNSEEN:
+            facts = self._root_facts(spans[root])
+            if self._roots is not None:
+                if len(self._roots) >= MAX_ROOTS:
+                    self._roots.clear()
+                self._roots[root_code] = facts
+        if facts is None:
             return False
-        trace, scope = step
+        scope, group_key, service, run = facts
         key = (scope, signature)
         known = self._scanned.get(key, _UNSEEN)
         if known is _UNSEEN:
@@ -496,7 +511,8 @@ class BaselineBuilder:
             if len(self._scanned) < MAX_SIGNATURES:
                 self._scanned[key] = self._verified(spans, scope, occurrences)
             return True
-        if known is None or not self._add_known_times(trace, scope, known, times):
+        trace_id = spans[root].trace_id.hex()  # what the rebuild names the trace
+        if known is None or not self._add_known_times(group_key, service, run, trace_id, scope, known, times):
             self.scanned_misses += 1
             for t in stream.rebuilt(spans):
                 self.add(t)
@@ -516,26 +532,35 @@ class BaselineBuilder:
         again = self._scanner.scan(spans, True) if step is not None else None
         if step is None or again is None or step.scope != scope:
             return None
-        root, _, times, taken = again
+        root, _, times, _, taken = again
         if not pointers_match(spans, root, taken):
             return None
         pairs = array("q")
         pairs.frombytes(times)
         return known_of(scope, list(zip(pairs[0::2], pairs[1::2])), occurrences)
 
-    def _add_known_times(self, trace: TraceData, scope_name: str, known: Known, times: bytes) -> bool:
-        """:meth:`_add_known` for a scanned step: counted now, its times folded later (:mod:`.blocks`)."""
+    def _root_facts(self, root: SpanData) -> tuple[str, tuple[str, ...], str, str] | None:
+        """What the baseline takes from a plain step's root: its scope (segment) name, group, service and run;
+        the same for every root of one root code (:meth:`.stepscan.Scanner.root_code`)."""
+        step = root_step(root)
+        if step is None:
+            return None
+        trace, scope = step
         attrs = trace.attributes
-        key = tuple(str(attrs.get(k, "")) for k in self.group_by)
+        group = tuple(str(attrs.get(k, "")) for k in self.group_by)
+        return scope, group, str(attrs.get("service.name", "")), run_key(attrs)
+
+    def _add_known_times(
+        self, key: tuple[str, ...], service: str, run: str, trace_id: str, scope_name: str, known: Known, times: bytes
+    ) -> bool:
+        """:meth:`_add_known` for a scanned step: counted now, its times folded later (:mod:`.blocks`)."""
         group = self.groups.get(key)
         scope = group.scopes.get(scope_name) if group is not None else None
         topo = scope.topologies.get(known.fingerprint) if scope is not None else None
-        trace_id = str(attrs.get(TRACE_ID, ""))
         if topo is None or (trace_id, 0) < topo.rep_key:
             return False
-        run = run_key(attrs)
         group.runs.add(run)
-        group.service = group.service or str(attrs.get("service.name", ""))
+        group.service = group.service or service
         scope.steps += 1
         topo.count += 1
         topo.foreign_buffers = max(topo.foreign_buffers, known.foreign_buffers)

@@ -50,12 +50,21 @@ __all__ = [
     "Interner",
     "Scanner",
     "bucket_index",
+    "encode_values_for",
     "fold",
     "fold_for",
     "native_fast_path",
     "scanner_for",
 ]
 
+ROOT_REFUSE = frozenset((C.OP, C.FOLD_COUNT))
+"""Root attributes that make the root a record or a summary: its rebuild then reads its times and events."""
+ROOT_INTS = VOLATILE | {C.SCOPE_ID}
+"""Root attributes the rebuild reads only as ints (an int never fails) into what the baseline never takes."""
+RESERVED_PREFIXES: tuple[str, ...] = C._RESERVED_PREFIXES
+"""launchtrace's attribute namespaces: a user's scope attribute is never written under them
+(:func:`launchtrace.conventions.scope_user_attr`), and the rebuild reads nothing else of a root but user
+attributes, which it keeps without reading."""
 INTERN_LIMIT = 1 << 16
 """Values an :class:`Interner` remembers before it starts afresh (with new ids: old signatures just miss)."""
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -106,13 +115,24 @@ class Scanner:
     """The Python reference of the compiled ``Scanner`` (see the module docstring)."""
 
     def __init__(
-        self, span_class: type, intern: Callable[[Any], int], volatile: frozenset, seq_key: str, refuse: frozenset
+        self,
+        span_class: type,
+        intern: Callable[[Any], int],
+        volatile: frozenset,
+        seq_key: str,
+        refuse: frozenset,
+        root_refuse: frozenset,
+        root_ints: frozenset,
+        reserved: tuple[str, ...],
     ) -> None:
         self.span_class = span_class
         self.intern = intern
         self.volatile = volatile
         self.seq_key = seq_key
         self.refuse = refuse
+        self.root_refuse = root_refuse
+        self.root_ints = root_ints
+        self.reserved = reserved
 
     def scan(self, spans: Sequence[SpanData], verify: bool = False) -> tuple | None:
         if type(spans) is not list or len(spans) < 2:
@@ -197,9 +217,42 @@ class Scanner:
             for p in row[3]:
                 out.append(-1 if p == 0 else ranks.setdefault(p, len(ranks)))
         times = array("q", [t for row in rows for t in row[4:6]])
+        code = self.root_code(spans[root])
+        if code is None:
+            return None
         if verify:
-            return root, out.tobytes(), times.tobytes(), checked
-        return root, out.tobytes(), times.tobytes()
+            return root, out.tobytes(), times.tobytes(), code, checked
+        return root, out.tobytes(), times.tobytes(), code
+
+    def root_code(self, root: SpanData) -> bytes | None:
+        """The root's code: its name's and resource's ids, then per attribute the pair's id, except for a user's
+        attribute (a key outside launchtrace's namespaces: ``-2 * id(key) - 1``, its value only kept by the
+        rebuild, never read) and an int of :data:`ROOT_INTS` (``-2 * id(key)``: read as an int, what it is
+        changes nothing the baseline takes from the root); ``None`` for a root with a :data:`ROOT_REFUSE` key."""
+        name, attrs = root.name, root.attributes
+        if type(name) is not str or type(attrs) is not tuple:
+            return None
+        ids = [self.intern(name), self.intern(root.resource)]
+        if min(ids) <= 0:
+            return None
+        out = array("q", [*ids, len(attrs)])
+        for pair in attrs:
+            if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str:
+                return None
+            key, value = pair
+            kid = self.intern(key)
+            if kid <= 0 or key in self.root_refuse:
+                return None
+            if not key.startswith(self.reserved):
+                out.append(-2 * kid - 1)
+            elif key in self.root_ints and type(value) is int:
+                out.append(-2 * kid)
+            else:
+                pid = self.intern(pair)
+                if pid <= 0:
+                    return None
+                out.append(pid)
+        return out.tobytes()
 
     def table_size(self) -> int:
         return 0
@@ -306,7 +359,14 @@ def scanner_for(span_class: type = SpanData, intern: Callable[[Any], int] | None
     """A scanner: the compiled one where built (unless ``python``), else :class:`Scanner`."""
     module = None if python else _compiled()
     cls = Scanner if module is None else module.Scanner
-    return cls(span_class, intern if intern is not None else Interner(), VOLATILE, C.SEQ, REFUSE)
+    intern = intern if intern is not None else Interner()
+    return cls(span_class, intern, VOLATILE, C.SEQ, REFUSE, ROOT_REFUSE, ROOT_INTS, RESERVED_PREFIXES)
+
+
+def encode_values_for() -> Callable[[list], bytes | None] | None:
+    """The compiled encoder of ``RunSteps.values`` (``None`` where not built: add them one by one)."""
+    module = _compiled()
+    return None if module is None else module.encode_step_values
 
 
 def fold_for(*, python: bool = False) -> Callable[..., tuple | None]:
