@@ -6,15 +6,21 @@ traces, spread over ``--runs`` simulated runs (``process.pid``) on four hosts. A
 groups, scopes, kernels, topologies and runs, not with traces: the runs are fixed here so that the traces
 alone grow.
 
-1. ``launchtrace baseline build`` over 2,500 / 5,000 / 10,000 traces, each in a fresh process: spans per second
-   (the target is 200,000), beside the reader alone, the reader plus :func:`launchtrace.sources.rebuild.rebuild` on the
-   same file (the ceiling of any command that needs records) and, in this process, the straightforward build
-   (every trace rebuilt) and the fast path (the ratio is the fast path's gain), and peak resident memory
-   (target: flat in the number of traces).
-2. ``launchtrace alert`` of the 10,000-trace window against that baseline: seconds.
-3. Where the fast path's time goes, per span: the reader, grouping spans into traces, reading a step's
-   signature, looking it up, step times, accumulating, the straightforward path (a signature's first step, a
-   new representative), writing the message.
+1. ``launchtrace baseline build`` over 2,500 / 5,000 / 10,000 traces, each in a fresh process timed from the
+   interpreter's start (imports count): spans per second by the wall clock and of CPU (the target is 200,000),
+   beside the reader alone on the same file (the ceiling) and, in this process (imports done, steady state, CPU),
+   the fast path (the compiled scanner and block fold: :mod:`launchtrace.analysis.fleet.stepscan`), the Python
+   fast path (what runs without a compiler, :mod:`launchtrace.analysis.fleet.fast`), the straightforward build
+   (every trace rebuilt; the ratio is the fast path's gain) and the reader plus
+   :func:`launchtrace.sources.rebuild.rebuild`; whether the three builds gave the same bytes; and peak resident
+   memory (target: flat in the number of traces).
+2. ``launchtrace alert`` of the largest window against that baseline: seconds.
+3. Where the fast path's CPU time goes, per span: the reader, grouping spans into traces, the scanner (signature,
+   times, root code), a root rebuilt (once per root code), the lookup and the counts taken per step, folding
+   blocks into the accumulators, the straightforward path (a signature's first step, a new representative),
+   writing the message, and the rest (the loop itself, buffering times).
+
+On a loaded machine wall-clock figures move with the load: compare figures of one run, and the CPU ones.
 
 Run: ``python benchmarks/bench_baseline.py`` (a few minutes on a loaded 2-core machine). CPU-only figures.
 """
@@ -111,10 +117,11 @@ def read_and_rebuild(path: Path) -> float:
     return time.process_time() - c
 
 
-def in_process(path: Path, *, fast: bool, python: bool = False) -> float:
+def in_process(path: Path, *, fast: bool, python: bool = False) -> tuple[float, bytes]:
     """CPU seconds to build the baseline in this process (imports done): with the fast path (compiled scanner,
     or with ``python`` the Python fast path :mod:`launchtrace.analysis.fleet.fast` that runs without a
-    compiler) or with every trace rebuilt into records (``fast=False``: what ``baseline build`` did first)."""
+    compiler) or with every trace rebuilt into records (``fast=False``: what ``baseline build`` did first);
+    and the baseline's bytes."""
     from launchtrace.analysis.fleet.baseline import BaselineBuilder
     from launchtrace.analysis.fleet.stepscan import fold
     from launchtrace.sources.stream import TraceStream
@@ -124,8 +131,8 @@ def in_process(path: Path, *, fast: bool, python: bool = False) -> float:
     if python:
         builder.use_scanner(None, fold)
     builder.add_stream(TraceStream.from_paths([path]), fast=fast)
-    builder.to_proto().SerializeToString(deterministic=True)
-    return time.process_time() - c
+    data = builder.to_proto().SerializeToString(deterministic=True)
+    return time.process_time() - c, data
 
 
 def stages(path: Path) -> str:
@@ -206,9 +213,10 @@ def main() -> None:
             replicate(source, n, path, args.runs)
             reader_wall, reader_cpu, spans = read_only(path)
             rebuild_s = read_and_rebuild(path)
-            plain_s = in_process(path, fast=False)
-            python_s = in_process(path, fast=True, python=True)
-            fast_s = in_process(path, fast=True)
+            plain_s, plain = in_process(path, fast=False)
+            python_s, python = in_process(path, fast=True, python=True)
+            fast_s, fast = in_process(path, fast=True)
+            same = "the same baseline byte for byte" if fast == python == plain else "BASELINES DIFFER"
             base = folder / f"base-{n}.pb"
             wall, cpu, rss, _ = timed(["baseline", "build", "--from", str(path), "--out", str(base), "--quiet"])
             print(
@@ -218,7 +226,7 @@ def main() -> None:
                 f"in this process (CPU, steady state): fast path {spans / fast_s:,.0f} spans/s, "
                 f"Python fast path {spans / python_s:,.0f}, straightforward build {spans / plain_s:,.0f} "
                 f"(x{plain_s / fast_s:.1f}), reader + rebuild {spans / rebuild_s:,.0f}; "
-                f"peak RSS {rss:.0f} MiB, baseline {base.stat().st_size:,} bytes"
+                f"{same}; peak RSS {rss:.0f} MiB, baseline {base.stat().st_size:,} bytes"
             )
             last = (path, base, n)
         if last is not None:

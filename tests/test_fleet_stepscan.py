@@ -269,29 +269,24 @@ def test_fold_declines_and_refuses_alike() -> None:
             stepscan.fold(*bad)
 
 
-def test_latency_blocks_equal_steps_one_by_one() -> None:
-    """Many runs (past the kept 64), many steps per run (past the kept 256), in blocks or one at a time."""
-    rng = random.Random(11)
-    steps = [(f"run{rng.randrange(150)}", rng.randrange(1, 10**9), rng.randrange(0, 10**6)) for _ in range(6000)]
+@pytest.mark.parametrize(("runs", "starts"), [(150, 10**9), (5, 10**9), (5, 40), (3, 3)])
+def test_latency_blocks_equal_steps_one_by_one(runs: int, starts: int) -> None:
+    """Many runs (past the kept 64) or few with many steps each (past the kept 256, with starts that tie), in
+    blocks or one at a time, in any order or in start order (where blocks skip what cannot be kept)."""
+    rng = random.Random(11 + runs + starts)
+    steps = [(f"run{rng.randrange(runs)}", rng.randrange(1, starts + 1), rng.randrange(0, 10**6)) for _ in range(6000)]
     one = LatencyAcc()
     for run, start, value in steps:
         one.add_one(run, start, value)
-    blocked = LatencyAcc()
-    for i in range(0, len(steps), 500):
-        block = steps[i : i + 500]
-        runs, starts, values = [s[0] for s in block], [s[1] for s in block], [s[2] for s in block]
-        blocked.add_block(by_run(runs, starts), starts, values, stepscan._part(values))
-    assert blocked.to_proto().SerializeToString(deterministic=True) == one.to_proto().SerializeToString(
-        deterministic=True
-    )
-    ordered = LatencyAcc()  # steps in start order: later blocks skipped by the kept runs' latest start
-    for i in range(0, len(steps), 500):
-        block = sorted(steps, key=lambda s: s[1])[i : i + 500]
-        runs, starts, values = [s[0] for s in block], [s[1] for s in block], [s[2] for s in block]
-        ordered.add_block(by_run(runs, starts), starts, values, stepscan._part(values))
-    assert ordered.to_proto().SerializeToString(deterministic=True) == one.to_proto().SerializeToString(
-        deterministic=True
-    )
+    expected = one.to_proto().SerializeToString(deterministic=True)
+    for order in (steps, sorted(steps, key=lambda s: s[1])):
+        for size in (1, 37, 500):
+            blocked = LatencyAcc()
+            for i in range(0, len(order), size):
+                block = order[i : i + size]
+                runs_, starts_, values = [s[0] for s in block], [s[1] for s in block], [s[2] for s in block]
+                blocked.add_block(by_run(runs_, starts_), starts_, values, stepscan._part(values))
+            assert blocked.to_proto().SerializeToString(deterministic=True) == expected, size
 
 
 @needs_native

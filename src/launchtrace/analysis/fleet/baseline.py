@@ -143,8 +143,17 @@ class LatencyAcc:
             if kept is None:
                 continue
             full = acc.full
-            if full is not None and full[0] is kept and full[1] == len(kept) and first > full[2][0]:
-                continue  # every one starts after the latest kept: none is among the earliest max_steps
+            if full is not None and full[0] is kept and full[1] == len(kept):
+                last = full[2]  # kept holds the earliest max_steps so far, sorted: only what sorts before it enters
+                if first > last[0]:
+                    continue  # every one starts after the latest kept
+                new = [pair for pair in zip([starts[i] for i in rows], [values[i] for i in rows]) if pair < last]
+                if not new:
+                    continue
+                kept.extend(new)
+                kept = acc.values = sorted(kept)[:max_steps]  # nearly sorted already: cheap, and keeps `full`
+                acc.full = (kept, len(kept), kept[-1])
+                continue
             kept.extend([(starts[i], values[i]) for i in rows])
             if len(kept) > max_steps + _SLACK:
                 kept = acc.values = sorted(kept)[:max_steps]
