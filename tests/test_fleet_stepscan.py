@@ -187,6 +187,24 @@ def test_scanner_identity_table_stays_bounded() -> None:
     assert scanner.table_size() <= 1 << 16
 
 
+@needs_native
+def test_big_values_bound_the_tables() -> None:
+    """Values of 60 KiB, each new: the identity table empties itself by bytes, the interner too; one of
+    70 KiB gets no id at all (the trace goes the straightforward way)."""
+    import resource
+
+    intern = stepscan.Interner()
+    scanner = stepscan.scanner_for(intern=intern)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for i in range(3000):  # 180 MB of values in all
+        spans = [_record(0, **{"launchtrace.scalar.x": f"{i:08d}" + "x" * 60_000}), _root()]
+        assert scanner.scan(spans) is not None
+        assert intern.bytes <= stepscan.INTERN_BYTES
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 100, grown_mib
+    assert scanner.scan([_record(0, **{"launchtrace.scalar.x": "x" * 70_000}), _root()]) is None
+
+
 EDGE = [1, 2, 3, 4, 7, 8, 1000, 1023, 1024, 1025, 2**31, 2**32 + 1, 2**52, 2**53 + 1, 2**62, 2**63 - 1]
 
 

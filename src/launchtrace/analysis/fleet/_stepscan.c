@@ -28,7 +28,8 @@
 
 #define MAX_SCALE 20
 #define FIRST_SLOTS 1024
-#define MAX_SLOTS (1 << 17) /* identity table: emptied when half of this is in use */
+#define MAX_SLOTS (1 << 15)      /* identity table: emptied when half of this is in use */
+#define MAX_TABLE_BYTES (1 << 25) /* or when the objects it holds come to about this much (32 MiB) */
 
 /* K_SEQ: the volatile sequence number; K_REFUSE: a key that marks a span no plain record (a folded summary...) */
 enum { K_PLAIN = 0, K_VOLATILE = 1, K_PTRKEY = 2, K_SEQ = 3, K_REFUSE = 4 };
@@ -62,7 +63,7 @@ typedef struct {
     PyObject *reserved_prefixes; /* tuple of str */
     PyObject *seq_key;
     IdEntry *table;
-    size_t mask, count;
+    size_t mask, count, bytes;
     Memo memo_key[MEMO], memo_pair[MEMO]; /* by attribute position: spans of one trace repeat most of them */
 } Scanner;
 
@@ -104,12 +105,26 @@ static inline size_t ptr_hash(const void *p) {
     return (size_t)h;
 }
 
+/* About how many bytes `o` holds (strs, bytes and tuples of them, a few levels down): what bounds the table. */
+static size_t approx_size(PyObject *o, int depth) {
+    size_t n = (size_t)Py_TYPE(o)->tp_basicsize;
+    if (PyUnicode_Check(o)) return n + (size_t)PyUnicode_GET_LENGTH(o) * PyUnicode_KIND(o);
+    if (PyBytes_Check(o)) return n + (size_t)PyBytes_GET_SIZE(o);
+    if (PyTuple_Check(o)) {
+        n += (size_t)PyTuple_GET_SIZE(o) * sizeof(PyObject *);
+        if (depth > 0)
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++) n += approx_size(PyTuple_GET_ITEM(o, i), depth - 1);
+    }
+    return n;
+}
+
 static void table_clear(Scanner *s) {
     memset(s->memo_key, 0, sizeof(s->memo_key));
     memset(s->memo_pair, 0, sizeof(s->memo_pair));
     if (s->table == NULL) return;
     for (size_t i = 0; i <= s->mask; i++) Py_CLEAR(s->table[i].obj);
     s->count = 0;
+    s->bytes = 0;
 }
 
 static int table_grow(Scanner *s) {
@@ -184,8 +199,9 @@ static IdEntry *lookup(Scanner *s, PyObject *obj, int is_key, int *declined) {
         if (ri < 0) return NULL;
         if (ri) kind |= K_ROOT_INT;
     }
-    if (s->count * 2 >= s->mask + 1) {
-        if (s->mask + 1 >= MAX_SLOTS)
+    size_t size = approx_size(obj, 4);
+    if (s->count * 2 >= s->mask + 1 || s->bytes + size > MAX_TABLE_BYTES) {
+        if (s->mask + 1 >= MAX_SLOTS || s->bytes + size > MAX_TABLE_BYTES)
             table_clear(s);
         else if (table_grow(s) < 0)
             return NULL;
@@ -197,6 +213,7 @@ static IdEntry *lookup(Scanner *s, PyObject *obj, int is_key, int *declined) {
     s->table[j].id = id;
     s->table[j].kind = kind;
     s->count++;
+    s->bytes += size;
     return &s->table[j];
 }
 

@@ -67,6 +67,10 @@ RESERVED_PREFIXES: tuple[str, ...] = C._RESERVED_PREFIXES
 attributes, which it keeps without reading."""
 INTERN_LIMIT = 1 << 16
 """Values an :class:`Interner` remembers before it starts afresh (with new ids: old signatures just miss)."""
+INTERN_BYTES = 1 << 24
+"""About the bytes of values an :class:`Interner` holds before it starts afresh (16 MiB)."""
+MAX_VALUE_BYTES = 1 << 16
+"""A value bigger than this (64 KiB of text) gets no id: a trace holding one goes the straightforward way."""
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _PLAIN_TYPES = (str, int, bool, bytes, type(None))
 
@@ -84,13 +88,26 @@ def _typed(value: Any) -> Any:
     return None  # a dict (kvlist), a list, anything else
 
 
-class Interner:
-    """Ids for values, equal only for values equal with equal types; ``0`` for values no signature holds."""
+def _size(value: Any) -> int:
+    t = type(value)
+    if t is str or t is bytes:
+        return 64 + len(value)
+    if t is tuple:
+        return 64 + sum(map(_size, value))
+    return 32
 
-    def __init__(self, limit: int = INTERN_LIMIT) -> None:
+
+class Interner:
+    """Ids for values, equal only for values equal with equal types; ``0`` for values no signature holds (and
+    for those over :data:`MAX_VALUE_BYTES`). Bounded: past :data:`INTERN_LIMIT` values or
+    :data:`INTERN_BYTES`, it starts afresh (ids are never reused, so earlier signatures only stop matching)."""
+
+    def __init__(self, limit: int = INTERN_LIMIT, max_bytes: int = INTERN_BYTES) -> None:
         self.ids: dict[Any, int] = {}
         self.next = 1
         self.limit = limit
+        self.max_bytes = max_bytes
+        self.bytes = 0
 
     def __call__(self, value: Any) -> int:
         key = _typed(value)
@@ -98,10 +115,15 @@ class Interner:
             return 0
         found = self.ids.get(key)
         if found is None:
-            if len(self.ids) >= self.limit:
+            size = _size(value)
+            if size > MAX_VALUE_BYTES:
+                return 0
+            if len(self.ids) >= self.limit or self.bytes + size > self.max_bytes:
                 self.ids.clear()
+                self.bytes = 0
             found = self.ids[key] = self.next
             self.next += 1
+            self.bytes += size
         return found
 
 
