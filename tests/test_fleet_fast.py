@@ -193,3 +193,31 @@ def test_blocks_folded_small_and_one_by_one_give_the_same_baseline(fleet, monkey
     assert small == tiny_buffer == declined == slow
     if kind == "unfolded":  # (folded: no step is taken fast, see above)
         assert builder._blocks.one_by_one > 0
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_damaged_files_give_the_straightforward_baseline(fleet, tmp_path: Path, path: str) -> None:
+    """Real files with damaged lines mixed in: truncated copies of real lines, a pointer and a sequence number
+    past 64 bits, wrong types, a key twice, a line of another shape. Every way reads the same spans and builds
+    the same bytes, and nothing crashes."""
+    _, paths = fleet
+    damaged = []
+    for i, p in enumerate(paths):
+        lines = p.read_bytes().splitlines(keepends=True)
+        bad = [
+            lines[0][: len(lines[0]) // 2] + b"\n",
+            lines[-1].replace(
+                b'"launchtrace.seq","value":{"intValue":"', b'"launchtrace.seq","value":{"intValue":"9' * 21, 1
+            ),
+            lines[-1].replace(b'.ptr","value":{"intValue":"', b'.ptr","value":{"intValue":"1844674407370955161600', 1),
+            lines[-1].replace(b'"startTimeUnixNano":"', b'"startTimeUnixNano":true,"x":"', 1),
+            lines[-1].replace(b'"spanId":', b'"spanId":"0000000000000001","spanId":', 1),
+            b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":1}]}]}]}\n',
+            b"[1,2,3]\n",
+        ]
+        out = tmp_path / f"damaged-{i}.jsonl"
+        out.write_bytes(b"".join(lines[:2] + bad + lines[2:]))
+        damaged.append(out)
+    fast, _ = build(TraceStream.from_paths(damaged), fast=True, path=path)
+    slow, _ = build(TraceStream.from_paths(damaged), fast=False)
+    assert fast == slow

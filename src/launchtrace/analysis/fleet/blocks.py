@@ -29,9 +29,9 @@ from launchtrace.analysis.fleet.occurrences import MAX_POSITIONS, step_times
 
 __all__ = ["BLOCK_STEPS", "BUFFER_BYTES", "Blocks"]
 
-BLOCK_STEPS = 1024
+BLOCK_STEPS = 4096
 """Steps of one (scope, signature) folded at once."""
-BUFFER_BYTES = 4 << 20
+BUFFER_BYTES = 8 << 20
 """Times held in all blocks before every block is folded."""
 
 
