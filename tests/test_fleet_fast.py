@@ -207,7 +207,7 @@ def test_damaged_files_give_the_straightforward_baseline(fleet, tmp_path: Path, 
         bad = [
             lines[0][: len(lines[0]) // 2] + b"\n",
             lines[-1].replace(
-                b'"launchtrace.seq","value":{"intValue":"', b'"launchtrace.seq","value":{"intValue":"9' * 21, 1
+                b'"launchtrace.seq","value":{"intValue":"', b'"launchtrace.seq","value":{"intValue":"' + b"9" * 21, 1
             ),
             lines[-1].replace(b'.ptr","value":{"intValue":"', b'.ptr","value":{"intValue":"1844674407370955161600', 1),
             lines[-1].replace(b'"startTimeUnixNano":"', b'"startTimeUnixNano":true,"x":"', 1),
