@@ -187,6 +187,8 @@ def stages(path: Path) -> str:
     S.rebuild = timing(names[4], saved[4])
     try:
         builder = B.BaselineBuilder(("service.version", "host.name"))
+        if builder._scanner is None:
+            return "no compiled scanner here (LAUNCHTRACE_PURE_PYTHON, or no compiler): nothing to split"
         timed_scan = timing(names[0], builder._scanner.scan)
 
         class Timed:
