@@ -223,3 +223,21 @@ def test_damaged_files_give_the_straightforward_baseline(fleet, tmp_path: Path, 
     fast, _ = build(TraceStream.from_paths(damaged), fast=True, path=path)
     slow, _ = build(TraceStream.from_paths(damaged), fast=False)
     assert fast == slow
+
+
+def test_signatures_forgotten_when_full_still_give_the_straightforward_baseline(fleet, monkeypatch) -> None:
+    """With room for one signature (forgotten whenever another comes), and an interner that starts afresh
+    every few values (so ids change under the builder), the compiled path still gives the same bytes."""
+    from launchtrace.analysis.fleet import baseline as B
+
+    if not stepscan.native_fast_path():
+        pytest.skip("the compiled scanner is not built here (LAUNCHTRACE_PURE_PYTHON, or no compiler)")
+    _, paths = fleet
+    slow, _ = build(TraceStream.from_paths(paths), fast=False)
+    monkeypatch.setattr(B, "MAX_SIGNATURES", 1)
+    builder = BaselineBuilder(GROUP_BY)
+    builder.use_scanner(stepscan.scanner_for(intern=stepscan.Interner(limit=50)), stepscan.fold_for())
+    stream = TraceStream.from_paths(paths)
+    builder.add_stream(stream, fast=True)
+    builder.add_source(stream.label, "file", stream.traces, stream.spans)
+    assert builder.to_proto().SerializeToString(deterministic=True) == slow

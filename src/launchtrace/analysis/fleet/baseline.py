@@ -517,8 +517,11 @@ class BaselineBuilder:
         if known is _UNSEEN:
             self.scanned_misses += 1
             occurrences = [o for t in stream.rebuilt(spans) for o in self.add(t)]
-            if len(self._scanned) < MAX_SIGNATURES:
-                self._scanned[key] = self._verified(spans, scope, occurrences)
+            if len(self._scanned) >= MAX_SIGNATURES:
+                # forgotten all at once, not kept full: signatures whose ids the interner has since given up
+                # (it starts afresh past its bounds) would otherwise hold the places of live ones for good
+                self._scanned.clear()
+            self._scanned[key] = self._verified(spans, scope, occurrences)
             return True
         trace_id = spans[root].trace_id.hex()  # what the rebuild names the trace
         if known is None or not self._add_known_times(group_key, service, run, trace_id, scope, known, times):
