@@ -13,6 +13,8 @@ launchtrace uses the Python references (see launchtrace.native), which the tests
 - otlp/_protoenc: SpanData -> OTLP protobuf (reference: launchtrace.otlp.encode_proto)
 - otlp/_wire2json: OTLP protobuf -> OTLP JSON Lines, for collect (reference: launchtrace.otlp.transcode)
 - otlp/_jsoncheck: a JSON syntax check that allocates nothing (reference: launchtrace.otlp.jsoncheck)
+- analysis/fleet/_stepscan: a plain step's signature from its spans, blocks of steps folded into histograms
+  (reference: launchtrace.analysis.fleet.stepscan)
 Shared headers (every extension depends on them): _native.h (slot offsets, leaving acyclic objects out of the
 cycle collector), capture/_rawevent.h (the capture event's record layout, checked against launchtrace.rawevent
 at load), otlp/_spandata.h (SpanData's fields, looked up by name) and otlp/_jsonfmt.h (the JSON text of numbers

@@ -6,15 +6,21 @@ traces, spread over ``--runs`` simulated runs (``process.pid``) on four hosts. A
 groups, scopes, kernels, topologies and runs, not with traces: the runs are fixed here so that the traces
 alone grow.
 
-1. ``launchtrace baseline build`` over 2,500 / 5,000 / 10,000 traces, each in a fresh process: spans per second
-   (the target is 200,000), beside the reader alone, the reader plus :func:`launchtrace.sources.rebuild.rebuild` on the
-   same file (the ceiling of any command that needs records) and, in this process, the straightforward build
-   (every trace rebuilt) and the fast path (the ratio is the fast path's gain), and peak resident memory
-   (target: flat in the number of traces).
-2. ``launchtrace alert`` of the 10,000-trace window against that baseline: seconds.
-3. Where the fast path's time goes, per span: the reader, grouping spans into traces, reading a step's
-   signature, looking it up, step times, accumulating, the straightforward path (a signature's first step, a
-   new representative), writing the message.
+1. ``launchtrace baseline build`` over 2,500 / 5,000 / 10,000 traces, each in a fresh process timed from the
+   interpreter's start (imports count): spans per second by the wall clock and of CPU (the target is 200,000),
+   beside the reader alone on the same file (the ceiling) and, in this process (imports done, steady state, CPU),
+   the fast path (the compiled scanner and block fold: :mod:`launchtrace.analysis.fleet.stepscan`), the Python
+   fast path (what runs without a compiler, :mod:`launchtrace.analysis.fleet.fast`), the straightforward build
+   (every trace rebuilt; the ratio is the fast path's gain) and the reader plus
+   :func:`launchtrace.sources.rebuild.rebuild`; whether the three builds gave the same bytes; and peak resident
+   memory (target: flat in the number of traces).
+2. ``launchtrace alert`` of the largest window against that baseline: seconds.
+3. Where the fast path's CPU time goes, per span: the reader, grouping spans into traces, the scanner (signature,
+   times, root code), a root rebuilt (once per root code), the lookup and the counts taken per step, folding
+   blocks into the accumulators, the straightforward path (a signature's first step, a new representative),
+   writing the message, and the rest (the loop itself, buffering times).
+
+On a loaded machine wall-clock figures move with the load: compare figures of one run, and the CPU ones.
 
 Run: ``python benchmarks/bench_baseline.py`` (a few minutes on a loaded 2-core machine). CPU-only figures.
 """
@@ -70,110 +76,143 @@ def replicate(source: Path, traces: int, out: Path, runs: int = 20) -> int:
     return spans
 
 
-def timed(argv: list[str]) -> tuple[float, float, str]:
-    """Seconds and peak resident MiB of a ``launchtrace`` command in its own process."""
+def timed(argv: list[str]) -> tuple[float, float, float, str]:
+    """Seconds (wall and CPU) and peak resident MiB of a ``launchtrace`` command in its own process, from the
+    interpreter's start (its imports included: they count against a command's speed too)."""
     code = (
-        "import resource, sys, time; from launchtrace.cli import main; t = time.perf_counter(); "
-        "rc = main(sys.argv[1:]); "
-        "print('__', time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, rc, file=sys.stderr)"
+        "import resource, sys, time; t = time.perf_counter(); from launchtrace.cli import main; "
+        "rc = main(sys.argv[1:]); u = resource.getrusage(resource.RUSAGE_SELF); "
+        "print('__', time.perf_counter() - t, u.ru_utime + u.ru_stime, u.ru_maxrss, rc, file=sys.stderr)"
     )
+    start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=3600)
+    whole = time.perf_counter() - start
     tail = [line for line in proc.stderr.splitlines() if line.startswith("__ ")]
     if not tail:
         raise SystemExit(proc.stderr[-2000:])
-    _, seconds, rss_kib, _rc = tail[-1].split()
-    return float(seconds), int(rss_kib) / 1024, proc.stderr
+    _, _seconds, cpu, rss_kib, _rc = tail[-1].split()
+    return whole, float(cpu), int(rss_kib) / 1024, proc.stderr
 
 
-def read_only(path: Path) -> tuple[float, int]:
-    """Seconds the reader alone takes to stream the file's spans (the ceiling of any command over it), and the
-    spans it read (counted by the reader: a ``"spanId"`` in the text may be a link's)."""
+def read_only(path: Path) -> tuple[float, float, int]:
+    """Seconds (wall, CPU) the reader alone takes to stream the file's spans (the ceiling of any command over
+    it), and the spans it read (counted by the reader: a ``"spanId"`` in the text may be a link's)."""
     from launchtrace.sources.files import SpanFile
 
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     spans = 0
     with SpanFile(path) as f:
         for _, chunk in f.chunks():
             spans += len(chunk)
-    return time.perf_counter() - t, spans
+    return time.perf_counter() - t, time.process_time() - c, spans
 
 
 def read_and_rebuild(path: Path) -> float:
-    """Seconds to read the file and rebuild its records, trace by trace (what every record-level command pays)."""
+    """CPU seconds to read the file and rebuild its records, trace by trace (what every record-level command pays)."""
     from launchtrace.sources.stream import TraceStream
 
-    t = time.perf_counter()
+    c = time.process_time()
     for _ in TraceStream.from_paths([path]):
         pass
-    return time.perf_counter() - t
+    return time.process_time() - c
 
 
-def in_process(path: Path, *, fast: bool) -> float:
-    """Seconds to build the baseline in this process: with the fast path (:mod:`launchtrace.analysis.fleet.fast`)
-    or with every trace rebuilt into records (``fast=False``: what ``baseline build`` did before it)."""
+def in_process(path: Path, *, fast: bool, python: bool = False) -> tuple[float, bytes]:
+    """CPU seconds to build the baseline in this process (imports done): with the fast path (compiled scanner,
+    or with ``python`` the Python fast path :mod:`launchtrace.analysis.fleet.fast` that runs without a
+    compiler) or with every trace rebuilt into records (``fast=False``: what ``baseline build`` did first);
+    and the baseline's bytes."""
     from launchtrace.analysis.fleet.baseline import BaselineBuilder
+    from launchtrace.analysis.fleet.stepscan import fold
     from launchtrace.sources.stream import TraceStream
 
-    t = time.perf_counter()
+    c = time.process_time()
     builder = BaselineBuilder(("service.version", "host.name"))
+    if python:
+        builder.use_scanner(None, fold)
     builder.add_stream(TraceStream.from_paths([path]), fast=fast)
-    builder.to_proto()
-    return time.perf_counter() - t
+    data = builder.to_proto().SerializeToString(deterministic=True)
+    return time.process_time() - c, data
 
 
 def stages(path: Path) -> str:
-    """Where the fast path's time goes: CPU microseconds per span by stage, one pass over ``path`` with a clock
-    read around each stage of each trace (reading and grouping spans into traces timed in a pass of their own)."""
+    """Where the fast path's CPU time goes, microseconds per span by stage: one pass over ``path`` with a clock
+    read around each stage (exclusive: a stage's time leaves out the stages it calls), reading and grouping
+    spans into traces timed in passes of their own."""
     from launchtrace.analysis.fleet import baseline as B
-    from launchtrace.analysis.fleet.fast import read_step
-    from launchtrace.sources.stream import TraceStream
+    from launchtrace.analysis.fleet.blocks import Blocks
+    from launchtrace.sources import stream as S
 
     clock = time.process_time
-    _, spans = read_only(path)  # the file in the page cache
-    t = clock()
-    for _ in TraceStream.from_paths([path]).span_lists():
-        pass
-    reading = clock() - t
-    took = dict.fromkeys(("signature", "lookup", "step_times", "accumulate", "straightforward", "to_proto"), 0.0)
-    plain_step_times = B.step_times
+    _, reading, spans = read_only(path)
+    names = ("scan", "root (first of its code)", "lookup and counts", "fold blocks", "straightforward", "to_proto")
+    took = dict.fromkeys(("reader and grouping into traces", *names), 0.0)
+    inner: list[float] = []
 
-    def step_times(launches):
-        t = clock()
-        out = plain_step_times(launches)
-        took["step_times"] += clock() - t
-        return out
+    def timed_lists(self):  # the reader's and the grouping's share of the very pass
+        lists = plain_lists(self)
+        while True:
+            t = clock()
+            inner.append(0.0)
+            try:
+                item = next(lists, None)
+            finally:
+                spent = clock() - t
+                took["reader and grouping into traces"] += spent - inner.pop()
+            if item is None:
+                return
+            yield item
 
-    B.step_times = step_times
+    def timing(name: str, fn):
+        def timed_call(*args, **kwargs):
+            t = clock()
+            inner.append(0.0)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent = clock() - t
+                took[name] += spent - inner.pop()
+                if inner:
+                    inner[-1] += spent
+
+        return timed_call
+
+    plain_lists = S.TraceStream.span_lists
+    S.TraceStream.span_lists = timed_lists
+    saved = (B.root_step, Blocks._fold, B.BaselineBuilder.add, B.BaselineBuilder._add_known_times, S.rebuild)
+    B.root_step = timing(names[1], saved[0])
+    Blocks._fold = timing(names[3], saved[1])
+    B.BaselineBuilder.add = timing(names[4], saved[2])
+    B.BaselineBuilder._add_known_times = timing(names[2], saved[3])
+    S.rebuild = timing(names[4], saved[4])
     try:
-        builder, stream = B.BaselineBuilder(("service.version", "host.name")), TraceStream.from_paths([path])
-        for members in stream.span_lists():
-            t = clock()
-            step = read_step(members)
-            took["signature"] += clock() - t
-            if step is not None:
-                t = clock()
-                known = builder._signatures.get(step)
-                took["lookup"] += clock() - t
-                if known is not None:
-                    t = clock()
-                    done = builder._add_known(step, known)
-                    took["accumulate"] += clock() - t
-                    if done:
-                        continue
-            t = clock()
-            for trace in stream.rebuilt(members):
-                builder.add(trace, step)
-            took["straightforward"] += clock() - t
+        builder = B.BaselineBuilder(("service.version", "host.name"))
+        if builder._scanner is None:
+            return "no compiled scanner here (LAUNCHTRACE_PURE_PYTHON, or no compiler): nothing to split"
+        timed_scan = timing(names[0], builder._scanner.scan)
+
+        class Timed:
+            def scan(self, spans, verify=False):
+                return timed_scan(spans, verify)
+
+        builder._scanner = Timed()
         t = clock()
-        builder.to_proto()
+        builder.add_stream(S.TraceStream.from_paths([path]))
+        whole = clock() - t
+        t = clock()
+        builder.to_proto().SerializeToString(deterministic=True)
         took["to_proto"] = clock() - t
     finally:
-        B.step_times = plain_step_times
-    took["accumulate"] -= took["step_times"]
-    parts = {"reader and grouping into traces": reading, **took}
+        B.root_step, Blocks._fold, B.BaselineBuilder.add, B.BaselineBuilder._add_known_times, S.rebuild = saved
+        S.TraceStream.span_lists = plain_lists
+    accounted = sum(v for k, v in took.items() if k != "to_proto")
+    parts = {**took, "the rest (the loop, buffering)": whole - accounted}
     total = sum(parts.values())
     text = ", ".join(f"{name} {seconds / spans * 1e6:.2f}" for name, seconds in parts.items())
-    return f"{text}; total {total / spans * 1e6:.2f} us/span ({spans / total:,.0f} spans/s of CPU)"
+    return (
+        f"{text}; total {total / spans * 1e6:.2f} us/span ({spans / total:,.0f} spans/s of CPU); "
+        f"the reader alone, in a pass of its own: {reading / spans * 1e6:.2f} us/span"
+    )
 
 
 def main() -> None:
@@ -189,26 +228,31 @@ def main() -> None:
         for n in args.traces:
             path = folder / f"fleet-{n}.jsonl"
             replicate(source, n, path, args.runs)
-            reader_s, spans = read_only(path)
+            reader_wall, reader_cpu, spans = read_only(path)
             rebuild_s = read_and_rebuild(path)
-            plain_s, fast_s = in_process(path, fast=False), in_process(path, fast=True)
+            plain_s, plain = in_process(path, fast=False)
+            python_s, python = in_process(path, fast=True, python=True)
+            fast_s, fast = in_process(path, fast=True)
+            same = "the same baseline byte for byte" if fast == python == plain else "BASELINES DIFFER"
             base = folder / f"base-{n}.pb"
-            seconds, rss, _ = timed(["baseline", "build", "--from", str(path), "--out", str(base), "--quiet"])
+            wall, cpu, rss, _ = timed(["baseline", "build", "--from", str(path), "--out", str(base), "--quiet"])
             print(
-                f"1. baseline build, {n} traces ({spans} spans): {seconds:.2f} s, {spans / seconds:,.0f} spans/s "
-                f"(reader alone {spans / reader_s:,.0f}, reader + rebuild {spans / rebuild_s:,.0f}, "
-                f"in this process: straightforward build {spans / plain_s:,.0f}, fast path {spans / fast_s:,.0f} "
-                f"spans/s, x{plain_s / fast_s:.1f}), "
-                f"peak RSS {rss:.0f} MiB, "
-                f"baseline {base.stat().st_size:,} bytes"
+                f"1. baseline build, {n} traces ({spans} spans), the whole command in a fresh process: "
+                f"{spans / wall:,.0f} spans/s ({wall:.2f} s wall), {spans / cpu:,.0f} spans/s of CPU ({cpu:.2f} s); "
+                f"reader alone {spans / reader_wall:,.0f} spans/s wall, {spans / reader_cpu:,.0f} of CPU; "
+                f"in this process (CPU, steady state): fast path {spans / fast_s:,.0f} spans/s, "
+                f"Python fast path {spans / python_s:,.0f}, straightforward build {spans / plain_s:,.0f} "
+                f"(x{plain_s / fast_s:.1f}), reader + rebuild {spans / rebuild_s:,.0f}; "
+                f"{same}; peak RSS {rss:.0f} MiB, baseline {base.stat().st_size:,} bytes"
             )
             last = (path, base, n)
         if last is not None:
             print(f"3. fast path by stage, {last[2]} traces, CPU us per span: {stages(last[0])}")
-        if last is not None:
             path, base, n = last
-            seconds, rss, _ = timed(["alert", "--baseline", str(base), "--from", str(path), "--quiet"])
-            print(f"2. alert over {n} traces against the baseline: {seconds:.2f} s, peak RSS {rss:.0f} MiB")
+            wall, cpu, rss, _ = timed(["alert", "--baseline", str(base), "--from", str(path), "--quiet"])
+            print(
+                f"2. alert over {n} traces against the baseline: {wall:.2f} s ({cpu:.2f} s CPU), peak RSS {rss:.0f} MiB"
+            )
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     print(f"(this process: peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB)")
 

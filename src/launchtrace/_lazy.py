@@ -1,14 +1,17 @@
-"""A package's public names imported on first use (PEP 562), so that importing the package stays cheap.
+"""A package's public names imported on first use (PEP 562), so that importing the package stays cheap; and a
+module imported on first use of one of its attributes (:func:`lazy_module`).
 
 Example::
 
     __getattr__, __dir__ = lazy_names(__name__, {"read_spans": "launchtrace.sources.files"}, globals())
+    np = lazy_module("numpy")   # imported at the first np.something
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 
@@ -30,3 +33,28 @@ def lazy_names(
         return sorted(set(namespace) | set(names))
 
     return __getattr__, __dir__
+
+
+class _LazyModule:
+    """Stands in for a module until one of its attributes is read; then imports it and hands that on."""
+
+    __slots__ = ("_module", "_name")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._module: ModuleType | None = None
+
+    def __getattr__(self, attribute: str) -> Any:
+        module = self._module
+        if module is None:
+            module = self._module = importlib.import_module(self._name)
+        return getattr(module, attribute)
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self._name!r}>"
+
+
+def lazy_module(name: str) -> Any:
+    """``import name`` deferred to the first attribute read: for a heavy module (numpy: 0.1 s) that a module
+    needs in some functions only, so that commands not calling them (``baseline build``) do not pay for it."""
+    return _LazyModule(name)

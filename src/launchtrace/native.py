@@ -32,6 +32,7 @@ COMPILED = (
     "otlp/_protoenc",
     "otlp/_wire2json",
     "otlp/_jsoncheck",
+    "analysis/fleet/_stepscan",
 )
 
 

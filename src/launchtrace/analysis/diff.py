@@ -32,8 +32,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-import numpy as np
-
+from launchtrace._lazy import lazy_module
 from launchtrace.analysis.verdicts import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_CHANGE,
@@ -46,6 +45,8 @@ from launchtrace.analysis.verdicts import (
 )
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.topology import ChangeKind, DiffEntry, diff_records
+
+np = lazy_module("numpy")  # only some functions need it: importing this module stays cheap (baseline build)
 
 __all__ = [
     "NO_SCOPE",

@@ -57,7 +57,9 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-import numpy as np
+from launchtrace._lazy import lazy_module
+
+np = lazy_module("numpy")  # only some functions need it: importing this module stays cheap (baseline build)
 
 __all__ = [
     "DEFAULT_ALPHA",

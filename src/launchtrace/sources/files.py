@@ -200,7 +200,7 @@ class SpanFile:
         if spans is not None:  # an OTLP TracesData line and nothing else: what the general path calls otlp-jsonl
             self.format = "otlp-jsonl" + suffix
             yield f"{self.name}:1", spans
-            yield from self._lines(self._stream, 2)
+            yield from self._lines(_read_lines(self._stream), 2)
             return
         first_obj = _loads_or_none(first)
         if first_obj is None:  # not a whole value on line 1: one (pretty-printed) document?
@@ -236,7 +236,7 @@ class SpanFile:
         yield self._decoded(
             f"{self.name}:1", spans_from_document(first_obj, where=f"{self.name}:1", id_encoding=self.id_encoding)
         )
-        yield from self._lines(self._stream, 2)
+        yield from self._lines(_read_lines(self._stream), 2)
 
     def _lines(self, stream: Iterable[bytes], start: int) -> Iterator[tuple[str, list[SpanData]]]:
         for lineno, line in enumerate(stream, start):
@@ -265,6 +265,48 @@ class SpanFile:
                 continue
             del obj
             yield self._decoded(where, result)
+
+
+_READ_BYTES = _BUFFER_BYTES
+_KEEP_BYTES = 1 << 24  # a buffer grown past this (by a line of over 8 MiB) goes back to _READ_BYTES after it
+
+
+def _read_lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The lines of the rest of ``stream`` (each with its ``\n``, the last one without when the file has none),
+    read into one buffer of :data:`_READ_BYTES`, doubled while a line does not fit, and copied out once each.
+
+    ``readline`` on a buffered file copies a long line three times (its 256 KiB chunks, their join, the
+    result): for lines of megabytes, a third of the reader's time (``benchmarks/bench_baseline.py``).
+    """
+    buf = bytearray(_READ_BYTES)
+    view = memoryview(buf)
+    have = 0
+    try:
+        while True:
+            if have == len(buf):  # a line longer than the buffer: grow it
+                view.release()
+                buf.extend(bytes(len(buf)))
+                view = memoryview(buf)
+            got = stream.readinto(view[have:])
+            if not got:
+                if have:
+                    yield bytes(view[:have])
+                return
+            end = have + got
+            start = 0
+            find = buf.find
+            while (i := find(b"\n", start, end)) >= 0:
+                yield bytes(view[start : i + 1])
+                start = i + 1
+            have = end - start
+            if start:
+                view[:have] = view[start:end]
+            if have < _READ_BYTES and len(buf) > _KEEP_BYTES:  # after a very long line: back to the usual size
+                view.release()
+                del buf[max(have, _READ_BYTES) :]
+                view = memoryview(buf)
+    finally:
+        view.release()
 
 
 @contextlib.contextmanager

@@ -24,16 +24,30 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from array import array
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from launchtrace import __version__
-from launchtrace.analysis.fleet.fast import Known, PlainStep, Signatures, read_step
+from launchtrace.analysis.fleet.blocks import Blocks
+from launchtrace.analysis.fleet.fast import (
+    MAX_SIGNATURES,
+    Known,
+    PlainStep,
+    Signatures,
+    known_of,
+    pointers_match,
+    read_step,
+    root_step,
+)
 from launchtrace.analysis.fleet.histogram import DEFAULT_MAX_SIZE, ExpHistogram
 from launchtrace.analysis.fleet.occurrences import Occurrence, occurrences_of, run_key, step_times
 from launchtrace.analysis.fleet.records import records_to_proto
+from launchtrace.analysis.fleet.stepscan import encode_values_for, fold_for, native_fast_path, scanner_for
 from launchtrace.model import TraceData
 from launchtrace.sources.rebuild import TRACE_ID
 from launchtrace.sources.stream import TraceStream
+from launchtrace.spans import SpanData
 from launchtrace.v1 import baseline_pb2 as pb
 
 __all__ = [
@@ -55,6 +69,20 @@ MAX_RUNS = 64
 MAX_STEPS_PER_RUN = 256
 MAX_TOPOLOGIES = 256
 _SLACK = 32  # step values a run may hold beyond max_steps before they are cut back
+_UNSEEN = object()
+MAX_ROOTS = 4096  # root codes remembered (then forgotten all at once: a cache, nothing depends on it)
+
+
+def by_run(runs: list[str], starts: list[int]) -> list[tuple[str, list[int], int]]:
+    """``(run, indices of its steps, its earliest start)`` per run of a block (:meth:`LatencyAcc.add_block`)."""
+    rows: dict[str, list[int]] = {}
+    for i, run in enumerate(runs):
+        mine = rows.get(run)
+        if mine is None:
+            rows[run] = [i]
+        else:
+            mine.append(i)
+    return [(run, mine, min(starts[i] for i in mine)) for run, mine in rows.items()]
 
 
 def key_hash(run: str) -> int:
@@ -69,6 +97,9 @@ class RunAcc:
     hash: int
     steps: int = 0
     values: list[tuple[int, int]] | None = dataclasses.field(default_factory=list)  # (start, ns); None: dropped
+    # (values, its length, its last item) when add_block last cut values back to the earliest max_steps, sorted:
+    # while values is that list at that length, a step starting after that last item can never be kept
+    full: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 class LatencyAcc:
@@ -94,6 +125,47 @@ class LatencyAcc:
         self.histogram.add(value, 1)
         self.samples += 1
         self._step(run, start_ns, value)
+
+    def add_block(
+        self, groups: list[tuple[str, list[int], int]], starts: list[int], values: list[int], part: tuple
+    ) -> None:
+        """Steps at once: ``groups`` (:func:`by_run`) says which steps are whose, ``starts`` and ``values`` are
+        per step; ``part`` the histogram part of all their samples (:meth:`~.histogram.ExpHistogram.add_indexed`'s
+        arguments). The state :meth:`add_step` of each gives (:mod:`.blocks`)."""
+        self.histogram.add_indexed(*part)
+        self.samples += part[1]
+        self.steps += len(starts)
+        max_steps = self.max_steps
+        for run, rows, first in groups:
+            acc = self._run(run)
+            acc.steps += len(rows)
+            kept = acc.values
+            if kept is None:
+                continue
+            full = acc.full
+            if full is not None and full[0] is kept and full[1] == len(kept):
+                last = full[2]  # kept holds the earliest max_steps so far, sorted: only what sorts before it enters
+                if first > last[0]:
+                    continue  # every one starts after the latest kept
+                new = [pair for pair in zip([starts[i] for i in rows], [values[i] for i in rows]) if pair < last]
+                if not new:
+                    continue
+                kept.extend(new)
+                kept = acc.values = sorted(kept)[:max_steps]  # nearly sorted already: cheap, and keeps `full`
+                acc.full = (kept, len(kept), kept[-1])
+                continue
+            kept.extend([(starts[i], values[i]) for i in rows])
+            if len(kept) > max_steps + _SLACK:
+                kept = acc.values = sorted(kept)[:max_steps]
+                acc.full = (kept, len(kept), kept[-1]) if len(kept) == max_steps else None
+
+    def _run(self, run: str) -> RunAcc:
+        acc = self.runs.get(run)
+        if acc is None:
+            h = key_hash(run)
+            acc = self.runs[run] = RunAcc(h, values=None if self._cutoff is not None and h > self._cutoff else [])
+            self._prune()
+        return acc
 
     def _step(self, run: str, start_ns: int, step_value: int) -> None:
         self.steps += 1
@@ -160,8 +232,13 @@ class LatencyAcc:
             lo, hi = min(h.buckets), max(h.buckets)
             hist.offset = lo
             hist.bucket_counts.extend(h.buckets.get(i, 0) for i in range(lo, hi + 1))
+        encode = encode_values_for()
         for run, a in sorted(self.runs.items(), key=lambda item: (item[1].hash, item[0])):
             entry = msg.per_run.add(run=run, key_hash=a.hash, steps=a.steps)
+            encoded = encode(a.values) if encode is not None and a.values else None
+            if encoded is not None:  # the same message, without a Python call per value (to_proto's main cost)
+                entry.MergeFromString(encoded)
+                continue
             for start, value in a.values or ():
                 entry.values.add(start_unix_nano=start, value=value)
         return msg
@@ -217,17 +294,36 @@ class ScopeAcc:
             topo.foreign_buffers = max(topo.foreign_buffers, occ.foreign_buffers)
         else:  # beyond MAX_TOPOLOGIES: counted only
             self.other_steps += 1
-        run, start = occ.run, occ.start_ns
-        self.duration.add_one(run, start, occ.duration_ns)
+        self.add_times(occ.run, occ.start_ns, occ.duration_ns, occ.kernel_ns, occ.kernel_samples, occ.position_ns)
+
+    def add_times(
+        self,
+        run: str,
+        start: int,
+        duration: int,
+        kernel_ns: dict[tuple[str, str], int],
+        kernel_samples: dict[tuple[str, str], list[tuple[int, int]]],
+        position_ns: dict[tuple[int, str], int],
+    ) -> None:
+        """The latency part of :meth:`add` (:func:`~.occurrences.step_times`' figures of one step)."""
+        self.duration.add_one(run, start, duration)
         kernels, positions = self.kernels, self.positions
-        for key, total in occ.kernel_ns.items():
+        for key, total in kernel_ns.items():
             acc = kernels.get(key) or kernels.setdefault(key, LatencyAcc())
-            acc.add_step(run, start, total, occ.kernel_samples[key])
-        for key, ns in occ.position_ns.items():
+            acc.add_step(run, start, total, kernel_samples[key])
+        for key, ns in position_ns.items():
             acc = positions.get(key)
             if acc is None:
                 acc = positions[key] = LatencyAcc()
             acc.add_one(run, start, ns)
+
+    @staticmethod
+    def latency(table: dict, key: tuple) -> LatencyAcc:
+        """``table[key]`` (kernels or positions), made when missing."""
+        acc = table.get(key)
+        if acc is None:
+            acc = table[key] = LatencyAcc()
+        return acc
 
     def _cap(self) -> None:
         if len(self.topologies) <= MAX_TOPOLOGIES:
@@ -347,10 +443,16 @@ class BaselineBuilder:
         self.start_ns = 0
         self.end_ns = 0
         self._signatures = Signatures()
+        self._scanner = scanner_for() if native_fast_path() else None
+        self._scanned: dict[tuple[str, bytes], Known | None] = {}  # None: go the straightforward way
+        self._blocks = Blocks(fold_for(), self._window, by_run)
+        self.scanned_hits = self.scanned_misses = 0  # traces the scanner read: known, and not (yet) known
+        # root code -> _root_facts (None: no plain step); no cache when a group is per trace (by its id)
+        self._roots: dict[bytes, tuple | None] | None = None if TRACE_ID in self.group_by else {}
 
-    def add(self, trace: TraceData, step: PlainStep | None = None) -> None:
+    def add(self, trace: TraceData, step: PlainStep | None = None) -> list[Occurrence]:
         """Add one trace (one outermost scope occurrence of one run); ``step``: the same trace as read by the
-        fast path, to remember what it gave."""
+        fast path, to remember what it gave. Returns its occurrences."""
         occurrences = list(occurrences_of(trace, self.group_by, scalars=self.scalars))
         group = None
         for occ in occurrences:
@@ -361,11 +463,30 @@ class BaselineBuilder:
             group.traces += 1
         if step is not None:
             self._signatures.learn(step, occurrences)
+        return occurrences
+
+    def use_scanner(self, scanner: Any, fold: Any) -> None:
+        """Read plain steps with ``scanner`` and fold blocks with ``fold`` (:mod:`.stepscan`; the tests give
+        the Python references here, to check that they give the same baseline)."""
+        self.flush()
+        self._scanner = scanner
+        self._blocks = Blocks(fold, self._window, by_run)
+
+    def flush(self) -> None:
+        """Fold the steps that wait in blocks (:mod:`.blocks`) into their scopes; done by :meth:`add_stream`
+        and :meth:`to_proto`."""
+        self._blocks.flush_all()
 
     def add_stream(self, stream: TraceStream, *, fast: bool = True) -> None:
         """Add every trace of ``stream``: plain steps whose signature is known without rebuilding their
-        records (:mod:`.fast`; ``fast=False``: every trace rebuilt), the rest rebuilt. Same baseline either way."""
+        records (:mod:`.stepscan` where compiled, else :mod:`.fast`; ``fast=False``: every trace rebuilt),
+        the rest rebuilt. Same baseline either way."""
+        scanner = self._scanner if fast else None
         for spans in stream.span_lists():
+            if scanner is not None:
+                found = scanner.scan(spans)
+                if found is not None and self._add_scanned(stream, spans, found):
+                    continue
             step = read_step(spans) if fast else None
             if step is not None:
                 known = self._signatures.get(step)
@@ -374,6 +495,90 @@ class BaselineBuilder:
                     continue
             for trace in stream.rebuilt(spans):
                 self.add(trace, step)
+        self.flush()
+
+    def _add_scanned(self, stream: TraceStream, spans: list, found: tuple) -> bool:
+        """Add a trace the scanner read (``found``); ``False``: it was no plain step after all (the Python
+        fast path and the straightforward path take it). A signature's first trace goes the straightforward
+        way and teaches what the signature gives, once the pointers the scanner took are those of the plan."""
+        root, signature, times, root_code = found
+        facts = self._roots.get(root_code, _UNSEEN) if self._roots is not None else _UNSEEN
+        if facts is _UNSEEN:
+            facts = self._root_facts(spans[root])
+            if self._roots is not None:
+                if len(self._roots) >= MAX_ROOTS:
+                    self._roots.clear()
+                self._roots[root_code] = facts
+        if facts is None:
+            return False
+        scope, group_key, service, run = facts
+        key = (scope, signature)
+        known = self._scanned.get(key, _UNSEEN)
+        if known is _UNSEEN:
+            self.scanned_misses += 1
+            occurrences = [o for t in stream.rebuilt(spans) for o in self.add(t)]
+            if len(self._scanned) >= MAX_SIGNATURES:
+                # forgotten all at once, not kept full: signatures whose ids the interner has since given up
+                # (it starts afresh past its bounds) would otherwise hold the places of live ones for good
+                self._scanned.clear()
+            self._scanned[key] = self._verified(spans, scope, occurrences)
+            return True
+        trace_id = spans[root].trace_id.hex()  # what the rebuild names the trace
+        if known is None or not self._add_known_times(group_key, service, run, trace_id, scope, known, times):
+            self.scanned_misses += 1
+            for t in stream.rebuilt(spans):
+                self.add(t)
+            return True
+        self.scanned_hits += 1
+        stream.count_trace()
+        return True
+
+    def fast_counts(self) -> tuple[int, int]:
+        """Traces the fast paths took (``hits``) and those they read but had to rebuild (``misses``)."""
+        return self.scanned_hits + self._signatures.hits, self.scanned_misses + self._signatures.misses
+
+    def _verified(self, spans: list, scope: str, occurrences: list[Occurrence]) -> Known | None:
+        """What a scanned signature gives, or ``None`` unless the Python path reads the trace as a plain step
+        whose plans take the very pointers the scanner took."""
+        step = read_step(spans)
+        again = self._scanner.scan(spans, True) if step is not None else None
+        if step is None or again is None or step.scope != scope:
+            return None
+        root, _, times, _, taken = again
+        if not pointers_match(spans, root, taken):
+            return None
+        pairs = array("q")
+        pairs.frombytes(times)
+        return known_of(scope, list(zip(pairs[0::2], pairs[1::2])), occurrences)
+
+    def _root_facts(self, root: SpanData) -> tuple[str, tuple[str, ...], str, str] | None:
+        """What the baseline takes from a plain step's root: its scope (segment) name, group, service and run;
+        the same for every root of one root code (:meth:`.stepscan.Scanner.root_code`)."""
+        step = root_step(root)
+        if step is None:
+            return None
+        trace, scope = step
+        attrs = trace.attributes
+        group = tuple(str(attrs.get(k, "")) for k in self.group_by)
+        return scope, group, str(attrs.get("service.name", "")), run_key(attrs)
+
+    def _add_known_times(
+        self, key: tuple[str, ...], service: str, run: str, trace_id: str, scope_name: str, known: Known, times: bytes
+    ) -> bool:
+        """:meth:`_add_known` for a scanned step: counted now, its times folded later (:mod:`.blocks`)."""
+        group = self.groups.get(key)
+        scope = group.scopes.get(scope_name) if group is not None else None
+        topo = scope.topologies.get(known.fingerprint) if scope is not None else None
+        if topo is None or (trace_id, 0) < topo.rep_key:
+            return False
+        group.runs.add(run)
+        group.service = group.service or service
+        scope.steps += 1
+        topo.count += 1
+        topo.foreign_buffers = max(topo.foreign_buffers, known.foreign_buffers)
+        group.traces += 1
+        self._blocks.add(scope, known, run, times)
+        return True
 
     def _add_known(self, step: PlainStep, known: Known) -> bool:
         """Add a plain step of known signature; ``False`` (nothing added) when the straightforward path must take
@@ -419,6 +624,7 @@ class BaselineBuilder:
         self.sources.append(pb.Source(location=location, kind=kind, traces=traces, spans=spans))
 
     def to_proto(self) -> pb.Baseline:
+        self.flush()
         msg = pb.Baseline(magic=MAGIC, schema_version=SCHEMA_VERSION, launchtrace_version=__version__)
         msg.window.start_unix_nano, msg.window.end_unix_nano = self.start_ns, self.end_ns
         msg.sources.extend(self.sources)

@@ -38,13 +38,24 @@ from launchtrace.model import TraceData
 from launchtrace.sources.rebuild import rebuild
 from launchtrace.spans import STATUS_ERROR, SpanData
 
-__all__ = ["MAX_SIGNATURES", "VOLATILE", "Known", "PlainStep", "Signatures", "read_step"]
+__all__ = [
+    "MAX_SIGNATURES",
+    "VOLATILE",
+    "Known",
+    "PlainStep",
+    "Signatures",
+    "known_of",
+    "pointers_match",
+    "read_step",
+    "root_step",
+]
 
 MAX_SIGNATURES = 1024
 """Signatures remembered (each holds one step's attribute values: some tens of KiB for a 20-launch step)."""
 VOLATILE = frozenset((C.SEQ, C.THREAD_ID, C.DEVICE_TIME_START, C.DEVICE_TIME_END))
 """Record-span attributes that a baseline never reads beyond their being integers."""
-_REFUSE = frozenset((C.FOLD_COUNT, C.SCOPE_KIND, C.SCOPE_JOINED))
+REFUSE = frozenset((C.FOLD_COUNT, C.SCOPE_KIND, C.SCOPE_JOINED))
+"""Record-span attributes that make a step no plain one (a folded summary, a nested scope, a joined root)."""
 _ARGS = (C.PARAMS, C.ARRAY_KEYS, C.SCALAR_KEYS)
 _INT = {int}
 
@@ -68,6 +79,7 @@ class _Plan:
     ints: Callable[[tuple], tuple]
     pointers: int
     seq: int  # index in ints(); -1: no sequence number (0, as the rebuild reads it)
+    taken: tuple[int, ...] = ()  # the indices of the pointers (as i) and VOLATILE ones (as -1 - i), sorted
 
 
 _layouts: dict[tuple, _Layout | None] = {}
@@ -83,7 +95,7 @@ def _getter(indices: list[int]) -> Callable[[tuple], tuple]:
 
 
 def _layout(keys: tuple) -> _Layout | None:
-    if len(set(keys)) != len(keys) or C.OP not in keys or not _REFUSE.isdisjoint(keys):
+    if len(set(keys)) != len(keys) or C.OP not in keys or not REFUSE.isdisjoint(keys):
         return None  # a key given twice (the rebuild keeps the last), not a record span, or not a plain one
     index = {k: i for i, k in enumerate(keys)}
     where = [index.get(k, -1) for k in _ARGS]
@@ -107,7 +119,27 @@ def _plan(layout: _Layout, keys: tuple, args: tuple) -> _Plan | None:
     static = [i for i in range(len(keys)) if i not in taken]
     seq = layout.index.get(C.SEQ)
     ints = pointers + volatile
-    return _Plan(_getter(static), _getter(ints), len(pointers), -1 if seq is None else ints.index(seq))
+    taken_ = tuple(sorted({*pointers, *(-1 - i for i in volatile)}))
+    return _Plan(_getter(static), _getter(ints), len(pointers), -1 if seq is None else ints.index(seq), taken_)
+
+
+def pointers_match(spans: Sequence[SpanData], root: int, taken: Sequence[Sequence[int]]) -> bool:
+    """Whether ``taken`` (per record span in span order: the attribute indices a scanner took for pointers,
+    as ``i``, and for :data:`VOLATILE` ones, as ``-1 - i``; :mod:`.stepscan`) are the ones the plans of
+    :func:`read_step` take, for a trace it read as a plain step."""
+    records = [s for i, s in enumerate(spans) if i != root]
+    if len(records) != len(taken):
+        return False
+    for span, chosen in zip(records, taken):
+        keys, values = zip(*span.attributes)
+        layout = _layouts.get(keys) or _layout(keys)
+        if layout is None:
+            return False
+        args = layout.args(values)
+        plan = layout.plans.get(args) or _plan(layout, keys, args)
+        if plan is None or plan.taken != tuple(sorted(chosen)):
+            return False
+    return True
 
 
 @dataclasses.dataclass(slots=True)
@@ -187,23 +219,31 @@ def read_step(spans: Sequence[SpanData]) -> PlainStep | None:
     ids = set(map(_span_id, spans))
     if len(ids) != len(spans):
         return None
-    result = rebuild([root])
-    if result.malformed or len(result.traces) != 1:
+    rooted = root_step(root)
+    if rooted is None:
         return None
-    trace = next(iter(result.traces.values()))
-    scope = next(iter(trace.scopes.values()), None)
+    trace, name = rooted
     rows.sort()  # as the rebuild orders records: by seq, then span order (the second item: never a tie)
     pointers = [p for row in rows for p in row[3]]
     order = {p: i for i, p in enumerate(dict.fromkeys(pointers))}
     order[0] = -1  # a null array: not a buffer
     pattern = tuple(map(order.__getitem__, pointers))
-    name = NO_SCOPE if scope is None or scope.internal else scope.name
     signature = (name, tuple(row[2] for row in rows), pattern)
     try:
         hash(signature)
     except TypeError:  # a map-valued attribute (OTLP kvlist): not worth a signature
         return None
     return PlainStep(trace, name, signature, [(row[4], row[5]) for row in rows], list(spans))
+
+
+def root_step(root: SpanData) -> tuple[TraceData, str] | None:
+    """A plain step's root rebuilt alone, and the segment name its records fall in; ``None``: not one."""
+    result = rebuild([root])
+    if result.malformed or len(result.traces) != 1:
+        return None
+    trace = next(iter(result.traces.values()))
+    scope = next(iter(trace.scopes.values()), None)
+    return trace, NO_SCOPE if scope is None or scope.internal else scope.name
 
 
 class Signatures:
@@ -226,12 +266,20 @@ class Signatures:
         """Remember what the straightforward path gave for ``step`` (when it is the one step expected)."""
         if len(self.known) >= self.max_size or step.signature in self.known:
             return
-        if len(occurrences) != 1:
-            return
-        occ = occurrences[0]
-        if occ.scope != step.scope or occ.index != 0 or len(occ.records) != len(step.times):
-            return
-        if any((r.start_ns, r.end_ns) != times for r, times in zip(occ.records, step.times)):
-            return  # not the order the signature was read in
-        kernels = tuple((r.kernel, str(r.op), r.repeat) for r in occ.records)
-        self.known[step.signature] = Known(occ.fingerprint, occ.launches, occ.foreign_buffers, kernels)
+        known = known_of(step.scope, step.times, occurrences)
+        if known is not None:
+            self.known[step.signature] = known
+
+
+def known_of(scope: str, times: Sequence[tuple[int, int]], occurrences: list[Occurrence]) -> Known | None:
+    """What the straightforward path gave (``occurrences``) for a plain step of ``scope`` whose launches, in
+    the order its signature was read in, have ``times``; ``None`` unless it is the one step expected."""
+    if len(occurrences) != 1:
+        return None
+    occ = occurrences[0]
+    if occ.scope != scope or occ.index != 0 or len(occ.records) != len(times):
+        return None
+    if any((r.start_ns, r.end_ns) != tuple(t) for r, t in zip(occ.records, times)):
+        return None  # not the order the signature was read in
+    kernels = tuple((r.kernel, str(r.op), r.repeat) for r in occ.records)
+    return Known(occ.fingerprint, occ.launches, occ.foreign_buffers, kernels)
