@@ -1,9 +1,9 @@
 /* SpanData -> one OTLP JSON Lines line, in C: launchtrace.otlp.encode_jsonl.JsonLinesEncoder's work, compiled.
  *
  * Why: the export worker shares the GIL with the thread that launches kernels, so every microsecond it spends
- * encoding is taken from the user's loop. The Python encoder costs about 9 us per launch span; this one writes
- * the same bytes directly into one growable buffer, reading SpanData's slots by offset (member descriptors
- * looked up once, when the Encoder is made).
+ * encoding is taken from the user's loop. The Python encoder costs several times what this one does per
+ * launch span (docs/export.md#speed); this one writes the same bytes directly into one growable buffer, reading
+ * SpanData's slots by offset (member descriptors looked up once, when the Encoder is made).
  *
  * The Python encoder stays the definition. The output here is byte for byte what it writes for the same spans:
  * orjson's string escaping (the short escapes \b \t \n \f \r \" \\, \u00xx for other control characters, all

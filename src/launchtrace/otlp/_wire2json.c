@@ -1,9 +1,10 @@
 /* OTLP protobuf traces -> one OTLP JSON Lines line, in C: launchtrace.otlp.transcode's conversion, compiled.
  *
  * Why: `launchtrace collect` writes every request it receives as JSON. The Python conversion (a walk over the
- * wire bytes with caches, or json_format itself) costs 25-50 us per launch span, so the receiver's writer fell
- * behind a fast exporter (about 19,000 spans/s sustained). This walks the serialized ExportTraceServiceRequest
- * (or TracesData: the same wire layout) once and writes the JSON directly, without building a message.
+ * wire bytes with caches, or json_format itself) costs more per launch span than a fast exporter spends
+ * sending it, so the receiver's writer fell behind (docs/export.md#speed). This walks the serialized
+ * ExportTraceServiceRequest (or TracesData: the same wire layout) once and writes the JSON directly, without building a
+ * message.
  *
  * The definition is json_format.MessageToDict(use_integers_for_enums=True) with the span and link ids turned
  * from base64 into hex, dumped by orjson (launchtrace.otlp.transcode.reference_line): default-valued fields

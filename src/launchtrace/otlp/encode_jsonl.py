@@ -8,8 +8,8 @@ integers as strings, NaN as ``"NaN"``, base64 bytes) are the codec's own; ``test
 checks over random spans that each line loads to exactly what ``encode_line`` produces. A batch that
 ``orjson`` cannot write (lone surrogates) falls back to ``encode_line``, which replaces them.
 
-Where it is built, the compiled ``launchtrace.otlp._jsonenc`` does this work (about 0.5 us per launch span
-in 512-span batches instead of 7.5-9: the export worker shares the GIL with the launching thread). This
+Where it is built, the compiled ``launchtrace.otlp._jsonenc`` does this work, several times faster (figures in
+``docs/export.md``, "Speed"): the export worker shares the GIL with the launching thread. This
 Python code stays the definition: the compiled encoder writes the same bytes (``tests/test_jsonenc_native.py``)
 and hands back any batch it does not handle (``Unsupported``: odd field types, deep nesting), which is then
 encoded here.

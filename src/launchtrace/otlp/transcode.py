@@ -94,7 +94,8 @@ def _scalar_json(v: Any) -> bytes | None:
     """``json_format``'s JSON of an ``AnyValue`` holding a string, bool, int or finite double; else ``None``.
 
     A launch span's attributes hold a few values that change every launch (its sequence number, a pointer, a
-    scalar argument): every one is a cache miss, and ``json_format`` costs ~25 us for one. These four kinds
+    scalar argument): every one is a cache miss, and ``json_format`` costs more than a launch for one. These
+    four kinds
     are written here as ``json_format`` writes them (int64 as a decimal string, doubles as JSON numbers);
     bytes, arrays, key-value lists, NaN and infinities go to the reference.
     """

@@ -136,8 +136,9 @@ def decode_request(raw: bytes) -> tuple[Any, int]:
 def _warm_decoders() -> None:
     """Import what decoding a request needs now, not on the first request.
 
-    The first request to a fresh collector took 30 ms more than the next ones (the transcoder's and the
-    protobuf messages' imports), which a sender saw as latency and a short run as lost throughput.
+    The first request to a fresh collector took far longer than the next ones (the transcoder's and the
+    protobuf messages' imports; ``docs/export.md``, "Speed"), which a sender saw as latency and a short run as
+    lost throughput.
     """
     decode_request(b"")  # an empty request: the compiled walk (or the protobuf parser) answers no spans
     _parse_proto(b"")
