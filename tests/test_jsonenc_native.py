@@ -203,6 +203,28 @@ def test_a_list_changed_in_place_is_encoded_again() -> None:
     assert encoder.encode([span]) == python_line([span])
 
 
+def _escape_cases() -> list[str]:
+    """Every ASCII character, then some non-ASCII ones, alone and at each position of an 8-byte word (the
+    escaping reads 8 bytes at a time), in ASCII-only strings and in strings that are not."""
+    chars = [chr(c) for c in range(128)] + ["\u00e9", "\u2713", "\U0001d11e", "\u0080", "\uffff"]
+    cases = []
+    for ch in chars:
+        for left in range(9):
+            cases.append("a" * left + ch + "b" * (8 - left))
+            cases.append("\u00e9" * (left % 2) + "x" * left + ch + "y" * (9 - left))
+    return cases
+
+
+def test_strings_are_escaped_as_orjson_escapes_them() -> None:
+    """``_jsonfmt.h``'s escaping, which both compiled writers use, byte for byte orjson's (the Python encoder's)."""
+    encoder = compiled()
+    for text in _escape_cases():
+        span = SpanData(b"\x01" * 16, b"\x02" * 8, None, text, attributes=(("k", text),))
+        line = encoder.encode([span])
+        assert line == python_line([span]), repr(text)
+        assert orjson.dumps(text) in line
+
+
 def test_floats_are_written_as_orjson_writes_them() -> None:
     rng = np.random.default_rng(7)
     samples = [*rng.standard_normal(20_000) * 10.0 ** rng.integers(-30, 30, 20_000)]

@@ -150,40 +150,6 @@ static int put_b64(Buf *b, const unsigned char *s, Py_ssize_t n) {
 
 /* ------------------------------------------------------------------------------------------ strings */
 
-/* 0: copied as is; 1: \u00xx; else the character after the backslash (orjson's escapes) */
-static unsigned char ESC[128];
-
-static void init_escapes(void) {
-    for (int c = 0; c < 0x20; c++) ESC[c] = 1;
-    ESC['\b'] = 'b';
-    ESC['\t'] = 't';
-    ESC['\n'] = 'n';
-    ESC['\f'] = 'f';
-    ESC['\r'] = 'r';
-    ESC['"'] = '"';
-    ESC['\\'] = '\\';
-}
-
-/* an ASCII character, escaped, at o (room for 6 bytes); returns the bytes written */
-static inline int esc_ascii(char *o, unsigned c) {
-    unsigned char e = ESC[c];
-    if (e == 0) {
-        o[0] = (char)c;
-        return 1;
-    }
-    o[0] = '\\';
-    if (e != 1) {
-        o[1] = (char)e;
-        return 2;
-    }
-    o[1] = 'u';
-    o[2] = '0';
-    o[3] = '0';
-    o[4] = JF_HEX[c >> 4];
-    o[5] = JF_HEX[c & 15];
-    return 6;
-}
-
 /* a JSON string for a str (any subclass: its characters); lone surrogates become '?' */
 static int put_str(Buf *b, PyObject *s) {
 #if PY_VERSION_HEX < 0x030C0000
@@ -197,23 +163,14 @@ static int put_str(Buf *b, PyObject *s) {
     char *o = b->p + b->len;
     *o++ = '"';
     if (PyUnicode_IS_ASCII(s)) {
-        const unsigned char *d = PyUnicode_1BYTE_DATA(s);
-        Py_ssize_t i = 0;
-        while (i < n) {
-            Py_ssize_t j = i;
-            while (j < n && ESC[d[j]] == 0) j++;
-            memcpy(o, d + i, (size_t)(j - i));
-            o += j - i;
-            if (j < n) o += esc_ascii(o, d[j++]);
-            i = j;
-        }
+        o += jf_escape_utf8(o, PyUnicode_1BYTE_DATA(s), (size_t)n); /* ASCII is valid UTF-8: never -1 */
     } else {
         int kind = PyUnicode_KIND(s);
         const void *d = PyUnicode_DATA(s);
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_UCS4 c = PyUnicode_READ(kind, d, i);
             if (c < 0x80) {
-                o += esc_ascii(o, c);
+                o += jf_esc_ascii(o, c);
             } else if (c < 0x800) {
                 *o++ = (char)(0xC0 | (c >> 6));
                 *o++ = (char)(0x80 | (c & 0x3F));
@@ -1104,7 +1061,6 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__jsonenc(void) {
-    init_escapes();
     if (PyType_Ready(&EncoderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;

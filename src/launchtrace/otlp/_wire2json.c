@@ -119,70 +119,10 @@ static int put_i64(Out *o, int64_t v) {
     return put_u64(o, (uint64_t)v);
 }
 
-/* Length of the valid UTF-8 sequence at s (n > 0 bytes left, s[0] >= 0x80), 0 if invalid (RFC 3629: no
- * overlong forms, no surrogates, nothing above U+10FFFF: what upb and Python's decoder accept). */
-static size_t utf8_seq(const uint8_t *s, size_t n) {
-    uint8_t c = s[0];
-    if (c >= 0xC2 && c <= 0xDF)
-        return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        if (n < 3 || (s[2] & 0xC0) != 0x80)
-            return 0;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-        return (s[1] >= lo && s[1] <= hi) ? 3 : 0;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if (n < 4 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
-            return 0;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-        return (s[1] >= lo && s[1] <= hi) ? 4 : 0;
-    }
-    return 0;
-}
-
-
-/* A protobuf string as a JSON string, escaped as orjson escapes; invalid UTF-8: UNSURE (protobuf rejects it). */
-/* Nonzero when one of the 8 bytes in x needs more than copying: below 0x20, a quote, a backslash, or non-ASCII
- * (the classic "has a zero byte" tests; a false alarm only sends the bytes the careful way). */
-INLINE uint64_t special8(uint64_t x) {
-    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-    return (x | ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
-}
-
-/* Whether the n bytes are all printable ASCII other than quote and backslash: copied as they are. */
-INLINE int plain(const uint8_t *s, size_t n) {
-    uint64_t x;
-    if (n >= 8) {
-        size_t i = 0;
-        for (; i + 8 <= n; i += 8) {
-            memcpy(&x, s + i, 8);
-            if (special8(x))
-                return 0;
-        }
-        if (i < n) { /* the last 8 bytes, overlapping */
-            memcpy(&x, s + n - 8, 8);
-            if (special8(x))
-                return 0;
-        }
-        return 1;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (s[i] < 0x20 || s[i] >= 0x80 || s[i] == '"' || s[i] == '\\')
-            return 0;
-    return 1;
-}
-
+/* A protobuf string as a JSON string, escaped as orjson escapes (_jsonfmt.h); invalid UTF-8: UNSURE (protobuf
+ * rejects it). */
 static int put_str(Out *o, const uint8_t *s, size_t n) {
-    if (plain(s, n)) { /* most keys and values */
+    if (jf_plain(s, n)) { /* most keys and values */
         if (!o->write)
             return OK;
         TRY(grow(o, n + 2));
@@ -193,68 +133,18 @@ static int put_str(Out *o, const uint8_t *s, size_t n) {
         o->len += n + 2;
         return OK;
     }
-    char *w = NULL;
-    if (o->write) {
-        if (n > (SIZE_MAX - 2) / 6)
-            return NOMEM;
-        TRY(grow(o, 6 * n + 2));
-        w = o->buf + o->len;
-        *w++ = '"';
-    }
-    size_t i = 0;
-    while (i < n) {
-        if (n - i >= 8) { /* 8 plain ASCII bytes at once */
-            uint64_t x;
-            memcpy(&x, s + i, 8);
-            if (!special8(x)) {
-                if (w) {
-                    memcpy(w, s + i, 8);
-                    w += 8;
-                }
-                i += 8;
-                continue;
-            }
-        }
-        uint8_t c = s[i];
-        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
-            if (w)
-                *w++ = (char)c;
-            i++;
-        } else if (c < 0x80) {
-            if (w) {
-                *w++ = '\\';
-                switch (c) {
-                case '"': *w++ = '"'; break;
-                case '\\': *w++ = '\\'; break;
-                case '\b': *w++ = 'b'; break;
-                case '\t': *w++ = 't'; break;
-                case '\n': *w++ = 'n'; break;
-                case '\f': *w++ = 'f'; break;
-                case '\r': *w++ = 'r'; break;
-                default:
-                    *w++ = 'u';
-                    *w++ = '0';
-                    *w++ = '0';
-                    *w++ = JF_HEX[c >> 4];
-                    *w++ = JF_HEX[c & 15];
-                }
-            }
-            i++;
-        } else {
-            size_t k = utf8_seq(s + i, n - i);
-            if (k == 0)
-                return UNSURE;
-            if (w) {
-                memcpy(w, s + i, k);
-                w += k;
-            }
-            i += k;
-        }
-    }
-    if (w) {
-        *w++ = '"';
-        o->len = (size_t)(w - o->buf);
-    }
+    if (!o->write)
+        return jf_escape_utf8(NULL, s, n) < 0 ? UNSURE : OK;
+    if (n > (SIZE_MAX - 2) / 6)
+        return NOMEM;
+    TRY(grow(o, 6 * n + 2));
+    char *w = o->buf + o->len;
+    *w++ = '"';
+    ptrdiff_t k = jf_escape_utf8(w, s, n);
+    if (k < 0)
+        return UNSURE;
+    w[k] = '"';
+    o->len += (size_t)k + 2;
     return OK;
 }
 
