@@ -28,9 +28,9 @@ from collections.abc import Iterable, Sequence
 
 from launchtrace import __version__
 from launchtrace.analysis.fleet.fast import Known, PlainStep, Signatures, read_step
-from launchtrace.analysis.fleet.histogram import DEFAULT_MAX_SIZE, ExpHistogram
 from launchtrace.analysis.fleet.occurrences import Occurrence, occurrences_of, run_key, step_times
 from launchtrace.analysis.fleet.records import records_to_proto
+from launchtrace.histogram import DEFAULT_MAX_SIZE, ExpHistogram
 from launchtrace.model import TraceData
 from launchtrace.sources.rebuild import TRACE_ID
 from launchtrace.sources.stream import TraceStream
