@@ -29,7 +29,8 @@ import gen_otlp_keys  # noqa: E402
 # fields launchtrace's spans have no place for (profiles' string tables, resource entities): no codec spells them
 NOT_CARRIED = {"keyStrindex", "stringValueStrindex", "entityRefs", "descriptionKeys", "idKeys", "type"}
 LEGACY = {"instrumentationLibrarySpans", "instrumentationLibrary"}  # read (and refused) by the decoders
-FULL_JSON_CODECS = ("otlp/_jsonenc.c", "otlp/_jsonread.c")  # spell every key themselves
+FULL_JSON_CODECS = ("otlp/_jsonread.c",)  # spells every key itself
+C_ON_THE_TABLE = ("otlp/_jsonenc.c", "otlp/_wire2json.c")  # their keys: _jsonkeys.h's JK_ macros
 OTHER_JSON_CODE = ("otlp/json_fast.py", "otlp/transcode.py")
 KEYS_FROM_THE_TABLE = ("otlp/json_codec.py", "otlp/encode_jsonl.py", "receiver/collect.py")  # jsonkeys only
 
@@ -136,3 +137,24 @@ def test_codecs_on_the_table_spell_no_key_by_hand(path: str) -> None:
             by_hand.append((line, value))
     assert by_hand == [], f"{path} spells OTLP/JSON keys by hand"
     assert "jsonkeys" in (SRC / path).read_text(encoding="utf-8")
+
+
+def _c_code(path: str) -> str:
+    """A C file without its comments."""
+    return re.sub(r"/\*.*?\*/", "", (SRC / path).read_text(encoding="utf-8"), flags=re.S)
+
+
+@pytest.mark.parametrize("path", C_ON_THE_TABLE)
+def test_compiled_writers_take_their_keys_from_the_generated_header(path: str) -> None:
+    """No key spelled by hand in the C, only ``JK_`` macros of ``_jsonkeys.h``; the encoder writes every key of
+    the table it carries."""
+    code = _c_code(path)
+    assert '#include "_jsonkeys.h"' in code
+    by_hand = {w for w in re.findall(r'\\?"([A-Za-z_][A-Za-z0-9_]*)\\?"', code)} & _all_json_keys()
+    assert by_hand == set(), f"{path} spells OTLP/JSON keys by hand"
+    used = {name.lower() for name in re.findall(r"\bJK_([A-Z_]+)\b", code)}
+    carried = {f.name for fields in MESSAGES.values() for f in fields.values() if f.json not in NOT_CARRIED}
+    if path == "otlp/_jsonenc.c":
+        assert carried - used == set(), f"{path} never writes these fields"
+    else:  # the transcoder writes whatever a request holds, the fields launchtrace's spans do not carry too
+        assert {f.name for fields in MESSAGES.values() for f in fields.values()} - used == set()

@@ -28,6 +28,7 @@
 #include <Python.h>
 
 #include "_jsonfmt.h"
+#include "_jsonkeys.h"
 
 enum { OK = 0, UNSURE = 1, NOMEM = 2 };
 
@@ -382,7 +383,7 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
     if (depth > MAX_DEPTH)
         return UNSURE;
     if (n >= 2 && p[0] == 0x0A && p[1] < 0x80 && (size_t)p[1] + 2 == n) { /* the usual: a short string */
-        TRY(PUTS(o, "{\"stringValue\":"));
+        TRY(PUTS(o, "{\"" JK_STRING_VALUE "\":"));
         TRY(put_str(o, p + 2, p[1]));
         return PUTS(o, "}");
     }
@@ -402,17 +403,17 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
     case 1:
         if (val.wt != 2)
             return UNSURE;
-        TRY(PUTS(o, "{\"stringValue\":"));
+        TRY(PUTS(o, "{\"" JK_STRING_VALUE "\":"));
         TRY(put_str(o, val.p, val.n));
         return PUTS(o, "}");
     case 2:
         if (val.wt != 0 || val.v > 1)
             return UNSURE;
-        return val.v ? PUTS(o, "{\"boolValue\":true}") : PUTS(o, "{\"boolValue\":false}");
+        return val.v ? PUTS(o, "{\"" JK_BOOL_VALUE "\":true}") : PUTS(o, "{\"" JK_BOOL_VALUE "\":false}");
     case 3:
         if (val.wt != 0)
             return UNSURE;
-        TRY(PUTS(o, "{\"intValue\":\""));
+        TRY(PUTS(o, "{\"" JK_INT_VALUE "\":\""));
         TRY(put_i64(o, (int64_t)val.v));
         return PUTS(o, "\"}");
     case 4: {
@@ -420,7 +421,7 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
             return UNSURE;
         double d;
         memcpy(&d, &val.v, sizeof d);
-        TRY(PUTS(o, "{\"doubleValue\":"));
+        TRY(PUTS(o, "{\"" JK_DOUBLE_VALUE "\":"));
         TRY(put_double(o, d));
         return PUTS(o, "}");
     }
@@ -442,9 +443,9 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
                 return UNSURE;
             TRY(rep(&values, &f, at, q));
         }
-        TRY(val.field == 5 ? PUTS(o, "{\"arrayValue\":{") : PUTS(o, "{\"kvlistValue\":{"));
+        TRY(val.field == 5 ? PUTS(o, "{\"" JK_ARRAY_VALUE "\":{") : PUTS(o, "{\"" JK_KVLIST_VALUE "\":{"));
         if (values.count) {
-            TRY(PUTS(o, "\"values\":"));
+            TRY(PUTS(o, "\"" JK_VALUES "\":"));
             TRY(put_rep(o, &values, 1, val.field == 5 ? any_value : key_value, depth + 2));
         }
         return PUTS(o, "}}");
@@ -452,7 +453,7 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
     case 7:
         if (val.wt != 2)
             return UNSURE;
-        TRY(PUTS(o, "{\"bytesValue\":"));
+        TRY(PUTS(o, "{\"" JK_BYTES_VALUE "\":"));
         TRY(put_b64(o, val.p, val.n));
         return PUTS(o, "}");
     case 8: {
@@ -460,7 +461,7 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
         if (val.wt != 0)
             return UNSURE;
         TRY(i32(val.v, &i));
-        TRY(PUTS(o, "{\"stringValueStrindex\":"));
+        TRY(PUTS(o, "{\"" JK_STRING_VALUE_STRINDEX "\":"));
         TRY(put_i64(o, i));
         return PUTS(o, "}");
     }
@@ -477,9 +478,9 @@ static int key_value(Out *o, const uint8_t *p, size_t n, int depth) {
     if (n >= 4 && p[0] == 0x0A && p[1] > 0 && p[1] < 0x80 && (size_t)p[1] + 4 <= n) {
         const uint8_t *v = p + 2 + p[1];
         if (v[0] == 0x12 && v[1] < 0x80 && (size_t)(v + 2 + v[1] - p) == n) {
-            TRY(PUTS(o, "{\"key\":"));
+            TRY(PUTS(o, "{\"" JK_KEY "\":"));
             TRY(put_str(o, p + 2, p[1]));
-            TRY(PUTS(o, ",\"value\":"));
+            TRY(PUTS(o, ",\"" JK_VALUE "\":"));
             TRY(any_value(o, v + 2, v[1], depth + 1));
             return PUTS(o, "}");
         }
@@ -499,18 +500,18 @@ static int key_value(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (k.n) {
-        KEY("key");
+        KEY(JK_KEY);
         TRY(put_str(o, k.p, k.n));
     }
     if (v.set) {
-        KEY("value");
+        KEY(JK_VALUE);
         TRY(any_value(o, v.p, v.n, depth + 1));
     }
     if (strindex.set) {
         int64_t i;
         TRY(i32(strindex.v, &i));
         if (i) {
-            KEY("keyStrindex");
+            KEY(JK_KEY_STRINDEX);
             TRY(put_i64(o, i));
         }
     }
@@ -521,7 +522,7 @@ static int key_value(Out *o, const uint8_t *p, size_t n, int depth) {
 static int put_attributes(Out *o, int *count, const Rep *attrs, uint32_t field, int depth) {
     if (!attrs->count)
         return OK;
-    TRY(key(o, count, "\"attributes\":", sizeof("\"attributes\":") - 1));
+    TRY(key(o, count, "\"" JK_ATTRIBUTES "\":", sizeof("\"" JK_ATTRIBUTES "\":") - 1));
     return put_rep(o, attrs, field, key_value, depth + 1);
 }
 
@@ -560,19 +561,19 @@ static int entity_ref(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (schema.n) {
-        KEY("schemaUrl");
+        KEY(JK_SCHEMA_URL);
         TRY(put_str(o, schema.p, schema.n));
     }
     if (type.n) {
-        KEY("type");
+        KEY(JK_TYPE);
         TRY(put_str(o, type.p, type.n));
     }
     if (ids.count) {
-        KEY("idKeys");
+        KEY(JK_ID_KEYS);
         TRY(put_rep_str(o, &ids, 3));
     }
     if (descs.count) {
-        KEY("descriptionKeys");
+        KEY(JK_DESCRIPTION_KEYS);
         TRY(put_rep_str(o, &descs, 4));
     }
     return PUTS(o, "}");
@@ -599,9 +600,9 @@ static int resource(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     TRY(put_attributes(o, &nf, &attrs, 1, depth));
-    COUNT("droppedAttributesCount", dropped);
+    COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped);
     if (refs.count) {
-        KEY("entityRefs");
+        KEY(JK_ENTITY_REFS);
         TRY(put_rep(o, &refs, 3, entity_ref, depth + 1));
     }
     return PUTS(o, "}");
@@ -629,15 +630,15 @@ static int scope(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (name.n) {
-        KEY("name");
+        KEY(JK_NAME);
         TRY(put_str(o, name.p, name.n));
     }
     if (version.n) {
-        KEY("version");
+        KEY(JK_VERSION);
         TRY(put_str(o, version.p, version.n));
     }
     TRY(put_attributes(o, &nf, &attrs, 3, depth));
-    COUNT("droppedAttributesCount", dropped);
+    COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped);
     return PUTS(o, "}");
 }
 
@@ -663,17 +664,17 @@ static int span_event(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (time.v) {
-        KEY("timeUnixNano");
+        KEY(JK_TIME_UNIX_NANO);
         TRY(PUTS(o, "\""));
         TRY(put_u64(o, time.v));
         TRY(PUTS(o, "\""));
     }
     if (name.n) {
-        KEY("name");
+        KEY(JK_NAME);
         TRY(put_str(o, name.p, name.n));
     }
     TRY(put_attributes(o, &nf, &attrs, 3, depth));
-    COUNT("droppedAttributesCount", dropped);
+    COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped);
     return PUTS(o, "}");
 }
 
@@ -701,21 +702,21 @@ static int span_link(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (trace.n) {
-        KEY("traceId");
+        KEY(JK_TRACE_ID);
         TRY(put_hex(o, trace.p, trace.n));
     }
     if (span.n) {
-        KEY("spanId");
+        KEY(JK_SPAN_ID);
         TRY(put_hex(o, span.p, span.n));
     }
     if (state.n) {
-        KEY("traceState");
+        KEY(JK_TRACE_STATE);
         TRY(put_str(o, state.p, state.n));
     }
     TRY(put_attributes(o, &nf, &attrs, 4, depth));
-    COUNT("droppedAttributesCount", dropped);
+    COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped);
     if (flags.v) {
-        KEY("flags");
+        KEY(JK_FLAGS);
         TRY(put_u64(o, flags.v));
     }
     return PUTS(o, "}");
@@ -739,14 +740,14 @@ static int span_status(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (message.n) {
-        KEY("message");
+        KEY(JK_MESSAGE);
         TRY(put_str(o, message.p, message.n));
     }
     if (code.set) {
         int64_t c;
         TRY(i32(code.v, &c));
         if (c) {
-            KEY("code");
+            KEY(JK_CODE);
             TRY(put_i64(o, c));
         }
     }
@@ -788,63 +789,63 @@ static int span(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (trace.n) {
-        KEY("traceId");
+        KEY(JK_TRACE_ID);
         TRY(put_hex(o, trace.p, trace.n));
     }
     if (span_id.n) {
-        KEY("spanId");
+        KEY(JK_SPAN_ID);
         TRY(put_hex(o, span_id.p, span_id.n));
     }
     if (state.n) {
-        KEY("traceState");
+        KEY(JK_TRACE_STATE);
         TRY(put_str(o, state.p, state.n));
     }
     if (parent.n) {
-        KEY("parentSpanId");
+        KEY(JK_PARENT_SPAN_ID);
         TRY(put_hex(o, parent.p, parent.n));
     }
     if (flags.v) {
-        KEY("flags");
+        KEY(JK_FLAGS);
         TRY(put_u64(o, flags.v));
     }
     if (name.n) {
-        KEY("name");
+        KEY(JK_NAME);
         TRY(put_str(o, name.p, name.n));
     }
     if (kind.set) {
         int64_t k;
         TRY(i32(kind.v, &k));
         if (k) {
-            KEY("kind");
+            KEY(JK_KIND);
             TRY(put_i64(o, k));
         }
     }
     if (start.v) {
-        KEY("startTimeUnixNano");
+        KEY(JK_START_TIME_UNIX_NANO);
         TRY(PUTS(o, "\""));
         TRY(put_u64(o, start.v));
         TRY(PUTS(o, "\""));
     }
     if (stop.v) {
-        KEY("endTimeUnixNano");
+        KEY(JK_END_TIME_UNIX_NANO);
         TRY(PUTS(o, "\""));
         TRY(put_u64(o, stop.v));
         TRY(PUTS(o, "\""));
     }
     TRY(put_attributes(o, &nf, &attrs, 9, depth));
-    COUNT("droppedAttributesCount", dropped_attrs);
+    COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped_attrs);
     if (events.count) {
-        KEY("events");
+        KEY(JK_EVENTS);
         TRY(put_rep(o, &events, 11, span_event, depth + 1));
     }
-    COUNT("droppedEventsCount", dropped_events);
+    COUNT(JK_DROPPED_EVENTS_COUNT, dropped_events);
     if (links.count) {
-        KEY("links");
+        KEY(JK_LINKS);
         TRY(put_rep(o, &links, 13, span_link, depth + 1));
     }
-    COUNT("droppedLinksCount", dropped_links);
+    COUNT(JK_DROPPED_LINKS_COUNT, dropped_links);
     if (st.set) {
-        KEY("status");
+        KEY(JK_STATUS);
         TRY(span_status(o, st.p, st.n, depth + 1));
     }
     o->spans++;
@@ -876,22 +877,22 @@ static int group(Out *o, const uint8_t *p, size_t n, int depth, int is_resource)
     TRY(PUTS(o, "{"));
     if (head.set) {
         if (is_resource) {
-            KEY("resource");
+            KEY(JK_RESOURCE);
             TRY(resource(o, head.p, head.n, depth + 1));
         } else {
-            KEY("scope");
+            KEY(JK_SCOPE);
             TRY(scope(o, head.p, head.n, depth + 1));
         }
     }
     if (items.count) {
         if (is_resource)
-            KEY("scopeSpans");
+            KEY(JK_SCOPE_SPANS);
         else
-            KEY("spans");
+            KEY(JK_SPANS);
         TRY(put_rep(o, &items, 2, is_resource ? scope_spans : span, depth + 1));
     }
     if (schema.n) {
-        KEY("schemaUrl");
+        KEY(JK_SCHEMA_URL);
         TRY(put_str(o, schema.p, schema.n));
     }
     return PUTS(o, "}");
@@ -913,7 +914,7 @@ static int request(Out *o, const uint8_t *p, size_t n) {
             return UNSURE;
         TRY(rep(&items, &f, at, p));
     }
-    TRY(PUTS(o, "{\"resourceSpans\":"));
+    TRY(PUTS(o, "{\"" JK_RESOURCE_SPANS "\":"));
     if (items.count)
         TRY(put_rep(o, &items, 1, resource_spans, 2));
     else
