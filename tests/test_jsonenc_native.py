@@ -29,6 +29,7 @@ from launchtrace import native
 from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
 from launchtrace.otlp.json_codec import encode_any_value, encode_line, group_spans
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
+from strategies import ids8, span_strategy
 from strategies import spans as proto_spans
 from test_encode_proto import reference
 
@@ -97,46 +98,18 @@ values = st.recursive(
     max_leaves=8,
 )
 attributes = st.lists(st.tuples(keys, values), max_size=6).map(tuple)
-ids16 = st.binary(min_size=16, max_size=16)
-ids8 = st.binary(min_size=8, max_size=8)
 u64 = st.integers(min_value=0, max_value=(1 << 63) - 1)
 small = st.integers(min_value=0, max_value=1000)
-events = st.builds(SpanEvent, name=text, time_ns=u64, attributes=attributes, dropped_attributes_count=small)
-links = st.builds(
-    SpanLink,
-    trace_id=ids16,
-    span_id=ids8,
+spans = span_strategy(
+    text=text,
     attributes=attributes,
-    trace_state=text,
-    flags=st.integers(0, (1 << 32) - 1),
-    dropped_attributes_count=small,
-)
-resources = st.sampled_from([(), (("service.name", "svc"),), (("service.name", "other"), ("k", {"a": (1, 2.5)}))])
-spans = st.builds(
-    SpanData,
-    trace_id=ids16,
-    span_id=ids8,
+    resources=st.sampled_from([(), (("service.name", "svc"),), (("service.name", "other"), ("k", {"a": (1, 2.5)}))]),
+    u64=u64,
+    counts=small,
     parent_span_id=st.one_of(st.none(), ids8, st.just(b"")),
-    name=text,
     start_ns=st.integers(-(1 << 63), (1 << 63) - 1),
-    end_ns=u64,
-    attributes=attributes,
     kind=st.integers(min_value=0, max_value=7),
-    status_code=st.integers(min_value=0, max_value=2),
-    status_message=text,
-    events=st.lists(events, max_size=2).map(tuple),
-    links=st.lists(links, max_size=2).map(tuple),
-    trace_state=text,
-    flags=st.integers(0, (1 << 32) - 1),
-    dropped_attributes_count=small,
-    dropped_events_count=small,
-    dropped_links_count=small,
-    resource=resources,
-    resource_schema_url=st.sampled_from(["", "https://opentelemetry.io/schemas/1.24.0"]),
     scope_name=st.sampled_from(["", "launchtrace", "other\u00e9"]),
-    scope_version=st.sampled_from(["", "0.1.0"]),
-    scope_attributes=st.sampled_from([(), (("a", 1),)]),
-    schema_url=st.sampled_from(["", "s"]),
 )
 
 
