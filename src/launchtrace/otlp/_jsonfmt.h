@@ -109,54 +109,38 @@ static inline uint64_t jf_special8(uint64_t x) {
 
 /* Whether the n bytes are all printable ASCII other than quote and backslash: copied as they are. */
 static inline int jf_plain(const uint8_t *s, size_t n) {
-    uint64_t x;
-    if (n >= 8) {
-        size_t i = 0;
-        for (; i + 8 <= n; i += 8) {
-            memcpy(&x, s + i, 8);
-            if (jf_special8(x))
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            if (s[i] < 0x20 || s[i] >= 0x80 || s[i] == '"' || s[i] == '\\')
                 return 0;
-        }
-        if (i < n) { /* the last 8 bytes, overlapping */
-            memcpy(&x, s + n - 8, 8);
-            if (jf_special8(x))
-                return 0;
-        }
         return 1;
     }
-    for (size_t i = 0; i < n; i++)
-        if (s[i] < 0x20 || s[i] >= 0x80 || s[i] == '"' || s[i] == '\\')
+    for (size_t i = 0;; i += 8) {
+        uint64_t x;
+        if (i + 8 > n)
+            i = n - 8; /* the last 8 bytes, overlapping */
+        memcpy(&x, s + i, 8);
+        if (jf_special8(x))
             return 0;
-    return 1;
+        if (i + 8 == n)
+            return 1;
+    }
 }
 
 /* Length of the valid UTF-8 sequence at s (n > 0 bytes left, s[0] >= 0x80), 0 if invalid (RFC 3629: no
  * overlong forms, no surrogates, nothing above U+10FFFF: what upb and Python's decoder accept). */
 static inline size_t jf_utf8_seq(const uint8_t *s, size_t n) {
     uint8_t c = s[0];
-    if (c >= 0xC2 && c <= 0xDF)
-        return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        if (n < 3 || (s[2] & 0xC0) != 0x80)
+    size_t k = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (k == 0 || n < k)
+        return 0;
+    for (size_t i = 2; i < k; i++) /* the continuation bytes after the second */
+        if ((s[i] & 0xC0) != 0x80)
             return 0;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-        return (s[1] >= lo && s[1] <= hi) ? 3 : 0;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if (n < 4 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
-            return 0;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-        return (s[1] >= lo && s[1] <= hi) ? 4 : 0;
-    }
-    return 0;
+    /* the second byte's range leaves out overlong forms (E0, F0), surrogates (ED) and past U+10FFFF (F4) */
+    uint8_t lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    uint8_t hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    return s[1] >= lo && s[1] <= hi ? k : 0;
 }
 
 /* The UTF-8 string s[0..n) escaped, without its quotes, at w (room for 6 * n bytes), or only checked when w is

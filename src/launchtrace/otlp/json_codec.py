@@ -149,23 +149,24 @@ def _enc_attrs(items: Iterable[tuple[Any, Any]]) -> list[dict]:
     return out
 
 
-def _enc_event(e: SpanEvent) -> dict:
-    d: dict[str, Any] = {TIME_UNIX_NANO: str(e.time_ns), NAME: e.name}
-    if e.attributes:
-        d[ATTRIBUTES] = _enc_attrs(e.attributes)
-    if e.dropped_attributes_count:
-        d[DROPPED_ATTRIBUTES_COUNT] = e.dropped_attributes_count
+def _add_attributes(d: dict[str, Any], attributes: tuple, dropped: int) -> dict[str, Any]:
+    """``d`` with the attributes and their dropped count of a span, event or link (each only when set)."""
+    if attributes:
+        d[ATTRIBUTES] = _enc_attrs(attributes)
+    if dropped:
+        d[DROPPED_ATTRIBUTES_COUNT] = dropped
     return d
+
+
+def _enc_event(e: SpanEvent) -> dict:
+    return _add_attributes({TIME_UNIX_NANO: str(e.time_ns), NAME: e.name}, e.attributes, e.dropped_attributes_count)
 
 
 def _enc_link(k: SpanLink) -> dict:
     d: dict[str, Any] = {TRACE_ID: k.trace_id.hex(), SPAN_ID: k.span_id.hex()}
     if k.trace_state:
         d[TRACE_STATE] = k.trace_state
-    if k.attributes:
-        d[ATTRIBUTES] = _enc_attrs(k.attributes)
-    if k.dropped_attributes_count:
-        d[DROPPED_ATTRIBUTES_COUNT] = k.dropped_attributes_count
+    _add_attributes(d, k.attributes, k.dropped_attributes_count)
     if k.flags:
         d[FLAGS] = k.flags
     return d
@@ -184,10 +185,7 @@ def _enc_span(s: SpanData) -> dict:
         d[KIND] = s.kind
     d[START_TIME_UNIX_NANO] = str(s.start_ns)
     d[END_TIME_UNIX_NANO] = str(s.end_ns)
-    if s.attributes:
-        d[ATTRIBUTES] = _enc_attrs(s.attributes)
-    if s.dropped_attributes_count:
-        d[DROPPED_ATTRIBUTES_COUNT] = s.dropped_attributes_count
+    _add_attributes(d, s.attributes, s.dropped_attributes_count)
     if s.events:
         d[EVENTS] = [_enc_event(e) for e in s.events]
     if s.dropped_events_count:
