@@ -17,9 +17,10 @@ launchtrace uses the Python references (see launchtrace.native), which the tests
   (reference: launchtrace.analysis.fleet.stepscan)
 Shared headers (every extension depends on them): _native.h (slot offsets, leaving acyclic objects out of the
 cycle collector), capture/_rawevent.h (the capture event's record layout, checked against launchtrace.rawevent
-at load), otlp/_spandata.h (SpanData's fields, looked up by name) and otlp/_jsonfmt.h (the JSON text of numbers
-and bytes, for _jsonenc and _wire2json). The OTLP field names and numbers the codecs use are in
-launchtrace.otlp.fields (tests/test_otlp_fields.py checks the C against it).
+at load), otlp/_spandata.h (SpanData's fields, looked up by name), otlp/_jsonfmt.h (the JSON text of strings,
+numbers and bytes, for _jsonenc and _wire2json) and otlp/_jsonkeys.h (their OTLP/JSON keys, generated from the
+field table launchtrace.otlp.fields by scripts/gen_otlp_keys.py; tests/test_otlp_fields.py checks the C against
+the table).
 """
 
 import runpy
@@ -41,6 +42,7 @@ setup(
                 "src/launchtrace/otlp/_spandata.h",
                 "src/launchtrace/capture/_rawevent.h",
                 "src/launchtrace/otlp/_jsonfmt.h",
+                "src/launchtrace/otlp/_jsonkeys.h",
             ],
             optional=not REQUIRED,
         )

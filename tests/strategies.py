@@ -4,15 +4,82 @@
   and infinities, nested lists and maps) and values that are equal but of different types (``tricky_values``).
 - SpanData that OTLP/JSON round-trips (``json_spans``: nonzero ids, finite floats, ``None`` among the values).
 - OTLP/JSON attribute objects as text, with the escapes and key orders a reader meets (``attr_text_objects``).
+- ``span_strategy``: the one shape of a SpanData strategy (every field a codec writes), from the parts a test
+  wants to stress; ``spans``, ``json_spans`` and the compiled codecs' tests are made with it.
 """
 
 from __future__ import annotations
 
 import string
+from typing import Any
 
 from hypothesis import strategies as st
 
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
+
+ids16 = st.binary(min_size=16, max_size=16)
+ids8 = st.binary(min_size=8, max_size=8)
+u32 = st.integers(min_value=0, max_value=(1 << 32) - 1)
+u64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
+
+
+def span_strategy(
+    *,
+    text: st.SearchStrategy,
+    attributes: st.SearchStrategy,
+    resources: st.SearchStrategy,
+    ids16: st.SearchStrategy = ids16,
+    ids8: st.SearchStrategy = ids8,
+    u32: st.SearchStrategy = u32,
+    u64: st.SearchStrategy = u64,
+    counts: st.SearchStrategy = u32,
+    events: st.SearchStrategy | None = None,
+    links: st.SearchStrategy | None = None,
+    **fields: st.SearchStrategy,
+) -> st.SearchStrategy[SpanData]:
+    """SpanData with every field a codec writes, drawn from these parts; ``fields`` replaces any field's
+    strategy (``kind=st.integers(0, 300)``). ``events`` / ``links``: the strategy of one event / link (default:
+    built from the same parts)."""
+    if events is None:
+        events = st.builds(SpanEvent, name=text, time_ns=u64, attributes=attributes, dropped_attributes_count=counts)
+    if links is None:
+        links = st.builds(
+            SpanLink,
+            trace_id=ids16,
+            span_id=ids8,
+            attributes=attributes,
+            trace_state=text,
+            flags=u32,
+            dropped_attributes_count=counts,
+        )
+    parts: dict[str, Any] = dict(
+        trace_id=ids16,
+        span_id=ids8,
+        parent_span_id=st.one_of(st.none(), ids8),
+        name=text,
+        start_ns=u64,
+        end_ns=u64,
+        attributes=attributes,
+        kind=st.integers(min_value=0, max_value=5),
+        status_code=st.integers(min_value=0, max_value=2),
+        status_message=text,
+        events=st.lists(events, max_size=2).map(tuple),
+        links=st.lists(links, max_size=2).map(tuple),
+        trace_state=text,
+        flags=u32,
+        dropped_attributes_count=counts,
+        dropped_events_count=counts,
+        dropped_links_count=counts,
+        resource=resources,
+        resource_schema_url=st.sampled_from(["", "https://opentelemetry.io/schemas/1.24.0"]),
+        scope_name=st.sampled_from(["", "launchtrace", "other"]),
+        scope_version=st.sampled_from(["", "0.1.0"]),
+        scope_attributes=st.sampled_from([(), (("a", 1),)]),
+        schema_url=st.sampled_from(["", "s"]),
+    )
+    parts.update(fields)
+    return st.builds(SpanData, **parts)
+
 
 # ----------------------------------------------------------------------- SpanData, as any encoder takes it
 text = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
@@ -32,52 +99,12 @@ values = st.recursive(
     max_leaves=6,
 )
 attributes = st.dictionaries(keys, values, max_size=6).map(lambda d: tuple(d.items()))
-ids16 = st.binary(min_size=16, max_size=16)
-ids8 = st.binary(min_size=8, max_size=8)
-u32 = st.integers(min_value=0, max_value=(1 << 32) - 1)
-u64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
 small = st.integers(min_value=0, max_value=1000)
 
-events = st.builds(SpanEvent, name=text, time_ns=u64, attributes=attributes, dropped_attributes_count=small)
-links = st.builds(
-    SpanLink,
-    trace_id=ids16,
-    span_id=ids8,
-    attributes=attributes,
-    trace_state=text,
-    flags=u32,
-    dropped_attributes_count=small,
-)
 resources = st.sampled_from(
     [(), (("service.name", "svc"),), (("service.name", "other"), ("host", "h1")), (("k", {"a": (1, 2)}),)]
 )
-scope_names = st.sampled_from(["", "launchtrace", "other"])
-spans = st.builds(
-    SpanData,
-    trace_id=ids16,
-    span_id=ids8,
-    parent_span_id=st.one_of(st.none(), ids8),
-    name=text,
-    start_ns=u64,
-    end_ns=u64,
-    attributes=attributes,
-    kind=st.integers(min_value=0, max_value=5),
-    status_code=st.integers(min_value=0, max_value=2),
-    status_message=text,
-    events=st.lists(events, max_size=2).map(tuple),
-    links=st.lists(links, max_size=2).map(tuple),
-    trace_state=text,
-    flags=u32,
-    dropped_attributes_count=small,
-    dropped_events_count=small,
-    dropped_links_count=small,
-    resource=resources,
-    resource_schema_url=st.sampled_from(["", "https://opentelemetry.io/schemas/1.24.0"]),
-    scope_name=scope_names,
-    scope_version=st.sampled_from(["", "0.1.0"]),
-    scope_attributes=st.sampled_from([(), (("a", 1),)]),
-    schema_url=st.sampled_from(["", "s"]),
-)
+spans = span_strategy(text=text, attributes=attributes, resources=resources, counts=small)
 
 tricky_values = st.sampled_from(
     [0, 1, True, False, 1.0, 0.0, -0.0, float("nan"), "1", "", b"1", (1,), (True,), (1.0,), ((1,),)]
@@ -104,33 +131,16 @@ json_values = st.recursive(
 )
 json_attrs = st.dictionaries(json_text, json_values, max_size=4).map(lambda d: tuple(d.items()))
 json_events = st.builds(SpanEvent, json_text, json_u64, json_attrs, json_u32)
-json_links = st.builds(SpanLink, json_ids16, json_ids8, json_attrs, json_text, json_u32, json_u32)
 json_resources = st.sampled_from([(), (("service.name", "sim"),), (("service.name", "other"), ("host", "a"))])
-json_spans = st.builds(
-    SpanData,
-    trace_id=json_ids16,
-    span_id=json_ids8,
-    parent_span_id=st.none() | json_ids8,
-    name=json_text,
-    start_ns=json_u64,
-    end_ns=json_u64,
+json_spans = span_strategy(
+    text=json_text,
     attributes=json_attrs,
-    kind=st.integers(0, 5),
-    status_code=st.integers(0, 2),
-    status_message=json_text,
-    events=st.lists(json_events, max_size=2).map(tuple),
-    links=st.lists(json_links, max_size=2).map(tuple),
-    trace_state=json_text,
-    flags=json_u32,
-    dropped_attributes_count=json_u32,
-    dropped_events_count=json_u32,
-    dropped_links_count=json_u32,
-    resource=json_resources,
+    resources=json_resources,
+    ids16=json_ids16,
+    ids8=json_ids8,
     resource_schema_url=st.sampled_from(["", "https://opentelemetry.io/schemas/1.4.0"]),
     scope_name=st.sampled_from(["", "launchtrace"]),
     scope_version=st.sampled_from(["", "0.1"]),
-    scope_attributes=st.sampled_from([(), (("a", 1),)]),
-    schema_url=st.sampled_from(["", "s"]),
 )
 
 # -------------------------------------------------------------------------- OTLP/JSON attribute objects, as text

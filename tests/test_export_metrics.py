@@ -15,8 +15,8 @@ from pathlib import Path
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from launchtrace.analysis.fleet.histogram import ExpHistogram
 from launchtrace.export.metrics import LaunchMetrics, _explicit_point, exporters_from_env
+from launchtrace.histogram import ExpHistogram
 from launchtrace.sources.files import read_spans
 from loopback_http import free_port
 

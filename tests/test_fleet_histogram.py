@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from launchtrace.analysis.fleet.histogram import MAX_SCALE, ExpHistogram, index_at
+from launchtrace.histogram import MAX_SCALE, ExpHistogram, index_at
 
 values = st.lists(st.integers(min_value=0, max_value=10**12), max_size=300)
 

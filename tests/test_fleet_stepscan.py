@@ -16,8 +16,8 @@ import pytest
 from conftest import FIXTURES
 from launchtrace.analysis.fleet import stepscan
 from launchtrace.analysis.fleet.baseline import LatencyAcc, by_run
-from launchtrace.analysis.fleet.histogram import ExpHistogram
 from launchtrace.errors import UserError
+from launchtrace.histogram import ExpHistogram
 from launchtrace.sources import files
 from launchtrace.spans import SpanData
 

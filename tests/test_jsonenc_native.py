@@ -29,6 +29,7 @@ from launchtrace import native
 from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
 from launchtrace.otlp.json_codec import encode_any_value, encode_line, group_spans
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
+from strategies import ids8, span_strategy
 from strategies import spans as proto_spans
 from test_encode_proto import reference
 
@@ -97,46 +98,18 @@ values = st.recursive(
     max_leaves=8,
 )
 attributes = st.lists(st.tuples(keys, values), max_size=6).map(tuple)
-ids16 = st.binary(min_size=16, max_size=16)
-ids8 = st.binary(min_size=8, max_size=8)
 u64 = st.integers(min_value=0, max_value=(1 << 63) - 1)
 small = st.integers(min_value=0, max_value=1000)
-events = st.builds(SpanEvent, name=text, time_ns=u64, attributes=attributes, dropped_attributes_count=small)
-links = st.builds(
-    SpanLink,
-    trace_id=ids16,
-    span_id=ids8,
+spans = span_strategy(
+    text=text,
     attributes=attributes,
-    trace_state=text,
-    flags=st.integers(0, (1 << 32) - 1),
-    dropped_attributes_count=small,
-)
-resources = st.sampled_from([(), (("service.name", "svc"),), (("service.name", "other"), ("k", {"a": (1, 2.5)}))])
-spans = st.builds(
-    SpanData,
-    trace_id=ids16,
-    span_id=ids8,
+    resources=st.sampled_from([(), (("service.name", "svc"),), (("service.name", "other"), ("k", {"a": (1, 2.5)}))]),
+    u64=u64,
+    counts=small,
     parent_span_id=st.one_of(st.none(), ids8, st.just(b"")),
-    name=text,
     start_ns=st.integers(-(1 << 63), (1 << 63) - 1),
-    end_ns=u64,
-    attributes=attributes,
     kind=st.integers(min_value=0, max_value=7),
-    status_code=st.integers(min_value=0, max_value=2),
-    status_message=text,
-    events=st.lists(events, max_size=2).map(tuple),
-    links=st.lists(links, max_size=2).map(tuple),
-    trace_state=text,
-    flags=st.integers(0, (1 << 32) - 1),
-    dropped_attributes_count=small,
-    dropped_events_count=small,
-    dropped_links_count=small,
-    resource=resources,
-    resource_schema_url=st.sampled_from(["", "https://opentelemetry.io/schemas/1.24.0"]),
     scope_name=st.sampled_from(["", "launchtrace", "other\u00e9"]),
-    scope_version=st.sampled_from(["", "0.1.0"]),
-    scope_attributes=st.sampled_from([(), (("a", 1),)]),
-    schema_url=st.sampled_from(["", "s"]),
 )
 
 
@@ -201,6 +174,28 @@ def test_a_list_changed_in_place_is_encoded_again() -> None:
     value.append("more")
     assert b'"more"' in encoder.encode([span])
     assert encoder.encode([span]) == python_line([span])
+
+
+def _escape_cases() -> list[str]:
+    """Every ASCII character, then some non-ASCII ones, alone and at each position of an 8-byte word (the
+    escaping reads 8 bytes at a time), in ASCII-only strings and in strings that are not."""
+    chars = [chr(c) for c in range(128)] + ["\u00e9", "\u2713", "\U0001d11e", "\u0080", "\uffff"]
+    cases = []
+    for ch in chars:
+        for left in range(9):
+            cases.append("a" * left + ch + "b" * (8 - left))
+            cases.append("\u00e9" * (left % 2) + "x" * left + ch + "y" * (9 - left))
+    return cases
+
+
+def test_strings_are_escaped_as_orjson_escapes_them() -> None:
+    """``_jsonfmt.h``'s escaping, which both compiled writers use, byte for byte orjson's (the Python encoder's)."""
+    encoder = compiled()
+    for text in _escape_cases():
+        span = SpanData(b"\x01" * 16, b"\x02" * 8, None, text, attributes=(("k", text),))
+        line = encoder.encode([span])
+        assert line == python_line([span]), repr(text)
+        assert orjson.dumps(text) in line
 
 
 def test_floats_are_written_as_orjson_writes_them() -> None:

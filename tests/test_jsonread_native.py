@@ -28,7 +28,7 @@ from launchtrace.otlp.json_codec import KIND_NAMES, STATUS_NAMES, _dec_bytes, de
 from launchtrace.otlp.json_fast import FastLineDecoder, compiled_decoder
 from launchtrace.sources.files import SpanFile
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
-from strategies import attr_text_objects, attr_text_values
+from strategies import attr_text_objects, attr_text_values, span_strategy
 from strategies import json_events as event_data
 from strategies import json_ids8 as ids8
 from strategies import json_ids16 as ids16
@@ -133,32 +133,17 @@ _attr_values = st.recursive(
     max_leaves=10,
 )
 _attrs = st.dictionaries(_text, _attr_values, max_size=5).map(lambda d: tuple(d.items()))
-_links = st.builds(SpanLink, ids16, ids8, _attrs, _text, u32, u32)
-_spans = st.builds(
-    SpanData,
-    trace_id=ids16,
-    span_id=ids8,
-    parent_span_id=st.none() | ids8,
-    name=_text,
-    start_ns=u64,
-    end_ns=u64,
+_spans = span_strategy(
+    text=_text,
     attributes=_attrs,
-    kind=st.integers(0, 5),
-    status_code=st.integers(0, 2),
-    status_message=_text,
-    events=st.lists(st.builds(SpanEvent, _text, u64, _attrs, u32) | event_data, max_size=2).map(tuple),
-    links=st.lists(_links, max_size=2).map(tuple),
-    trace_state=_text,
-    flags=u32,
-    dropped_attributes_count=u32,
-    dropped_events_count=u32,
-    dropped_links_count=u32,
-    resource=st.sampled_from([(), (("service.name", "sim"),), (("service.name", "other"), ("pid", 7))]) | _attrs,
+    resources=st.sampled_from([(), (("service.name", "sim"),), (("service.name", "other"), ("pid", 7))]) | _attrs,
+    ids16=ids16,
+    ids8=ids8,
+    events=st.builds(SpanEvent, _text, u64, _attrs, u32) | event_data,
     resource_schema_url=st.sampled_from(["", "https://opentelemetry.io/schemas/1.4.0"]),
     scope_name=st.sampled_from(["", "launchtrace"]) | _text,
     scope_version=st.sampled_from(["", "0.1"]),
     scope_attributes=st.sampled_from([(), (("a", 1),)]) | _attrs,
-    schema_url=st.sampled_from(["", "s"]),
 )
 
 

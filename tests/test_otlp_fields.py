@@ -1,13 +1,17 @@
 """The one OTLP field table (``launchtrace.otlp.fields``) against protobuf, and the codecs against the table.
 
 The table is read from the opentelemetry-proto descriptors; the tests check its wire keys against what the
-protobuf library itself writes, and that every OTLP/JSON codec, Python or C, spells exactly the table's keys:
-a key misspelled or missing in ``_jsonenc.c``, ``_jsonread.c`` or ``json_codec.py`` fails here, by name.
+protobuf library itself writes, that the key constants generated from it (``scripts/gen_otlp_keys.py``:
+``otlp/jsonkeys.py``, ``otlp/_jsonkeys.h``) are what the script writes now, that the codecs which take their
+keys from those constants spell none by hand, and that the codecs which still spell keys spell exactly the
+table's: a key misspelled or missing fails here, by name.
 """
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 from pathlib import Path
 
 import msgspec
@@ -17,13 +21,19 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 from launchtrace.otlp import json_fast
 from launchtrace.otlp.fields import MESSAGES, json_key, tag
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "launchtrace"
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src" / "launchtrace"
+sys.path.insert(0, str(ROOT / "scripts"))
+import gen_otlp_keys  # noqa: E402
 
 # fields launchtrace's spans have no place for (profiles' string tables, resource entities): no codec spells them
 NOT_CARRIED = {"keyStrindex", "stringValueStrindex", "entityRefs", "descriptionKeys", "idKeys", "type"}
 LEGACY = {"instrumentationLibrarySpans", "instrumentationLibrary"}  # read (and refused) by the decoders
-FULL_JSON_CODECS = ("otlp/_jsonenc.c", "otlp/_jsonread.c", "otlp/json_codec.py")
-OTHER_JSON_CODE = ("otlp/json_fast.py", "otlp/encode_jsonl.py", "otlp/transcode.py", "receiver/collect.py")
+FULL_JSON_CODECS = ("otlp/_jsonread.c",)  # spells every key itself
+C_ON_THE_TABLE = ("otlp/_jsonenc.c", "otlp/_wire2json.c")  # their keys: _jsonkeys.h's JK_ macros
+OTHER_JSON_CODE = ("otlp/json_fast.py",)
+KEYS_FROM_THE_TABLE = ("otlp/json_codec.py", "otlp/encode_jsonl.py", "receiver/collect.py", "otlp/transcode.py")
+PROTOBUF_NAMES_TOO = {"otlp/transcode.py"}  # also spells protobuf field names, some of them the same words
 
 
 def _quoted_words(path: str) -> set[str]:
@@ -79,3 +89,77 @@ def test_the_fast_readers_structs_mirror_the_table(struct: type[msgspec.Struct],
     decoder by refusing them as unknown)."""
     keys = {f.json for f in MESSAGES[message].values()} - NOT_CARRIED
     assert set(struct.__struct_fields__) == keys
+
+
+def test_generated_keys_are_what_the_script_writes(tmp_path: Path) -> None:
+    """``otlp/jsonkeys.py`` and ``otlp/_jsonkeys.h``, byte for byte what the table gives now."""
+    for rel in gen_otlp_keys.generate(tmp_path):
+        assert (tmp_path / rel).read_bytes() == (ROOT / "src" / rel).read_bytes(), f"{rel} is stale: regenerate"
+
+
+def test_generated_keys_are_the_tables() -> None:
+    from launchtrace.otlp import jsonkeys
+
+    for fields in MESSAGES.values():
+        for f in fields.values():
+            assert getattr(jsonkeys, f.name.upper()) == f.json
+    assert jsonkeys.keyed(',"<FLAGS>":%d') == b',"flags":%d'
+    with pytest.raises(KeyError):
+        jsonkeys.keyed('"<FLAG>"')
+
+
+def _literals(path: str) -> list[tuple[int, str | bytes]]:
+    """The str and bytes literals of a Python file, less docstrings and ``__slots__`` (attribute names)."""
+    tree = ast.parse((SRC / path).read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            skip.add(id(body[0].value))  # a docstring
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            skip.add(id(node.value))  # an attribute docstring
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__slots__" for t in node.targets):
+            skip.update(id(n) for n in ast.walk(node.value))
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str | bytes) and id(n) not in skip
+    ]
+
+
+@pytest.mark.parametrize("path", KEYS_FROM_THE_TABLE)
+def test_codecs_on_the_table_spell_no_key_by_hand(path: str) -> None:
+    """These take every OTLP/JSON key from ``jsonkeys`` (constants, or fragments built by ``keyed``)."""
+    keys = _all_json_keys()
+    if path in PROTOBUF_NAMES_TOO:  # a lone word there may be a protobuf name (HasField("status")): JSON needs quotes
+        bare = keys - {f.name for fields in MESSAGES.values() for f in fields.values()}
+    else:
+        bare = keys
+    by_hand = []
+    for line, value in _literals(path):
+        text = value.decode("latin-1") if isinstance(value, bytes) else value
+        if text in bare or any(f'"{k}"' in text for k in keys):
+            by_hand.append((line, value))
+    assert by_hand == [], f"{path} spells OTLP/JSON keys by hand"
+    assert "jsonkeys" in (SRC / path).read_text(encoding="utf-8")
+
+
+def _c_code(path: str) -> str:
+    """A C file without its comments."""
+    return re.sub(r"/\*.*?\*/", "", (SRC / path).read_text(encoding="utf-8"), flags=re.S)
+
+
+@pytest.mark.parametrize("path", C_ON_THE_TABLE)
+def test_compiled_writers_take_their_keys_from_the_generated_header(path: str) -> None:
+    """No key spelled by hand in the C, only ``JK_`` macros of ``_jsonkeys.h``; the encoder writes every key of
+    the table it carries."""
+    code = _c_code(path)
+    assert '#include "_jsonkeys.h"' in code
+    by_hand = {w for w in re.findall(r'\\?"([A-Za-z_][A-Za-z0-9_]*)\\?"', code)} & _all_json_keys()
+    assert by_hand == set(), f"{path} spells OTLP/JSON keys by hand"
+    used = {name.lower() for name in re.findall(r"\bJK_([A-Z_]+)\b", code)}
+    carried = {f.name for fields in MESSAGES.values() for f in fields.values() if f.json not in NOT_CARRIED}
+    if path == "otlp/_jsonenc.c":
+        assert carried - used == set(), f"{path} never writes these fields"
+    else:  # the transcoder writes whatever a request holds, the fields launchtrace's spans do not carry too
+        assert {f.name for fields in MESSAGES.values() for f in fields.values()} - used == set()

@@ -25,6 +25,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from launchtrace import native
 from launchtrace.otlp.encode_proto import ProtoEncoder
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
+from strategies import span_strategy
 from test_encode_proto import reference
 
 _protoenc = native.load("launchtrace.otlp._protoenc")
@@ -84,44 +85,30 @@ u32 = st.integers(min_value=0, max_value=(1 << 32) - 1)
 u64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
 small = st.one_of(st.integers(min_value=0, max_value=1000), st.just(1 << 40))
 
-events = st.builds(SpanEvent, name=text, time_ns=u64, attributes=attributes, dropped_attributes_count=small)
-links = st.builds(
-    SpanLink,
-    trace_id=st.one_of(ids16, st.just(b"")),
-    span_id=st.one_of(ids8, st.just(b"")),
+spans = span_strategy(
+    text=text,
     attributes=attributes,
-    trace_state=text,
-    flags=u32,
-    dropped_attributes_count=small,
-)
-resources = st.sampled_from(
-    [(), (("service.name", "svc"),), (("service.name", "other"), ("host", "h1")), (("k", {"a": (1, 2)}),)]
-)
-spans = st.builds(
-    SpanData,
+    resources=st.sampled_from(
+        [(), (("service.name", "svc"),), (("service.name", "other"), ("host", "h1")), (("k", {"a": (1, 2)}),)]
+    ),
+    u32=u32,
+    u64=u64,
+    counts=small,
+    links=st.builds(
+        SpanLink,
+        trace_id=st.one_of(ids16, st.just(b"")),
+        span_id=st.one_of(ids8, st.just(b"")),
+        attributes=attributes,
+        trace_state=text,
+        flags=u32,
+        dropped_attributes_count=small,
+    ),
     trace_id=st.one_of(ids16, st.binary(max_size=20)),
     span_id=st.one_of(ids8, st.binary(max_size=10)),
     parent_span_id=st.one_of(st.none(), ids8, st.just(b"")),
-    name=text,
-    start_ns=u64,
     end_ns=st.one_of(u64, st.just(0)),
-    attributes=attributes,
     kind=st.integers(min_value=0, max_value=300),
-    status_code=st.integers(min_value=0, max_value=2),
-    status_message=text,
-    events=st.lists(events, max_size=2).map(tuple),
-    links=st.lists(links, max_size=2).map(tuple),
-    trace_state=text,
-    flags=u32,
-    dropped_attributes_count=small,
-    dropped_events_count=small,
-    dropped_links_count=small,
-    resource=resources,
-    resource_schema_url=st.sampled_from(["", "https://opentelemetry.io/schemas/1.24.0"]),
-    scope_name=st.sampled_from(["", "launchtrace", "other"]),
-    scope_version=st.sampled_from(["", "0.1.0"]),
     scope_attributes=st.sampled_from([(), (("a", 1),), (("l", [1, "x"]),)]),
-    schema_url=st.sampled_from(["", "s"]),
 )
 
 

@@ -280,6 +280,22 @@ def test_nesting_past_the_limit_is_left_to_protobuf() -> None:
             assert w2j.count(req.SerializeToString()) == 1
 
 
+def test_strings_are_escaped_as_orjson_escapes_them() -> None:
+    """``_jsonfmt.h``'s escaping, which both compiled writers use: every ASCII character and some non-ASCII ones
+    at each position of an 8-byte word (the escaping reads 8 bytes at a time), byte for byte the Python
+    conversion's (orjson's)."""
+    chars = [chr(c) for c in range(128)] + ["\u00e9", "\u2713", "\U0001d11e", "\u0080", "\uffff"]
+    for ch in chars:
+        for left in range(9):
+            for text in ("a" * left + ch + "b" * (8 - left), "\u00e9" * (left % 2) + "x" * left + ch + "y" * 9):
+                req = ExportTraceServiceRequest()
+                span = req.resource_spans.add().scope_spans.add().spans.add(name=text)
+                span.attributes.add(key="k").value.string_value = text
+                line, _ = w2j.transcode(req.SerializeToString())
+                assert line == transcode._fast_line(req), repr(text)
+                assert orjson.dumps(text) in line
+
+
 def test_doubles_are_written_as_orjson_writes_them() -> None:
     """Shortest round-trip digits, orjson's notation: random bit patterns, powers of two, subnormals, short
     decimals and the edges."""

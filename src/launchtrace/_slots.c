@@ -2,7 +2,7 @@
  *
  * Why: the capture materializer copies a LaunchRecord (27 fields) and the span builder makes a SpanData (23
  * fields) once per launch; in Python (launchtrace.fastinit: a twin class, one attribute store per field) each
- * costs about 1 us, a tenth of the export worker's whole budget per launch. Here each is one allocation and
+ * costs a noticeable share of the export worker's whole budget per launch. Here each is one allocation and
  * one pointer store per field.
  *
  * What it does is exactly what launchtrace.fastinit's generated functions do, which stay the reference: make

@@ -6,14 +6,14 @@ for one record. The functions made here build the same object faster:
 
 - they create an instance of a *twin* class: a plain class with exactly the dataclass's ``__slots__`` (same
   layout), whose ordinary attribute stores CPython 3.11+ specialises into direct slot writes, then give the
-  object its real class (``obj.__class__ = cls``, which CPython allows between classes of identical layout);
-  measured 1.05 vs 3.57 us for a ``SpanData`` (23 fields), and 3.5x less than ``SpanData(...)``;
+  object its real class (``obj.__class__ = cls``, which CPython allows between classes of identical layout),
+  several times cheaper than ``SpanData(...)`` (``benchmarks/bench_structs.py``);
 - where the twin cannot be made (a dataclass with a base class, ``__weakref__`` or ``__dict__``), they call each
   slot descriptor's ``__set__`` instead.
 
 Where launchtrace's compiled ``_slots`` module is built (:mod:`launchtrace.native`), the positional
 constructors and the copiers are its ``Constructor`` / ``Copier`` instead: the same stores done in C, one
-allocation and one pointer store per field (0.1 instead of about 1 us). The Python functions stay the reference
+allocation and one pointer store per field (``docs/export.md``, "Speed"). The Python functions stay the reference
 and the fallback (a class whose fields are not all plain slots, a default factory, ``LAUNCHTRACE_PURE_PYTHON``).
 
 The result is an ordinary frozen instance of ``cls``: equal, hashable and immutable as one made by ``cls(...)``.

@@ -66,9 +66,10 @@ __all__ = [
 
 NO_SCOPE = "<no scope>"
 ONE_RUN_MIN_DELTA_NS = 50_000.0
-"""With one run per side, a change of less than 50 us per step is never called: a kernel of ~10 us per step
-drifted by up to +151 % (+17 us) between two runs of the same program in ``benchmarks/bench_verdicts.py``
-while its steps inside each run agreed closely (cache and memory state differ between processes)."""
+"""With one run per side, a change of less than this many nanoseconds per step is never called: a small kernel
+drifted by more than its own time per step between two runs of the same program in
+``benchmarks/bench_verdicts.py`` (figures in ``docs/diff.md``) while its steps inside each run agreed closely
+(cache and memory state differ between processes)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,19 +1,19 @@
 /* The wp.launch capture wrapper in C: launchtrace.capture.warp.wrap_launch's common path, compiled.
  *
- * Why: a bare CPU launch of a small kernel costs about 20 us in Warp's Python; the Python wrapper that records
- * it costs about 9 us more (45 lines of bytecode per launch). This object does the same work for the common
- * call (wp.launch(kernel, dim, inputs=[arrays and plain scalars], outputs=[...], device=None|str|Device)) and
- * hands every other call, before running it, to the Python wrapper it was given (`fallback`), which stays the
- * definition: recording off, a Tape active, measurements on, other keywords, struct or vector arguments,
- * anything that is not a list or tuple. The event it queues is the Python wrapper's flat event, item for item;
- * tests/test_fastlaunch.py checks the two wrappers queue equal events for the same calls, and every capture
- * test runs through this one when it is built.
+ * Why: the Python wrapper that records a launch adds a large fraction of a bare CPU launch of a small kernel
+ * in Warp's Python (45 lines of bytecode per launch; figures in docs/capture.md). This object does the same work for
+ * the common call (wp.launch(kernel, dim, inputs=[arrays and plain scalars], outputs=[...], device=None|str|Device))
+ * and hands every other call, before running it, to the Python wrapper it was given (`fallback`), which stays the
+ * definition: recording off, a Tape active, measurements on, other keywords, struct or vector arguments, anything that
+ * is not a list or tuple. The event it queues is the Python wrapper's flat event, item for item;
+ * tests/test_fastlaunch.py checks the two wrappers queue equal events for the same calls, and every capture test runs
+ * through this one when it is built.
  *
- * Since the first version (4.9 us of CPU per launch over the bare launch here) it is called the way Warp's own
- * function is (vectorcall: no keyword dict is built), builds the event tuple in place, reads the thread's
+ * Since the first version (before and after: docs/capture.md, "How it stays cheap") it is called the way
+ * Warp's own function is (vectorcall: no keyword dict is built), builds the event tuple in place, reads the thread's
  * state through its slots (the state object remembered in the thread's own state dict), module attributes from
  * the module dicts, and remembers the last call site's line, kernels / dtypes / devices' handle ids and each
- * subscription's queue: 2.7 us.
+ * subscription's queue.
  *
  * Nothing here may break the program: a failure while building the event is reported once through the
  * Python `warn` callable and the launch's result is returned unchanged; an exception from the launch itself is
@@ -125,7 +125,7 @@ static PyObject *module_attr(PyObject *module, PyObject *name) {
 
 /* dict[name] (new reference; NULL with no exception when absent), remembered with the dict's version tag.
  *
- * Why: three module attributes and the call site's entry were four dict look-ups per launch (0.2 us). A dict's
+ * Why: three module attributes and the call site's entry were four dict look-ups per launch. A dict's
  * version tag (PEP 509) changes whenever the dict changes, so an unchanged tag means the same value: exact.
  * CPython 3.12 deprecates the tag; there, and on any build without it, this is a plain look-up. */
 static PyObject *dict_cached(DictCache *c, PyObject *dict, PyObject *name) {
@@ -295,7 +295,7 @@ typedef struct {
 
 /* Whether keyword name `key` is `name` (interned). Names in compiled calls are interned, and two interned
  * strings are equal only when they are the same object: the comparison runs only for a name made at run time
- * (f(**{"inp" + "uts": ...})). It was 20 string comparisons, 0.3 us, per launch. */
+ * (f(**{"inp" + "uts": ...})). It was about 20 string comparisons per launch. */
 static int same_name(PyObject *key, PyObject *name) {
     if (key == name) return 1;
     if (!PyUnicode_Check(key) || PyUnicode_CHECK_INTERNED(key)) return 0;
@@ -355,14 +355,14 @@ static Py_ssize_t values_size(Launcher *self, PyObject *seq) {
 /* A queued launch event that is not a tuple: the same items, in an object outside the cycle collector.
  *
  * Why: a tuple is allocated as a GC object, and every one that stays queued raises the collector's young
- * generation count until it collects (every 700 launches); survivors of those collections pile up until a full
- * collection of the program's whole heap (23-35 ms for the benchmark's 111,000 objects, once in 36,000-150,000
- * launches in those runs). An Event is plain memory: queuing it costs the collector nothing. It is made only when every item
- * is out of the cycle collector already (atomic values, or tuples of them: lt_acyclic's rule, the rule under
- * which the tuple used to be untracked), so no reference cycle can pass through it; otherwise the event is the
- * tracked tuple, as before. Subscription.drain_raw turns Events into tuples (expand() below) before anyone
- * reads them, so every consumer still sees the flat tuple; an Event also reads like one (len, [i]) for code
- * that peeks at the queue. */
+ * generation count until it collects (CPython's threshold: 700 allocations); survivors of those collections
+ * pile up until a full collection of the program's whole heap, which the launching thread pays for (how long
+ * and how often: docs/capture.md). An Event is plain memory: queuing it costs the collector nothing. It is made only
+ * when every item is out of the cycle collector already (atomic values, or tuples of them: lt_acyclic's rule, the rule
+ * under which the tuple used to be untracked), so no reference cycle can pass through it; otherwise the event is the
+ * tracked tuple, as before. Subscription.drain_raw turns Events into tuples (expand() below) before anyone reads them,
+ * so every consumer still sees the flat tuple; an Event also reads like one (len, [i]) for code that peeks at the
+ * queue. */
 typedef struct {
     PyObject_VAR_HEAD
     PyObject *items[1];
@@ -483,7 +483,7 @@ static PyObject *weak_target(PyObject *ref) { /* borrowed; Py_None once the obje
 /* The event values of wp.array `v` (ptr or 0, shape, dtype id, capacity or 0, device id), borrowed from the
  * cache slot that now holds them; NULL with an exception set.
  *
- * Why: five attribute reads per array argument were the wrapper's largest single cost (0.35 us for two arrays).
+ * Why: five attribute reads per array argument were the wrapper's largest single cost.
  * Warp sets these five attributes only while constructing an array (warp/_src/types.py, array._init_*), so a
  * live array's values never change; a slot is used only while its weak reference still points at this very
  * object, so an address reused by a new array is read afresh. Setting `ptr` or `shape` on a live wp.array by
@@ -586,14 +586,14 @@ static int remember_subs(Launcher *self, PyObject *subs) {
 /* -- pauses in the launches, watched without the GIL ----------------------------------------------------------
  *
  * The export worker waits for a pause in the launches before it builds spans (launchtrace.export.pipeline).
- * Watching for one from Python meant waking every 20 ms and taking the GIL each time; a thread asking for the
+ * Watching for one from Python meant waking periodically and taking the GIL each time; a thread asking for the
  * GIL makes the launching thread hand it over at its next check and signal a waiter at every release (every
- * ctypes call of a launch) until it does: 1-2 ms of the launching thread's time per wake, 8% of a long burst
- * of launches. Here the worker waits outside the GIL on a condition variable, reading the time of the last
- * queued event (stored by every recorded launch, and by touch() from the Python paths), and comes back only
- * when no event came for `gap`, when its deadline passes, or when wake() is called (a flush, stopping, a queue
- * past half full). wake_count() taken before the worker looks at its flags closes the race with a wake() that
- * lands between that look and the wait. */
+ * ctypes call of a launch) until it does, a cost to the launching thread per wake that adds up over a long
+ * burst of launches (docs/export.md#speed). Here the worker waits outside the GIL on a condition variable, reading the
+ * time of the last queued event (stored by every recorded launch, and by touch() from the Python paths), and comes back
+ * only when no event came for `gap`, when its deadline passes, or when wake() is called (a flush, stopping, a queue
+ * past half full). wake_count() taken before the worker looks at its flags closes the race with a wake() that lands
+ * between that look and the wait. */
 static pthread_mutex_t pause_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pause_cv = PTHREAD_COND_INITIALIZER;
 static long long last_event_ns;        /* CLOCK_REALTIME ns of the last queued event (atomic access) */

@@ -3,8 +3,8 @@
  * Why: in a loop that launches the same kernels again and again, almost every capture event is a copy of an
  * earlier one of the same drain in all but its times, scope and sequence number (see
  * launchtrace.capture.materialize.Materializer._launch_flat, the reference). Finding that earlier record costs
- * a 30-item key tuple built with star-unpacking and map(type, ...) in Python, about 1.5 us per launch of the
- * export worker's budget of a few; here it is one tuple built in place.
+ * a 30-item key tuple built with star-unpacking and map(type, ...) in Python, a large share of the export
+ * worker's budget per launch (docs/export.md#speed); here it is one tuple built in place.
  *
  * template_hits(raw, start, out, templates, registry, version, since, thread_names, copy, record_tag, flat_tag)
  *   Walks raw[start:], appending ("record", copy(proto, t0, t1, scope, seq, proto)) to `out` for each event

@@ -2,7 +2,7 @@
 
 One generic wrapper (:func:`wrap`) serves every entry point; what differs per entry point is only how its
 arguments become a payload, which is a small extractor function looked up in a table. The wrapper's job is
-budgeted in microseconds (a CPU ``wp.launch`` costs 8-13 us):
+budgeted in microseconds, against a CPU ``wp.launch`` of a few tens of them (figures: ``docs/capture.md``):
 
 1. cheap exit first: nobody subscribed, or already inside a recorded call on this thread (``wp.clone`` calls
    ``wp.copy``: one record) -> call through;
@@ -55,15 +55,16 @@ HANDLES: dict[int, Any] = {}
 """``id(obj) -> obj`` for the kernels, dtypes and devices a flat launch event names by id.
 
 Why: a queued event that refers to a kernel, dtype or ``Device`` object stays tracked by Python's cyclic garbage
-collector, and thousands of queued events trigger full collections that cost the launching thread ~2.5 us per
-launch here. Events made only of ints, strings, code objects and tuples of those are untracked by the collector
-at its first pass. The objects named here are long-lived (modules' kernels, Warp's dtypes, the runtime's
-devices) and are kept alive, so an id is never reused for another object."""
+collector, and thousands of queued events trigger full collections that cost the launching thread more per
+launch than the rest of the recording (``docs/capture.md``, "How it stays cheap"). Events made only of ints, strings,
+code objects and tuples of those are untracked by the collector at its first pass. The objects named here are long-lived
+(modules' kernels, Warp's dtypes, the runtime's devices) and are kept alive, so an id is never reused for another
+object."""
 
 _LIB_PREFIXES: tuple[str, ...] = ()
 # Caches per code object are keyed by id(code) and hold the code object itself, checked with ``is``: hashing a
-# code object hashes its constants and names every time (0.1 us for a small function, about 1 us for a long
-# one), and the hot path asks once per launch. Holding the code keeps its id from being reused.
+# code object hashes its constants and names every time (dearer the longer the function: docs/capture.md),
+# and the hot path asks once per launch. Holding the code keeps its id from being reused.
 _LIB_CACHE: dict[int, tuple[Any, bool]] = {}
 _USER_MODULE: dict[int, tuple[Any, str]] = {}  # id(code) outside Warp/launchtrace -> (code, module name)
 _failures_logged: set[str] = set()

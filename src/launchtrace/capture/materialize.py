@@ -257,8 +257,9 @@ class Materializer:
         """``(owner, offset, foreign)`` of ``ptr`` at ``seq``, as ``registry.locate`` / ``any_at`` answer.
 
         Between two changes of the registry the answer for a pointer is the same for every record at or after
-        the registry's last change, so it is cached per pointer for those records (a look-up costs 0.7 us per
-        array here, more with many owned buffers); older records and any change go to the registry."""
+        the registry's last change, so it is cached per pointer for those records (a look-up is a search that
+        grows with the owned buffers, once per array argument); older records and any change go to the
+        registry."""
         version = registry.changed()
         if version != self._owners_version:
             self._owners_version = version

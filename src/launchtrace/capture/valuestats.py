@@ -14,21 +14,18 @@ that is the price of turning this on. An array of more than ``max_elements`` sca
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from launchtrace.capture.access import kernel_access
+from launchtrace.capture.hotpath import _warn_once
 from launchtrace.model import ValueStats
 
 __all__ = ["MAX_ELEMENTS", "array_stats", "written_positions"]
-
-_log = logging.getLogger("launchtrace.capture")
 
 MAX_ELEMENTS = 10_000_000
 """Default cap on the scalars of one array (``value_stats_max_elements``): 40 MB of float32."""
 
 _written: dict[tuple, tuple[Any, tuple[int, ...]]] = {}
-_failed_once: list[bool] = [False]
 
 
 def written_positions(kernel: Any, n_inputs: int, n_values: int) -> tuple[int, ...]:
@@ -65,9 +62,7 @@ def array_stats(key: Any, arr: Any, max_elements: int) -> ValueStats | None:
     try:
         return _stats(key, arr, max_elements)
     except Exception:
-        if not _failed_once[0]:
-            _failed_once[0] = True
-            _log.warning("launchtrace: value statistics failed; the launch ran normally (reported once)", exc_info=True)
+        _warn_once("value statistics")
         return ValueStats(key, skipped="error")
 
 

@@ -331,7 +331,8 @@ def _compiled_launch(original: Callable, fallback: Callable) -> Callable | None:
     """The compiled form of :func:`wrap_launch`'s wrapper (``launchtrace.capture._fastlaunch``, built by
     ``pip install`` where a C compiler is available), or ``None``: not built, or ``LAUNCHTRACE_PURE_PYTHON`` set.
 
-    It takes the common call itself (about 1 us instead of 9 here) and hands every other call, before running
+    It takes the common call itself, at a fraction of this wrapper's cost (``docs/capture.md``, "How it stays
+    cheap"), and hands every other call, before running
     it, to ``fallback``, the Python wrapper above, which stays the reference.
     """
     _fastlaunch = native.load("launchtrace.capture._fastlaunch")

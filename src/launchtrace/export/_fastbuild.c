@@ -2,7 +2,7 @@
  *
  * Why: with folding off every launch becomes a span, and SpanBuilder._on_record's Python (node look-up,
  * fold-key id, the topology digest of every enclosing span, the budget, the attributes, a random span id,
- * the SpanData) costs about 3.5 us per launch, a third of what the export worker may spend per launch.
+ * the SpanData) was the largest part of what the export worker may spend per launch (docs/export.md#speed).
  *
  * records(view, events, start) walks events[start:] and handles each ("record", rec) event that is the
  * common case exactly as SpanBuilder._on_record does, returning the index of the first event it leaves to

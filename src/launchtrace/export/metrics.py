@@ -43,7 +43,7 @@ from typing import Any
 
 from launchtrace import conventions as C
 from launchtrace import topology
-from launchtrace.analysis.fleet.histogram import ExpHistogram
+from launchtrace.histogram import ExpHistogram
 from launchtrace.model import LaunchRecord, ScopeRecord
 
 __all__ = [

@@ -329,8 +329,8 @@ class ExportPipeline:
         It sleeps ``export_interval_s``, then, while the program launches, on until a pause of
         :data:`BUSY_GAP_S` (at most ``busy_defer_s`` more), and only then takes the GIL to export; a flush,
         stopping or a queue past half full wake it at once (``_fastlaunch.wait_for_pause``). Waiting from
-        Python meant taking the GIL every 20 ms to look, and a thread asking for the GIL costs the launching
-        thread 1-2 ms each time (8% of a long burst of launches, 3% of the benchmark's loop)."""
+        Python meant taking the GIL periodically to look, and a thread asking for the GIL costs the launching
+        thread each time (what that came to: ``docs/export.md``, "Speed")."""
         config = self.config
         while True:
             token = pauses.wake_count()  # before the flags are read: a later wake ends the wait at once

@@ -59,8 +59,8 @@ is split in halves until each part fits, rather than rejected whole."""
 
 GRPC_IN_FLIGHT = 2
 """OTLP/gRPC requests on the wire at once (one channel, HTTP/2 streams): while the receiver decodes one, the next
-arrives. Two moved 8-10% more spans per second than one into ``launchtrace collect`` here; HTTP keeps one (a
-``requests`` session is not documented as safe to share between threads)."""
+arrives. Two moved more spans per second than one into ``launchtrace collect`` (``docs/export.md``, "Speed");
+HTTP keeps one (a ``requests`` session is not documented as safe to share between threads)."""
 
 _GRPC_EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
@@ -205,8 +205,8 @@ class FileSink:
 
     def shutdown(self) -> None:
         """Close the file. Not fsynced: every line is already with the kernel, which keeps it when the program
-        exits (what a program's own log files get too); an fsync at exit costs 4-5 ms for a 3 MB file on a local
-        disk here and far more on network file systems. :meth:`sync` is there for a caller that needs it."""
+        exits (what a program's own log files get too); an fsync would lengthen every program's exit, far more
+        on network file systems (``docs/export.md``). :meth:`sync` is there for a caller that needs it."""
         with self._lock:
             fd, self._fd = self._fd, None
         if fd is not None:

@@ -1,9 +1,9 @@
 /* SpanData -> one OTLP JSON Lines line, in C: launchtrace.otlp.encode_jsonl.JsonLinesEncoder's work, compiled.
  *
  * Why: the export worker shares the GIL with the thread that launches kernels, so every microsecond it spends
- * encoding is taken from the user's loop. The Python encoder costs about 9 us per launch span; this one writes
- * the same bytes directly into one growable buffer, reading SpanData's slots by offset (member descriptors
- * looked up once, when the Encoder is made).
+ * encoding is taken from the user's loop. The Python encoder costs several times what this one does per
+ * launch span (docs/export.md#speed); this one writes the same bytes directly into one growable buffer, reading
+ * SpanData's slots by offset (member descriptors looked up once, when the Encoder is made).
  *
  * The Python encoder stays the definition. The output here is byte for byte what it writes for the same spans:
  * orjson's string escaping (the short escapes \b \t \n \f \r \" \\, \u00xx for other control characters, all
@@ -27,6 +27,7 @@
 
 #include "../_native.h"
 #include "_jsonfmt.h"
+#include "_jsonkeys.h"
 #include "_spandata.h"
 #include <stdint.h>
 #include <string.h>
@@ -150,40 +151,6 @@ static int put_b64(Buf *b, const unsigned char *s, Py_ssize_t n) {
 
 /* ------------------------------------------------------------------------------------------ strings */
 
-/* 0: copied as is; 1: \u00xx; else the character after the backslash (orjson's escapes) */
-static unsigned char ESC[128];
-
-static void init_escapes(void) {
-    for (int c = 0; c < 0x20; c++) ESC[c] = 1;
-    ESC['\b'] = 'b';
-    ESC['\t'] = 't';
-    ESC['\n'] = 'n';
-    ESC['\f'] = 'f';
-    ESC['\r'] = 'r';
-    ESC['"'] = '"';
-    ESC['\\'] = '\\';
-}
-
-/* an ASCII character, escaped, at o (room for 6 bytes); returns the bytes written */
-static inline int esc_ascii(char *o, unsigned c) {
-    unsigned char e = ESC[c];
-    if (e == 0) {
-        o[0] = (char)c;
-        return 1;
-    }
-    o[0] = '\\';
-    if (e != 1) {
-        o[1] = (char)e;
-        return 2;
-    }
-    o[1] = 'u';
-    o[2] = '0';
-    o[3] = '0';
-    o[4] = JF_HEX[c >> 4];
-    o[5] = JF_HEX[c & 15];
-    return 6;
-}
-
 /* a JSON string for a str (any subclass: its characters); lone surrogates become '?' */
 static int put_str(Buf *b, PyObject *s) {
 #if PY_VERSION_HEX < 0x030C0000
@@ -197,23 +164,14 @@ static int put_str(Buf *b, PyObject *s) {
     char *o = b->p + b->len;
     *o++ = '"';
     if (PyUnicode_IS_ASCII(s)) {
-        const unsigned char *d = PyUnicode_1BYTE_DATA(s);
-        Py_ssize_t i = 0;
-        while (i < n) {
-            Py_ssize_t j = i;
-            while (j < n && ESC[d[j]] == 0) j++;
-            memcpy(o, d + i, (size_t)(j - i));
-            o += j - i;
-            if (j < n) o += esc_ascii(o, d[j++]);
-            i = j;
-        }
+        o += jf_escape_utf8(o, PyUnicode_1BYTE_DATA(s), (size_t)n); /* ASCII is valid UTF-8: never -1 */
     } else {
         int kind = PyUnicode_KIND(s);
         const void *d = PyUnicode_DATA(s);
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_UCS4 c = PyUnicode_READ(kind, d, i);
             if (c < 0x80) {
-                o += esc_ascii(o, c);
+                o += jf_esc_ascii(o, c);
             } else if (c < 0x800) {
                 *o++ = (char)(0xC0 | (c >> 6));
                 *o++ = (char)(0x80 | (c & 0x3F));
@@ -406,7 +364,7 @@ static PyObject *key_text(PyObject *key) {
 static int put_pair(Encoder *self, Buf *b, PyObject *key, PyObject *value, int depth) {
     PyObject *k = key_text(key);
     if (k == NULL) return -1;
-    int rc = PUTS(b, "{\"key\":") < 0 || put_str(b, k) < 0 || PUTS(b, ",\"value\":") < 0 ||
+    int rc = PUTS(b, "{\"" JK_KEY "\":") < 0 || put_str(b, k) < 0 || PUTS(b, ",\"" JK_VALUE "\":") < 0 ||
                      put_value(self, b, value, depth) < 0 || put_char(b, '}') < 0
                  ? -1
                  : 0;
@@ -458,7 +416,7 @@ static int put_plain(Encoder *self, Buf *b, PyObject *v, int depth) {
 
 /* {"arrayValue":{"values":[...]}} for a tuple or list */
 static int put_array(Encoder *self, Buf *b, PyObject *v, int depth) {
-    if (PUTS(b, "{\"arrayValue\":{\"values\":[") < 0) return -1;
+    if (PUTS(b, "{\"" JK_ARRAY_VALUE "\":{\"" JK_VALUES "\":[") < 0) return -1;
     int is_list = PyList_CheckExact(v);
     for (Py_ssize_t i = 0; i < (is_list ? PyList_GET_SIZE(v) : PyTuple_GET_SIZE(v)); i++) {
         PyObject *x = is_list ? PyList_GET_ITEM(v, i) : PyTuple_GET_ITEM(v, i);
@@ -472,7 +430,7 @@ static int put_array(Encoder *self, Buf *b, PyObject *v, int depth) {
 
 /* {"kvlistValue":{"values":[{"key":..,"value":..},...]}} for a dict */
 static int put_kvlist(Encoder *self, Buf *b, PyObject *v, int depth) {
-    if (PUTS(b, "{\"kvlistValue\":{\"values\":[") < 0) return -1;
+    if (PUTS(b, "{\"" JK_KVLIST_VALUE "\":{\"" JK_VALUES "\":[") < 0) return -1;
     Py_ssize_t pos = 0, i = 0;
     PyObject *k, *x;
     Py_INCREF(v);
@@ -496,31 +454,31 @@ static int put_value(Encoder *self, Buf *b, PyObject *v, int depth) {
     if (depth > MAX_DEPTH) return unsupported("nested too deeply");
     PyTypeObject *t = Py_TYPE(v);
     if (t == &PyUnicode_Type) {
-        return PUTS(b, "{\"stringValue\":") < 0 || put_str(b, v) < 0 || put_char(b, '}') < 0 ? -1 : 0;
+        return PUTS(b, "{\"" JK_STRING_VALUE "\":") < 0 || put_str(b, v) < 0 || put_char(b, '}') < 0 ? -1 : 0;
     }
     if (t == &PyLong_Type) {
         int overflow;
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (x == -1 && PyErr_Occurred()) return -1;
         if (!overflow) {
-            return PUTS(b, "{\"intValue\":\"") < 0 || put_i64(b, x) < 0 || PUTS(b, "\"}") < 0 ? -1 : 0;
+            return PUTS(b, "{\"" JK_INT_VALUE "\":\"") < 0 || put_i64(b, x) < 0 || PUTS(b, "\"}") < 0 ? -1 : 0;
         }
         PyObject *s = PyObject_Str(v); /* beyond int64: a decimal string, as the protobuf encoder writes it */
         if (s == NULL) return -1;
-        int rc = PUTS(b, "{\"stringValue\":") < 0 || put_str(b, s) < 0 || put_char(b, '}') < 0 ? -1 : 0;
+        int rc = PUTS(b, "{\"" JK_STRING_VALUE "\":") < 0 || put_str(b, s) < 0 || put_char(b, '}') < 0 ? -1 : 0;
         Py_DECREF(s);
         return rc;
     }
-    if (t == &PyBool_Type) return v == Py_True ? PUTS(b, "{\"boolValue\":true}") : PUTS(b, "{\"boolValue\":false}");
+    if (t == &PyBool_Type) return v == Py_True ? PUTS(b, "{\"" JK_BOOL_VALUE "\":true}") : PUTS(b, "{\"" JK_BOOL_VALUE "\":false}");
     if (t == &PyFloat_Type) {
         double d = PyFloat_AS_DOUBLE(v);
-        if (d != d) return PUTS(b, "{\"doubleValue\":\"NaN\"}");
+        if (d != d) return PUTS(b, "{\"" JK_DOUBLE_VALUE "\":\"NaN\"}");
         if (d - d != 0.0)
-            return d > 0 ? PUTS(b, "{\"doubleValue\":\"Infinity\"}") : PUTS(b, "{\"doubleValue\":\"-Infinity\"}");
-        return PUTS(b, "{\"doubleValue\":") < 0 || put_float(self, b, d) < 0 || put_char(b, '}') < 0 ? -1 : 0;
+            return d > 0 ? PUTS(b, "{\"" JK_DOUBLE_VALUE "\":\"Infinity\"}") : PUTS(b, "{\"" JK_DOUBLE_VALUE "\":\"-Infinity\"}");
+        return PUTS(b, "{\"" JK_DOUBLE_VALUE "\":") < 0 || put_float(self, b, d) < 0 || put_char(b, '}') < 0 ? -1 : 0;
     }
     if (t == &PyBytes_Type) {
-        return PUTS(b, "{\"bytesValue\":") < 0 ||
+        return PUTS(b, "{\"" JK_BYTES_VALUE "\":") < 0 ||
                        put_b64(b, (const unsigned char *)PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v)) < 0 ||
                        put_char(b, '}') < 0
                    ? -1
@@ -529,7 +487,7 @@ static int put_value(Encoder *self, Buf *b, PyObject *v, int depth) {
     if (t == &PyByteArray_Type) {
         PyObject *copy = PyBytes_FromObject(v); /* bytes(v), as the codec does */
         if (copy == NULL) return -1;
-        int rc = PUTS(b, "{\"bytesValue\":") < 0 ||
+        int rc = PUTS(b, "{\"" JK_BYTES_VALUE "\":") < 0 ||
                          put_b64(b, (const unsigned char *)PyBytes_AS_STRING(copy), PyBytes_GET_SIZE(copy)) < 0 ||
                          put_char(b, '}') < 0
                      ? -1
@@ -676,39 +634,39 @@ static int put_count(Buf *b, PyObject *obj, Py_ssize_t off, const char *prefix, 
 static int put_event(Encoder *self, Buf *b, PyObject *e) {
     if (Py_TYPE(e) != self->event_type) return unsupported("event of another type");
     PyObject *name, *attrs, *t;
-    if ((t = field(e, self->event_off[E_TIME])) == NULL || PUTS(b, "{\"timeUnixNano\":\"") < 0 ||
-        put_int_field(b, t) < 0 || PUTS(b, "\",\"name\":") < 0 ||
+    if ((t = field(e, self->event_off[E_TIME])) == NULL || PUTS(b, "{\"" JK_TIME_UNIX_NANO "\":\"") < 0 ||
+        put_int_field(b, t) < 0 || PUTS(b, "\",\"" JK_NAME "\":") < 0 ||
         (name = str_field(e, self->event_off[E_NAME])) == NULL ||
         put_str(b, name) < 0 || (attrs = tuple_field(e, self->event_off[E_ATTRS])) == NULL)
         return -1;
     if (PyTuple_GET_SIZE(attrs)) {
         Py_INCREF(attrs);
-        int rc = PUTS(b, ",\"attributes\":[") < 0 || put_attrs_direct(self, b, attrs) < 0 || put_char(b, ']') < 0;
+        int rc = PUTS(b, ",\"" JK_ATTRIBUTES "\":[") < 0 || put_attrs_direct(self, b, attrs) < 0 || put_char(b, ']') < 0;
         Py_DECREF(attrs);
         if (rc) return -1;
     }
-    if (PUT_COUNT(b, e, self->event_off[E_DROPPED], ",\"droppedAttributesCount\":") < 0) return -1;
+    if (PUT_COUNT(b, e, self->event_off[E_DROPPED], ",\"" JK_DROPPED_ATTRIBUTES_COUNT "\":") < 0) return -1;
     return put_char(b, '}');
 }
 
 static int put_link(Encoder *self, Buf *b, PyObject *k) {
     if (Py_TYPE(k) != self->link_type) return unsupported("link of another type");
     PyObject *v;
-    if (PUTS(b, "{\"traceId\":\"") < 0 || (v = bytes_field(k, self->link_off[L_TRACE_ID])) == NULL ||
-        put_hex(b, v) < 0 || PUTS(b, "\",\"spanId\":\"") < 0 ||
+    if (PUTS(b, "{\"" JK_TRACE_ID "\":\"") < 0 || (v = bytes_field(k, self->link_off[L_TRACE_ID])) == NULL ||
+        put_hex(b, v) < 0 || PUTS(b, "\",\"" JK_SPAN_ID "\":\"") < 0 ||
         (v = bytes_field(k, self->link_off[L_SPAN_ID])) == NULL ||
         put_hex(b, v) < 0 || put_char(b, '"') < 0 || (v = str_field(k, self->link_off[L_TRACE_STATE])) == NULL)
         return -1;
-    if (PyUnicode_GET_LENGTH(v) && (PUTS(b, ",\"traceState\":") < 0 || put_str(b, v) < 0)) return -1;
+    if (PyUnicode_GET_LENGTH(v) && (PUTS(b, ",\"" JK_TRACE_STATE "\":") < 0 || put_str(b, v) < 0)) return -1;
     if ((v = tuple_field(k, self->link_off[L_ATTRS])) == NULL) return -1;
     if (PyTuple_GET_SIZE(v)) {
         Py_INCREF(v);
-        int rc = PUTS(b, ",\"attributes\":[") < 0 || put_attrs_direct(self, b, v) < 0 || put_char(b, ']') < 0;
+        int rc = PUTS(b, ",\"" JK_ATTRIBUTES "\":[") < 0 || put_attrs_direct(self, b, v) < 0 || put_char(b, ']') < 0;
         Py_DECREF(v);
         if (rc) return -1;
     }
-    if (PUT_COUNT(b, k, self->link_off[L_DROPPED], ",\"droppedAttributesCount\":") < 0 ||
-        PUT_COUNT(b, k, self->link_off[L_FLAGS], ",\"flags\":") < 0)
+    if (PUT_COUNT(b, k, self->link_off[L_DROPPED], ",\"" JK_DROPPED_ATTRIBUTES_COUNT "\":") < 0 ||
+        PUT_COUNT(b, k, self->link_off[L_FLAGS], ",\"" JK_FLAGS "\":") < 0)
         return -1;
     return put_char(b, '}');
 }
@@ -734,43 +692,43 @@ static int put_span(Encoder *self, Buf *b, PyObject *s) {
     const Py_ssize_t *off = self->span_off;
     if (Py_TYPE(s) != self->span_type) return unsupported("span of another type");
     PyObject *v, *code;
-    if (PUTS(b, "{\"traceId\":\"") < 0 || (v = bytes_field(s, off[F_TRACE_ID])) == NULL || put_hex(b, v) < 0 ||
-        PUTS(b, "\",\"spanId\":\"") < 0 || (v = bytes_field(s, off[F_SPAN_ID])) == NULL || put_hex(b, v) < 0 ||
+    if (PUTS(b, "{\"" JK_TRACE_ID "\":\"") < 0 || (v = bytes_field(s, off[F_TRACE_ID])) == NULL || put_hex(b, v) < 0 ||
+        PUTS(b, "\",\"" JK_SPAN_ID "\":\"") < 0 || (v = bytes_field(s, off[F_SPAN_ID])) == NULL || put_hex(b, v) < 0 ||
         put_char(b, '"') < 0 || (v = str_field(s, off[F_TRACE_STATE])) == NULL)
         return -1;
-    if (PyUnicode_GET_LENGTH(v) && (PUTS(b, ",\"traceState\":") < 0 || put_str(b, v) < 0)) return -1;
+    if (PyUnicode_GET_LENGTH(v) && (PUTS(b, ",\"" JK_TRACE_STATE "\":") < 0 || put_str(b, v) < 0)) return -1;
     if ((v = field(s, off[F_PARENT])) == NULL) return -1;
     if (v != Py_None) {
         if (!PyBytes_CheckExact(v)) return unsupported("parent id of another type than bytes");
-        if (PyBytes_GET_SIZE(v) && (PUTS(b, ",\"parentSpanId\":\"") < 0 || put_hex(b, v) < 0 || put_char(b, '"') < 0))
+        if (PyBytes_GET_SIZE(v) && (PUTS(b, ",\"" JK_PARENT_SPAN_ID "\":\"") < 0 || put_hex(b, v) < 0 || put_char(b, '"') < 0))
             return -1;
     }
-    if (PUT_COUNT(b, s, off[F_FLAGS], ",\"flags\":") < 0 || (v = str_field(s, off[F_NAME])) == NULL ||
-        PUTS(b, ",\"name\":") < 0 || put_str(b, v) < 0 || PUT_COUNT(b, s, off[F_KIND], ",\"kind\":") < 0 ||
-        (v = field(s, off[F_START])) == NULL || PUTS(b, ",\"startTimeUnixNano\":\"") < 0 || put_int_field(b, v) < 0 ||
-        (v = field(s, off[F_END])) == NULL || PUTS(b, "\",\"endTimeUnixNano\":\"") < 0 || put_int_field(b, v) < 0 ||
+    if (PUT_COUNT(b, s, off[F_FLAGS], ",\"" JK_FLAGS "\":") < 0 || (v = str_field(s, off[F_NAME])) == NULL ||
+        PUTS(b, ",\"" JK_NAME "\":") < 0 || put_str(b, v) < 0 || PUT_COUNT(b, s, off[F_KIND], ",\"" JK_KIND "\":") < 0 ||
+        (v = field(s, off[F_START])) == NULL || PUTS(b, ",\"" JK_START_TIME_UNIX_NANO "\":\"") < 0 || put_int_field(b, v) < 0 ||
+        (v = field(s, off[F_END])) == NULL || PUTS(b, "\",\"" JK_END_TIME_UNIX_NANO "\":\"") < 0 || put_int_field(b, v) < 0 ||
         put_char(b, '"') < 0 || (v = tuple_field(s, off[F_ATTRS])) == NULL)
         return -1;
     if (PyTuple_GET_SIZE(v)) {
         Py_INCREF(v);
-        int rc = PUTS(b, ",\"attributes\":[") < 0 || put_attrs_cached(self, b, v) < 0 || put_char(b, ']') < 0;
+        int rc = PUTS(b, ",\"" JK_ATTRIBUTES "\":[") < 0 || put_attrs_cached(self, b, v) < 0 || put_char(b, ']') < 0;
         Py_DECREF(v);
         if (rc) return -1;
     }
-    if (PUT_COUNT(b, s, off[F_DROPPED_ATTRS], ",\"droppedAttributesCount\":") < 0 ||
-        put_list(self, b, s, off[F_EVENTS], ",\"events\":[", 11, put_event) < 0 ||
-        PUT_COUNT(b, s, off[F_DROPPED_EVENTS], ",\"droppedEventsCount\":") < 0 ||
-        put_list(self, b, s, off[F_LINKS], ",\"links\":[", 10, put_link) < 0 ||
-        PUT_COUNT(b, s, off[F_DROPPED_LINKS], ",\"droppedLinksCount\":") < 0 ||
+    if (PUT_COUNT(b, s, off[F_DROPPED_ATTRS], ",\"" JK_DROPPED_ATTRIBUTES_COUNT "\":") < 0 ||
+        put_list(self, b, s, off[F_EVENTS], ",\"" JK_EVENTS "\":[", sizeof(",\"" JK_EVENTS "\":[") - 1, put_event) < 0 ||
+        PUT_COUNT(b, s, off[F_DROPPED_EVENTS], ",\"" JK_DROPPED_EVENTS_COUNT "\":") < 0 ||
+        put_list(self, b, s, off[F_LINKS], ",\"" JK_LINKS "\":[", sizeof(",\"" JK_LINKS "\":[") - 1, put_link) < 0 ||
+        PUT_COUNT(b, s, off[F_DROPPED_LINKS], ",\"" JK_DROPPED_LINKS_COUNT "\":") < 0 ||
         (v = str_field(s, off[F_STATUS_MSG])) == NULL || (code = field(s, off[F_STATUS_CODE])) == NULL)
         return -1;
     if (!PyLong_CheckExact(code)) return unsupported("integer field of another type");
     int has_code = !int_is_zero(code);
     if (has_code || PyUnicode_GET_LENGTH(v)) {
-        if (PUTS(b, ",\"status\":{") < 0) return -1;
-        if (PyUnicode_GET_LENGTH(v) && (PUTS(b, "\"message\":") < 0 || put_str(b, v) < 0)) return -1;
+        if (PUTS(b, ",\"" JK_STATUS "\":{") < 0) return -1;
+        if (PyUnicode_GET_LENGTH(v) && (PUTS(b, "\"" JK_MESSAGE "\":") < 0 || put_str(b, v) < 0)) return -1;
         if (has_code &&
-            ((PyUnicode_GET_LENGTH(v) && put_char(b, ',') < 0) || PUTS(b, "\"code\":") < 0 ||
+            ((PyUnicode_GET_LENGTH(v) && put_char(b, ',') < 0) || PUTS(b, "\"" JK_CODE "\":") < 0 ||
              put_int_field(b, code) < 0))
             return -1;
         if (put_char(b, '}') < 0) return -1;
@@ -783,17 +741,17 @@ static int put_schema(Buf *b, PyObject *span, Py_ssize_t off) {
     PyObject *v = str_field(span, off);
     if (v == NULL) return -1;
     if (PyUnicode_GET_LENGTH(v) == 0) return 0;
-    return PUTS(b, ",\"schemaUrl\":") < 0 || put_str(b, v) < 0 ? -1 : 0;
+    return PUTS(b, ",\"" JK_SCHEMA_URL "\":") < 0 || put_str(b, v) < 0 ? -1 : 0;
 }
 
 /* {"resource":{...},"scopeSpans":[ for the resource of span `first` */
 static int open_resource(Encoder *self, Buf *b, PyObject *first) {
     PyObject *attrs = tuple_field(first, self->span_off[F_RESOURCE]);
-    if (attrs == NULL || PUTS(b, "{\"resource\":") < 0) return -1;
-    if (PyTuple_GET_SIZE(attrs) == 0) return PUTS(b, "{},\"scopeSpans\":[");
+    if (attrs == NULL || PUTS(b, "{\"" JK_RESOURCE "\":") < 0) return -1;
+    if (PyTuple_GET_SIZE(attrs) == 0) return PUTS(b, "{},\"" JK_SCOPE_SPANS "\":[");
     Py_INCREF(attrs);
-    int rc = PUTS(b, "{\"attributes\":[") < 0 || put_attrs_direct(self, b, attrs) < 0 ||
-             PUTS(b, "]},\"scopeSpans\":[") < 0;
+    int rc = PUTS(b, "{\"" JK_ATTRIBUTES "\":[") < 0 || put_attrs_direct(self, b, attrs) < 0 ||
+             PUTS(b, "]},\"" JK_SCOPE_SPANS "\":[") < 0;
     Py_DECREF(attrs);
     return rc ? -1 : 0;
 }
@@ -803,25 +761,25 @@ static int open_scope(Encoder *self, Buf *b, PyObject *first) {
     const Py_ssize_t *off = self->span_off;
     PyObject *name = str_field(first, off[F_SCOPE_NAME]), *version, *attrs;
     if (name == NULL || (version = str_field(first, off[F_SCOPE_VERSION])) == NULL ||
-        (attrs = tuple_field(first, off[F_SCOPE_ATTRS])) == NULL || PUTS(b, "{\"scope\":{") < 0)
+        (attrs = tuple_field(first, off[F_SCOPE_ATTRS])) == NULL || PUTS(b, "{\"" JK_SCOPE "\":{") < 0)
         return -1;
     int any = 0;
     if (PyUnicode_GET_LENGTH(name)) {
-        if (PUTS(b, "\"name\":") < 0 || put_str(b, name) < 0) return -1;
+        if (PUTS(b, "\"" JK_NAME "\":") < 0 || put_str(b, name) < 0) return -1;
         any = 1;
     }
     if (PyUnicode_GET_LENGTH(version)) {
-        if ((any && put_char(b, ',') < 0) || PUTS(b, "\"version\":") < 0 || put_str(b, version) < 0) return -1;
+        if ((any && put_char(b, ',') < 0) || PUTS(b, "\"" JK_VERSION "\":") < 0 || put_str(b, version) < 0) return -1;
         any = 1;
     }
     if (PyTuple_GET_SIZE(attrs)) {
         Py_INCREF(attrs);
-        int rc = (any && put_char(b, ',') < 0) || PUTS(b, "\"attributes\":[") < 0 ||
+        int rc = (any && put_char(b, ',') < 0) || PUTS(b, "\"" JK_ATTRIBUTES "\":[") < 0 ||
                  put_attrs_direct(self, b, attrs) < 0 || put_char(b, ']') < 0;
         Py_DECREF(attrs);
         if (rc) return -1;
     }
-    return PUTS(b, "},\"spans\":[");
+    return PUTS(b, "},\"" JK_SPANS "\":[");
 }
 
 /* every span's group fields are the very objects of the first span's: one resource, one scope */
@@ -937,7 +895,7 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *arg) {
     b.cap = per_span * n + 64;
     PyObject *result = NULL;
     self->busy = 1;
-    if (PUTS(&b, "{\"resourceSpans\":[") == 0 && (n == 0 || put_groups(self, &b, spans) == 0) &&
+    if (PUTS(&b, "{\"" JK_RESOURCE_SPANS "\":[") == 0 && (n == 0 || put_groups(self, &b, spans) == 0) &&
         PUTS(&b, "]}\n") == 0 && _PyBytes_Resize(&b.line, b.len) == 0) {
         result = b.line; /* the buffer becomes the line */
         b.line = NULL;
@@ -1104,7 +1062,6 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__jsonenc(void) {
-    init_escapes();
     if (PyType_Ready(&EncoderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;

@@ -1,14 +1,17 @@
-/* The JSON text of numbers and bytes, written once for the two compiled OTLP/JSON writers (_jsonenc.c: SpanData
- * -> JSON; _wire2json.c: protobuf -> JSON). Plain C, no Python API: _wire2json.c runs it without the GIL.
+/* The JSON text of strings, numbers and bytes, written once for the two compiled OTLP/JSON writers (_jsonenc.c:
+ * SpanData -> JSON; _wire2json.c: protobuf -> JSON). Plain C, no Python API: _wire2json.c runs it without the GIL.
  *
  * Each function writes into room its caller reserved and returns where its text ends (or its length):
  * - jf_u64_digits: an unsigned integer's decimal digits, written backwards from `end` (timestamps have 19);
  * - jf_hex: bytes as lower-case hex (OTLP/JSON's trace and span ids), 2 bytes per byte;
+ * - jf_esc_ascii, jf_escape_utf8: a string's characters as orjson escapes them (the short escapes \b \t \n \f
+ *   \r \" \\, \u00xx for the other control characters, everything else as is, in UTF-8), at most 6 bytes per
+ *   byte; jf_plain says when a string needs no escaping at all, jf_utf8_seq checks one UTF-8 sequence;
  * - jf_b64: bytes as standard base64 with padding (base64.b64encode, json_format's bytes), jf_b64_len bytes;
  * - jf_layout: a double's shortest round-trip digits laid out as orjson writes them, at most JF_DOUBLE_MAX
  *   bytes: the one definition of the text of a double. Where the digits come from depends on the caller:
  *   _jsonenc.c holds the GIL and takes Python's repr digits (PyOS_double_to_string, David Gay's shortest
- *   digits: 1.1 us per float against 2.2 us for the search below, measured through format_float);
+ *   digits, faster than the search below, measured through format_float);
  * - jf_format_double: the same without the GIL, the digits found by jf_shortest_digits' search over
  *   printf's correctly rounded output; 0 when the C library does not behave as expected (the caller then
  *   leaves the value to its Python reference). Call jf_init() once (module init) first.
@@ -20,6 +23,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +69,118 @@ static inline char *jf_hex(char *w, const uint8_t *s, size_t n) {
     }
     return w;
 }
+
+/* -- strings ---------------------------------------------------------------------------------------------- */
+
+/* For an ASCII character c: 0, copied as is; 1, written \u00xx; else the letter after its backslash. */
+static const unsigned char JF_ESC[128] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 'b', 't', 'n', 1, 'f', 'r', 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1,   1,   1,   1, 1,   1,   1, 1,
+    ['"'] = '"', ['\\'] = '\\',
+};
+
+/* ASCII character c, escaped, at o (room for 6 bytes); returns the bytes written. */
+static inline int jf_esc_ascii(char *o, unsigned c) {
+    unsigned char e = JF_ESC[c];
+    if (e == 0) {
+        o[0] = (char)c;
+        return 1;
+    }
+    o[0] = '\\';
+    if (e != 1) {
+        o[1] = (char)e;
+        return 2;
+    }
+    o[1] = 'u';
+    o[2] = '0';
+    o[3] = '0';
+    o[4] = JF_HEX[c >> 4];
+    o[5] = JF_HEX[c & 15];
+    return 6;
+}
+
+/* Nonzero when one of the 8 bytes in x needs more than copying: below 0x20, a quote, a backslash, or non-ASCII
+ * (the classic "has a zero byte" tests; a false alarm only sends the bytes the careful way). */
+static inline uint64_t jf_special8(uint64_t x) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    return (x | ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+}
+
+/* Whether the n bytes are all printable ASCII other than quote and backslash: copied as they are. */
+static inline int jf_plain(const uint8_t *s, size_t n) {
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            if (s[i] < 0x20 || s[i] >= 0x80 || s[i] == '"' || s[i] == '\\')
+                return 0;
+        return 1;
+    }
+    for (size_t i = 0;; i += 8) {
+        uint64_t x;
+        if (i + 8 > n)
+            i = n - 8; /* the last 8 bytes, overlapping */
+        memcpy(&x, s + i, 8);
+        if (jf_special8(x))
+            return 0;
+        if (i + 8 == n)
+            return 1;
+    }
+}
+
+/* Length of the valid UTF-8 sequence at s (n > 0 bytes left, s[0] >= 0x80), 0 if invalid (RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF: what upb and Python's decoder accept). */
+static inline size_t jf_utf8_seq(const uint8_t *s, size_t n) {
+    uint8_t c = s[0];
+    size_t k = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (k == 0 || n < k)
+        return 0;
+    for (size_t i = 2; i < k; i++) /* the continuation bytes after the second */
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    /* the second byte's range leaves out overlong forms (E0, F0), surrogates (ED) and past U+10FFFF (F4) */
+    uint8_t lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    uint8_t hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    return s[1] >= lo && s[1] <= hi ? k : 0;
+}
+
+/* The UTF-8 string s[0..n) escaped, without its quotes, at w (room for 6 * n bytes), or only checked when w is
+ * NULL; returns the bytes written (0 for a check), or -1 when s is not valid UTF-8. */
+static inline ptrdiff_t jf_escape_utf8(char *w, const uint8_t *s, size_t n) {
+    char *const w0 = w;
+    size_t i = 0;
+    while (i < n) {
+        if (n - i >= 8) { /* 8 plain ASCII bytes at once */
+            uint64_t x;
+            memcpy(&x, s + i, 8);
+            if (!jf_special8(x)) {
+                if (w) {
+                    memcpy(w, s + i, 8);
+                    w += 8;
+                }
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            if (w)
+                w += jf_esc_ascii(w, c);
+            i++;
+        } else {
+            size_t k = jf_utf8_seq(s + i, n - i);
+            if (k == 0)
+                return -1;
+            if (w) {
+                memcpy(w, s + i, k);
+                w += k;
+            }
+            i += k;
+        }
+    }
+    return w0 ? w - w0 : 0;
+}
+
+/* -- bytes and numbers -------------------------------------------------------------------------------------- */
 
 static inline size_t jf_b64_len(size_t n) { return (n + 2) / 3 * 4; }
 

@@ -1,7 +1,8 @@
 /* OTLP JSON Lines -> SpanData in C: a hand-written strict JSON parser for the TracesData line, compiled.
  *
- * Why: `orjson.loads` alone, building a dict and a str per attribute, reads about 92,000 spans/s of a
- * launch file; the Python fast path (launchtrace.otlp.json_fast) about 77,000. This parser reads the line's
+ * Why: `orjson.loads` alone, building a dict and a str per attribute, reads a launch file slower than fleet
+ * baselines can afford, the Python fast path (launchtrace.otlp.json_fast) slower still (docs/sources.md).
+ * This parser reads the line's
  * bytes once and builds the SpanData / SpanEvent / SpanLink objects, the attribute tuples and values directly,
  * through caches of what repeats from span to span: strings by their raw bytes, whole attribute objects
  * ({"key":..,"value":..}) by their raw text, resource and scope attribute arrays by their raw text, the

@@ -1,9 +1,10 @@
 /* OTLP protobuf traces -> one OTLP JSON Lines line, in C: launchtrace.otlp.transcode's conversion, compiled.
  *
  * Why: `launchtrace collect` writes every request it receives as JSON. The Python conversion (a walk over the
- * wire bytes with caches, or json_format itself) costs 25-50 us per launch span, so the receiver's writer fell
- * behind a fast exporter (about 19,000 spans/s sustained). This walks the serialized ExportTraceServiceRequest
- * (or TracesData: the same wire layout) once and writes the JSON directly, without building a message.
+ * wire bytes with caches, or json_format itself) costs more per launch span than a fast exporter spends
+ * sending it, so the receiver's writer fell behind (docs/export.md#speed). This walks the serialized
+ * ExportTraceServiceRequest (or TracesData: the same wire layout) once and writes the JSON directly, without building a
+ * message.
  *
  * The definition is json_format.MessageToDict(use_integers_for_enums=True) with the span and link ids turned
  * from base64 into hex, dumped by orjson (launchtrace.otlp.transcode.reference_line): default-valued fields
@@ -27,6 +28,7 @@
 #include <Python.h>
 
 #include "_jsonfmt.h"
+#include "_jsonkeys.h"
 
 enum { OK = 0, UNSURE = 1, NOMEM = 2 };
 
@@ -118,70 +120,10 @@ static int put_i64(Out *o, int64_t v) {
     return put_u64(o, (uint64_t)v);
 }
 
-/* Length of the valid UTF-8 sequence at s (n > 0 bytes left, s[0] >= 0x80), 0 if invalid (RFC 3629: no
- * overlong forms, no surrogates, nothing above U+10FFFF: what upb and Python's decoder accept). */
-static size_t utf8_seq(const uint8_t *s, size_t n) {
-    uint8_t c = s[0];
-    if (c >= 0xC2 && c <= 0xDF)
-        return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        if (n < 3 || (s[2] & 0xC0) != 0x80)
-            return 0;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-        return (s[1] >= lo && s[1] <= hi) ? 3 : 0;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if (n < 4 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
-            return 0;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-        return (s[1] >= lo && s[1] <= hi) ? 4 : 0;
-    }
-    return 0;
-}
-
-
-/* A protobuf string as a JSON string, escaped as orjson escapes; invalid UTF-8: UNSURE (protobuf rejects it). */
-/* Nonzero when one of the 8 bytes in x needs more than copying: below 0x20, a quote, a backslash, or non-ASCII
- * (the classic "has a zero byte" tests; a false alarm only sends the bytes the careful way). */
-INLINE uint64_t special8(uint64_t x) {
-    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-    return (x | ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
-}
-
-/* Whether the n bytes are all printable ASCII other than quote and backslash: copied as they are. */
-INLINE int plain(const uint8_t *s, size_t n) {
-    uint64_t x;
-    if (n >= 8) {
-        size_t i = 0;
-        for (; i + 8 <= n; i += 8) {
-            memcpy(&x, s + i, 8);
-            if (special8(x))
-                return 0;
-        }
-        if (i < n) { /* the last 8 bytes, overlapping */
-            memcpy(&x, s + n - 8, 8);
-            if (special8(x))
-                return 0;
-        }
-        return 1;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (s[i] < 0x20 || s[i] >= 0x80 || s[i] == '"' || s[i] == '\\')
-            return 0;
-    return 1;
-}
-
+/* A protobuf string as a JSON string, escaped as orjson escapes (_jsonfmt.h); invalid UTF-8: UNSURE (protobuf
+ * rejects it). */
 static int put_str(Out *o, const uint8_t *s, size_t n) {
-    if (plain(s, n)) { /* most keys and values */
+    if (jf_plain(s, n)) { /* most keys and values */
         if (!o->write)
             return OK;
         TRY(grow(o, n + 2));
@@ -192,68 +134,18 @@ static int put_str(Out *o, const uint8_t *s, size_t n) {
         o->len += n + 2;
         return OK;
     }
-    char *w = NULL;
-    if (o->write) {
-        if (n > (SIZE_MAX - 2) / 6)
-            return NOMEM;
-        TRY(grow(o, 6 * n + 2));
-        w = o->buf + o->len;
-        *w++ = '"';
-    }
-    size_t i = 0;
-    while (i < n) {
-        if (n - i >= 8) { /* 8 plain ASCII bytes at once */
-            uint64_t x;
-            memcpy(&x, s + i, 8);
-            if (!special8(x)) {
-                if (w) {
-                    memcpy(w, s + i, 8);
-                    w += 8;
-                }
-                i += 8;
-                continue;
-            }
-        }
-        uint8_t c = s[i];
-        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
-            if (w)
-                *w++ = (char)c;
-            i++;
-        } else if (c < 0x80) {
-            if (w) {
-                *w++ = '\\';
-                switch (c) {
-                case '"': *w++ = '"'; break;
-                case '\\': *w++ = '\\'; break;
-                case '\b': *w++ = 'b'; break;
-                case '\t': *w++ = 't'; break;
-                case '\n': *w++ = 'n'; break;
-                case '\f': *w++ = 'f'; break;
-                case '\r': *w++ = 'r'; break;
-                default:
-                    *w++ = 'u';
-                    *w++ = '0';
-                    *w++ = '0';
-                    *w++ = JF_HEX[c >> 4];
-                    *w++ = JF_HEX[c & 15];
-                }
-            }
-            i++;
-        } else {
-            size_t k = utf8_seq(s + i, n - i);
-            if (k == 0)
-                return UNSURE;
-            if (w) {
-                memcpy(w, s + i, k);
-                w += k;
-            }
-            i += k;
-        }
-    }
-    if (w) {
-        *w++ = '"';
-        o->len = (size_t)(w - o->buf);
-    }
+    if (!o->write)
+        return jf_escape_utf8(NULL, s, n) < 0 ? UNSURE : OK;
+    if (n > (SIZE_MAX - 2) / 6)
+        return NOMEM;
+    TRY(grow(o, 6 * n + 2));
+    char *w = o->buf + o->len;
+    *w++ = '"';
+    ptrdiff_t k = jf_escape_utf8(w, s, n);
+    if (k < 0)
+        return UNSURE;
+    w[k] = '"';
+    o->len += (size_t)k + 2;
     return OK;
 }
 
@@ -491,7 +383,7 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
     if (depth > MAX_DEPTH)
         return UNSURE;
     if (n >= 2 && p[0] == 0x0A && p[1] < 0x80 && (size_t)p[1] + 2 == n) { /* the usual: a short string */
-        TRY(PUTS(o, "{\"stringValue\":"));
+        TRY(PUTS(o, "{\"" JK_STRING_VALUE "\":"));
         TRY(put_str(o, p + 2, p[1]));
         return PUTS(o, "}");
     }
@@ -511,17 +403,17 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
     case 1:
         if (val.wt != 2)
             return UNSURE;
-        TRY(PUTS(o, "{\"stringValue\":"));
+        TRY(PUTS(o, "{\"" JK_STRING_VALUE "\":"));
         TRY(put_str(o, val.p, val.n));
         return PUTS(o, "}");
     case 2:
         if (val.wt != 0 || val.v > 1)
             return UNSURE;
-        return val.v ? PUTS(o, "{\"boolValue\":true}") : PUTS(o, "{\"boolValue\":false}");
+        return val.v ? PUTS(o, "{\"" JK_BOOL_VALUE "\":true}") : PUTS(o, "{\"" JK_BOOL_VALUE "\":false}");
     case 3:
         if (val.wt != 0)
             return UNSURE;
-        TRY(PUTS(o, "{\"intValue\":\""));
+        TRY(PUTS(o, "{\"" JK_INT_VALUE "\":\""));
         TRY(put_i64(o, (int64_t)val.v));
         return PUTS(o, "\"}");
     case 4: {
@@ -529,7 +421,7 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
             return UNSURE;
         double d;
         memcpy(&d, &val.v, sizeof d);
-        TRY(PUTS(o, "{\"doubleValue\":"));
+        TRY(PUTS(o, "{\"" JK_DOUBLE_VALUE "\":"));
         TRY(put_double(o, d));
         return PUTS(o, "}");
     }
@@ -551,9 +443,9 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
                 return UNSURE;
             TRY(rep(&values, &f, at, q));
         }
-        TRY(val.field == 5 ? PUTS(o, "{\"arrayValue\":{") : PUTS(o, "{\"kvlistValue\":{"));
+        TRY(val.field == 5 ? PUTS(o, "{\"" JK_ARRAY_VALUE "\":{") : PUTS(o, "{\"" JK_KVLIST_VALUE "\":{"));
         if (values.count) {
-            TRY(PUTS(o, "\"values\":"));
+            TRY(PUTS(o, "\"" JK_VALUES "\":"));
             TRY(put_rep(o, &values, 1, val.field == 5 ? any_value : key_value, depth + 2));
         }
         return PUTS(o, "}}");
@@ -561,7 +453,7 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
     case 7:
         if (val.wt != 2)
             return UNSURE;
-        TRY(PUTS(o, "{\"bytesValue\":"));
+        TRY(PUTS(o, "{\"" JK_BYTES_VALUE "\":"));
         TRY(put_b64(o, val.p, val.n));
         return PUTS(o, "}");
     case 8: {
@@ -569,7 +461,7 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
         if (val.wt != 0)
             return UNSURE;
         TRY(i32(val.v, &i));
-        TRY(PUTS(o, "{\"stringValueStrindex\":"));
+        TRY(PUTS(o, "{\"" JK_STRING_VALUE_STRINDEX "\":"));
         TRY(put_i64(o, i));
         return PUTS(o, "}");
     }
@@ -586,9 +478,9 @@ static int key_value(Out *o, const uint8_t *p, size_t n, int depth) {
     if (n >= 4 && p[0] == 0x0A && p[1] > 0 && p[1] < 0x80 && (size_t)p[1] + 4 <= n) {
         const uint8_t *v = p + 2 + p[1];
         if (v[0] == 0x12 && v[1] < 0x80 && (size_t)(v + 2 + v[1] - p) == n) {
-            TRY(PUTS(o, "{\"key\":"));
+            TRY(PUTS(o, "{\"" JK_KEY "\":"));
             TRY(put_str(o, p + 2, p[1]));
-            TRY(PUTS(o, ",\"value\":"));
+            TRY(PUTS(o, ",\"" JK_VALUE "\":"));
             TRY(any_value(o, v + 2, v[1], depth + 1));
             return PUTS(o, "}");
         }
@@ -608,18 +500,18 @@ static int key_value(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (k.n) {
-        KEY("key");
+        KEY(JK_KEY);
         TRY(put_str(o, k.p, k.n));
     }
     if (v.set) {
-        KEY("value");
+        KEY(JK_VALUE);
         TRY(any_value(o, v.p, v.n, depth + 1));
     }
     if (strindex.set) {
         int64_t i;
         TRY(i32(strindex.v, &i));
         if (i) {
-            KEY("keyStrindex");
+            KEY(JK_KEY_STRINDEX);
             TRY(put_i64(o, i));
         }
     }
@@ -630,7 +522,7 @@ static int key_value(Out *o, const uint8_t *p, size_t n, int depth) {
 static int put_attributes(Out *o, int *count, const Rep *attrs, uint32_t field, int depth) {
     if (!attrs->count)
         return OK;
-    TRY(key(o, count, "\"attributes\":", sizeof("\"attributes\":") - 1));
+    TRY(key(o, count, "\"" JK_ATTRIBUTES "\":", sizeof("\"" JK_ATTRIBUTES "\":") - 1));
     return put_rep(o, attrs, field, key_value, depth + 1);
 }
 
@@ -669,19 +561,19 @@ static int entity_ref(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (schema.n) {
-        KEY("schemaUrl");
+        KEY(JK_SCHEMA_URL);
         TRY(put_str(o, schema.p, schema.n));
     }
     if (type.n) {
-        KEY("type");
+        KEY(JK_TYPE);
         TRY(put_str(o, type.p, type.n));
     }
     if (ids.count) {
-        KEY("idKeys");
+        KEY(JK_ID_KEYS);
         TRY(put_rep_str(o, &ids, 3));
     }
     if (descs.count) {
-        KEY("descriptionKeys");
+        KEY(JK_DESCRIPTION_KEYS);
         TRY(put_rep_str(o, &descs, 4));
     }
     return PUTS(o, "}");
@@ -708,9 +600,9 @@ static int resource(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     TRY(put_attributes(o, &nf, &attrs, 1, depth));
-    COUNT("droppedAttributesCount", dropped);
+    COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped);
     if (refs.count) {
-        KEY("entityRefs");
+        KEY(JK_ENTITY_REFS);
         TRY(put_rep(o, &refs, 3, entity_ref, depth + 1));
     }
     return PUTS(o, "}");
@@ -738,15 +630,15 @@ static int scope(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (name.n) {
-        KEY("name");
+        KEY(JK_NAME);
         TRY(put_str(o, name.p, name.n));
     }
     if (version.n) {
-        KEY("version");
+        KEY(JK_VERSION);
         TRY(put_str(o, version.p, version.n));
     }
     TRY(put_attributes(o, &nf, &attrs, 3, depth));
-    COUNT("droppedAttributesCount", dropped);
+    COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped);
     return PUTS(o, "}");
 }
 
@@ -772,17 +664,17 @@ static int span_event(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (time.v) {
-        KEY("timeUnixNano");
+        KEY(JK_TIME_UNIX_NANO);
         TRY(PUTS(o, "\""));
         TRY(put_u64(o, time.v));
         TRY(PUTS(o, "\""));
     }
     if (name.n) {
-        KEY("name");
+        KEY(JK_NAME);
         TRY(put_str(o, name.p, name.n));
     }
     TRY(put_attributes(o, &nf, &attrs, 3, depth));
-    COUNT("droppedAttributesCount", dropped);
+    COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped);
     return PUTS(o, "}");
 }
 
@@ -810,21 +702,21 @@ static int span_link(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (trace.n) {
-        KEY("traceId");
+        KEY(JK_TRACE_ID);
         TRY(put_hex(o, trace.p, trace.n));
     }
     if (span.n) {
-        KEY("spanId");
+        KEY(JK_SPAN_ID);
         TRY(put_hex(o, span.p, span.n));
     }
     if (state.n) {
-        KEY("traceState");
+        KEY(JK_TRACE_STATE);
         TRY(put_str(o, state.p, state.n));
     }
     TRY(put_attributes(o, &nf, &attrs, 4, depth));
-    COUNT("droppedAttributesCount", dropped);
+    COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped);
     if (flags.v) {
-        KEY("flags");
+        KEY(JK_FLAGS);
         TRY(put_u64(o, flags.v));
     }
     return PUTS(o, "}");
@@ -848,14 +740,14 @@ static int span_status(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (message.n) {
-        KEY("message");
+        KEY(JK_MESSAGE);
         TRY(put_str(o, message.p, message.n));
     }
     if (code.set) {
         int64_t c;
         TRY(i32(code.v, &c));
         if (c) {
-            KEY("code");
+            KEY(JK_CODE);
             TRY(put_i64(o, c));
         }
     }
@@ -897,63 +789,63 @@ static int span(Out *o, const uint8_t *p, size_t n, int depth) {
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (trace.n) {
-        KEY("traceId");
+        KEY(JK_TRACE_ID);
         TRY(put_hex(o, trace.p, trace.n));
     }
     if (span_id.n) {
-        KEY("spanId");
+        KEY(JK_SPAN_ID);
         TRY(put_hex(o, span_id.p, span_id.n));
     }
     if (state.n) {
-        KEY("traceState");
+        KEY(JK_TRACE_STATE);
         TRY(put_str(o, state.p, state.n));
     }
     if (parent.n) {
-        KEY("parentSpanId");
+        KEY(JK_PARENT_SPAN_ID);
         TRY(put_hex(o, parent.p, parent.n));
     }
     if (flags.v) {
-        KEY("flags");
+        KEY(JK_FLAGS);
         TRY(put_u64(o, flags.v));
     }
     if (name.n) {
-        KEY("name");
+        KEY(JK_NAME);
         TRY(put_str(o, name.p, name.n));
     }
     if (kind.set) {
         int64_t k;
         TRY(i32(kind.v, &k));
         if (k) {
-            KEY("kind");
+            KEY(JK_KIND);
             TRY(put_i64(o, k));
         }
     }
     if (start.v) {
-        KEY("startTimeUnixNano");
+        KEY(JK_START_TIME_UNIX_NANO);
         TRY(PUTS(o, "\""));
         TRY(put_u64(o, start.v));
         TRY(PUTS(o, "\""));
     }
     if (stop.v) {
-        KEY("endTimeUnixNano");
+        KEY(JK_END_TIME_UNIX_NANO);
         TRY(PUTS(o, "\""));
         TRY(put_u64(o, stop.v));
         TRY(PUTS(o, "\""));
     }
     TRY(put_attributes(o, &nf, &attrs, 9, depth));
-    COUNT("droppedAttributesCount", dropped_attrs);
+    COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped_attrs);
     if (events.count) {
-        KEY("events");
+        KEY(JK_EVENTS);
         TRY(put_rep(o, &events, 11, span_event, depth + 1));
     }
-    COUNT("droppedEventsCount", dropped_events);
+    COUNT(JK_DROPPED_EVENTS_COUNT, dropped_events);
     if (links.count) {
-        KEY("links");
+        KEY(JK_LINKS);
         TRY(put_rep(o, &links, 13, span_link, depth + 1));
     }
-    COUNT("droppedLinksCount", dropped_links);
+    COUNT(JK_DROPPED_LINKS_COUNT, dropped_links);
     if (st.set) {
-        KEY("status");
+        KEY(JK_STATUS);
         TRY(span_status(o, st.p, st.n, depth + 1));
     }
     o->spans++;
@@ -985,22 +877,22 @@ static int group(Out *o, const uint8_t *p, size_t n, int depth, int is_resource)
     TRY(PUTS(o, "{"));
     if (head.set) {
         if (is_resource) {
-            KEY("resource");
+            KEY(JK_RESOURCE);
             TRY(resource(o, head.p, head.n, depth + 1));
         } else {
-            KEY("scope");
+            KEY(JK_SCOPE);
             TRY(scope(o, head.p, head.n, depth + 1));
         }
     }
     if (items.count) {
         if (is_resource)
-            KEY("scopeSpans");
+            KEY(JK_SCOPE_SPANS);
         else
-            KEY("spans");
+            KEY(JK_SPANS);
         TRY(put_rep(o, &items, 2, is_resource ? scope_spans : span, depth + 1));
     }
     if (schema.n) {
-        KEY("schemaUrl");
+        KEY(JK_SCHEMA_URL);
         TRY(put_str(o, schema.p, schema.n));
     }
     return PUTS(o, "}");
@@ -1022,7 +914,7 @@ static int request(Out *o, const uint8_t *p, size_t n) {
             return UNSURE;
         TRY(rep(&items, &f, at, p));
     }
-    TRY(PUTS(o, "{\"resourceSpans\":"));
+    TRY(PUTS(o, "{\"" JK_RESOURCE_SPANS "\":"));
     if (items.count)
         TRY(put_rep(o, &items, 1, resource_spans, 2));
     else

@@ -8,8 +8,8 @@ integers as strings, NaN as ``"NaN"``, base64 bytes) are the codec's own; ``test
 checks over random spans that each line loads to exactly what ``encode_line`` produces. A batch that
 ``orjson`` cannot write (lone surrogates) falls back to ``encode_line``, which replaces them.
 
-Where it is built, the compiled ``launchtrace.otlp._jsonenc`` does this work (about 0.5 us per launch span
-in 512-span batches instead of 7.5-9: the export worker shares the GIL with the launching thread). This
+Where it is built, the compiled ``launchtrace.otlp._jsonenc`` does this work, several times faster (figures in
+``docs/export.md``, "Speed"): the export worker shares the GIL with the launching thread. This
 Python code stays the definition: the compiled encoder writes the same bytes (``tests/test_jsonenc_native.py``)
 and hands back any batch it does not handle (``Unsupported``: odd field types, deep nesting), which is then
 encoded here.
@@ -31,6 +31,7 @@ import orjson
 from launchtrace import native
 from launchtrace.otlp.attrcache import AttributeBlocks, FieldCache
 from launchtrace.otlp.json_codec import _enc_event, _enc_link, _enc_status, encode_any_value, encode_line, group_spans
+from launchtrace.otlp.jsonkeys import KEY, NAME, VALUE, VERSION, keyed
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
 
 __all__ = ["JsonLinesEncoder"]
@@ -40,8 +41,33 @@ _dumps = orjson.dumps
 
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_COMMON_SPAN = b'{"traceId":"%b","spanId":"%b"%b%b%b,"startTimeUnixNano":"%d","endTimeUnixNano":"%d"%b}'
-_KINDS = (b"", *(b',"kind":%d' % k for k in range(1, 6)))  # kind 0 (unspecified) is left out
+# the JSON fragments of a span, their keys from the field table (jsonkeys), built once
+_COMMON_SPAN = keyed(
+    '{"<TRACE_ID>":"%b","<SPAN_ID>":"%b"%b%b%b,"<START_TIME_UNIX_NANO>":"%d","<END_TIME_UNIX_NANO>":"%d"%b}'
+)
+_IDS = keyed('{"<TRACE_ID>":"%b","<SPAN_ID>":"%b"')
+_TRACE_STATE = keyed(',"<TRACE_STATE>":')
+_PARENT = keyed(',"<PARENT_SPAN_ID>":"%b"')
+_FLAGS = keyed(',"<FLAGS>":%d')
+_NAME = keyed(',"<NAME>":')
+_KIND = keyed(',"<KIND>":%d')
+_KINDS = (b"", *(_KIND % k for k in range(1, 6)))  # kind 0 (unspecified) is left out
+_TIMES = keyed(',"<START_TIME_UNIX_NANO>":"%d","<END_TIME_UNIX_NANO>":"%d"')
+_ATTRIBUTES = keyed(',"<ATTRIBUTES>":')
+_ATTRIBUTES_OPEN = keyed(',"<ATTRIBUTES>":[')
+_DROPPED_ATTRIBUTES = keyed(',"<DROPPED_ATTRIBUTES_COUNT>":%d')
+_EVENTS = keyed(',"<EVENTS>":')
+_DROPPED_EVENTS = keyed(',"<DROPPED_EVENTS_COUNT>":%d')
+_LINKS = keyed(',"<LINKS>":')
+_DROPPED_LINKS = keyed(',"<DROPPED_LINKS_COUNT>":%d')
+_STATUS = keyed(',"<STATUS>":')
+_INT_VALUE_OPEN = keyed(',"<VALUE>":{"<INT_VALUE>":"')
+_LINE_OPEN = keyed('{"<RESOURCE_SPANS>":[')
+_RESOURCE_ATTRIBUTES = keyed('{"<ATTRIBUTES>":')
+_RESOURCE_OPEN = keyed('%s{"<RESOURCE>":%s,"<SCOPE_SPANS>":[')
+_SCOPE_ATTRIBUTES = keyed('"<ATTRIBUTES>":')
+_SCOPE_OPEN = keyed('%s{"<SCOPE>":%s,"<SPANS>":[')
+_SCHEMA_URL = keyed(',"<SCHEMA_URL>":')
 _key_prefixes: dict[str, bytes] = {}
 
 
@@ -53,9 +79,9 @@ def _attr_json(key: Any, value: Any) -> bytes:
         if prefix is None:
             if len(_key_prefixes) > _CACHE_LIMIT:
                 _key_prefixes.clear()
-            prefix = _key_prefixes[key] = _dumps({"key": key})[:-1] + b',"value":{"intValue":"'
+            prefix = _key_prefixes[key] = _dumps({KEY: key})[:-1] + _INT_VALUE_OPEN
         return b'%b%d"}}' % (prefix, value)
-    return _dumps({"key": key if type(key) is str else str(key), "value": encode_any_value(value)})
+    return _dumps({KEY: key if type(key) is str else str(key), VALUE: encode_any_value(value)})
 
 
 def _attrs_json(attributes: tuple) -> bytes:
@@ -95,7 +121,7 @@ class JsonLinesEncoder:
     def _name(self, name: str) -> bytes:
         if len(self._names) > _CACHE_LIMIT:
             self._names.clear()
-        encoded = self._names[name] = b',"name":' + _dumps(name)
+        encoded = self._names[name] = _NAME + _dumps(name)
         return encoded
 
     def _attributes(self, attributes: tuple) -> bytes:
@@ -120,39 +146,39 @@ class JsonLinesEncoder:
             return _COMMON_SPAN % (
                 _hex(s.trace_id),
                 _hex(s.span_id),
-                b',"parentSpanId":"%b"' % _hex(parent) if parent else b"",
+                _PARENT % _hex(parent) if parent else b"",
                 name,
-                _KINDS[s.kind] if 0 <= s.kind < len(_KINDS) else b',"kind":%d' % s.kind,
+                _KINDS[s.kind] if 0 <= s.kind < len(_KINDS) else _KIND % s.kind,
                 s.start_ns,
                 s.end_ns,
-                b',"attributes":[' + self._blocks.block(s.attributes) + b"]" if s.attributes else b"",
+                _ATTRIBUTES_OPEN + self._blocks.block(s.attributes) + b"]" if s.attributes else b"",
             )
-        out = b'{"traceId":"%b","spanId":"%b"' % (_hex(s.trace_id), _hex(s.span_id))
+        out = _IDS % (_hex(s.trace_id), _hex(s.span_id))
         if s.trace_state:
-            out += b',"traceState":' + _dumps(s.trace_state)
+            out += _TRACE_STATE + _dumps(s.trace_state)
         if s.parent_span_id:
-            out += b',"parentSpanId":"%b"' % _hex(s.parent_span_id)
+            out += _PARENT % _hex(s.parent_span_id)
         if s.flags:
-            out += b',"flags":%d' % s.flags
+            out += _FLAGS % s.flags
         name = self._names.get(s.name)
         out += name if name is not None else self._name(s.name)
         if s.kind:
-            out += b',"kind":%d' % s.kind
-        out += b',"startTimeUnixNano":"%d","endTimeUnixNano":"%d"' % (s.start_ns, s.end_ns)
+            out += _KIND % s.kind
+        out += _TIMES % (s.start_ns, s.end_ns)
         if s.attributes:
-            out += b',"attributes":' + self._attributes(s.attributes)
+            out += _ATTRIBUTES + self._attributes(s.attributes)
         if s.dropped_attributes_count:
-            out += b',"droppedAttributesCount":%d' % s.dropped_attributes_count
+            out += _DROPPED_ATTRIBUTES % s.dropped_attributes_count
         if s.events:
-            out += b',"events":' + _dumps([_enc_event(e) for e in s.events])
+            out += _EVENTS + _dumps([_enc_event(e) for e in s.events])
         if s.dropped_events_count:
-            out += b',"droppedEventsCount":%d' % s.dropped_events_count
+            out += _DROPPED_EVENTS % s.dropped_events_count
         if s.links:
-            out += b',"links":' + _dumps([_enc_link(k) for k in s.links])
+            out += _LINKS + _dumps([_enc_link(k) for k in s.links])
         if s.dropped_links_count:
-            out += b',"droppedLinksCount":%d' % s.dropped_links_count
+            out += _DROPPED_LINKS % s.dropped_links_count
         if s.status_code or s.status_message:
-            out += b',"status":' + _dumps(_enc_status(s))
+            out += _STATUS + _dumps(_enc_status(s))
         return out + b"}"
 
     def encode(self, spans: Sequence[SpanData]) -> bytes:
@@ -168,29 +194,29 @@ class JsonLinesEncoder:
             return (encode_line(spans) + "\n").encode("utf-8")
 
     def _encode(self, spans: Sequence[SpanData]) -> bytes:
-        out = [b'{"resourceSpans":[']  # pieces joined once: a batch's line can be megabytes
+        out = [_LINE_OPEN]  # pieces joined once: a batch's line can be megabytes
         for r, (first, scopes) in enumerate(group_spans(spans, self._span)):
-            resource = b'{"attributes":' + _attrs_json(first.resource) + b"}" if first.resource else b"{}"
-            out.append(b'%s{"resource":%s,"scopeSpans":[' % (b"," if r else b"", resource))
+            resource = _RESOURCE_ATTRIBUTES + _attrs_json(first.resource) + b"}" if first.resource else b"{}"
+            out.append(_RESOURCE_OPEN % (b"," if r else b"", resource))
             for k, (sfirst, span_parts) in enumerate(scopes):
                 scope: dict[str, Any] = {}
                 if sfirst.scope_name:
-                    scope["name"] = sfirst.scope_name
+                    scope[NAME] = sfirst.scope_name
                 if sfirst.scope_version:
-                    scope["version"] = sfirst.scope_version
+                    scope[VERSION] = sfirst.scope_version
                 body = _dumps(scope)
                 if sfirst.scope_attributes:
-                    body = body[:-1] + (b"," if scope else b"") + b'"attributes":'
+                    body = body[:-1] + (b"," if scope else b"") + _SCOPE_ATTRIBUTES
                     body += _attrs_json(sfirst.scope_attributes) + b"}"
-                out.append(b'%s{"scope":%s,"spans":[' % (b"," if k else b"", body))
+                out.append(_SCOPE_OPEN % (b"," if k else b"", body))
                 out.append(b",".join(span_parts))
                 out.append(b"]")
                 if sfirst.schema_url:
-                    out.append(b',"schemaUrl":' + _dumps(sfirst.schema_url))
+                    out.append(_SCHEMA_URL + _dumps(sfirst.schema_url))
                 out.append(b"}")
             out.append(b"]")
             if first.resource_schema_url:
-                out.append(b',"schemaUrl":' + _dumps(first.resource_schema_url))
+                out.append(_SCHEMA_URL + _dumps(first.resource_schema_url))
             out.append(b"}")
         out.append(b"]}\n")
         return b"".join(out)

@@ -1,7 +1,8 @@
 """Hand-written OTLP protobuf encoding of :class:`~launchtrace.spans.SpanData`, for speed.
 
-Building ``opentelemetry.proto`` messages costs about 10 µs per span in Python (the SDK's own encoder
-about 100 µs); the exporter has to keep up with kernel launches that take 10 µs. This module writes the
+Building ``opentelemetry.proto`` messages in Python costs about as much per span as a kernel launch (the
+SDK's own encoder several times more), and the exporter has to keep up with the launches. This module writes
+the
 protobuf wire format directly and caches what repeats from span to span: the encoded ``KeyValue`` of each
 (key, value) pair, whole attribute blocks (by the identity of the attributes tuple), span names, and the
 encoded ``Resource`` and ``InstrumentationScope``. The output is the bytes of an
@@ -19,8 +20,9 @@ an ``int`` outside the signed 64-bit range and any other type (``None``, objects
 instrumentation scope) in order of first appearance, spans keeping their order.
 
 Compiled: ``launchtrace.otlp._protoenc`` (where built, and unless ``LAUNCHTRACE_PURE_PYTHON=1``) writes the
-same bytes in C, about ten times faster; :class:`ProtoEncoder` uses it when it is there, and this Python code
-stays the definition and the fallback. ``tests/test_protoenc_native.py`` checks the two give identical bytes.
+same bytes in C, many times faster (``docs/export.md``, "Encoders"); :class:`ProtoEncoder` uses it when it is
+there, and this Python code stays the definition and the fallback. ``tests/test_protoenc_native.py`` checks the two give
+identical bytes.
 
 Example::
 

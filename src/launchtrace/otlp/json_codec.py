@@ -35,6 +35,44 @@ import orjson
 from launchtrace.errors import BadSpan
 from launchtrace.fastinit import slot_constructor
 from launchtrace.otlp.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, IdError, decode_id
+from launchtrace.otlp.jsonkeys import (
+    ARRAY_VALUE,
+    ATTRIBUTES,
+    BOOL_VALUE,
+    BYTES_VALUE,
+    CODE,
+    DOUBLE_VALUE,
+    DROPPED_ATTRIBUTES_COUNT,
+    DROPPED_EVENTS_COUNT,
+    DROPPED_LINKS_COUNT,
+    END_TIME_UNIX_NANO,
+    EVENTS,
+    FLAGS,
+    INT_VALUE,
+    KEY,
+    KIND,
+    KVLIST_VALUE,
+    LINKS,
+    MESSAGE,
+    NAME,
+    PARENT_SPAN_ID,
+    RESOURCE,
+    RESOURCE_SPANS,
+    SCHEMA_URL,
+    SCOPE,
+    SCOPE_SPANS,
+    SPAN_ID,
+    SPANS,
+    START_TIME_UNIX_NANO,
+    STATUS,
+    STRING_VALUE,
+    TIME_UNIX_NANO,
+    TRACE_ID,
+    TRACE_STATE,
+    VALUE,
+    VALUES,
+    VERSION,
+)
 from launchtrace.otlp.problems import Problem
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
 
@@ -68,20 +106,20 @@ def _b64(raw: bytes) -> str:
 
 def _enc_float(v: float) -> dict:
     if math.isfinite(v):
-        return {"doubleValue": v}
-    return {"doubleValue": "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")}
+        return {DOUBLE_VALUE: v}
+    return {DOUBLE_VALUE: "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")}
 
 
 _ENCODE_VALUE: dict[type, Callable[[Any], dict]] = {
-    str: lambda v: {"stringValue": v},
-    bool: lambda v: {"boolValue": v},
-    int: lambda v: {"intValue": str(v)} if _INT64_MIN <= v <= _INT64_MAX else {"stringValue": str(v)},
+    str: lambda v: {STRING_VALUE: v},
+    bool: lambda v: {BOOL_VALUE: v},
+    int: lambda v: {INT_VALUE: str(v)} if _INT64_MIN <= v <= _INT64_MAX else {STRING_VALUE: str(v)},
     float: _enc_float,
-    bytes: lambda v: {"bytesValue": _b64(v)},
-    bytearray: lambda v: {"bytesValue": _b64(bytes(v))},
-    tuple: lambda v: {"arrayValue": {"values": [encode_any_value(x) for x in v]}},
-    list: lambda v: {"arrayValue": {"values": [encode_any_value(x) for x in v]}},
-    dict: lambda v: {"kvlistValue": {"values": _enc_attrs(v.items())}},
+    bytes: lambda v: {BYTES_VALUE: _b64(v)},
+    bytearray: lambda v: {BYTES_VALUE: _b64(bytes(v))},
+    tuple: lambda v: {ARRAY_VALUE: {VALUES: [encode_any_value(x) for x in v]}},
+    list: lambda v: {ARRAY_VALUE: {VALUES: [encode_any_value(x) for x in v]}},
+    dict: lambda v: {KVLIST_VALUE: {VALUES: _enc_attrs(v.items())}},
     type(None): lambda v: {},
 }
 
@@ -92,14 +130,14 @@ def encode_any_value(value: Any) -> dict:
     if enc is not None:
         return enc(value)
     if isinstance(value, bool):
-        return {"boolValue": bool(value)}
+        return {BOOL_VALUE: bool(value)}
     if isinstance(value, numbers.Integral):
         return _ENCODE_VALUE[int](int(value))
     if isinstance(value, numbers.Real):
         return _enc_float(float(value))
     if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):  # not Integral
-        return {"boolValue": bool(value)}
-    return {"stringValue": str(value)}
+        return {BOOL_VALUE: bool(value)}
+    return {STRING_VALUE: str(value)}
 
 
 def _enc_attrs(items: Iterable[tuple[Any, Any]]) -> list[dict]:
@@ -107,68 +145,66 @@ def _enc_attrs(items: Iterable[tuple[Any, Any]]) -> list[dict]:
     out = []
     for k, v in items:
         f = enc.get(type(v))
-        out.append({"key": k if type(k) is str else str(k), "value": f(v) if f else encode_any_value(v)})
+        out.append({KEY: k if type(k) is str else str(k), VALUE: f(v) if f else encode_any_value(v)})
     return out
 
 
-def _enc_event(e: SpanEvent) -> dict:
-    d: dict[str, Any] = {"timeUnixNano": str(e.time_ns), "name": e.name}
-    if e.attributes:
-        d["attributes"] = _enc_attrs(e.attributes)
-    if e.dropped_attributes_count:
-        d["droppedAttributesCount"] = e.dropped_attributes_count
+def _add_attributes(d: dict[str, Any], attributes: tuple, dropped: int) -> dict[str, Any]:
+    """``d`` with the attributes and their dropped count of a span, event or link (each only when set)."""
+    if attributes:
+        d[ATTRIBUTES] = _enc_attrs(attributes)
+    if dropped:
+        d[DROPPED_ATTRIBUTES_COUNT] = dropped
     return d
 
 
+def _enc_event(e: SpanEvent) -> dict:
+    return _add_attributes({TIME_UNIX_NANO: str(e.time_ns), NAME: e.name}, e.attributes, e.dropped_attributes_count)
+
+
 def _enc_link(k: SpanLink) -> dict:
-    d: dict[str, Any] = {"traceId": k.trace_id.hex(), "spanId": k.span_id.hex()}
+    d: dict[str, Any] = {TRACE_ID: k.trace_id.hex(), SPAN_ID: k.span_id.hex()}
     if k.trace_state:
-        d["traceState"] = k.trace_state
-    if k.attributes:
-        d["attributes"] = _enc_attrs(k.attributes)
-    if k.dropped_attributes_count:
-        d["droppedAttributesCount"] = k.dropped_attributes_count
+        d[TRACE_STATE] = k.trace_state
+    _add_attributes(d, k.attributes, k.dropped_attributes_count)
     if k.flags:
-        d["flags"] = k.flags
+        d[FLAGS] = k.flags
     return d
 
 
 def _enc_span(s: SpanData) -> dict:
-    d: dict[str, Any] = {"traceId": s.trace_id.hex(), "spanId": s.span_id.hex()}
+    d: dict[str, Any] = {TRACE_ID: s.trace_id.hex(), SPAN_ID: s.span_id.hex()}
     if s.trace_state:
-        d["traceState"] = s.trace_state
+        d[TRACE_STATE] = s.trace_state
     if s.parent_span_id:
-        d["parentSpanId"] = s.parent_span_id.hex()
+        d[PARENT_SPAN_ID] = s.parent_span_id.hex()
     if s.flags:
-        d["flags"] = s.flags
-    d["name"] = s.name
+        d[FLAGS] = s.flags
+    d[NAME] = s.name
     if s.kind:
-        d["kind"] = s.kind
-    d["startTimeUnixNano"] = str(s.start_ns)
-    d["endTimeUnixNano"] = str(s.end_ns)
-    if s.attributes:
-        d["attributes"] = _enc_attrs(s.attributes)
-    if s.dropped_attributes_count:
-        d["droppedAttributesCount"] = s.dropped_attributes_count
+        d[KIND] = s.kind
+    d[START_TIME_UNIX_NANO] = str(s.start_ns)
+    d[END_TIME_UNIX_NANO] = str(s.end_ns)
+    _add_attributes(d, s.attributes, s.dropped_attributes_count)
     if s.events:
-        d["events"] = [_enc_event(e) for e in s.events]
+        d[EVENTS] = [_enc_event(e) for e in s.events]
     if s.dropped_events_count:
-        d["droppedEventsCount"] = s.dropped_events_count
+        d[DROPPED_EVENTS_COUNT] = s.dropped_events_count
     if s.links:
-        d["links"] = [_enc_link(k) for k in s.links]
+        d[LINKS] = [_enc_link(k) for k in s.links]
     if s.dropped_links_count:
-        d["droppedLinksCount"] = s.dropped_links_count
+        d[DROPPED_LINKS_COUNT] = s.dropped_links_count
     if s.status_code or s.status_message:
-        d["status"] = _enc_status(s)
+        d[STATUS] = _enc_status(s)
     return d
 
 
 def _enc_status(s: SpanData) -> dict:
     status: dict[str, Any] = {}
     if s.status_message:
-        status["message"] = s.status_message
+        status[MESSAGE] = s.status_message
     if s.status_code:
-        status["code"] = s.status_code
+        status[CODE] = s.status_code
     return status
 
 
@@ -225,7 +261,7 @@ def group_spans(spans: Iterable[SpanData], encode: Callable[[SpanData], Any]) ->
         sid = (s.scope_name, s.scope_version, id(s.scope_attributes), s.schema_url)
         span_list = scopes.get(sid)
         if span_list is None:
-            vkey = _value_key("value", s.scope_name, s.scope_version, s.scope_attributes, s.schema_url)
+            vkey = _value_key("by value", s.scope_name, s.scope_version, s.scope_attributes, s.schema_url)
             span_list = scopes.get(vkey) if vkey is not None else None
             if span_list is None:
                 span_list = []
@@ -242,24 +278,24 @@ def encode_traces_data(spans: Iterable[SpanData]) -> dict:
     """One OTLP/JSON ``TracesData`` dict holding ``spans``, grouped by :func:`group_spans`."""
     resource_spans: list[dict] = []
     for first, scopes in group_spans(spans, _enc_span):
-        rdict: dict[str, Any] = {"resource": {"attributes": _enc_attrs(first.resource)} if first.resource else {}}
-        rdict["scopeSpans"] = []
+        rdict: dict[str, Any] = {RESOURCE: {ATTRIBUTES: _enc_attrs(first.resource)} if first.resource else {}}
+        rdict[SCOPE_SPANS] = []
         if first.resource_schema_url:
-            rdict["schemaUrl"] = first.resource_schema_url
+            rdict[SCHEMA_URL] = first.resource_schema_url
         for sfirst, encoded in scopes:
             scope: dict[str, Any] = {}
             if sfirst.scope_name:
-                scope["name"] = sfirst.scope_name
+                scope[NAME] = sfirst.scope_name
             if sfirst.scope_version:
-                scope["version"] = sfirst.scope_version
+                scope[VERSION] = sfirst.scope_version
             if sfirst.scope_attributes:
-                scope["attributes"] = _enc_attrs(sfirst.scope_attributes)
-            sdict: dict[str, Any] = {"scope": scope, "spans": encoded}
+                scope[ATTRIBUTES] = _enc_attrs(sfirst.scope_attributes)
+            sdict: dict[str, Any] = {SCOPE: scope, SPANS: encoded}
             if sfirst.schema_url:
-                sdict["schemaUrl"] = sfirst.schema_url
-            rdict["scopeSpans"].append(sdict)
+                sdict[SCHEMA_URL] = sfirst.schema_url
+            rdict[SCOPE_SPANS].append(sdict)
         resource_spans.append(rdict)
-    return {"resourceSpans": resource_spans}
+    return {RESOURCE_SPANS: resource_spans}
 
 
 def _scrub(obj: Any) -> Any:
@@ -372,23 +408,23 @@ def _dec_bytes(v: Any) -> bytes:
 
 
 def _dec_array(v: Any) -> tuple:
-    values = _dict(v, "arrayValue").get("values", ())
+    values = _dict(v, ARRAY_VALUE).get(VALUES, ())
     return tuple(_dec_value(x) for x in _list(values, "arrayValue.values"))
 
 
 def _dec_kvlist(v: Any) -> dict:
-    values = _dict(v, "kvlistValue").get("values", ())
+    values = _dict(v, KVLIST_VALUE).get(VALUES, ())
     return dict(_dec_attrs(_list(values, "kvlistValue.values")))
 
 
 _DECODE_VALUE: dict[str, Callable[[Any], Any]] = {
-    "stringValue": lambda v: _str(v, "stringValue"),
-    "boolValue": _dec_bool,
-    "intValue": lambda v: _int(v, "intValue"),
-    "doubleValue": _dec_double,
-    "bytesValue": _dec_bytes,
-    "arrayValue": _dec_array,
-    "kvlistValue": _dec_kvlist,
+    STRING_VALUE: lambda v: _str(v, STRING_VALUE),
+    BOOL_VALUE: _dec_bool,
+    INT_VALUE: lambda v: _int(v, INT_VALUE),
+    DOUBLE_VALUE: _dec_double,
+    BYTES_VALUE: _dec_bytes,
+    ARRAY_VALUE: _dec_array,
+    KVLIST_VALUE: _dec_kvlist,
 }
 
 
@@ -396,7 +432,7 @@ def _dec_value(v: Any) -> Any:
     if type(v) is not dict:
         raise BadSpan(f"attribute value must be an object, got {type(v).__name__} {v!r}")
     for key, x in v.items():
-        if key == "stringValue" and type(x) is str:  # the common case, without a call
+        if key == STRING_VALUE and type(x) is str:  # the common case, without a call
             return x
         dec = _DECODE_VALUE.get(key)
         if dec is not None:
@@ -409,9 +445,9 @@ def _scalar(v: Any) -> Any:
     if type(v) is dict and len(v) == 1:
         ((vk, x),) = v.items()
         if type(x) is str:
-            if vk == "stringValue":
+            if vk == STRING_VALUE:
                 return x
-            if vk == "intValue" and x.isdecimal():
+            if vk == INT_VALUE and x.isdecimal():
                 return int(x)
     return _dec_value(v)
 
@@ -419,10 +455,10 @@ def _scalar(v: Any) -> Any:
 def _dec_attr(kv: Any) -> tuple[str, Any]:
     if type(kv) is not dict:
         raise BadSpan(f"attribute must be an object with key and value, got {kv!r}")
-    key = kv.get("key")
+    key = kv.get(KEY)
     if type(key) is not str:
         raise BadSpan(f"attribute key must be a string, got {key!r}")
-    return key, _dec_value(kv.get("value"))
+    return key, _dec_value(kv.get(VALUE))
 
 
 def _dec_attrs(attrs: Any) -> tuple:
@@ -438,19 +474,19 @@ def _dec_attrs(attrs: Any) -> tuple:
     append = out.append
     for kv in attrs:
         try:  # the common shape, {"key": k, "value": {"<kind>Value": x}}, without checking each step first
-            v = kv["value"]
-            key = kv["key"]
+            v = kv[VALUE]
+            key = kv[KEY]
         except (TypeError, KeyError):
             append(_dec_attr(kv))  # raises the precise error, or reads an empty value
             continue
         if type(v) is dict and len(v) == 1 and type(key) is str:
-            x = v.get("stringValue")
+            x = v.get(STRING_VALUE)
             if x is not None:
                 if type(x) is str:
                     append((key, x))
                     continue
             else:
-                x = v.get("intValue")
+                x = v.get(INT_VALUE)
                 if x is not None:
                     if type(x) is str:
                         try:  # what _int reads, so a failure goes the slow way to its precise error
@@ -459,20 +495,20 @@ def _dec_attrs(attrs: Any) -> tuple:
                         except ValueError:
                             pass
                 else:
-                    x = v.get("arrayValue")
+                    x = v.get(ARRAY_VALUE)
                     if x is not None:
-                        values = x.get("values", ()) if type(x) is dict else None
+                        values = x.get(VALUES, ()) if type(x) is dict else None
                         if type(values) is list:  # the elements as _scalar reads them, without a call each
                             items = []
                             for e in values:
                                 if type(e) is dict and len(e) == 1:
-                                    ex = e.get("stringValue")
+                                    ex = e.get(STRING_VALUE)
                                     if ex is not None:
                                         if type(ex) is str:
                                             items.append(ex)
                                             continue
                                     else:
-                                        ex = e.get("intValue")
+                                        ex = e.get(INT_VALUE)
                                         if type(ex) is str and ex.isdecimal():
                                             items.append(int(ex))
                                             continue
@@ -480,11 +516,11 @@ def _dec_attrs(attrs: Any) -> tuple:
                             append((key, tuple(items)))
                             continue
                     else:
-                        x = v.get("boolValue")
+                        x = v.get(BOOL_VALUE)
                         if type(x) is bool:
                             append((key, x))
                             continue
-                        x = v.get("doubleValue")
+                        x = v.get(DOUBLE_VALUE)
                         if type(x) is float:
                             append((key, x))
                             continue
@@ -495,22 +531,22 @@ def _dec_attrs(attrs: Any) -> tuple:
 def _dec_event(e: Any) -> SpanEvent:
     e = _dict(e, "event")
     return SpanEvent(
-        _str(e.get("name", ""), "event name"),
-        _int(e.get("timeUnixNano", 0), "event timeUnixNano"),
-        _dec_attrs(e["attributes"]) if "attributes" in e else (),
-        _int(e.get("droppedAttributesCount", 0), "event droppedAttributesCount"),
+        _str(e.get(NAME, ""), "event name"),
+        _int(e.get(TIME_UNIX_NANO, 0), "event timeUnixNano"),
+        _dec_attrs(e[ATTRIBUTES]) if ATTRIBUTES in e else (),
+        _int(e.get(DROPPED_ATTRIBUTES_COUNT, 0), "event droppedAttributesCount"),
     )
 
 
 def _dec_link(k: Any, id_encoding: str) -> SpanLink:
     k = _dict(k, "link")
     return SpanLink(
-        decode_id(k.get("traceId", ""), TRACE_ID_BYTES, id_encoding),
-        decode_id(k.get("spanId", ""), SPAN_ID_BYTES, id_encoding),
-        _dec_attrs(k["attributes"]) if "attributes" in k else (),
-        _str(k.get("traceState", ""), "link traceState"),
-        _int(k.get("flags", 0), "link flags"),
-        _int(k.get("droppedAttributesCount", 0), "link droppedAttributesCount"),
+        decode_id(k.get(TRACE_ID, ""), TRACE_ID_BYTES, id_encoding),
+        decode_id(k.get(SPAN_ID, ""), SPAN_ID_BYTES, id_encoding),
+        _dec_attrs(k[ATTRIBUTES]) if ATTRIBUTES in k else (),
+        _str(k.get(TRACE_STATE, ""), "link traceState"),
+        _int(k.get(FLAGS, 0), "link flags"),
+        _int(k.get(DROPPED_ATTRIBUTES_COUNT, 0), "link droppedAttributesCount"),
     )
 
 
@@ -521,7 +557,7 @@ class _Context:
     """Resource and scope fields shared by the spans of one ``scopeSpans`` entry."""
 
     __slots__ = (
-        "resource",
+        RESOURCE,
         "resource_schema_url",
         "schema_url",
         "scope_attributes",
@@ -543,13 +579,13 @@ def _dec_span(d: Any, ctx: _Context, id_encoding: str, link_problems: list[str],
         raise BadSpan(f"span must be an object, got {type(d).__name__}")
     # ids: spans of one line share their trace id (and children their parent's id), so each id text is
     # decoded once per line; only ids that decode_id accepts are remembered
-    text = d.get("traceId", "")
+    text = d.get(TRACE_ID, "")
     trace_id = id_cache.get(text) if type(text) is str else None
     if trace_id is None or len(trace_id) != TRACE_ID_BYTES:
         trace_id = decode_id(text, TRACE_ID_BYTES, id_encoding)
         id_cache[text] = trace_id
-    span_id = decode_id(d.get("spanId", ""), SPAN_ID_BYTES, id_encoding)
-    parent = d.get("parentSpanId")
+    span_id = decode_id(d.get(SPAN_ID, ""), SPAN_ID_BYTES, id_encoding)
+    parent = d.get(PARENT_SPAN_ID)
     if parent:
         parent_id = id_cache.get(parent) if type(parent) is str else None
         if parent_id is None or len(parent_id) != SPAN_ID_BYTES:
@@ -557,50 +593,50 @@ def _dec_span(d: Any, ctx: _Context, id_encoding: str, link_problems: list[str],
             id_cache[parent] = parent_id
     else:
         parent_id = None
-    status = d.get("status")
+    status = d.get(STATUS)
     if status:
-        status = _dict(status, "status")
-        code = _enum(status.get("code", 0), STATUS_NAMES, "status code")
-        message = _str(status.get("message", ""), "status message")
+        status = _dict(status, STATUS)
+        code = _enum(status.get(CODE, 0), STATUS_NAMES, "status code")
+        message = _str(status.get(MESSAGE, ""), "status message")
     else:
         code, message = 0, ""
-    events = d.get("events")
-    links = d.get("links")
+    events = d.get(EVENTS)
+    links = d.get(LINKS)
     decoded_links = []
     if links:
-        for i, k in enumerate(_list(links, "links")):
+        for i, k in enumerate(_list(links, LINKS)):
             try:
                 decoded_links.append(_dec_link(k, id_encoding))
             except (BadSpan, IdError) as exc:
                 link_problems.append(f"link {i} dropped: {exc}")
-    name = d.get("name", "")
-    kind = d.get("kind", 0)
-    start = d.get("startTimeUnixNano", 0)
-    end = d.get("endTimeUnixNano", 0)
+    name = d.get(NAME, "")
+    kind = d.get(KIND, 0)
+    start = d.get(START_TIME_UNIX_NANO, 0)
+    end = d.get(END_TIME_UNIX_NANO, 0)
     # the rarely present fields in one lookup each; _int only for a value that is not already an int
-    trace_state = d.get("traceState", "")
-    flags = d.get("flags", 0)
-    dropped_attrs = d.get("droppedAttributesCount", 0)
-    dropped_events = d.get("droppedEventsCount", 0)
-    dropped_links = d.get("droppedLinksCount", 0)
+    trace_state = d.get(TRACE_STATE, "")
+    flags = d.get(FLAGS, 0)
+    dropped_attrs = d.get(DROPPED_ATTRIBUTES_COUNT, 0)
+    dropped_events = d.get(DROPPED_EVENTS_COUNT, 0)
+    dropped_links = d.get(DROPPED_LINKS_COUNT, 0)
     return _new_span(
         trace_id,
         span_id,
         parent_id,
-        name if type(name) is str else _str(name, "name"),
-        int(start) if type(start) is str and start.isdecimal() else _int(start, "startTimeUnixNano"),
-        int(end) if type(end) is str and end.isdecimal() else _int(end, "endTimeUnixNano"),
-        _dec_attrs(d["attributes"]) if "attributes" in d else (),
+        name if type(name) is str else _str(name, NAME),
+        int(start) if type(start) is str and start.isdecimal() else _int(start, START_TIME_UNIX_NANO),
+        int(end) if type(end) is str and end.isdecimal() else _int(end, END_TIME_UNIX_NANO),
+        _dec_attrs(d[ATTRIBUTES]) if ATTRIBUTES in d else (),
         kind if type(kind) is int and 0 <= kind <= 5 else _enum(kind, KIND_NAMES, "span kind"),
         code,
         message,
-        tuple(_dec_event(e) for e in _list(events, "events")) if events else (),
+        tuple(_dec_event(e) for e in _list(events, EVENTS)) if events else (),
         tuple(decoded_links),
-        trace_state if type(trace_state) is str else _str(trace_state, "traceState"),
-        flags if type(flags) is int else _int(flags, "flags"),
-        dropped_attrs if type(dropped_attrs) is int else _int(dropped_attrs, "droppedAttributesCount"),
-        dropped_events if type(dropped_events) is int else _int(dropped_events, "droppedEventsCount"),
-        dropped_links if type(dropped_links) is int else _int(dropped_links, "droppedLinksCount"),
+        trace_state if type(trace_state) is str else _str(trace_state, TRACE_STATE),
+        flags if type(flags) is int else _int(flags, FLAGS),
+        dropped_attrs if type(dropped_attrs) is int else _int(dropped_attrs, DROPPED_ATTRIBUTES_COUNT),
+        dropped_events if type(dropped_events) is int else _int(dropped_events, DROPPED_EVENTS_COUNT),
+        dropped_links if type(dropped_links) is int else _int(dropped_links, DROPPED_LINKS_COUNT),
         ctx.resource,
         ctx.resource_schema_url,
         ctx.scope_name,
@@ -611,8 +647,8 @@ def _dec_span(d: Any, ctx: _Context, id_encoding: str, link_problems: list[str],
 
 
 def _span_label(d: Any) -> str:
-    if type(d) is dict and isinstance(d.get("spanId"), str) and d.get("spanId"):
-        return f"span {d['spanId']!r} (trace {d.get('traceId')!r})"
+    if type(d) is dict and isinstance(d.get(SPAN_ID), str) and d.get(SPAN_ID):
+        return f"span {d[SPAN_ID]!r} (trace {d.get(TRACE_ID)!r})"
     return "span"
 
 
@@ -620,18 +656,18 @@ def _dec_scope_spans(
     ss: Any, path: str, ctx: _Context, id_encoding: str, where: str, out: list, problems: list
 ) -> None:
     ss = _dict(ss, path)
-    scope = ss.get("scope") if "scope" in ss else ss.get("instrumentationLibrary")
+    scope = ss.get(SCOPE) if SCOPE in ss else ss.get("instrumentationLibrary")
     if scope:
         scope = _dict(scope, f"{path}.scope")
-        ctx.scope_name = _str(scope.get("name", ""), "scope name")
-        ctx.scope_version = _str(scope.get("version", ""), "scope version")
-        ctx.scope_attributes = _dec_attrs(scope["attributes"]) if "attributes" in scope else ()
+        ctx.scope_name = _str(scope.get(NAME, ""), "scope name")
+        ctx.scope_version = _str(scope.get(VERSION, ""), "scope version")
+        ctx.scope_attributes = _dec_attrs(scope[ATTRIBUTES]) if ATTRIBUTES in scope else ()
     else:
         ctx.scope_name, ctx.scope_version, ctx.scope_attributes = "", "", ()
-    ctx.schema_url = _str(ss.get("schemaUrl", ""), f"{path}.schemaUrl")
+    ctx.schema_url = _str(ss.get(SCHEMA_URL, ""), f"{path}.schemaUrl")
     link_problems: list[str] = []
     id_cache: dict = {}
-    for i, d in enumerate(_list(ss.get("spans", ()), f"{path}.spans")):
+    for i, d in enumerate(_list(ss.get(SPANS, ()), f"{path}.spans")):
         try:
             out.append(_dec_span(d, ctx, id_encoding, link_problems, id_cache))
         except (BadSpan, IdError) as exc:
@@ -648,7 +684,7 @@ def _dec_scope_spans(
 def _count_spans(rs: Any) -> int:
     """How many spans a resource entry holds, best effort, for the skip count when it is unreadable."""
     try:
-        return sum(len(ss.get("spans", ())) for ss in rs.get("scopeSpans", ()) or ())
+        return sum(len(ss.get(SPANS, ())) for ss in rs.get(SCOPE_SPANS, ()) or ())
     except (AttributeError, TypeError):
         return 0
 
@@ -663,7 +699,7 @@ def decode_traces_data(obj: Any, *, where: str = "", id_encoding: str = "auto") 
     problems: list[Problem] = []
     if type(obj) is not dict:
         return [], [Problem(where, f"expected a TracesData JSON object, got {type(obj).__name__}")]
-    key = "resourceSpans" if "resourceSpans" in obj else "batches"
+    key = RESOURCE_SPANS if RESOURCE_SPANS in obj else "batches"
     resource_spans = obj.get(key)
     if resource_spans is None:
         if obj:
@@ -677,11 +713,11 @@ def decode_traces_data(obj: Any, *, where: str = "", id_encoding: str = "auto") 
         path = f"{key}[{r}]"
         try:
             rs = _dict(rs, path)
-            resource = rs.get("resource") or {}
+            resource = rs.get(RESOURCE) or {}
             resource = _dict(resource, f"{path}.resource")
-            attrs = _dec_attrs(resource["attributes"]) if "attributes" in resource else ()
-            ctx = _Context(attrs, _str(rs.get("schemaUrl", ""), f"{path}.schemaUrl"))
-            sskey = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
+            attrs = _dec_attrs(resource[ATTRIBUTES]) if ATTRIBUTES in resource else ()
+            ctx = _Context(attrs, _str(rs.get(SCHEMA_URL, ""), f"{path}.schemaUrl"))
+            sskey = SCOPE_SPANS if SCOPE_SPANS in rs else "instrumentationLibrarySpans"
             scope_spans = _list(rs.get(sskey, ()), f"{path}.{sskey}")
         except BadSpan as exc:
             n = _count_spans(rs)
@@ -692,6 +728,6 @@ def decode_traces_data(obj: Any, *, where: str = "", id_encoding: str = "auto") 
             try:
                 _dec_scope_spans(ss, sspath, ctx, id_encoding, where, spans, problems)
             except BadSpan as exc:
-                n = len(ss.get("spans", ())) if type(ss) is dict and type(ss.get("spans")) is list else 0
+                n = len(ss.get(SPANS, ())) if type(ss) is dict and type(ss.get(SPANS)) is list else 0
                 problems.append(Problem(where, f"{sspath}: {n} span(s) skipped: {exc}", skipped=n))
     return spans, problems

@@ -27,11 +27,39 @@ import orjson
 from google.protobuf import json_format
 
 from launchtrace import native
+from launchtrace.otlp.jsonkeys import (
+    LINKS,
+    PARENT_SPAN_ID,
+    RESOURCE_SPANS,
+    SCOPE_SPANS,
+    SPAN_ID,
+    SPANS,
+    TRACE_ID,
+    keyed,
+)
 
 __all__ = ["json_line", "native_transcoder", "reference_line", "wire_json_line"]
 
 _CACHE_LIMIT = 1 << 16
-_ID_KEYS = ("traceId", "spanId", "parentSpanId")
+
+# the JSON fragments written by hand, their keys from the field table (jsonkeys), built once
+_STRING_VALUE = keyed('{"<STRING_VALUE>":')
+_INT_VALUE = keyed('{"<INT_VALUE>":"%d"}')
+_TRUE, _FALSE = keyed('{"<BOOL_VALUE>":true}'), keyed('{"<BOOL_VALUE>":false}')
+_DOUBLE_VALUE = keyed('{"<DOUBLE_VALUE>":')
+_KEY, _VALUE = keyed('{"<KEY>":'), keyed(',"<VALUE>":')
+_TRACE_ID, _SPAN_ID = keyed('"<TRACE_ID>":"%s"'), keyed('"<SPAN_ID>":"%s"')
+_TRACE_STATE, _PARENT_SPAN_ID = keyed('"<TRACE_STATE>":'), keyed('"<PARENT_SPAN_ID>":"%s"')
+_FLAGS, _NAME, _KIND = keyed('"<FLAGS>":%d'), keyed('"<NAME>":'), keyed('"<KIND>":%d')
+_START, _END = keyed('"<START_TIME_UNIX_NANO>":"%d"'), keyed('"<END_TIME_UNIX_NANO>":"%d"')
+_ATTRIBUTES, _DROPPED_ATTRIBUTES = keyed('"<ATTRIBUTES>":['), keyed('"<DROPPED_ATTRIBUTES_COUNT>":%d')
+_EVENTS, _DROPPED_EVENTS = keyed('"<EVENTS>":'), keyed('"<DROPPED_EVENTS_COUNT>":%d')
+_LINKS, _DROPPED_LINKS = keyed('"<LINKS>":'), keyed('"<DROPPED_LINKS_COUNT>":%d')
+_STATUS = keyed('"<STATUS>":')
+_RESOURCE, _SCOPE, _SPANS = keyed('"<RESOURCE>":'), keyed('"<SCOPE>":'), keyed('"<SPANS>":[')
+_SCOPE_SPANS, _SCHEMA_URL = keyed('"<SCOPE_SPANS>":['), keyed('"<SCHEMA_URL>":')
+_LINE_OPEN = keyed('{"<RESOURCE_SPANS>":[')
+_ID_KEYS = (TRACE_ID, SPAN_ID, PARENT_SPAN_ID)
 _KNOWN_SPAN_FIELDS = frozenset(
     {
         "trace_id", "span_id", "trace_state", "parent_span_id", "flags", "name", "kind", "start_time_unix_nano",
@@ -56,13 +84,13 @@ def _hex_ids(obj: dict) -> dict:
 def reference_line(message: Any) -> bytes:
     """The line by ``json_format`` alone (the definition :func:`json_line` must match)."""
     d = _to_dict(message)
-    for rs in d.get("resourceSpans", ()):
-        for ss in rs.get("scopeSpans", ()):
-            for span in ss.get("spans", ()):
+    for rs in d.get(RESOURCE_SPANS, ()):
+        for ss in rs.get(SCOPE_SPANS, ()):
+            for span in ss.get(SPANS, ()):
                 _hex_ids(span)
-                for link in span.get("links", ()):
+                for link in span.get(LINKS, ()):
                     _hex_ids(link)
-    d.setdefault("resourceSpans", [])
+    d.setdefault(RESOURCE_SPANS, [])
     return orjson.dumps(d) + b"\n"
 
 
@@ -94,21 +122,21 @@ def _scalar_json(v: Any) -> bytes | None:
     """``json_format``'s JSON of an ``AnyValue`` holding a string, bool, int or finite double; else ``None``.
 
     A launch span's attributes hold a few values that change every launch (its sequence number, a pointer, a
-    scalar argument): every one is a cache miss, and ``json_format`` costs ~25 us for one. These four kinds
-    are written here as ``json_format`` writes them (int64 as a decimal string, doubles as JSON numbers);
+    scalar argument): every one is a cache miss, and ``json_format`` costs more than a launch for one. These
+    four kinds are written here as ``json_format`` writes them (int64 as a decimal string, doubles as JSON numbers);
     bytes, arrays, key-value lists, NaN and infinities go to the reference.
     """
     kind = v.WhichOneof("value")
     if kind == "string_value":
-        return b'{"stringValue":' + orjson.dumps(v.string_value) + b"}"
+        return _STRING_VALUE + orjson.dumps(v.string_value) + b"}"
     if kind == "int_value":
-        return b'{"intValue":"%d"}' % v.int_value
+        return _INT_VALUE % v.int_value
     if kind == "bool_value":
-        return b'{"boolValue":true}' if v.bool_value else b'{"boolValue":false}'
+        return _TRUE if v.bool_value else _FALSE
     if kind == "double_value":
         x = v.double_value
         if x - x == 0.0:  # finite
-            return b'{"doubleValue":' + orjson.dumps(x) + b"}"
+            return _DOUBLE_VALUE + orjson.dumps(x) + b"}"
     return None
 
 
@@ -124,7 +152,7 @@ class _AttributeCache(_Cache):
             if value is None:
                 out = orjson.dumps(_to_dict(message))
             else:
-                out = b'{"key":' + orjson.dumps(message.key) + b',"value":' + value + b"}"
+                out = _KEY + orjson.dumps(message.key) + _VALUE + value + b"}"
             if len(self._d) > _CACHE_LIMIT:
                 self._d.clear()
             self._d[raw] = out
@@ -138,37 +166,37 @@ _blocks = _Cache()
 def _span(s: Any) -> bytes:
     out = []
     if s.trace_id:
-        out.append(b'"traceId":"%s"' % s.trace_id.hex().encode())
+        out.append(_TRACE_ID % s.trace_id.hex().encode())
     if s.span_id:
-        out.append(b'"spanId":"%s"' % s.span_id.hex().encode())
+        out.append(_SPAN_ID % s.span_id.hex().encode())
     if s.trace_state:
-        out.append(b'"traceState":' + orjson.dumps(s.trace_state))
+        out.append(_TRACE_STATE + orjson.dumps(s.trace_state))
     if s.parent_span_id:
-        out.append(b'"parentSpanId":"%s"' % s.parent_span_id.hex().encode())
+        out.append(_PARENT_SPAN_ID % s.parent_span_id.hex().encode())
     if s.flags:
-        out.append(b'"flags":%d' % s.flags)
+        out.append(_FLAGS % s.flags)
     if s.name:
-        out.append(b'"name":' + orjson.dumps(s.name))
+        out.append(_NAME + orjson.dumps(s.name))
     if s.kind:
-        out.append(b'"kind":%d' % s.kind)
+        out.append(_KIND % s.kind)
     if s.start_time_unix_nano:
-        out.append(b'"startTimeUnixNano":"%d"' % s.start_time_unix_nano)
+        out.append(_START % s.start_time_unix_nano)
     if s.end_time_unix_nano:
-        out.append(b'"endTimeUnixNano":"%d"' % s.end_time_unix_nano)
+        out.append(_END % s.end_time_unix_nano)
     if s.attributes:
-        out.append(b'"attributes":[' + b",".join(_attrs.json_all(s.attributes)) + b"]")
+        out.append(_ATTRIBUTES + b",".join(_attrs.json_all(s.attributes)) + b"]")
     if s.dropped_attributes_count:
-        out.append(b'"droppedAttributesCount":%d' % s.dropped_attributes_count)
+        out.append(_DROPPED_ATTRIBUTES % s.dropped_attributes_count)
     if s.events:
-        out.append(b'"events":' + orjson.dumps([_to_dict(e) for e in s.events]))
+        out.append(_EVENTS + orjson.dumps([_to_dict(e) for e in s.events]))
     if s.dropped_events_count:
-        out.append(b'"droppedEventsCount":%d' % s.dropped_events_count)
+        out.append(_DROPPED_EVENTS % s.dropped_events_count)
     if s.links:
-        out.append(b'"links":' + orjson.dumps([_hex_ids(_to_dict(k)) for k in s.links]))
+        out.append(_LINKS + orjson.dumps([_hex_ids(_to_dict(k)) for k in s.links]))
     if s.dropped_links_count:
-        out.append(b'"droppedLinksCount":%d' % s.dropped_links_count)
+        out.append(_DROPPED_LINKS % s.dropped_links_count)
     if s.HasField("status"):
-        out.append(b'"status":' + orjson.dumps(_to_dict(s.status)))
+        out.append(_STATUS + orjson.dumps(_to_dict(s.status)))
     return b"{" + b",".join(out) + b"}"
 
 
@@ -177,23 +205,23 @@ def _fast_line(message: Any) -> bytes:
     for rs in message.resource_spans:
         fields = []
         if rs.HasField("resource"):
-            fields.append(b'"resource":' + _blocks.json(rs.resource))
+            fields.append(_RESOURCE + _blocks.json(rs.resource))
         if rs.scope_spans:
             scope_parts = []
             for ss in rs.scope_spans:
                 sfields = []
                 if ss.HasField("scope"):
-                    sfields.append(b'"scope":' + _blocks.json(ss.scope))
+                    sfields.append(_SCOPE + _blocks.json(ss.scope))
                 if ss.spans:
-                    sfields.append(b'"spans":[' + b",".join([_span(s) for s in ss.spans]) + b"]")
+                    sfields.append(_SPANS + b",".join([_span(s) for s in ss.spans]) + b"]")
                 if ss.schema_url:
-                    sfields.append(b'"schemaUrl":' + orjson.dumps(ss.schema_url))
+                    sfields.append(_SCHEMA_URL + orjson.dumps(ss.schema_url))
                 scope_parts.append(b"{" + b",".join(sfields) + b"}")
-            fields.append(b'"scopeSpans":[' + b",".join(scope_parts) + b"]")
+            fields.append(_SCOPE_SPANS + b",".join(scope_parts) + b"]")
         if rs.schema_url:
-            fields.append(b'"schemaUrl":' + orjson.dumps(rs.schema_url))
+            fields.append(_SCHEMA_URL + orjson.dumps(rs.schema_url))
         resource_parts.append(b"{" + b",".join(fields) + b"}")
-    return b'{"resourceSpans":[' + b",".join(resource_parts) + b"]}\n"
+    return _LINE_OPEN + b",".join(resource_parts) + b"]}\n"
 
 
 def _span_fields_known() -> bool:

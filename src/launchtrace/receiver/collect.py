@@ -36,6 +36,8 @@ from collections.abc import Callable
 from concurrent import futures
 from typing import Any, NamedTuple
 
+from launchtrace.otlp.jsonkeys import LINKS, PARENT_SPAN_ID, RESOURCE_SPANS, SCOPE_SPANS, SPAN_ID, SPANS, TRACE_ID
+
 __all__ = ["Collector", "Transcoded", "decode_request", "message_to_json_line"]
 
 logger = logging.getLogger(__name__)
@@ -52,7 +54,7 @@ _EMPTY_RESPONSE = b""  # ExportTraceServiceResponse() serialized: every field de
 _SYNC_EVERY_BYTES = 8 << 20  # the writer wakes the syncer after this many bytes
 
 
-_ID_HEX_DIGITS = {"traceId": 32, "spanId": 16, "parentSpanId": 16}
+_ID_HEX_DIGITS = {TRACE_ID: 32, SPAN_ID: 16, PARENT_SPAN_ID: 16}
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -61,7 +63,7 @@ def _ids_to_base64(obj: dict) -> None:
     the sender's error (an empty or missing ``parentSpanId`` is a root; a span or link needs both other ids)."""
     for key, digits in _ID_HEX_DIGITS.items():
         value = obj.get(key)
-        if key == "parentSpanId" and not value:
+        if key == PARENT_SPAN_ID and not value:
             continue
         if not isinstance(value, str) or len(value) != digits or not _HEX.issuperset(value):
             raise ValueError(f"{key} {value!r} is not {digits} hex digits (OTLP/JSON ids are hex)")
@@ -71,11 +73,11 @@ def _ids_to_base64(obj: dict) -> None:
 
 
 def _walk_spans(d: dict, fix: Callable[[dict], None]) -> None:
-    for rs in d.get("resourceSpans", ()) or ():
-        for ss in rs.get("scopeSpans", ()) or ():
-            for span in ss.get("spans", ()) or ():
+    for rs in d.get(RESOURCE_SPANS, ()) or ():
+        for ss in rs.get(SCOPE_SPANS, ()) or ():
+            for span in ss.get(SPANS, ()) or ():
                 fix(span)
-                for link in span.get("links", ()) or ():
+                for link in span.get(LINKS, ()) or ():
                     fix(link)
 
 
@@ -136,8 +138,9 @@ def decode_request(raw: bytes) -> tuple[Any, int]:
 def _warm_decoders() -> None:
     """Import what decoding a request needs now, not on the first request.
 
-    The first request to a fresh collector took 30 ms more than the next ones (the transcoder's and the
-    protobuf messages' imports), which a sender saw as latency and a short run as lost throughput.
+    The first request to a fresh collector took far longer than the next ones (the transcoder's and the
+    protobuf messages' imports; ``docs/export.md``, "Speed"), which a sender saw as latency and a short run as
+    lost throughput.
     """
     decode_request(b"")  # an empty request: the compiled walk (or the protobuf parser) answers no spans
     _parse_proto(b"")

@@ -247,7 +247,7 @@ class SpanFile:
                 spans = self._fast.decode(line)
                 if spans is None:
                     fault = check(line) if len(line) >= CHECK_FROM_BYTES else None
-                    if fault is not None:  # said without building the line: no 5-10x its size in memory
+                    if fault is not None:  # said without building the line: no objects several times its size
                         obj, problem = None, Problem(where, fault_text(fault))
                     else:
                         try:

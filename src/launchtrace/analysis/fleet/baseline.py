@@ -40,10 +40,10 @@ from launchtrace.analysis.fleet.fast import (
     read_step,
     root_step,
 )
-from launchtrace.analysis.fleet.histogram import DEFAULT_MAX_SIZE, ExpHistogram
 from launchtrace.analysis.fleet.occurrences import Occurrence, occurrences_of, run_key, step_times
 from launchtrace.analysis.fleet.records import records_to_proto
 from launchtrace.analysis.fleet.stepscan import encode_values_for, fold_for, native_fast_path, scanner_for
+from launchtrace.histogram import DEFAULT_MAX_SIZE, ExpHistogram
 from launchtrace.model import TraceData
 from launchtrace.sources.rebuild import TRACE_ID
 from launchtrace.sources.stream import TraceStream

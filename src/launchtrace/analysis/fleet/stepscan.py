@@ -42,7 +42,7 @@ from typing import Any
 from launchtrace import conventions as C
 from launchtrace import native
 from launchtrace.analysis.fleet.fast import REFUSE, VOLATILE
-from launchtrace.analysis.fleet.histogram import MAX_SCALE, index_at
+from launchtrace.histogram import MAX_SCALE, index_at
 from launchtrace.spans import STATUS_ERROR, SpanData
 
 __all__ = [

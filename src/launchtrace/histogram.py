@@ -11,7 +11,7 @@ for the same reason). The scale drops only as far as needed to keep the buckets 
 
 Example::
 
-    from launchtrace.analysis.fleet.histogram import ExpHistogram
+    from launchtrace.histogram import ExpHistogram
     h = ExpHistogram()
     for ns in (1200, 1300, 5000):
         h.add(ns)
