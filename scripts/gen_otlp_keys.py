@@ -6,7 +6,7 @@ so this script writes them out, each named after its protobuf field (``start_tim
 ``START_TIME_UNIX_NANO = "startTimeUnixNano"`` and ``#define JK_START_TIME_UNIX_NANO "startTimeUnixNano"``):
 
 - ``src/launchtrace/otlp/jsonkeys.py``, which the Python codecs import;
-- ``src/launchtrace/otlp/_jsonkeys.h``, which the compiled JSON writers include.
+- ``src/launchtrace/otlp/_jsonkeys.h``, which the compiled JSON writers and reader include.
 
 Both are committed; ``tests/test_otlp_fields.py`` regenerates them and checks they are identical, and that
 the codecs spell no OTLP/JSON key by hand. A protobuf field name has one JSON key whatever its message
@@ -69,13 +69,16 @@ def python_text(table: dict[str, str]) -> str:
 
 def c_text(table: dict[str, str]) -> str:
     lines = [
-        "/* OTLP/JSON keys, by protobuf field name, as C string literals, for the compiled JSON writers.",
+        "/* OTLP/JSON keys, by protobuf field name, as C string literals, for the compiled JSON writers and reader.",
         f" * {_NOTE}:",
         " * do not edit; run the script again when the table changes. */",
         "#ifndef LAUNCHTRACE_JSONKEYS_H",
         "#define LAUNCHTRACE_JSONKEYS_H",
         "",
         *(f'#define JK_{name.upper()} "{json}"' for name, json in table.items()),
+        "",
+        "/* a key's length, a constant expression (a reader's switch on the length of the key it read) */",
+        '#define JK_LEN(key) (sizeof(key "") - 1)',
         "",
         "#endif /* LAUNCHTRACE_JSONKEYS_H */",
         "",
