@@ -2,9 +2,9 @@
 
 The table is read from the opentelemetry-proto descriptors; the tests check its wire keys against what the
 protobuf library itself writes, that the key constants generated from it (``scripts/gen_otlp_keys.py``:
-``otlp/jsonkeys.py``, ``otlp/_jsonkeys.h``) are what the script writes now, that the codecs which take their
-keys from those constants spell none by hand, and that the codecs which still spell keys spell exactly the
-table's: a key misspelled or missing fails here, by name.
+``otlp/jsonkeys.py``, ``otlp/_jsonkeys.h``) are what the script writes now, that the codecs, which take their
+keys from those constants, spell none by hand, and that the full codecs handle every key the table has for
+launchtrace's spans: a key spelled by hand, misspelled or missing fails here, by name.
 """
 
 from __future__ import annotations
@@ -31,14 +31,18 @@ NOT_CARRIED = {"keyStrindex", "stringValueStrindex", "entityRefs", "descriptionK
 LEGACY = {"instrumentationLibrarySpans", "instrumentationLibrary"}  # read (and refused) by the decoders
 C_ON_THE_TABLE = ("otlp/_jsonenc.c", "otlp/_wire2json.c", "otlp/_jsonread.c")  # their keys: _jsonkeys.h's JK_ macros
 CARRIES_THE_TABLE = {"otlp/_jsonenc.c", "otlp/_jsonread.c"}  # writes, or reads, every key launchtrace's spans carry
-OTHER_JSON_CODE = ("otlp/json_fast.py",)
-KEYS_FROM_THE_TABLE = ("otlp/json_codec.py", "otlp/encode_jsonl.py", "receiver/collect.py", "otlp/transcode.py")
+KEYS_FROM_THE_TABLE = (
+    "otlp/json_codec.py", "otlp/encode_jsonl.py", "receiver/collect.py", "otlp/transcode.py", "otlp/json_fast.py",
+)  # fmt: skip
 PROTOBUF_NAMES_TOO = {"otlp/transcode.py"}  # also spells protobuf field names, some of them the same words
 
 
 def _quoted_words(path: str) -> set[str]:
     """Every word written in double quotes (escaped as in C string literals, or not) in a source file."""
     return set(re.findall(r'\\?"([A-Za-z_][A-Za-z0-9_]*)\\?"', (SRC / path).read_text(encoding="utf-8")))
+
+
+_CAMEL = re.compile(r"[a-z]+(?:[A-Z][a-z0-9]*)+")  # a literal that is one such word: a key misspelled?
 
 
 def _all_json_keys() -> set[str]:
@@ -62,12 +66,6 @@ def test_wire_keys_are_what_protobuf_writes(field: str, value: object) -> None:
     assert raw.startswith(tag("Span", field))
 
 
-@pytest.mark.parametrize("path", OTHER_JSON_CODE)
-def test_no_codec_spells_a_camel_case_key_outside_the_table(path: str) -> None:
-    camel = {w for w in _quoted_words(path) if re.fullmatch(r"[a-z]+(?:[A-Z][a-z0-9]*)+", w)}
-    assert camel - _all_json_keys() - LEGACY == set(), f"{path}: a misspelled OTLP/JSON key?"
-
-
 @pytest.mark.parametrize(
     "struct, message",
     [(json_fast._Span, "Span"), (json_fast._Event, "Span.Event"), (json_fast._Link, "Span.Link"),
@@ -76,10 +74,11 @@ def test_no_codec_spells_a_camel_case_key_outside_the_table(path: str) -> None:
      (json_fast._TracesData, "TracesData")],
 )  # fmt: skip
 def test_the_fast_readers_structs_mirror_the_table(struct: type[msgspec.Struct], message: str) -> None:
-    """Each msgspec struct of the Python fast path has the message's keys (less those it leaves to the general
-    decoder by refusing them as unknown)."""
-    keys = {f.json for f in MESSAGES[message].values()} - NOT_CARRIED
-    assert set(struct.__struct_fields__) == keys
+    """Each msgspec struct of the Python fast path has the message's fields by their protobuf names, read by
+    their OTLP/JSON keys (less those it leaves to the general decoder by refusing them as unknown)."""
+    fields = [f for f in MESSAGES[message].values() if f.json not in NOT_CARRIED]
+    assert set(struct.__struct_fields__) == {f.name for f in fields}
+    assert dict(zip(struct.__struct_fields__, struct.__struct_encode_fields__)) == {f.name: f.json for f in fields}
 
 
 def test_generated_keys_are_what_the_script_writes(tmp_path: Path) -> None:
@@ -120,7 +119,8 @@ def _literals(path: str) -> list[tuple[int, str | bytes]]:
 
 @pytest.mark.parametrize("path", KEYS_FROM_THE_TABLE)
 def test_codecs_on_the_table_spell_no_key_by_hand(path: str) -> None:
-    """These take every OTLP/JSON key from ``jsonkeys`` (constants, or fragments built by ``keyed``)."""
+    """These take every OTLP/JSON key from ``jsonkeys`` (constants, fragments built by ``keyed``, ``msgspec``
+    structs renamed by ``BY_FIELD``), and no literal is one camel-case word (a key misspelled) but a legacy key."""
     keys = _all_json_keys()
     if path in PROTOBUF_NAMES_TOO:  # a lone word there may be a protobuf name (HasField("status")): JSON needs quotes
         bare = keys - {f.name for fields in MESSAGES.values() for f in fields.values()}
@@ -129,7 +129,7 @@ def test_codecs_on_the_table_spell_no_key_by_hand(path: str) -> None:
     by_hand = []
     for line, value in _literals(path):
         text = value.decode("latin-1") if isinstance(value, bytes) else value
-        if text in bare or any(f'"{k}"' in text for k in keys):
+        if text in bare or any(f'"{k}"' in text for k in keys) or (_CAMEL.fullmatch(text) and text not in LEGACY):
             by_hand.append((line, value))
     assert by_hand == [], f"{path} spells OTLP/JSON keys by hand"
     assert "jsonkeys" in (SRC / path).read_text(encoding="utf-8")

@@ -4,10 +4,10 @@ Why: launchtrace writes and reads OTLP in several codecs (protobuf and JSON, Pyt
 spell the keys and numbers itself. The table is read from the opentelemetry-proto descriptors, the
 definition of OTLP, so nothing in it is typed by hand: :mod:`launchtrace.otlp.encode_proto` takes its tags
 from here, and ``scripts/gen_otlp_keys.py`` writes its JSON keys out as constants for the other codecs
-(:mod:`launchtrace.otlp.jsonkeys` for ``json_codec``, ``encode_jsonl``, ``transcode`` and ``collect``;
-``_jsonkeys.h`` for ``_jsonenc.c``, ``_wire2json.c`` and ``_jsonread.c``). ``tests/test_otlp_fields.py``
-checks that the generated files are current, that those codecs spell no key by hand, and that every key the
-``msgspec`` structs of :mod:`launchtrace.otlp.json_fast` still spell is the key of a field of this table.
+(:mod:`launchtrace.otlp.jsonkeys` for ``json_codec``, ``encode_jsonl``, ``transcode``, ``collect`` and the
+``msgspec`` structs of ``json_fast``; ``_jsonkeys.h`` for ``_jsonenc.c``, ``_wire2json.c`` and ``_jsonread.c``).
+``tests/test_otlp_fields.py`` checks that the generated files are current and that those codecs spell no key
+by hand.
 The compiled protobuf encoder is checked byte for byte against :mod:`~launchtrace.otlp.encode_proto`
 (``test_protoenc_native.py``).
 
