@@ -156,3 +156,71 @@ def test_compiled_codecs_take_their_keys_from_the_generated_header(path: str) ->
         assert used - carried == set(), f"{path} handles fields launchtrace's spans have no place for"
     else:  # the transcoder writes whatever a request holds, the fields launchtrace's spans do not carry too
         assert {f.name for fields in MESSAGES.values() for f in fields.values()} - used == set()
+
+
+def _pb_macros() -> dict[str, tuple[str, str]]:
+    """``PB_SPAN_NAME`` -> ("Span", "name"): every field-number macro of ``_otlpfields.h``."""
+    return {
+        f"{gen_otlp_keys._macro_prefix(message)}_{f.name.upper()}": (message, f.name)
+        for message, fields in MESSAGES.items()
+        for f in fields.values()
+    }
+
+
+def test_field_macros_are_the_tables() -> None:
+    """``_otlpfields.h``: each field's number and its wire tag's bytes, as the table (and protobuf) has them."""
+    header = (SRC / "otlp" / "_otlpfields.h").read_text(encoding="utf-8")
+    numbers = dict(re.findall(r"#define (PB_[A-Z_]+) (\d+)\n", header))
+    tags = dict(re.findall(r'#define (PB_[A-Z_]+)_TAG "((?:\\x[0-9a-f]{2})+)"\n', header))
+    macros = _pb_macros()
+    assert set(numbers) == set(tags) == set(macros)
+    for name, (message, field) in macros.items():
+        assert int(numbers[name]) == MESSAGES[message][field].number
+        assert bytes.fromhex(tags[name].replace("\\x", "")) == tag(message, field)
+
+
+# _protoenc.c's functions that take a wire tag (an unsigned char, or put_fixed's bytes and their count) first
+_TAG_TAKERS = r"put_tag_varint|put_fixed|put_fixed_if|put_field|begin_field|put_str_field|put_str_of|put_str_if|"
+_TAG_TAKERS += r"put_bytes_field|put_varint_if|put_pair|put_attributes|put_each|group_str_field"
+
+
+def test_the_compiled_protobuf_encoder_takes_its_tags_from_the_generated_header() -> None:
+    """Every tag ``_protoenc.c`` writes is ``TAG(..)``/``TAGS(..)`` of ``_otlpfields.h``, or a function's
+    ``tag`` parameter passed on: no tag byte by hand."""
+    code = _c_code("otlp/_protoenc.c")
+    assert '#include "_otlpfields.h"' in code
+    calls = re.findall(rf"\b(?:{_TAG_TAKERS})\(&?\w+, ([^,]+),", code)
+    assert len(calls) > 30
+    assert [a for a in calls if not re.fullmatch(r"TAGS?\([A-Z_]+\)|tag|(?:const char|unsigned char) \*?tag", a)] == []
+    assert re.findall(r"(?:\*p\+\+|b->p\[[^]]+\]) = 0x", code) == [], "a tag byte stored by hand"
+    assert re.findall(r'"(?:\\x[0-9a-fA-F]{2})+"', code) == [], "a tag's bytes by hand"
+
+
+def test_the_compiled_transcoder_takes_its_field_numbers_from_the_generated_header() -> None:
+    """``_wire2json.c``'s message walkers name every field by a ``PB_`` macro of ``_otlpfields.h``: no case,
+    comparison or field argument by number (the bare cases left are wire types, in ``next``, above them)."""
+    code = _c_code("otlp/_wire2json.c")
+    assert '#include "_otlpfields.h"' in code
+    walkers = code[code.index("static int key_value(Out *o") :]
+    numbers = r"case \d+:|field [!=]= \d|, \d+, (?:depth|any_value|key_value|\w+, depth)"
+    assert re.findall(rf"{numbers}|\[0\] == 0x", walkers) == []
+    assert len(re.findall(r"case PB_[A-Z_]+:", walkers)) > 40
+
+
+def test_the_transcoders_field_check_is_what_its_c_walks() -> None:
+    """``transcode._NATIVE_FIELDS``, the fields checked against the installed protobuf before ``_wire2json`` is
+    used, are exactly the fields whose ``PB_`` macros ``_wire2json.c`` names (its request is a TracesData)."""
+    from launchtrace.otlp import transcode
+
+    macros = _pb_macros()
+    named: dict[str, set[int]] = {}
+    for name in set(re.findall(r"\bPB_[A-Z_]+\b", _c_code("otlp/_wire2json.c"))) - {"PB_TAG1", "PB_TAG_LEN"}:
+        message, field = macros[name.removesuffix("_TAG")]
+        named.setdefault(message, set()).add(MESSAGES[message][field].number)
+    checked = {
+        re.sub(r"^opentelemetry\.proto\.[a-z]+(?:\.[a-z]+)*\.v1\.", "", full).replace(
+            "ExportTraceServiceRequest", "TracesData"
+        ): numbers
+        for full, numbers in transcode._NATIVE_FIELDS.items()
+    }
+    assert named == checked
