@@ -33,8 +33,13 @@ C_ON_THE_TABLE = ("otlp/_jsonenc.c", "otlp/_wire2json.c", "otlp/_jsonread.c")  #
 CARRIES_THE_TABLE = {"otlp/_jsonenc.c", "otlp/_jsonread.c"}  # writes, or reads, every key launchtrace's spans carry
 KEYS_FROM_THE_TABLE = (
     "otlp/json_codec.py", "otlp/encode_jsonl.py", "receiver/collect.py", "otlp/transcode.py", "otlp/json_fast.py",
+    "sources/documents.py", "sources/traceql_metrics.py",
 )  # fmt: skip
+OTHER_FORMATS = {"timestampMs", "traceID"}  # Tempo's TraceQL metrics answer (labels: OTLP KeyValues), Jaeger's
 PROTOBUF_NAMES_TOO = {"otlp/transcode.py"}  # also spells protobuf field names, some of them the same words
+# also read other formats whose keys are some of the same words (Tempo's "status", Jaeger's "spans"): there only
+# the camel-case keys, OTLP's own, count
+OTHER_FORMATS_TOO = {"sources/documents.py", "sources/traceql_metrics.py"}
 
 
 def _quoted_words(path: str) -> set[str]:
@@ -42,7 +47,7 @@ def _quoted_words(path: str) -> set[str]:
     return set(re.findall(r'\\?"([A-Za-z_][A-Za-z0-9_]*)\\?"', (SRC / path).read_text(encoding="utf-8")))
 
 
-_CAMEL = re.compile(r"[a-z]+(?:[A-Z][a-z0-9]*)+")  # a literal that is one such word: a key misspelled?
+_CAMEL = re.compile(r"\b[a-z]+(?:[A-Z][a-z0-9]*)+\b")  # a key, or (a literal that is one such word) a typo?
 
 
 def _all_json_keys() -> set[str]:
@@ -120,16 +125,21 @@ def _literals(path: str) -> list[tuple[int, str | bytes]]:
 @pytest.mark.parametrize("path", KEYS_FROM_THE_TABLE)
 def test_codecs_on_the_table_spell_no_key_by_hand(path: str) -> None:
     """These take every OTLP/JSON key from ``jsonkeys`` (constants, fragments built by ``keyed``, ``msgspec``
-    structs renamed by ``BY_FIELD``), and no literal is one camel-case word (a key misspelled) but a legacy key."""
+    structs renamed by ``BY_FIELD``), in their messages too, and no literal is one camel-case word (a key
+    misspelled) but a legacy key or another format's."""
     keys = _all_json_keys()
     if path in PROTOBUF_NAMES_TOO:  # a lone word there may be a protobuf name (HasField("status")): JSON needs quotes
         bare = keys - {f.name for fields in MESSAGES.values() for f in fields.values()}
+    elif path in OTHER_FORMATS_TOO:
+        bare = set()
     else:
         bare = keys
     by_hand = []
     for line, value in _literals(path):
         text = value.decode("latin-1") if isinstance(value, bytes) else value
-        if text in bare or any(f'"{k}"' in text for k in keys) or (_CAMEL.fullmatch(text) and text not in LEGACY):
+        named = set(_CAMEL.findall(text)) & keys  # in a message too: "event timeUnixNano"
+        typo = _CAMEL.fullmatch(text) and text not in LEGACY | OTHER_FORMATS
+        if text in bare or any(f'"{k}"' in text for k in keys) or named or typo:
             by_hand.append((line, value))
     assert by_hand == [], f"{path} spells OTLP/JSON keys by hand"
     assert "jsonkeys" in (SRC / path).read_text(encoding="utf-8")
