@@ -18,9 +18,9 @@ launchtrace uses the Python references (see launchtrace.native), which the tests
 Shared headers (every extension depends on them): _native.h (slot offsets, leaving acyclic objects out of the
 cycle collector), capture/_rawevent.h (the capture event's record layout, checked against launchtrace.rawevent
 at load), otlp/_spandata.h (SpanData's fields, looked up by name), otlp/_jsonfmt.h (the JSON text of strings,
-numbers and bytes, for _jsonenc and _wire2json) and otlp/_jsonkeys.h (their OTLP/JSON keys, generated from the
-field table launchtrace.otlp.fields by scripts/gen_otlp_keys.py; tests/test_otlp_fields.py checks the C against
-the table).
+numbers and bytes, for _jsonenc and _wire2json), otlp/_jsonkeys.h (the OTLP/JSON keys) and otlp/_otlpfields.h
+(the protobuf field numbers and wire tags), both generated from the field table launchtrace.otlp.fields by
+scripts/gen_otlp_keys.py; tests/test_otlp_fields.py checks the C against the table.
 """
 
 import runpy
@@ -43,6 +43,7 @@ setup(
                 "src/launchtrace/capture/_rawevent.h",
                 "src/launchtrace/otlp/_jsonfmt.h",
                 "src/launchtrace/otlp/_jsonkeys.h",
+                "src/launchtrace/otlp/_otlpfields.h",
             ],
             optional=not REQUIRED,
         )

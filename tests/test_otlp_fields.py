@@ -2,9 +2,9 @@
 
 The table is read from the opentelemetry-proto descriptors; the tests check its wire keys against what the
 protobuf library itself writes, that the key constants generated from it (``scripts/gen_otlp_keys.py``:
-``otlp/jsonkeys.py``, ``otlp/_jsonkeys.h``) are what the script writes now, that the codecs which take their
-keys from those constants spell none by hand, and that the codecs which still spell keys spell exactly the
-table's: a key misspelled or missing fails here, by name.
+``otlp/jsonkeys.py``, ``otlp/_jsonkeys.h``) are what the script writes now, that the codecs, which take their
+keys from those constants, spell none by hand, and that the full codecs handle every key the table has for
+launchtrace's spans: a key spelled by hand, misspelled or missing fails here, by name.
 """
 
 from __future__ import annotations
@@ -29,16 +29,25 @@ import gen_otlp_keys  # noqa: E402
 # fields launchtrace's spans have no place for (profiles' string tables, resource entities): no codec spells them
 NOT_CARRIED = {"keyStrindex", "stringValueStrindex", "entityRefs", "descriptionKeys", "idKeys", "type"}
 LEGACY = {"instrumentationLibrarySpans", "instrumentationLibrary"}  # read (and refused) by the decoders
-FULL_JSON_CODECS = ("otlp/_jsonread.c",)  # spells every key itself
-C_ON_THE_TABLE = ("otlp/_jsonenc.c", "otlp/_wire2json.c")  # their keys: _jsonkeys.h's JK_ macros
-OTHER_JSON_CODE = ("otlp/json_fast.py",)
-KEYS_FROM_THE_TABLE = ("otlp/json_codec.py", "otlp/encode_jsonl.py", "receiver/collect.py", "otlp/transcode.py")
+C_ON_THE_TABLE = ("otlp/_jsonenc.c", "otlp/_wire2json.c", "otlp/_jsonread.c")  # their keys: _jsonkeys.h's JK_ macros
+CARRIES_THE_TABLE = {"otlp/_jsonenc.c", "otlp/_jsonread.c"}  # writes, or reads, every key launchtrace's spans carry
+KEYS_FROM_THE_TABLE = (
+    "otlp/json_codec.py", "otlp/encode_jsonl.py", "receiver/collect.py", "otlp/transcode.py", "otlp/json_fast.py",
+    "sources/documents.py", "sources/traceql_metrics.py",
+)  # fmt: skip
+OTHER_FORMATS = {"timestampMs", "traceID"}  # Tempo's TraceQL metrics answer (labels: OTLP KeyValues), Jaeger's
 PROTOBUF_NAMES_TOO = {"otlp/transcode.py"}  # also spells protobuf field names, some of them the same words
+# also read other formats whose keys are some of the same words (Tempo's "status", Jaeger's "spans"): there only
+# the camel-case keys, OTLP's own, count
+OTHER_FORMATS_TOO = {"sources/documents.py", "sources/traceql_metrics.py"}
 
 
 def _quoted_words(path: str) -> set[str]:
     """Every word written in double quotes (escaped as in C string literals, or not) in a source file."""
     return set(re.findall(r'\\?"([A-Za-z_][A-Za-z0-9_]*)\\?"', (SRC / path).read_text(encoding="utf-8")))
+
+
+_CAMEL = re.compile(r"\b[a-z]+(?:[A-Z][a-z0-9]*)+\b")  # a key, or (a literal that is one such word) a typo?
 
 
 def _all_json_keys() -> set[str]:
@@ -62,21 +71,6 @@ def test_wire_keys_are_what_protobuf_writes(field: str, value: object) -> None:
     assert raw.startswith(tag("Span", field))
 
 
-@pytest.mark.parametrize("path", FULL_JSON_CODECS)
-def test_each_full_json_codec_spells_exactly_the_tables_keys(path: str) -> None:
-    """The encoder and both decoders, C and Python: every key of the table they carry, and no other."""
-    words = _quoted_words(path)
-    want = _all_json_keys() - NOT_CARRIED
-    assert want - words == set(), f"{path} never spells these OTLP/JSON keys"
-    assert (words & NOT_CARRIED) - {"type"} == set()
-
-
-@pytest.mark.parametrize("path", FULL_JSON_CODECS + OTHER_JSON_CODE)
-def test_no_codec_spells_a_camel_case_key_outside_the_table(path: str) -> None:
-    camel = {w for w in _quoted_words(path) if re.fullmatch(r"[a-z]+(?:[A-Z][a-z0-9]*)+", w)}
-    assert camel - _all_json_keys() - LEGACY == set(), f"{path}: a misspelled OTLP/JSON key?"
-
-
 @pytest.mark.parametrize(
     "struct, message",
     [(json_fast._Span, "Span"), (json_fast._Event, "Span.Event"), (json_fast._Link, "Span.Link"),
@@ -85,10 +79,11 @@ def test_no_codec_spells_a_camel_case_key_outside_the_table(path: str) -> None:
      (json_fast._TracesData, "TracesData")],
 )  # fmt: skip
 def test_the_fast_readers_structs_mirror_the_table(struct: type[msgspec.Struct], message: str) -> None:
-    """Each msgspec struct of the Python fast path has the message's keys (less those it leaves to the general
-    decoder by refusing them as unknown)."""
-    keys = {f.json for f in MESSAGES[message].values()} - NOT_CARRIED
-    assert set(struct.__struct_fields__) == keys
+    """Each msgspec struct of the Python fast path has the message's fields by their protobuf names, read by
+    their OTLP/JSON keys (less those it leaves to the general decoder by refusing them as unknown)."""
+    fields = [f for f in MESSAGES[message].values() if f.json not in NOT_CARRIED]
+    assert set(struct.__struct_fields__) == {f.name for f in fields}
+    assert dict(zip(struct.__struct_fields__, struct.__struct_encode_fields__)) == {f.name: f.json for f in fields}
 
 
 def test_generated_keys_are_what_the_script_writes(tmp_path: Path) -> None:
@@ -129,16 +124,22 @@ def _literals(path: str) -> list[tuple[int, str | bytes]]:
 
 @pytest.mark.parametrize("path", KEYS_FROM_THE_TABLE)
 def test_codecs_on_the_table_spell_no_key_by_hand(path: str) -> None:
-    """These take every OTLP/JSON key from ``jsonkeys`` (constants, or fragments built by ``keyed``)."""
+    """These take every OTLP/JSON key from ``jsonkeys`` (constants, fragments built by ``keyed``, ``msgspec``
+    structs renamed by ``BY_FIELD``), in their messages too, and no literal is one camel-case word (a key
+    misspelled) but a legacy key or another format's."""
     keys = _all_json_keys()
     if path in PROTOBUF_NAMES_TOO:  # a lone word there may be a protobuf name (HasField("status")): JSON needs quotes
         bare = keys - {f.name for fields in MESSAGES.values() for f in fields.values()}
+    elif path in OTHER_FORMATS_TOO:
+        bare = set()
     else:
         bare = keys
     by_hand = []
     for line, value in _literals(path):
         text = value.decode("latin-1") if isinstance(value, bytes) else value
-        if text in bare or any(f'"{k}"' in text for k in keys):
+        named = set(_CAMEL.findall(text)) & keys  # in a message too: "event timeUnixNano"
+        typo = _CAMEL.fullmatch(text) and text not in LEGACY | OTHER_FORMATS
+        if text in bare or any(f'"{k}"' in text for k in keys) or named or typo:
             by_hand.append((line, value))
     assert by_hand == [], f"{path} spells OTLP/JSON keys by hand"
     assert "jsonkeys" in (SRC / path).read_text(encoding="utf-8")
@@ -150,16 +151,86 @@ def _c_code(path: str) -> str:
 
 
 @pytest.mark.parametrize("path", C_ON_THE_TABLE)
-def test_compiled_writers_take_their_keys_from_the_generated_header(path: str) -> None:
-    """No key spelled by hand in the C, only ``JK_`` macros of ``_jsonkeys.h``; the encoder writes every key of
-    the table it carries."""
+def test_compiled_codecs_take_their_keys_from_the_generated_header(path: str) -> None:
+    """No key spelled by hand in the C (nor any camel-case word, a key misspelled), only ``JK_`` macros of
+    ``_jsonkeys.h``; the encoder writes, and the reader reads, every key of the table they carry."""
     code = _c_code(path)
     assert '#include "_jsonkeys.h"' in code
-    by_hand = {w for w in re.findall(r'\\?"([A-Za-z_][A-Za-z0-9_]*)\\?"', code)} & _all_json_keys()
-    assert by_hand == set(), f"{path} spells OTLP/JSON keys by hand"
-    used = {name.lower() for name in re.findall(r"\bJK_([A-Z_]+)\b", code)}
+    words = set(re.findall(r'\\?"([A-Za-z_][A-Za-z0-9_]*)\\?"', code))
+    assert words & _all_json_keys() == set(), f"{path} spells OTLP/JSON keys by hand"
+    assert {w for w in words if re.fullmatch(r"[a-z]+(?:[A-Z][a-z0-9]*)+", w)} == set(), f"{path}: a misspelled key?"
+    used = {name.lower() for name in re.findall(r"\bJK_([A-Z_]+)\b", code)} - {"len"}
     carried = {f.name for fields in MESSAGES.values() for f in fields.values() if f.json not in NOT_CARRIED}
-    if path == "otlp/_jsonenc.c":
-        assert carried - used == set(), f"{path} never writes these fields"
+    if path in CARRIES_THE_TABLE:
+        assert carried - used == set(), f"{path} never writes or reads these fields"
+        assert used - carried == set(), f"{path} handles fields launchtrace's spans have no place for"
     else:  # the transcoder writes whatever a request holds, the fields launchtrace's spans do not carry too
         assert {f.name for fields in MESSAGES.values() for f in fields.values()} - used == set()
+
+
+def _pb_macros() -> dict[str, tuple[str, str]]:
+    """``PB_SPAN_NAME`` -> ("Span", "name"): every field-number macro of ``_otlpfields.h``."""
+    return {
+        f"{gen_otlp_keys._macro_prefix(message)}_{f.name.upper()}": (message, f.name)
+        for message, fields in MESSAGES.items()
+        for f in fields.values()
+    }
+
+
+def test_field_macros_are_the_tables() -> None:
+    """``_otlpfields.h``: each field's number and its wire tag's bytes, as the table (and protobuf) has them."""
+    header = (SRC / "otlp" / "_otlpfields.h").read_text(encoding="utf-8")
+    numbers = dict(re.findall(r"#define (PB_[A-Z_]+) (\d+)\n", header))
+    tags = dict(re.findall(r'#define (PB_[A-Z_]+)_TAG "((?:\\x[0-9a-f]{2})+)"\n', header))
+    macros = _pb_macros()
+    assert set(numbers) == set(tags) == set(macros)
+    for name, (message, field) in macros.items():
+        assert int(numbers[name]) == MESSAGES[message][field].number
+        assert bytes.fromhex(tags[name].replace("\\x", "")) == tag(message, field)
+
+
+# _protoenc.c's functions that take a wire tag (an unsigned char, or put_fixed's bytes and their count) first
+_TAG_TAKERS = r"put_tag_varint|put_fixed|put_fixed_if|put_field|begin_field|put_str_field|put_str_of|put_str_if|"
+_TAG_TAKERS += r"put_bytes_field|put_varint_if|put_pair|put_attributes|put_each|group_str_field"
+
+
+def test_the_compiled_protobuf_encoder_takes_its_tags_from_the_generated_header() -> None:
+    """Every tag ``_protoenc.c`` writes is ``TAG(..)``/``TAGS(..)`` of ``_otlpfields.h``, or a function's
+    ``tag`` parameter passed on: no tag byte by hand."""
+    code = _c_code("otlp/_protoenc.c")
+    assert '#include "_otlpfields.h"' in code
+    calls = re.findall(rf"\b(?:{_TAG_TAKERS})\(&?\w+, ([^,]+),", code)
+    assert len(calls) > 30
+    assert [a for a in calls if not re.fullmatch(r"TAGS?\([A-Z_]+\)|tag|(?:const char|unsigned char) \*?tag", a)] == []
+    assert re.findall(r"(?:\*p\+\+|b->p\[[^]]+\]) = 0x", code) == [], "a tag byte stored by hand"
+    assert re.findall(r'"(?:\\x[0-9a-fA-F]{2})+"', code) == [], "a tag's bytes by hand"
+
+
+def test_the_compiled_transcoder_takes_its_field_numbers_from_the_generated_header() -> None:
+    """``_wire2json.c``'s message walkers name every field by a ``PB_`` macro of ``_otlpfields.h``: no case,
+    comparison or field argument by number (the bare cases left are wire types, in ``next``, above them)."""
+    code = _c_code("otlp/_wire2json.c")
+    assert '#include "_otlpfields.h"' in code
+    walkers = code[code.index("static int key_value(Out *o") :]
+    numbers = r"case \d+:|field [!=]= \d|, \d+, (?:depth|any_value|key_value|\w+, depth)"
+    assert re.findall(rf"{numbers}|\[0\] == 0x", walkers) == []
+    assert len(re.findall(r"case PB_[A-Z_]+:", walkers)) > 40
+
+
+def test_the_transcoders_field_check_is_what_its_c_walks() -> None:
+    """``transcode._NATIVE_FIELDS``, the fields checked against the installed protobuf before ``_wire2json`` is
+    used, are exactly the fields whose ``PB_`` macros ``_wire2json.c`` names (its request is a TracesData)."""
+    from launchtrace.otlp import transcode
+
+    macros = _pb_macros()
+    named: dict[str, set[int]] = {}
+    for name in set(re.findall(r"\bPB_[A-Z_]+\b", _c_code("otlp/_wire2json.c"))) - {"PB_TAG1", "PB_TAG_LEN"}:
+        message, field = macros[name.removesuffix("_TAG")]
+        named.setdefault(message, set()).add(MESSAGES[message][field].number)
+    checked = {
+        re.sub(r"^opentelemetry\.proto\.[a-z]+(?:\.[a-z]+)*\.v1\.", "", full).replace(
+            "ExportTraceServiceRequest", "TracesData"
+        ): numbers
+        for full, numbers in transcode._NATIVE_FIELDS.items()
+    }
+    assert named == checked

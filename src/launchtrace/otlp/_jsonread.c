@@ -30,6 +30,9 @@
  * instance of the class (tp_alloc) and fills its slots, after checking at construction that the class is
  * exactly a set of object slots with these names (no __dict__, no __post_init__, size accounted for).
  *
+ * The OTLP/JSON keys it matches are the JK_ macros of _jsonkeys.h, generated from the field table
+ * (launchtrace.otlp.fields) by scripts/gen_otlp_keys.py.
+ *
  * tests/test_jsonread_native.py checks this against the general decoder on generated spans, every upstream
  * fixture line and malformed lines (truncated, wrong types, invalid UTF-8, duplicate keys, deep nesting).
  */
@@ -38,6 +41,7 @@
 #include <structmember.h>
 
 #include "../_native.h"
+#include "_jsonkeys.h"
 #include "_spandata.h"
 #include <limits.h>
 #include <math.h>
@@ -710,10 +714,10 @@ static PyObject *parse_attr(P *ps, int depth, int *mutable) {
     if (!eat(ps, '{')) return NULL;
     for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
         if (r < 0) goto fail;
-        if (IS(k, kn, "key")) {
+        if (IS(k, kn, JK_KEY)) {
             SEEN(0);
             if ((key = parse_str_at(ps, NULL)) == NULL) goto fail; /* keys repeat: always cached */
-        } else if (IS(k, kn, "value")) {
+        } else if (IS(k, kn, JK_VALUE)) {
             SEEN(1);
             if ((value = parse_value(ps, depth, mutable)) == NULL) goto fail;
         } else {
@@ -911,7 +915,7 @@ static PyObject *parse_array_value(P *ps, int depth, int *mutable) {
     const unsigned char *k;
     Py_ssize_t kn;
     Stack st;
-    if (!eat(ps, '{') || obj_first(ps, &k, &kn) != 1 || !IS(k, kn, "values") || !eat(ps, '[')) return NULL;
+    if (!eat(ps, '{') || obj_first(ps, &k, &kn) != 1 || !IS(k, kn, JK_VALUES) || !eat(ps, '[')) return NULL;
     stack_init(&st);
     for (int r = arr_first(ps); r != 0; r = arr_next(ps)) {
         if (r < 0) goto fail;
@@ -930,7 +934,7 @@ static PyObject *parse_kvlist_value(P *ps, int depth) {
     const unsigned char *k;
     Py_ssize_t kn;
     int m = 0;
-    if (!eat(ps, '{') || obj_first(ps, &k, &kn) != 1 || !IS(k, kn, "values") || !eat(ps, '[')) return NULL;
+    if (!eat(ps, '{') || obj_first(ps, &k, &kn) != 1 || !IS(k, kn, JK_VALUES) || !eat(ps, '[')) return NULL;
     PyObject *dict = PyDict_New();
     if (dict == NULL) return NULL;
     for (int r = arr_first(ps); r != 0; r = arr_next(ps)) {
@@ -959,18 +963,18 @@ static PyObject *parse_value(P *ps, int depth, int *mutable) {
     int r = obj_first(ps, &k, &kn);
     if (r == 0) return Py_NewRef(Py_None); /* an empty AnyValue */
     if (r < 0) return NULL;
-    if (IS(k, kn, "stringValue")) {
+    if (IS(k, kn, JK_STRING_VALUE)) {
         if (peek(ps) == '"' && scan_string(ps, &s, &n, &f) == 0)
             v = make_str_c(d, s, n, f, !ps->uncached, &d->value_site);
-    } else if (IS(k, kn, "intValue")) {
+    } else if (IS(k, kn, JK_INT_VALUE)) {
         v = parse_intish(ps);
-    } else if (IS(k, kn, "boolValue")) {
+    } else if (IS(k, kn, JK_BOOL_VALUE)) {
         ws(ps);
         if (literal(ps, "true", 4))
             v = Py_NewRef(Py_True);
         else if (literal(ps, "false", 5))
             v = Py_NewRef(Py_False);
-    } else if (IS(k, kn, "doubleValue")) {
+    } else if (IS(k, kn, JK_DOUBLE_VALUE)) {
         c = peek(ps);
         if (is_num_start(c)) {
             Num num;
@@ -993,16 +997,16 @@ static PyObject *parse_value(P *ps, int depth, int *mutable) {
                 if (v == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) PyErr_Clear();
             }
         }
-    } else if (IS(k, kn, "bytesValue")) {
+    } else if (IS(k, kn, JK_BYTES_VALUE)) {
         PyObject *text = parse_str_at(ps, &d->value_site);
         if (text != NULL) {
             v = PyObject_CallOneArg(d->dec_bytes, text);
             Py_DECREF(text);
             if (v == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) PyErr_Clear();
         }
-    } else if (IS(k, kn, "arrayValue")) {
+    } else if (IS(k, kn, JK_ARRAY_VALUE)) {
         v = parse_array_value(ps, depth + 1, mutable);
-    } else if (IS(k, kn, "kvlistValue")) {
+    } else if (IS(k, kn, JK_KVLIST_VALUE)) {
         v = parse_kvlist_value(ps, depth + 1);
         *mutable = 1;
     }
@@ -1053,13 +1057,13 @@ static PyObject *parse_event(P *ps) {
     for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
         if (r < 0) goto fail;
         int i;
-        if (IS(k, kn, "timeUnixNano"))
+        if (IS(k, kn, JK_TIME_UNIX_NANO))
             FIELD(E_TIME, parse_intish(ps));
-        else if (IS(k, kn, "name"))
+        else if (IS(k, kn, JK_NAME))
             FIELD(E_NAME, parse_str(ps));
-        else if (IS(k, kn, "attributes"))
+        else if (IS(k, kn, JK_ATTRIBUTES))
             FIELD(E_ATTRS, parse_attrs(ps, &m, NULL));
-        else if (IS(k, kn, "droppedAttributesCount"))
+        else if (IS(k, kn, JK_DROPPED_ATTRIBUTES_COUNT))
             FIELD(E_DROPPED, parse_intish(ps));
         else
             goto fail;
@@ -1087,17 +1091,17 @@ static PyObject *parse_link(P *ps) {
     for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
         if (r < 0) goto fail;
         int i;
-        if (IS(k, kn, "traceId"))
+        if (IS(k, kn, JK_TRACE_ID))
             FIELD(L_TRACE_ID, parse_id(ps, 16, NULL));
-        else if (IS(k, kn, "spanId"))
+        else if (IS(k, kn, JK_SPAN_ID))
             FIELD(L_SPAN_ID, parse_id(ps, 8, NULL));
-        else if (IS(k, kn, "traceState"))
+        else if (IS(k, kn, JK_TRACE_STATE))
             FIELD(L_TRACE_STATE, parse_str(ps));
-        else if (IS(k, kn, "attributes"))
+        else if (IS(k, kn, JK_ATTRIBUTES))
             FIELD(L_ATTRS, parse_attrs(ps, &m, NULL));
-        else if (IS(k, kn, "droppedAttributesCount"))
+        else if (IS(k, kn, JK_DROPPED_ATTRIBUTES_COUNT))
             FIELD(L_DROPPED, parse_intish(ps));
-        else if (IS(k, kn, "flags"))
+        else if (IS(k, kn, JK_FLAGS))
             FIELD(L_FLAGS, parse_intish(ps));
         else
             goto fail;
@@ -1115,6 +1119,16 @@ fail:
     return NULL;
 }
 
+/* parse_span switches on a key's length first, each case named by one of its keys: the others of a case must
+ * have its length, or they would never match */
+#define SAME_CASE(key, other) _Static_assert(JK_LEN(key) == JK_LEN(other), #other " is not in the case of " #key)
+SAME_CASE(JK_NAME, JK_KIND);
+SAME_CASE(JK_FLAGS, JK_LINKS);
+SAME_CASE(JK_SPAN_ID, JK_EVENTS);
+SAME_CASE(JK_SPAN_ID, JK_STATUS);
+SAME_CASE(JK_TRACE_STATE, JK_ATTRIBUTES);
+SAME_CASE(JK_START_TIME_UNIX_NANO, JK_DROPPED_LINKS_COUNT);
+
 /* a span object -> SpanData with every field but the resource's and scope's (set by the callers) */
 static PyObject *parse_span(P *ps) {
     Decoder *d = ps->d;
@@ -1128,28 +1142,28 @@ static PyObject *parse_span(P *ps) {
         if (r < 0) goto fail;
         int i;
         switch (kn) { /* by length first: most keys differ in it */
-            case 4:
-                if (IS(k, kn, "name"))
+            case JK_LEN(JK_NAME):
+                if (IS(k, kn, JK_NAME))
                     FIELD(F_NAME, parse_str_at(ps, &d->name_site));
-                else if (IS(k, kn, "kind"))
+                else if (IS(k, kn, JK_KIND))
                     FIELD(F_KIND, parse_enum(ps, d->kinds, d->kind_len, d->n_kinds));
                 else
                     goto fail;
                 break;
-            case 5:
-                if (IS(k, kn, "flags"))
+            case JK_LEN(JK_FLAGS):
+                if (IS(k, kn, JK_FLAGS))
                     FIELD(F_FLAGS, parse_intish(ps));
-                else if (IS(k, kn, "links"))
+                else if (IS(k, kn, JK_LINKS))
                     FIELD(F_LINKS, parse_list_of(ps, parse_link));
                 else
                     goto fail;
                 break;
-            case 6:
-                if (IS(k, kn, "spanId"))
+            case JK_LEN(JK_SPAN_ID):
+                if (IS(k, kn, JK_SPAN_ID))
                     FIELD(F_SPAN_ID, parse_id(ps, 8, NULL));
-                else if (IS(k, kn, "events"))
+                else if (IS(k, kn, JK_EVENTS))
                     FIELD(F_EVENTS, parse_list_of(ps, parse_event));
-                else if (IS(k, kn, "status")) {
+                else if (IS(k, kn, JK_STATUS)) {
                     i = F_STATUS_CODE;
                     SEEN(F_STATUS_CODE);
                     SEEN(F_STATUS_MSG);
@@ -1163,11 +1177,11 @@ static PyObject *parse_span(P *ps) {
                     unsigned sseen = 0;
                     for (int sr = obj_first(ps, &k, &kn); sr != 0; sr = obj_next(ps, &k, &kn)) {
                         if (sr < 0) goto fail;
-                        if (IS(k, kn, "code") && !(sseen & 1)) {
+                        if (IS(k, kn, JK_CODE) && !(sseen & 1)) {
                             sseen |= 1;
                             f[F_STATUS_CODE] = parse_enum(ps, d->statuses, d->status_len, d->n_statuses);
                             if (f[F_STATUS_CODE] == NULL) goto fail;
-                        } else if (IS(k, kn, "message") && !(sseen & 2)) {
+                        } else if (IS(k, kn, JK_MESSAGE) && !(sseen & 2)) {
                             sseen |= 2;
                             if ((f[F_STATUS_MSG] = parse_str(ps)) == NULL) goto fail;
                         } else {
@@ -1179,20 +1193,20 @@ static PyObject *parse_span(P *ps) {
                 } else
                     goto fail;
                 break;
-            case 7:
-                if (!IS(k, kn, "traceId")) goto fail;
+            case JK_LEN(JK_TRACE_ID):
+                if (!IS(k, kn, JK_TRACE_ID)) goto fail;
                 FIELD(F_TRACE_ID, parse_id(ps, 16, &d->last_trace));
                 break;
-            case 10:
-                if (IS(k, kn, "traceState"))
+            case JK_LEN(JK_TRACE_STATE):
+                if (IS(k, kn, JK_TRACE_STATE))
                     FIELD(F_TRACE_STATE, parse_str(ps));
-                else if (IS(k, kn, "attributes"))
+                else if (IS(k, kn, JK_ATTRIBUTES))
                     FIELD(F_ATTRS, parse_attrs(ps, &m, d->pos));
                 else
                     goto fail;
                 break;
-            case 12:
-                if (!IS(k, kn, "parentSpanId")) goto fail;
+            case JK_LEN(JK_PARENT_SPAN_ID):
+                if (!IS(k, kn, JK_PARENT_SPAN_ID)) goto fail;
                 i = F_PARENT;
                 SEEN(F_PARENT);
                 ws(ps);
@@ -1201,24 +1215,24 @@ static PyObject *parse_span(P *ps) {
                 else
                     f[i] = parse_id(ps, 8, &d->last_parent);
                 break;
-            case 15:
-                if (!IS(k, kn, "endTimeUnixNano")) goto fail;
+            case JK_LEN(JK_END_TIME_UNIX_NANO):
+                if (!IS(k, kn, JK_END_TIME_UNIX_NANO)) goto fail;
                 FIELD(F_END, parse_intish(ps));
                 break;
-            case 17:
-                if (IS(k, kn, "startTimeUnixNano"))
+            case JK_LEN(JK_START_TIME_UNIX_NANO):
+                if (IS(k, kn, JK_START_TIME_UNIX_NANO))
                     FIELD(F_START, parse_intish(ps));
-                else if (IS(k, kn, "droppedLinksCount"))
+                else if (IS(k, kn, JK_DROPPED_LINKS_COUNT))
                     FIELD(F_DROPPED_LINKS, parse_intish(ps));
                 else
                     goto fail;
                 break;
-            case 18:
-                if (!IS(k, kn, "droppedEventsCount")) goto fail;
+            case JK_LEN(JK_DROPPED_EVENTS_COUNT):
+                if (!IS(k, kn, JK_DROPPED_EVENTS_COUNT)) goto fail;
                 FIELD(F_DROPPED_EVENTS, parse_intish(ps));
                 break;
-            case 22:
-                if (!IS(k, kn, "droppedAttributesCount")) goto fail;
+            case JK_LEN(JK_DROPPED_ATTRIBUTES_COUNT):
+                if (!IS(k, kn, JK_DROPPED_ATTRIBUTES_COUNT)) goto fail;
                 FIELD(F_DROPPED_ATTRS, parse_intish(ps));
                 break;
             default:
@@ -1265,16 +1279,16 @@ static int parse_scope(P *ps, PyObject **name, PyObject **version, PyObject **at
     if (!eat(ps, '{')) return -1;
     for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
         if (r < 0) goto fail;
-        if (IS(k, kn, "name")) {
+        if (IS(k, kn, JK_NAME)) {
             SEEN(0);
             if ((*name = parse_str(ps)) == NULL) goto fail;
-        } else if (IS(k, kn, "version")) {
+        } else if (IS(k, kn, JK_VERSION)) {
             SEEN(1);
             if ((*version = parse_str(ps)) == NULL) goto fail;
-        } else if (IS(k, kn, "attributes")) {
+        } else if (IS(k, kn, JK_ATTRIBUTES)) {
             SEEN(2);
             if ((*attrs = parse_attr_block(ps)) == NULL) goto fail;
-        } else if (IS(k, kn, "droppedAttributesCount")) { /* not read by the general decoder either */
+        } else if (IS(k, kn, JK_DROPPED_ATTRIBUTES_COUNT)) { /* not read by the general decoder either */
             SEEN(3);
             PyObject *n = parse_intish(ps);
             if (n == NULL) goto fail;
@@ -1299,7 +1313,7 @@ static int parse_scope_spans(P *ps, PyObject *out) {
     if (!eat(ps, '{')) return -1;
     for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
         if (r < 0) goto fail;
-        if (IS(k, kn, "spans")) {
+        if (IS(k, kn, JK_SPANS)) {
             SEEN(0);
             if (!eat(ps, '[')) goto fail;
             for (int sr = arr_first(ps); sr != 0; sr = arr_next(ps)) {
@@ -1310,10 +1324,10 @@ static int parse_scope_spans(P *ps, PyObject *out) {
                 Py_DECREF(span);
                 if (err < 0) goto fail;
             }
-        } else if (IS(k, kn, "scope")) {
+        } else if (IS(k, kn, JK_SCOPE)) {
             SEEN(1);
             if (parse_scope(ps, &name, &version, &attrs) < 0) goto fail;
-        } else if (IS(k, kn, "schemaUrl")) {
+        } else if (IS(k, kn, JK_SCHEMA_URL)) {
             SEEN(2);
             if ((schema_url = parse_str(ps)) == NULL) goto fail;
         } else {
@@ -1347,10 +1361,10 @@ static int parse_resource(P *ps, PyObject **attrs) {
     if (!eat(ps, '{')) return -1;
     for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
         if (r < 0) goto fail;
-        if (IS(k, kn, "attributes")) {
+        if (IS(k, kn, JK_ATTRIBUTES)) {
             SEEN(0);
             if ((*attrs = parse_attr_block(ps)) == NULL) goto fail;
-        } else if (IS(k, kn, "droppedAttributesCount")) { /* not read by the general decoder either */
+        } else if (IS(k, kn, JK_DROPPED_ATTRIBUTES_COUNT)) { /* not read by the general decoder either */
             SEEN(1);
             PyObject *n = parse_intish(ps);
             if (n == NULL) goto fail;
@@ -1374,15 +1388,15 @@ static int parse_resource_spans(P *ps, PyObject *out) {
     if (!eat(ps, '{')) return -1;
     for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
         if (r < 0) goto fail;
-        if (IS(k, kn, "scopeSpans")) {
+        if (IS(k, kn, JK_SCOPE_SPANS)) {
             SEEN(0);
             if (!eat(ps, '[')) goto fail;
             for (int sr = arr_first(ps); sr != 0; sr = arr_next(ps))
                 if (sr < 0 || parse_scope_spans(ps, out) < 0) goto fail;
-        } else if (IS(k, kn, "resource")) {
+        } else if (IS(k, kn, JK_RESOURCE)) {
             SEEN(1);
             if (parse_resource(ps, &attrs) < 0) goto fail;
-        } else if (IS(k, kn, "schemaUrl")) {
+        } else if (IS(k, kn, JK_SCHEMA_URL)) {
             SEEN(2);
             if ((schema_url = parse_str(ps)) == NULL) goto fail;
         } else {
@@ -1441,7 +1455,7 @@ static PyObject *Decoder_decode(Decoder *self, PyObject *line) {
     if (out == NULL) return NULL;
     if (!eat(&ps, '{')) goto fail;
     for (int r = obj_first(&ps, &k, &kn); r != 0; r = obj_next(&ps, &k, &kn)) {
-        if (r < 0 || found || !IS(k, kn, "resourceSpans")) goto fail; /* batches, result, ...: no answer */
+        if (r < 0 || found || !IS(k, kn, JK_RESOURCE_SPANS)) goto fail; /* batches, result, ...: no answer */
         found = 1;
         if (!eat(&ps, '[')) goto fail;
         for (int sr = arr_first(&ps); sr != 0; sr = arr_next(&ps))

@@ -28,7 +28,13 @@
 #include <structmember.h>
 
 #include "../_native.h"
+#include "_otlpfields.h"
 #include "_spandata.h"
+
+/* a field's wire tag, from the field table (_otlpfields.h): TAG(SPAN_NAME) is Span.name's one-byte tag,
+ * TAGS(SPAN_FLAGS) its bytes and their count (put_fixed's arguments) */
+#define TAG(field) PB_TAG1(PB_##field##_TAG)
+#define TAGS(field) PB_##field##_TAG, (int)PB_TAG_LEN(PB_##field##_TAG)
 
 #define N_SLOTS 1024 /* attribute block table (a power of two) */
 #define GROUP_CACHE_LIMIT 1024
@@ -271,10 +277,10 @@ static int key_value_body(Buf *b, PyObject *key, PyObject *value);
 
 /* The body of an AnyValue for `v` (rules in encode_proto's docstring, in the same order of checks). */
 static int any_value(Buf *b, PyObject *v) {
-    if (PyUnicode_CheckExact(v)) return put_str_field(b, 0x0a, v);
+    if (PyUnicode_CheckExact(v)) return put_str_field(b, TAG(ANY_VALUE_STRING_VALUE), v);
     if (PyBool_Check(v)) {
         if (RESERVE(b, 2) < 0) return -1;
-        b->p[b->len++] = 0x10;
+        b->p[b->len++] = TAG(ANY_VALUE_BOOL_VALUE);
         b->p[b->len++] = v == Py_True ? 1 : 0;
         return 0;
     }
@@ -282,27 +288,28 @@ static int any_value(Buf *b, PyObject *v) {
         int overflow;
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (x == -1 && PyErr_Occurred()) return -1;
-        if (overflow) return put_str_of(b, 0x0a, v); /* outside int64: its decimal string */
-        return put_tag_varint(b, 0x18, (uint64_t)x);
+        if (overflow) return put_str_of(b, TAG(ANY_VALUE_STRING_VALUE), v); /* outside int64: its decimal string */
+        return put_tag_varint(b, TAG(ANY_VALUE_INT_VALUE), (uint64_t)x);
     }
     if (PyFloat_CheckExact(v)) {
         if (RESERVE(b, 9) < 0) return -1;
-        b->p[b->len] = 0x21;
+        b->p[b->len] = TAG(ANY_VALUE_DOUBLE_VALUE);
         if (PyFloat_Pack8(PyFloat_AS_DOUBLE(v), b->p + b->len + 1, 1) < 0) return -1;
         b->len += 9;
         return 0;
     }
-    if (PyBytes_CheckExact(v)) return put_field(b, 0x3a, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+    if (PyBytes_CheckExact(v))
+        return put_field(b, TAG(ANY_VALUE_BYTES_VALUE), PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
     int rc = -1;
     Py_ssize_t outer, inner;
     if (Py_EnterRecursiveCall(" while encoding an OTLP attribute value")) return -1;
     if (PyTuple_CheckExact(v) || PyList_CheckExact(v)) {
-        if (begin_field(b, 0x2a, 1, &outer) < 0) goto done;
+        if (begin_field(b, TAG(ANY_VALUE_ARRAY_VALUE), 1, &outer) < 0) goto done;
         /* a list may change while str() of an element runs: read its current size each time, hold the item */
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); i++) {
             PyObject *item = PySequence_Fast_GET_ITEM(v, i);
             Py_INCREF(item);
-            int r = begin_field(b, 0x0a, 1, &inner);
+            int r = begin_field(b, TAG(ARRAY_VALUE_VALUES), 1, &inner);
             if (r == 0) r = any_value(b, item);
             if (r == 0) r = end_field(b, inner, 1);
             Py_DECREF(item);
@@ -310,13 +317,13 @@ static int any_value(Buf *b, PyObject *v) {
         }
         rc = end_field(b, outer, 1);
     } else if (PyDict_CheckExact(v)) {
-        if (begin_field(b, 0x32, 1, &outer) < 0) goto done;
+        if (begin_field(b, TAG(ANY_VALUE_KVLIST_VALUE), 1, &outer) < 0) goto done;
         PyObject *key, *value;
         Py_ssize_t pos = 0;
         while (PyDict_Next(v, &pos, &key, &value)) {
             Py_INCREF(key);
             Py_INCREF(value);
-            int r = begin_field(b, 0x0a, 1, &inner);
+            int r = begin_field(b, TAG(KEY_VALUE_LIST_VALUES), 1, &inner);
             if (r == 0) r = key_value_body(b, key, value);
             if (r == 0) r = end_field(b, inner, 1);
             Py_DECREF(key);
@@ -336,7 +343,7 @@ static int any_value(Buf *b, PyObject *v) {
         else if (PyTuple_Check(v) || PyList_Check(v))
             conv = PySequence_Tuple(v);
         else {
-            rc = put_str_of(b, 0x0a, v);
+            rc = put_str_of(b, TAG(ANY_VALUE_STRING_VALUE), v);
             goto done;
         }
         if (conv == NULL) goto done;
@@ -351,8 +358,8 @@ done:
 /* The body of a KeyValue: key (str(key)) and value. */
 static int key_value_body(Buf *b, PyObject *key, PyObject *value) {
     Py_ssize_t mark;
-    if (put_str_of(b, 0x0a, key) < 0) return -1;
-    if (begin_field(b, 0x12, 1, &mark) < 0) return -1;
+    if (put_str_of(b, TAG(KEY_VALUE_KEY), key) < 0) return -1;
+    if (begin_field(b, TAG(KEY_VALUE_VALUE), 1, &mark) < 0) return -1;
     if (any_value(b, value) < 0) return -1;
     return end_field(b, mark, 1);
 }
@@ -528,10 +535,10 @@ fail:
     return -1;
 }
 
-/* The Span.attributes fields (tag 0x4a) of `attrs`, through the block table. */
+/* The Span.attributes fields of `attrs`, through the block table. */
 static int put_span_attributes(Encoder *self, PyObject *attrs) {
     Buf *b = &self->out;
-    if (!PyTuple_CheckExact(attrs)) return put_attributes(b, 0x4a, attrs);
+    if (!PyTuple_CheckExact(attrs)) return put_attributes(b, TAG(SPAN_ATTRIBUTES), attrs);
     Py_ssize_t n = PyTuple_GET_SIZE(attrs);
     if (n == 0) return 0;
     Block *e = &self->blocks[slot_of(PyTuple_GET_ITEM(attrs, 0))];
@@ -565,7 +572,7 @@ static int put_span_attributes(Encoder *self, PyObject *attrs) {
         } else {
             if (run_len && put_raw(b, e->enc + run_from, run_len) < 0) goto done;
             run_len = 0;
-            if (put_pair(b, 0x4a, pair) < 0) goto done;
+            if (put_pair(b, TAG(SPAN_ATTRIBUTES), pair) < 0) goto done;
             self->tmp_keep[i] = (unsigned char)reusable_pair(pair);
             all_keep &= self->tmp_keep[i];
             self->pairs_encoded++;
@@ -586,8 +593,10 @@ static int put_event(Buf *b, PyObject *ev) {
         (attrs = PyObject_GetAttr(ev, s_attributes)) == NULL ||
         (dropped = PyObject_GetAttr(ev, s_dropped_attributes_count)) == NULL)
         goto done;
-    if (put_fixed_if(b, "\x09", 1, time_ns, 8) < 0 || put_str_if(b, 0x12, name) < 0 ||
-        put_attributes(b, 0x1a, attrs) < 0 || put_varint_if(b, 0x20, dropped) < 0)
+    if (put_fixed_if(b, TAGS(SPAN_EVENT_TIME_UNIX_NANO), time_ns, 8) < 0 ||
+        put_str_if(b, TAG(SPAN_EVENT_NAME), name) < 0 ||
+        put_attributes(b, TAG(SPAN_EVENT_ATTRIBUTES), attrs) < 0 ||
+        put_varint_if(b, TAG(SPAN_EVENT_DROPPED_ATTRIBUTES_COUNT), dropped) < 0)
         goto done;
     rc = 0;
 done:
@@ -604,10 +613,11 @@ static int put_link(Buf *b, PyObject *link) {
     int rc = -1, t;
     for (int i = 0; i < 6; i++)
         if ((f[i] = PyObject_GetAttr(link, names[i])) == NULL) goto done;
-    if ((t = truthy(f[0])) < 0 || (t && put_bytes_field(b, 0x0a, f[0], 0) < 0)) goto done;
-    if ((t = truthy(f[1])) < 0 || (t && put_bytes_field(b, 0x12, f[1], 0) < 0)) goto done;
-    if (put_str_if(b, 0x1a, f[2]) < 0 || put_attributes(b, 0x22, f[3]) < 0 || put_varint_if(b, 0x28, f[4]) < 0 ||
-        put_fixed_if(b, "\x35", 1, f[5], 4) < 0)
+    if ((t = truthy(f[0])) < 0 || (t && put_bytes_field(b, TAG(SPAN_LINK_TRACE_ID), f[0], 0) < 0)) goto done;
+    if ((t = truthy(f[1])) < 0 || (t && put_bytes_field(b, TAG(SPAN_LINK_SPAN_ID), f[1], 0) < 0)) goto done;
+    if (put_str_if(b, TAG(SPAN_LINK_TRACE_STATE), f[2]) < 0 || put_attributes(b, TAG(SPAN_LINK_ATTRIBUTES), f[3]) < 0 ||
+        put_varint_if(b, TAG(SPAN_LINK_DROPPED_ATTRIBUTES_COUNT), f[4]) < 0 ||
+        put_fixed_if(b, TAGS(SPAN_LINK_FLAGS), f[5], 4) < 0)
         goto done;
     rc = 0;
 done:
@@ -642,28 +652,35 @@ static int put_span(Encoder *self, PyObject *s) {
     int rc = -1, t, n = 0;
     for (; n < N_SPAN_MESSAGE_FIELDS; n++)
         if ((f[n] = getf(self, s, n)) == NULL) goto done;
-    if (put_bytes_field(b, 0x0a, f[F_TRACE_ID], 1) < 0 || put_bytes_field(b, 0x12, f[F_SPAN_ID], 1) < 0) goto done;
-    if (put_str_if(b, 0x1a, f[F_TRACE_STATE]) < 0) goto done;
+    if (put_bytes_field(b, TAG(SPAN_TRACE_ID), f[F_TRACE_ID], 1) < 0 ||
+        put_bytes_field(b, TAG(SPAN_SPAN_ID), f[F_SPAN_ID], 1) < 0)
+        goto done;
+    if (put_str_if(b, TAG(SPAN_TRACE_STATE), f[F_TRACE_STATE]) < 0) goto done;
     if (f[F_PARENT] != Py_None) {
-        if ((t = truthy(f[F_PARENT])) < 0 || (t && put_bytes_field(b, 0x22, f[F_PARENT], 0) < 0)) goto done;
+        if ((t = truthy(f[F_PARENT])) < 0 || (t && put_bytes_field(b, TAG(SPAN_PARENT_SPAN_ID), f[F_PARENT], 0) < 0))
+            goto done;
     }
-    if (put_str_if(b, 0x2a, f[F_NAME]) < 0 || put_varint_if(b, 0x30, f[F_KIND]) < 0) goto done;
-    if (put_fixed_if(b, "\x39", 1, f[F_START], 8) < 0 || put_fixed_if(b, "\x41", 1, f[F_END], 8) < 0) goto done;
+    if (put_str_if(b, TAG(SPAN_NAME), f[F_NAME]) < 0 || put_varint_if(b, TAG(SPAN_KIND), f[F_KIND]) < 0) goto done;
+    if (put_fixed_if(b, TAGS(SPAN_START_TIME_UNIX_NANO), f[F_START], 8) < 0 ||
+        put_fixed_if(b, TAGS(SPAN_END_TIME_UNIX_NANO), f[F_END], 8) < 0)
+        goto done;
     if ((t = truthy(f[F_ATTRS])) < 0 || (t && put_span_attributes(self, f[F_ATTRS]) < 0)) goto done;
-    if (put_varint_if(b, 0x50, f[F_DROPPED_ATTRS]) < 0 || put_each(b, 0x5a, f[F_EVENTS], put_event) < 0 ||
-        put_varint_if(b, 0x60, f[F_DROPPED_EVENTS]) < 0 || put_each(b, 0x6a, f[F_LINKS], put_link) < 0 ||
-        put_varint_if(b, 0x70, f[F_DROPPED_LINKS]) < 0)
+    if (put_varint_if(b, TAG(SPAN_DROPPED_ATTRIBUTES_COUNT), f[F_DROPPED_ATTRS]) < 0 ||
+        put_each(b, TAG(SPAN_EVENTS), f[F_EVENTS], put_event) < 0 ||
+        put_varint_if(b, TAG(SPAN_DROPPED_EVENTS_COUNT), f[F_DROPPED_EVENTS]) < 0 ||
+        put_each(b, TAG(SPAN_LINKS), f[F_LINKS], put_link) < 0 ||
+        put_varint_if(b, TAG(SPAN_DROPPED_LINKS_COUNT), f[F_DROPPED_LINKS]) < 0)
         goto done;
     int code = truthy(f[F_STATUS_CODE]), msg = truthy(f[F_STATUS_MSG]);
     if (code < 0 || msg < 0) goto done;
     if (code || msg) {
         Py_ssize_t mark;
-        if (begin_field(b, 0x7a, 1, &mark) < 0) goto done;
-        if (msg && put_str_field(b, 0x12, f[F_STATUS_MSG]) < 0) goto done;
-        if (code && put_varint_if(b, 0x18, f[F_STATUS_CODE]) < 0) goto done;
+        if (begin_field(b, TAG(SPAN_STATUS), 1, &mark) < 0) goto done;
+        if (msg && put_str_field(b, TAG(STATUS_MESSAGE), f[F_STATUS_MSG]) < 0) goto done;
+        if (code && put_varint_if(b, TAG(STATUS_CODE), f[F_STATUS_CODE]) < 0) goto done;
         if (end_field(b, mark, 1) < 0) goto done;
     }
-    if (put_fixed_if(b, "\x85\x01", 2, f[F_FLAGS], 4) < 0) goto done;
+    if (put_fixed_if(b, TAGS(SPAN_FLAGS), f[F_FLAGS], 4) < 0) goto done;
     rc = 0;
 done:
     for (int i = 0; i < n; i++) Py_DECREF(f[i]);
@@ -795,14 +812,17 @@ fail:
     return NULL;
 }
 
-/* The cached field for `key` in `cache` (resources or scopes), made by make(span) on a miss; borrowed. */
+/* The cached field for `key` in `cache` (resources or scopes), made by make(span) on a miss; borrowed. Its tag
+ * is ResourceSpans.resource's, which is ScopeSpans.scope's too. */
+_Static_assert(PB_RESOURCE_SPANS_RESOURCE == PB_SCOPE_SPANS_SCOPE, "ResourceSpans.resource and ScopeSpans.scope");
 static PyObject *cached_field(Encoder *self, PyObject *cache, PyObject *key, PyObject *span,
                               int (*make)(Encoder *, Buf *, PyObject *)) {
     PyObject *field = PyDict_GetItemWithError(cache, key);
     if (field != NULL || PyErr_Occurred()) return field;
     Buf tmp = {NULL, 0, 0};
     Py_ssize_t mark;
-    if (begin_field(&tmp, 0x0a, 1, &mark) < 0 || make(self, &tmp, span) < 0 || end_field(&tmp, mark, 1) < 0) {
+    if (begin_field(&tmp, TAG(RESOURCE_SPANS_RESOURCE), 1, &mark) < 0 || make(self, &tmp, span) < 0 ||
+        end_field(&tmp, mark, 1) < 0) {
         PyMem_Free(tmp.p);
         return NULL;
     }
@@ -818,7 +838,7 @@ static PyObject *cached_field(Encoder *self, PyObject *cache, PyObject *key, PyO
 static int make_resource(Encoder *self, Buf *b, PyObject *span) {
     PyObject *r = getf(self, span, F_RESOURCE);
     if (r == NULL) return -1;
-    int rc = put_attributes(b, 0x0a, r);
+    int rc = put_attributes(b, TAG(RESOURCE_ATTRIBUTES), r);
     Py_DECREF(r);
     return rc;
 }
@@ -829,7 +849,9 @@ static int make_scope(Encoder *self, Buf *b, PyObject *span) {
     if (name == NULL || (version = getf(self, span, F_SCOPE_VERSION)) == NULL ||
         (attrs = getf(self, span, F_SCOPE_ATTRS)) == NULL)
         goto done;
-    if (put_str_if(b, 0x0a, name) < 0 || put_str_if(b, 0x12, version) < 0 || put_attributes(b, 0x1a, attrs) < 0)
+    if (put_str_if(b, TAG(INSTRUMENTATION_SCOPE_NAME), name) < 0 ||
+        put_str_if(b, TAG(INSTRUMENTATION_SCOPE_VERSION), version) < 0 ||
+        put_attributes(b, TAG(INSTRUMENTATION_SCOPE_ATTRIBUTES), attrs) < 0)
         goto done;
     rc = 0;
 done:
@@ -896,7 +918,8 @@ static PyObject *encode_groups(Encoder *self, PyObject *groups) {
         r->resource = 1;
         if ((r->head = cached_field(self, self->resources, rkey, first, make_resource)) == NULL) goto done;
         Py_INCREF(r->head);
-        if ((r->tail = group_str_field(self, 0x1a, first, F_RESOURCE_SCHEMA)) == NULL) goto done;
+        r->tail = group_str_field(self, TAG(RESOURCE_SPANS_SCHEMA_URL), first, F_RESOURCE_SCHEMA);
+        if (r->tail == NULL) goto done;
         r->len = PyBytes_GET_SIZE(r->head) + PyBytes_GET_SIZE(r->tail);
         spos = 0;
         while (PyDict_Next(scopes, &spos, &skey, &members)) {
@@ -905,11 +928,12 @@ static PyObject *encode_groups(Encoder *self, PyObject *groups) {
             memset(sp, 0, sizeof(Part));
             if ((sp->head = cached_field(self, self->scopes, skey, head, make_scope)) == NULL) goto done;
             Py_INCREF(sp->head);
-            if ((sp->tail = group_str_field(self, 0x1a, head, F_SCHEMA_URL)) == NULL) goto done;
+            if ((sp->tail = group_str_field(self, TAG(SCOPE_SPANS_SCHEMA_URL), head, F_SCHEMA_URL)) == NULL) goto done;
             sp->start = b->len;
             for (Py_ssize_t i = 0; i < PyList_GET_SIZE(members); i++) {
                 Py_ssize_t mark;
-                if (begin_field(b, 0x12, 2, &mark) < 0 || put_span(self, PyList_GET_ITEM(members, i)) < 0 ||
+                if (begin_field(b, TAG(SCOPE_SPANS_SPANS), 2, &mark) < 0 ||
+                    put_span(self, PyList_GET_ITEM(members, i)) < 0 ||
                     end_field(b, mark, 2) < 0)
                     goto done;
             }
@@ -932,9 +956,9 @@ static PyObject *encode_groups(Encoder *self, PyObject *groups) {
                 p += PyBytes_GET_SIZE(resource_tail);
             }
             resource_tail = x->tail;
-            *p++ = 0x0a;
+            *p++ = TAG(TRACES_DATA_RESOURCE_SPANS);
         } else {
-            *p++ = 0x12;
+            *p++ = TAG(RESOURCE_SPANS_SCOPE_SPANS);
         }
         p = put_varint(p, (uint64_t)x->len);
         memcpy(p, PyBytes_AS_STRING(x->head), (size_t)PyBytes_GET_SIZE(x->head));

@@ -29,6 +29,7 @@
 
 #include "_jsonfmt.h"
 #include "_jsonkeys.h"
+#include "_otlpfields.h"
 
 enum { OK = 0, UNSURE = 1, NOMEM = 2 };
 
@@ -382,7 +383,8 @@ static int key_value(Out *o, const uint8_t *p, size_t n, int depth);
 static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
     if (depth > MAX_DEPTH)
         return UNSURE;
-    if (n >= 2 && p[0] == 0x0A && p[1] < 0x80 && (size_t)p[1] + 2 == n) { /* the usual: a short string */
+    /* the usual: a short string */
+    if (n >= 2 && p[0] == PB_TAG1(PB_ANY_VALUE_STRING_VALUE_TAG) && p[1] < 0x80 && (size_t)p[1] + 2 == n) {
         TRY(PUTS(o, "{\"" JK_STRING_VALUE "\":"));
         TRY(put_str(o, p + 2, p[1]));
         return PUTS(o, "}");
@@ -400,23 +402,23 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
     if (!have)
         return PUTS(o, "{}");
     switch (val.field) {
-    case 1:
+    case PB_ANY_VALUE_STRING_VALUE:
         if (val.wt != 2)
             return UNSURE;
         TRY(PUTS(o, "{\"" JK_STRING_VALUE "\":"));
         TRY(put_str(o, val.p, val.n));
         return PUTS(o, "}");
-    case 2:
+    case PB_ANY_VALUE_BOOL_VALUE:
         if (val.wt != 0 || val.v > 1)
             return UNSURE;
         return val.v ? PUTS(o, "{\"" JK_BOOL_VALUE "\":true}") : PUTS(o, "{\"" JK_BOOL_VALUE "\":false}");
-    case 3:
+    case PB_ANY_VALUE_INT_VALUE:
         if (val.wt != 0)
             return UNSURE;
         TRY(PUTS(o, "{\"" JK_INT_VALUE "\":\""));
         TRY(put_i64(o, (int64_t)val.v));
         return PUTS(o, "\"}");
-    case 4: {
+    case PB_ANY_VALUE_DOUBLE_VALUE: {
         if (val.wt != 1)
             return UNSURE;
         double d;
@@ -425,13 +427,14 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
         TRY(put_double(o, d));
         return PUTS(o, "}");
     }
-    case 5:
-    case 6: {
+    case PB_ANY_VALUE_ARRAY_VALUE:
+    case PB_ANY_VALUE_KVLIST_VALUE: {
         if (val.wt != 2)
             return UNSURE;
         if (depth + 1 > MAX_DEPTH)
             return UNSURE;
-        /* ArrayValue / KeyValueList: field 1 repeated (AnyValue / KeyValue), nothing else */
+        /* ArrayValue / KeyValueList: values repeated (AnyValue / KeyValue), nothing else */
+        _Static_assert(PB_ARRAY_VALUE_VALUES == PB_KEY_VALUE_LIST_VALUES, "ArrayValue's values and KeyValueList's");
         const uint8_t *q = val.p, *qend = val.p + val.n;
         Rep values;
         values.first = values.end = NULL; /* no {0}: gcc zeroes 24 bytes with a slow rep stos here */
@@ -439,24 +442,25 @@ static int any_value(Out *o, const uint8_t *p, size_t n, int depth) {
         while (q < qend) {
             const uint8_t *at = q;
             TRY(next(&q, qend, &f));
-            if (f.field != 1)
+            if (f.field != PB_ARRAY_VALUE_VALUES)
                 return UNSURE;
             TRY(rep(&values, &f, at, q));
         }
-        TRY(val.field == 5 ? PUTS(o, "{\"" JK_ARRAY_VALUE "\":{") : PUTS(o, "{\"" JK_KVLIST_VALUE "\":{"));
+        int array = val.field == PB_ANY_VALUE_ARRAY_VALUE;
+        TRY(array ? PUTS(o, "{\"" JK_ARRAY_VALUE "\":{") : PUTS(o, "{\"" JK_KVLIST_VALUE "\":{"));
         if (values.count) {
             TRY(PUTS(o, "\"" JK_VALUES "\":"));
-            TRY(put_rep(o, &values, 1, val.field == 5 ? any_value : key_value, depth + 2));
+            TRY(put_rep(o, &values, PB_ARRAY_VALUE_VALUES, array ? any_value : key_value, depth + 2));
         }
         return PUTS(o, "}}");
     }
-    case 7:
+    case PB_ANY_VALUE_BYTES_VALUE:
         if (val.wt != 2)
             return UNSURE;
         TRY(PUTS(o, "{\"" JK_BYTES_VALUE "\":"));
         TRY(put_b64(o, val.p, val.n));
         return PUTS(o, "}");
-    case 8: {
+    case PB_ANY_VALUE_STRING_VALUE_STRINDEX: {
         int64_t i;
         if (val.wt != 0)
             return UNSURE;
@@ -475,9 +479,9 @@ static int key_value(Out *o, const uint8_t *p, size_t n, int depth) {
     if (depth > MAX_DEPTH)
         return UNSURE;
     /* The usual attribute, exactly a non-empty key then a value, both under 128 bytes: no field loop. */
-    if (n >= 4 && p[0] == 0x0A && p[1] > 0 && p[1] < 0x80 && (size_t)p[1] + 4 <= n) {
+    if (n >= 4 && p[0] == PB_TAG1(PB_KEY_VALUE_KEY_TAG) && p[1] > 0 && p[1] < 0x80 && (size_t)p[1] + 4 <= n) {
         const uint8_t *v = p + 2 + p[1];
-        if (v[0] == 0x12 && v[1] < 0x80 && (size_t)(v + 2 + v[1] - p) == n) {
+        if (v[0] == PB_TAG1(PB_KEY_VALUE_VALUE_TAG) && v[1] < 0x80 && (size_t)(v + 2 + v[1] - p) == n) {
             TRY(PUTS(o, "{\"" JK_KEY "\":"));
             TRY(put_str(o, p + 2, p[1]));
             TRY(PUTS(o, ",\"" JK_VALUE "\":"));
@@ -491,9 +495,9 @@ static int key_value(Out *o, const uint8_t *p, size_t n, int depth) {
     while (p < end) {
         TRY(next(&p, end, &f));
         switch (f.field) {
-        case 1: TRY(once(&k, &f, 2)); break;
-        case 2: TRY(once(&v, &f, 2)); break;
-        case 3: TRY(once(&strindex, &f, 0)); break;
+        case PB_KEY_VALUE_KEY: TRY(once(&k, &f, 2)); break;
+        case PB_KEY_VALUE_VALUE: TRY(once(&v, &f, 2)); break;
+        case PB_KEY_VALUE_KEY_STRINDEX: TRY(once(&strindex, &f, 0)); break;
         default: return UNSURE;
         }
     }
@@ -551,10 +555,10 @@ static int entity_ref(Out *o, const uint8_t *p, size_t n, int depth) {
         const uint8_t *at = p;
         TRY(next(&p, end, &f));
         switch (f.field) {
-        case 1: TRY(once(&schema, &f, 2)); break;
-        case 2: TRY(once(&type, &f, 2)); break;
-        case 3: TRY(rep(&ids, &f, at, p)); break;
-        case 4: TRY(rep(&descs, &f, at, p)); break;
+        case PB_ENTITY_REF_SCHEMA_URL: TRY(once(&schema, &f, 2)); break;
+        case PB_ENTITY_REF_TYPE: TRY(once(&type, &f, 2)); break;
+        case PB_ENTITY_REF_ID_KEYS: TRY(rep(&ids, &f, at, p)); break;
+        case PB_ENTITY_REF_DESCRIPTION_KEYS: TRY(rep(&descs, &f, at, p)); break;
         default: return UNSURE;
         }
     }
@@ -570,11 +574,11 @@ static int entity_ref(Out *o, const uint8_t *p, size_t n, int depth) {
     }
     if (ids.count) {
         KEY(JK_ID_KEYS);
-        TRY(put_rep_str(o, &ids, 3));
+        TRY(put_rep_str(o, &ids, PB_ENTITY_REF_ID_KEYS));
     }
     if (descs.count) {
         KEY(JK_DESCRIPTION_KEYS);
-        TRY(put_rep_str(o, &descs, 4));
+        TRY(put_rep_str(o, &descs, PB_ENTITY_REF_DESCRIPTION_KEYS));
     }
     return PUTS(o, "}");
 }
@@ -591,19 +595,19 @@ static int resource(Out *o, const uint8_t *p, size_t n, int depth) {
         const uint8_t *at = p;
         TRY(next(&p, end, &f));
         switch (f.field) {
-        case 1: TRY(rep(&attrs, &f, at, p)); break;
-        case 2: TRY(once(&dropped, &f, 0)); break;
-        case 3: TRY(rep(&refs, &f, at, p)); break;
+        case PB_RESOURCE_ATTRIBUTES: TRY(rep(&attrs, &f, at, p)); break;
+        case PB_RESOURCE_DROPPED_ATTRIBUTES_COUNT: TRY(once(&dropped, &f, 0)); break;
+        case PB_RESOURCE_ENTITY_REFS: TRY(rep(&refs, &f, at, p)); break;
         default: return UNSURE;
         }
     }
     int nf = 0;
     TRY(PUTS(o, "{"));
-    TRY(put_attributes(o, &nf, &attrs, 1, depth));
+    TRY(put_attributes(o, &nf, &attrs, PB_RESOURCE_ATTRIBUTES, depth));
     COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped);
     if (refs.count) {
         KEY(JK_ENTITY_REFS);
-        TRY(put_rep(o, &refs, 3, entity_ref, depth + 1));
+        TRY(put_rep(o, &refs, PB_RESOURCE_ENTITY_REFS, entity_ref, depth + 1));
     }
     return PUTS(o, "}");
 }
@@ -620,10 +624,10 @@ static int scope(Out *o, const uint8_t *p, size_t n, int depth) {
         const uint8_t *at = p;
         TRY(next(&p, end, &f));
         switch (f.field) {
-        case 1: TRY(once(&name, &f, 2)); break;
-        case 2: TRY(once(&version, &f, 2)); break;
-        case 3: TRY(rep(&attrs, &f, at, p)); break;
-        case 4: TRY(once(&dropped, &f, 0)); break;
+        case PB_INSTRUMENTATION_SCOPE_NAME: TRY(once(&name, &f, 2)); break;
+        case PB_INSTRUMENTATION_SCOPE_VERSION: TRY(once(&version, &f, 2)); break;
+        case PB_INSTRUMENTATION_SCOPE_ATTRIBUTES: TRY(rep(&attrs, &f, at, p)); break;
+        case PB_INSTRUMENTATION_SCOPE_DROPPED_ATTRIBUTES_COUNT: TRY(once(&dropped, &f, 0)); break;
         default: return UNSURE;
         }
     }
@@ -637,7 +641,7 @@ static int scope(Out *o, const uint8_t *p, size_t n, int depth) {
         KEY(JK_VERSION);
         TRY(put_str(o, version.p, version.n));
     }
-    TRY(put_attributes(o, &nf, &attrs, 3, depth));
+    TRY(put_attributes(o, &nf, &attrs, PB_INSTRUMENTATION_SCOPE_ATTRIBUTES, depth));
     COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped);
     return PUTS(o, "}");
 }
@@ -654,10 +658,10 @@ static int span_event(Out *o, const uint8_t *p, size_t n, int depth) {
         const uint8_t *at = p;
         TRY(next(&p, end, &f));
         switch (f.field) {
-        case 1: TRY(once(&time, &f, 1)); break;
-        case 2: TRY(once(&name, &f, 2)); break;
-        case 3: TRY(rep(&attrs, &f, at, p)); break;
-        case 4: TRY(once(&dropped, &f, 0)); break;
+        case PB_SPAN_EVENT_TIME_UNIX_NANO: TRY(once(&time, &f, 1)); break;
+        case PB_SPAN_EVENT_NAME: TRY(once(&name, &f, 2)); break;
+        case PB_SPAN_EVENT_ATTRIBUTES: TRY(rep(&attrs, &f, at, p)); break;
+        case PB_SPAN_EVENT_DROPPED_ATTRIBUTES_COUNT: TRY(once(&dropped, &f, 0)); break;
         default: return UNSURE;
         }
     }
@@ -673,7 +677,7 @@ static int span_event(Out *o, const uint8_t *p, size_t n, int depth) {
         KEY(JK_NAME);
         TRY(put_str(o, name.p, name.n));
     }
-    TRY(put_attributes(o, &nf, &attrs, 3, depth));
+    TRY(put_attributes(o, &nf, &attrs, PB_SPAN_EVENT_ATTRIBUTES, depth));
     COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped);
     return PUTS(o, "}");
 }
@@ -690,12 +694,12 @@ static int span_link(Out *o, const uint8_t *p, size_t n, int depth) {
         const uint8_t *at = p;
         TRY(next(&p, end, &f));
         switch (f.field) {
-        case 1: TRY(once(&trace, &f, 2)); break;
-        case 2: TRY(once(&span, &f, 2)); break;
-        case 3: TRY(once(&state, &f, 2)); break;
-        case 4: TRY(rep(&attrs, &f, at, p)); break;
-        case 5: TRY(once(&dropped, &f, 0)); break;
-        case 6: TRY(once(&flags, &f, 5)); break;
+        case PB_SPAN_LINK_TRACE_ID: TRY(once(&trace, &f, 2)); break;
+        case PB_SPAN_LINK_SPAN_ID: TRY(once(&span, &f, 2)); break;
+        case PB_SPAN_LINK_TRACE_STATE: TRY(once(&state, &f, 2)); break;
+        case PB_SPAN_LINK_ATTRIBUTES: TRY(rep(&attrs, &f, at, p)); break;
+        case PB_SPAN_LINK_DROPPED_ATTRIBUTES_COUNT: TRY(once(&dropped, &f, 0)); break;
+        case PB_SPAN_LINK_FLAGS: TRY(once(&flags, &f, 5)); break;
         default: return UNSURE;
         }
     }
@@ -713,7 +717,7 @@ static int span_link(Out *o, const uint8_t *p, size_t n, int depth) {
         KEY(JK_TRACE_STATE);
         TRY(put_str(o, state.p, state.n));
     }
-    TRY(put_attributes(o, &nf, &attrs, 4, depth));
+    TRY(put_attributes(o, &nf, &attrs, PB_SPAN_LINK_ATTRIBUTES, depth));
     COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped);
     if (flags.v) {
         KEY(JK_FLAGS);
@@ -732,8 +736,8 @@ static int span_status(Out *o, const uint8_t *p, size_t n, int depth) {
     while (p < end) {
         TRY(next(&p, end, &f));
         switch (f.field) {
-        case 2: TRY(once(&message, &f, 2)); break;
-        case 3: TRY(once(&code, &f, 0)); break;
+        case PB_STATUS_MESSAGE: TRY(once(&message, &f, 2)); break;
+        case PB_STATUS_CODE: TRY(once(&code, &f, 0)); break;
         default: return UNSURE; /* 1 is the reserved deprecated_code */
         }
     }
@@ -767,22 +771,22 @@ static int span(Out *o, const uint8_t *p, size_t n, int depth) {
         const uint8_t *at = p;
         TRY(next(&p, end, &f));
         switch (f.field) {
-        case 1: TRY(once(&trace, &f, 2)); break;
-        case 2: TRY(once(&span_id, &f, 2)); break;
-        case 3: TRY(once(&state, &f, 2)); break;
-        case 4: TRY(once(&parent, &f, 2)); break;
-        case 5: TRY(once(&name, &f, 2)); break;
-        case 6: TRY(once(&kind, &f, 0)); break;
-        case 7: TRY(once(&start, &f, 1)); break;
-        case 8: TRY(once(&stop, &f, 1)); break;
-        case 9: TRY(rep(&attrs, &f, at, p)); break;
-        case 10: TRY(once(&dropped_attrs, &f, 0)); break;
-        case 11: TRY(rep(&events, &f, at, p)); break;
-        case 12: TRY(once(&dropped_events, &f, 0)); break;
-        case 13: TRY(rep(&links, &f, at, p)); break;
-        case 14: TRY(once(&dropped_links, &f, 0)); break;
-        case 15: TRY(once(&st, &f, 2)); break;
-        case 16: TRY(once(&flags, &f, 5)); break;
+        case PB_SPAN_TRACE_ID: TRY(once(&trace, &f, 2)); break;
+        case PB_SPAN_SPAN_ID: TRY(once(&span_id, &f, 2)); break;
+        case PB_SPAN_TRACE_STATE: TRY(once(&state, &f, 2)); break;
+        case PB_SPAN_PARENT_SPAN_ID: TRY(once(&parent, &f, 2)); break;
+        case PB_SPAN_NAME: TRY(once(&name, &f, 2)); break;
+        case PB_SPAN_KIND: TRY(once(&kind, &f, 0)); break;
+        case PB_SPAN_START_TIME_UNIX_NANO: TRY(once(&start, &f, 1)); break;
+        case PB_SPAN_END_TIME_UNIX_NANO: TRY(once(&stop, &f, 1)); break;
+        case PB_SPAN_ATTRIBUTES: TRY(rep(&attrs, &f, at, p)); break;
+        case PB_SPAN_DROPPED_ATTRIBUTES_COUNT: TRY(once(&dropped_attrs, &f, 0)); break;
+        case PB_SPAN_EVENTS: TRY(rep(&events, &f, at, p)); break;
+        case PB_SPAN_DROPPED_EVENTS_COUNT: TRY(once(&dropped_events, &f, 0)); break;
+        case PB_SPAN_LINKS: TRY(rep(&links, &f, at, p)); break;
+        case PB_SPAN_DROPPED_LINKS_COUNT: TRY(once(&dropped_links, &f, 0)); break;
+        case PB_SPAN_STATUS: TRY(once(&st, &f, 2)); break;
+        case PB_SPAN_FLAGS: TRY(once(&flags, &f, 5)); break;
         default: return UNSURE;
         }
     }
@@ -832,16 +836,16 @@ static int span(Out *o, const uint8_t *p, size_t n, int depth) {
         TRY(put_u64(o, stop.v));
         TRY(PUTS(o, "\""));
     }
-    TRY(put_attributes(o, &nf, &attrs, 9, depth));
+    TRY(put_attributes(o, &nf, &attrs, PB_SPAN_ATTRIBUTES, depth));
     COUNT(JK_DROPPED_ATTRIBUTES_COUNT, dropped_attrs);
     if (events.count) {
         KEY(JK_EVENTS);
-        TRY(put_rep(o, &events, 11, span_event, depth + 1));
+        TRY(put_rep(o, &events, PB_SPAN_EVENTS, span_event, depth + 1));
     }
     COUNT(JK_DROPPED_EVENTS_COUNT, dropped_events);
     if (links.count) {
         KEY(JK_LINKS);
-        TRY(put_rep(o, &links, 13, span_link, depth + 1));
+        TRY(put_rep(o, &links, PB_SPAN_LINKS, span_link, depth + 1));
     }
     COUNT(JK_DROPPED_LINKS_COUNT, dropped_links);
     if (st.set) {
@@ -854,8 +858,12 @@ static int span(Out *o, const uint8_t *p, size_t n, int depth) {
 
 static int scope_spans(Out *o, const uint8_t *p, size_t n, int depth);
 
-/* ResourceSpans (field 1 resource, 2 scopeSpans) and ScopeSpans (1 scope, 2 spans): the same shape, with
- * schemaUrl as field 3. */
+/* ResourceSpans (resource, scopeSpans) and ScopeSpans (scope, spans): the same shape, with schemaUrl, and the
+ * same field numbers (named by ResourceSpans' below). */
+_Static_assert(PB_SCOPE_SPANS_SCOPE == PB_RESOURCE_SPANS_RESOURCE &&
+                   PB_SCOPE_SPANS_SPANS == PB_RESOURCE_SPANS_SCOPE_SPANS &&
+                   PB_SCOPE_SPANS_SCHEMA_URL == PB_RESOURCE_SPANS_SCHEMA_URL,
+               "ScopeSpans and ResourceSpans no longer share their field numbers");
 static int group(Out *o, const uint8_t *p, size_t n, int depth, int is_resource) {
     if (depth > MAX_DEPTH)
         return UNSURE;
@@ -867,9 +875,9 @@ static int group(Out *o, const uint8_t *p, size_t n, int depth, int is_resource)
         const uint8_t *at = p;
         TRY(next(&p, end, &f));
         switch (f.field) {
-        case 1: TRY(once(&head, &f, 2)); break;
-        case 2: TRY(rep(&items, &f, at, p)); break;
-        case 3: TRY(once(&schema, &f, 2)); break;
+        case PB_RESOURCE_SPANS_RESOURCE: TRY(once(&head, &f, 2)); break;
+        case PB_RESOURCE_SPANS_SCOPE_SPANS: TRY(rep(&items, &f, at, p)); break;
+        case PB_RESOURCE_SPANS_SCHEMA_URL: TRY(once(&schema, &f, 2)); break;
         default: return UNSURE;
         }
     }
@@ -889,7 +897,7 @@ static int group(Out *o, const uint8_t *p, size_t n, int depth, int is_resource)
             KEY(JK_SCOPE_SPANS);
         else
             KEY(JK_SPANS);
-        TRY(put_rep(o, &items, 2, is_resource ? scope_spans : span, depth + 1));
+        TRY(put_rep(o, &items, PB_RESOURCE_SPANS_SCOPE_SPANS, is_resource ? scope_spans : span, depth + 1));
     }
     if (schema.n) {
         KEY(JK_SCHEMA_URL);
@@ -902,7 +910,7 @@ static int scope_spans(Out *o, const uint8_t *p, size_t n, int depth) { return g
 
 static int resource_spans(Out *o, const uint8_t *p, size_t n, int depth) { return group(o, p, n, depth, 1); }
 
-/* ExportTraceServiceRequest / TracesData: field 1, repeated ResourceSpans. */
+/* ExportTraceServiceRequest / TracesData: resourceSpans, repeated (field 1 in both). */
 static int request(Out *o, const uint8_t *p, size_t n) {
     const uint8_t *end = p + n;
     Field f;
@@ -910,13 +918,13 @@ static int request(Out *o, const uint8_t *p, size_t n) {
     while (p < end) {
         const uint8_t *at = p;
         TRY(next(&p, end, &f));
-        if (f.field != 1)
+        if (f.field != PB_TRACES_DATA_RESOURCE_SPANS)
             return UNSURE;
         TRY(rep(&items, &f, at, p));
     }
     TRY(PUTS(o, "{\"" JK_RESOURCE_SPANS "\":"));
     if (items.count)
-        TRY(put_rep(o, &items, 1, resource_spans, 2));
+        TRY(put_rep(o, &items, PB_TRACES_DATA_RESOURCE_SPANS, resource_spans, 2));
     else
         TRY(PUTS(o, "[]"));
     return PUTS(o, "}\n");

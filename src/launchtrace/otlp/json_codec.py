@@ -375,7 +375,7 @@ def _enum(v: Any, names: tuple[str, ...], what: str) -> int:
 def _dec_bool(v: Any) -> bool:
     if type(v) is bool:
         return v
-    raise BadSpan(f"boolValue must be true or false, got {v!r}")
+    raise BadSpan(f"{BOOL_VALUE} must be true or false, got {v!r}")
 
 
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -395,7 +395,7 @@ def _dec_double(v: Any) -> float:
             return float(v)
         except ValueError:
             pass
-    raise BadSpan(f"doubleValue must be a number, got {v!r}")
+    raise BadSpan(f"{DOUBLE_VALUE} must be a number, got {v!r}")
 
 
 def _dec_bytes(v: Any) -> bytes:
@@ -404,17 +404,17 @@ def _dec_bytes(v: Any) -> bytes:
             return base64.b64decode(v.replace("-", "+").replace("_", "/") + "=" * (-len(v) % 4), validate=True)
         except (binascii.Error, ValueError):
             pass
-    raise BadSpan(f"bytesValue must be base64, got {v!r}")
+    raise BadSpan(f"{BYTES_VALUE} must be base64, got {v!r}")
 
 
 def _dec_array(v: Any) -> tuple:
     values = _dict(v, ARRAY_VALUE).get(VALUES, ())
-    return tuple(_dec_value(x) for x in _list(values, "arrayValue.values"))
+    return tuple(_dec_value(x) for x in _list(values, f"{ARRAY_VALUE}.{VALUES}"))
 
 
 def _dec_kvlist(v: Any) -> dict:
     values = _dict(v, KVLIST_VALUE).get(VALUES, ())
-    return dict(_dec_attrs(_list(values, "kvlistValue.values")))
+    return dict(_dec_attrs(_list(values, f"{KVLIST_VALUE}.{VALUES}")))
 
 
 _DECODE_VALUE: dict[str, Callable[[Any], Any]] = {
@@ -532,9 +532,9 @@ def _dec_event(e: Any) -> SpanEvent:
     e = _dict(e, "event")
     return SpanEvent(
         _str(e.get(NAME, ""), "event name"),
-        _int(e.get(TIME_UNIX_NANO, 0), "event timeUnixNano"),
+        _int(e.get(TIME_UNIX_NANO, 0), f"event {TIME_UNIX_NANO}"),
         _dec_attrs(e[ATTRIBUTES]) if ATTRIBUTES in e else (),
-        _int(e.get(DROPPED_ATTRIBUTES_COUNT, 0), "event droppedAttributesCount"),
+        _int(e.get(DROPPED_ATTRIBUTES_COUNT, 0), f"event {DROPPED_ATTRIBUTES_COUNT}"),
     )
 
 
@@ -544,9 +544,9 @@ def _dec_link(k: Any, id_encoding: str) -> SpanLink:
         decode_id(k.get(TRACE_ID, ""), TRACE_ID_BYTES, id_encoding),
         decode_id(k.get(SPAN_ID, ""), SPAN_ID_BYTES, id_encoding),
         _dec_attrs(k[ATTRIBUTES]) if ATTRIBUTES in k else (),
-        _str(k.get(TRACE_STATE, ""), "link traceState"),
+        _str(k.get(TRACE_STATE, ""), f"link {TRACE_STATE}"),
         _int(k.get(FLAGS, 0), "link flags"),
-        _int(k.get(DROPPED_ATTRIBUTES_COUNT, 0), "link droppedAttributesCount"),
+        _int(k.get(DROPPED_ATTRIBUTES_COUNT, 0), f"link {DROPPED_ATTRIBUTES_COUNT}"),
     )
 
 
@@ -664,7 +664,7 @@ def _dec_scope_spans(
         ctx.scope_attributes = _dec_attrs(scope[ATTRIBUTES]) if ATTRIBUTES in scope else ()
     else:
         ctx.scope_name, ctx.scope_version, ctx.scope_attributes = "", "", ()
-    ctx.schema_url = _str(ss.get(SCHEMA_URL, ""), f"{path}.schemaUrl")
+    ctx.schema_url = _str(ss.get(SCHEMA_URL, ""), f"{path}.{SCHEMA_URL}")
     link_problems: list[str] = []
     id_cache: dict = {}
     for i, d in enumerate(_list(ss.get(SPANS, ()), f"{path}.spans")):
@@ -704,7 +704,7 @@ def decode_traces_data(obj: Any, *, where: str = "", id_encoding: str = "auto") 
     if resource_spans is None:
         if obj:
             keys = ", ".join(sorted(obj)[:5])
-            problems.append(Problem(where, f"no 'resourceSpans' (or legacy 'batches') in an object with {keys}"))
+            problems.append(Problem(where, f"no '{RESOURCE_SPANS}' (or legacy 'batches') in an object with {keys}"))
         return [], problems
     if type(resource_spans) is not list:
         return [], [Problem(where, f"'{key}' must be a list, got {type(resource_spans).__name__}")]
@@ -716,7 +716,7 @@ def decode_traces_data(obj: Any, *, where: str = "", id_encoding: str = "auto") 
             resource = rs.get(RESOURCE) or {}
             resource = _dict(resource, f"{path}.resource")
             attrs = _dec_attrs(resource[ATTRIBUTES]) if ATTRIBUTES in resource else ()
-            ctx = _Context(attrs, _str(rs.get(SCHEMA_URL, ""), f"{path}.schemaUrl"))
+            ctx = _Context(attrs, _str(rs.get(SCHEMA_URL, ""), f"{path}.{SCHEMA_URL}"))
             sskey = SCOPE_SPANS if SCOPE_SPANS in rs else "instrumentationLibrarySpans"
             scope_spans = _list(rs.get(sskey, ()), f"{path}.{sskey}")
         except BadSpan as exc:

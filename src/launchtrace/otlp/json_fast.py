@@ -68,6 +68,7 @@ import orjson
 from msgspec import UNSET, Meta, Raw, UnsetType
 
 from launchtrace import native
+from launchtrace.otlp import jsonkeys
 from launchtrace.otlp.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, decode_id
 from launchtrace.otlp.json_codec import KIND_NAMES, STATUS_NAMES, _dec_attrs, _dec_bytes, _enum, _int, _new_span
 from launchtrace.otlp.jsoncheck import duplicate_key
@@ -84,81 +85,87 @@ MAX_BRACKETS = 512  # "{" plus "[" in a text parsed on its own: bounds its nesti
 _Int = Annotated[int, Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
 
 
-class _Status(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+class _OtlpStruct(msgspec.Struct, forbid_unknown_fields=True, gc=False, rename=jsonkeys.BY_FIELD):
+    """A message of a TracesData line: its fields named as in OTLP's ``.proto``, read by their OTLP/JSON keys
+    (the field table's, :mod:`launchtrace.otlp.jsonkeys`); an unknown key is no answer."""
+
+
+class _Status(_OtlpStruct):
     code: _Int | str = 0
     message: str = ""
 
 
-class _Event(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    timeUnixNano: _Int | str = 0
+class _Event(_OtlpStruct):
+    time_unix_nano: _Int | str = 0
     name: str = ""
     attributes: Raw | UnsetType = UNSET
-    droppedAttributesCount: _Int | str = 0
+    dropped_attributes_count: _Int | str = 0
 
 
-class _Link(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    traceId: str = ""
-    spanId: str = ""
-    traceState: str = ""
+class _Link(_OtlpStruct):
+    trace_id: str = ""
+    span_id: str = ""
+    trace_state: str = ""
     attributes: Raw | UnsetType = UNSET
-    droppedAttributesCount: _Int | str = 0
+    dropped_attributes_count: _Int | str = 0
     flags: _Int | str = 0
 
 
-class _Span(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    traceId: str = ""
-    spanId: str = ""
-    traceState: str = ""
-    parentSpanId: str = ""
+class _Span(_OtlpStruct):
+    trace_id: str = ""
+    span_id: str = ""
+    trace_state: str = ""
+    parent_span_id: str = ""
     flags: _Int | str = 0
     name: str = ""
     kind: _Int | str = 0
-    startTimeUnixNano: _Int | str = 0
-    endTimeUnixNano: _Int | str = 0
+    start_time_unix_nano: _Int | str = 0
+    end_time_unix_nano: _Int | str = 0
     attributes: Raw | UnsetType = UNSET
-    droppedAttributesCount: _Int | str = 0
+    dropped_attributes_count: _Int | str = 0
     events: list[_Event] | None = None
-    droppedEventsCount: _Int | str = 0
+    dropped_events_count: _Int | str = 0
     links: list[_Link] | None = None
-    droppedLinksCount: _Int | str = 0
+    dropped_links_count: _Int | str = 0
     status: _Status | None = None
 
 
-class _Scope(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+class _Scope(_OtlpStruct):
     name: str = ""
     version: str = ""
     attributes: Raw | UnsetType = UNSET
-    droppedAttributesCount: _Int | str = 0  # not read by the general decoder either
+    dropped_attributes_count: _Int | str = 0  # not read by the general decoder either
 
 
-class _ScopeSpans(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+class _ScopeSpans(_OtlpStruct):
     scope: _Scope | None = None
     spans: list[_Span] = []
-    schemaUrl: str = ""
+    schema_url: str = ""
 
 
-class _Resource(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+class _Resource(_OtlpStruct):
     attributes: Raw | UnsetType = UNSET
-    droppedAttributesCount: _Int | str = 0  # not read by the general decoder either
+    dropped_attributes_count: _Int | str = 0  # not read by the general decoder either
 
 
-class _ResourceSpans(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+class _ResourceSpans(_OtlpStruct):
     resource: _Resource | None = None
-    scopeSpans: list[_ScopeSpans] = []  # "instrumentationLibrarySpans" is an unknown field here: no answer
-    schemaUrl: str = ""
+    scope_spans: list[_ScopeSpans] = []  # "instrumentationLibrarySpans" is an unknown field here: no answer
+    schema_url: str = ""
 
 
-class _TracesData(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    resourceSpans: list[_ResourceSpans]  # any other top-level key (batches, result, trace...): no answer
+class _TracesData(_OtlpStruct):
+    resource_spans: list[_ResourceSpans]  # any other top-level key (batches, result, trace...): no answer
 
 
 _decode_line = msgspec.json.Decoder(_TracesData).decode
 _loads = orjson.loads
 _fromhex = bytes.fromhex
-_HEAD = b'[{"key":'
+_HEAD = jsonkeys.keyed('[{"<KEY>":')
 _TAIL = b"}]"
-_SEP = b'},{"key":'
-_KEY = b'{"key":'
+_SEP = jsonkeys.keyed('},{"<KEY>":')
+_KEY = jsonkeys.keyed('{"<KEY>":')
+_ATTRIBUTES = jsonkeys.keyed('"<ATTRIBUTES>"')  # the key's bytes, counted in a line
 _END = b'"}'  # a piece whose value is one string: ..."value":{"intValue":"123"} (the split took the last })
 _SAFE = bytes(c for c in range(0x20, 0x7F) if c not in b'"\\')  # string bytes that need no escape or check
 _ZERO_SPAN_ID = bytes(SPAN_ID_BYTES)
@@ -276,14 +283,14 @@ class _AttributeTexts:
 
         ``x.encode() == text`` below makes sure the bytes before ``"}`` are that string's whole content.
         """
-        value = obj.get("value")
+        value = obj.get(jsonkeys.VALUE)
         if len(obj) != 2 or type(value) is not dict or len(value) != 1 or piece[-2:] != _END:
             return
         ((kind, x),) = value.items()
-        is_int = kind == "intValue"
+        is_int = kind == jsonkeys.INT_VALUE
         head, sep, text = piece.rpartition(b':"')
         text = text[:-2]
-        plain = text.isdigit() if is_int else kind == "stringValue" and not text.strip(_SAFE)
+        plain = text.isdigit() if is_int else kind == jsonkeys.STRING_VALUE and not text.strip(_SAFE)
         if sep and plain and type(x) is str and x.encode() == text:
             if len(self.templates) >= CACHE_LIMIT:
                 self.templates.clear()
@@ -344,7 +351,7 @@ class FastLineDecoder:
         except (_NoAnswer, ValueError, RecursionError):  # IdError, the codec's BadSpan, orjson's errors
             return None
         # an "attributes" key twice in one object hides its first value from every check (module docstring)
-        if line.count(b'"attributes"') != attribute_fields or (b"\\" in line and b"\\u" in line):
+        if line.count(_ATTRIBUTES) != attribute_fields or (b"\\" in line and b"\\u" in line):
             return None
         return spans
 
@@ -360,13 +367,13 @@ class FastLineDecoder:
         fields = 0  # attributes fields decoded
         trace_ids: dict[str, bytes] = {}
         parent_ids: dict[str, bytes] = {}
-        for rs in data.resourceSpans:
+        for rs in data.resource_spans:
             resource_attrs: tuple = ()
             if rs.resource is not None and rs.resource.attributes is not UNSET:
                 resource_attrs = attributes(rs.resource.attributes)
                 fields += 1
-            resource_schema_url = rs.schemaUrl
-            for ss in rs.scopeSpans:
+            resource_schema_url = rs.schema_url
+            for ss in rs.scope_spans:
                 scope = ss.scope
                 scope_name, scope_version, scope_attrs = "", "", ()
                 if scope is not None:
@@ -374,13 +381,13 @@ class FastLineDecoder:
                     if scope.attributes is not UNSET:
                         scope_attrs = attributes(scope.attributes)
                         fields += 1
-                schema_url = ss.schemaUrl
+                schema_url = ss.schema_url
                 for d in ss.spans:
-                    text = d.traceId
+                    text = d.trace_id
                     trace_id = trace_ids.get(text)
                     if trace_id is None:
                         trace_id = trace_ids[text] = decode_id(text, TRACE_ID_BYTES, encoding)
-                    text = d.spanId
+                    text = d.span_id
                     span_id = b""
                     if hex_ids and len(text) == 16:  # decode_id's own shortcut, inline
                         try:
@@ -389,7 +396,7 @@ class FastLineDecoder:
                             pass
                     if len(span_id) != SPAN_ID_BYTES or span_id == _ZERO_SPAN_ID:
                         span_id = decode_id(text, SPAN_ID_BYTES, encoding)
-                    text = d.parentSpanId
+                    text = d.parent_span_id
                     if text:
                         parent_id = parent_ids.get(text)
                         if parent_id is None:
@@ -412,10 +419,10 @@ class FastLineDecoder:
                                     attrs = _dec_attrs(_parse_alone(text))
                         else:
                             attrs = texts.decode(text)
-                    start, end, kind, flags = d.startTimeUnixNano, d.endTimeUnixNano, d.kind, d.flags
-                    dropped_attrs = d.droppedAttributesCount
-                    dropped_events = d.droppedEventsCount
-                    dropped_links = d.droppedLinksCount
+                    start, end, kind, flags = d.start_time_unix_nano, d.end_time_unix_nano, d.kind, d.flags
+                    dropped_attrs = d.dropped_attributes_count
+                    dropped_events = d.dropped_events_count
+                    dropped_links = d.dropped_links_count
                     status, events, links = d.status, d.events, d.links
                     if status is not None:
                         code = _enum(status.code, STATUS_NAMES, "status code")
@@ -447,7 +454,7 @@ class FastLineDecoder:
                             message,
                             events,
                             links,
-                            d.traceState,
+                            d.trace_state,
                             flags if type(flags) is int else int(flags),
                             dropped_attrs if type(dropped_attrs) is int else int(dropped_attrs),
                             dropped_events if type(dropped_events) is int else int(dropped_events),
@@ -470,7 +477,7 @@ class FastLineDecoder:
             if e.attributes is not UNSET:
                 attrs = self._attributes(e.attributes)
                 fields += 1
-            out.append(SpanEvent(e.name, _int(e.timeUnixNano, "time"), attrs, _int(e.droppedAttributesCount, "n")))
+            out.append(SpanEvent(e.name, _int(e.time_unix_nano, "time"), attrs, _int(e.dropped_attributes_count, "n")))
         return tuple(out), fields
 
     def _links(self, links: list[_Link]) -> tuple[tuple[SpanLink, ...], int]:
@@ -484,12 +491,12 @@ class FastLineDecoder:
                 fields += 1
             out.append(
                 SpanLink(
-                    decode_id(k.traceId, TRACE_ID_BYTES, encoding),
-                    decode_id(k.spanId, SPAN_ID_BYTES, encoding),
+                    decode_id(k.trace_id, TRACE_ID_BYTES, encoding),
+                    decode_id(k.span_id, SPAN_ID_BYTES, encoding),
                     attrs,
-                    k.traceState,
-                    _int(k.flags, "flags"),
-                    _int(k.droppedAttributesCount, "n"),
+                    k.trace_state,
+                    _int(k.flags, jsonkeys.FLAGS),
+                    _int(k.dropped_attributes_count, "n"),
                 )
             )
         return tuple(out), fields

@@ -235,6 +235,7 @@ _FAST = _span_fields_known()  # a newer opentelemetry-proto with new span fields
 
 # Every field of the messages below, as the compiled transcoder knows them: a newer opentelemetry-proto that
 # adds one (json_format would write it, the C walk would refuse every request holding it) turns the C path off.
+# The C names these fields by the PB_ macros of _otlpfields.h (tests/test_otlp_fields.py checks they are these).
 _NATIVE_FIELDS = {
     "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest": {1},
     "opentelemetry.proto.trace.v1.ResourceSpans": {1, 2, 3},

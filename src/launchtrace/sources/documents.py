@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from launchtrace.otlp.json_codec import decode_traces_data
+from launchtrace.otlp.jsonkeys import RESOURCE_SPANS
 from launchtrace.otlp.problems import Problem, Severity
 from launchtrace.sources.jaeger_classic import spans_from_jaeger_traces
 from launchtrace.spans import SpanData
@@ -63,7 +64,7 @@ def _error(obj: dict, where: str, id_encoding: str) -> Result:
 
 
 _SHAPES: tuple[tuple[Callable[[dict], bool], Callable[[dict, str, str], Result]], ...] = (
-    (lambda o: "resourceSpans" in o or "batches" in o, _otlp),
+    (lambda o: RESOURCE_SPANS in o or "batches" in o, _otlp),
     (lambda o: type(o.get("result")) is dict, _jaeger_v3),
     (lambda o: "trace" in o and (o["trace"] is None or type(o["trace"]) is dict), _tempo_v2),
     (lambda o: type(o.get("data")) is list, _jaeger_classic),
@@ -81,5 +82,5 @@ def spans_from_document(obj: Any, *, where: str = "", id_encoding: str = "auto")
             if matches(obj):
                 return handler(obj, where, id_encoding)
         keys = ", ".join(sorted(obj)[:6])
-        return [], [Problem(where, f"not a trace document: no resourceSpans, result, trace or data (keys: {keys})")]
+        return [], [Problem(where, f"not a trace document: no {RESOURCE_SPANS}, result, trace or data (keys: {keys})")]
     return [], [Problem(where, f"not a trace document: expected a JSON object, got {type(obj).__name__}")]

@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from launchtrace.errors import UserError
+from launchtrace.otlp.jsonkeys import BOOL_VALUE, DOUBLE_VALUE, INT_VALUE, KEY, STRING_VALUE, VALUE
 from launchtrace.otlp.problems import Problem, Severity
 from launchtrace.sources.http import HttpClient
 from launchtrace.sources.report import ProblemLog
@@ -45,7 +46,7 @@ def kernel_latency_query(service: str, group_by: Sequence[str], quantile: float 
 
 def _value(raw: object) -> str:
     if type(raw) is dict:
-        for key in ("stringValue", "intValue", "doubleValue", "boolValue"):
+        for key in (STRING_VALUE, INT_VALUE, DOUBLE_VALUE, BOOL_VALUE):
             if key in raw:
                 return str(raw[key])
     return "" if raw is None else str(raw)
@@ -67,7 +68,7 @@ def query_range(
     out = []
     for i, raw in enumerate(body.get("series") or []):
         try:
-            labels = {str(item["key"]): _value(item.get("value")) for item in raw.get("labels", [])}
+            labels = {str(item[KEY]): _value(item.get(VALUE)) for item in raw.get("labels", [])}  # OTLP KeyValues
             samples = sorted(
                 (int(s["timestampMs"]), float(s["value"])) for s in raw.get("samples", []) if s.get("value") is not None
             )
