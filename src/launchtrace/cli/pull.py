@@ -24,7 +24,6 @@ from pathlib import Path
 
 from launchtrace.cli._output import make_parent
 from launchtrace.errors import UserError
-from launchtrace.otlp.json_codec import encode_line
 from launchtrace.otlp.problems import Severity
 from launchtrace.sources.report import ReadResult, plural
 
@@ -199,6 +198,8 @@ def write_jsonl(result: ReadResult, out: str) -> int:
 
     The file is written beside its target and renamed into place, so a failure leaves the old file intact.
     """
+    from launchtrace.otlp.json_codec import encode_line  # here: baseline build and alert share pull's options only
+
     lines = []
     for spans in result.traces().values():
         for i in range(0, len(spans), SPANS_PER_LINE):
