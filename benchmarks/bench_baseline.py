@@ -7,7 +7,9 @@ groups, scopes, kernels, topologies and runs, not with traces: the runs are fixe
 alone grow.
 
 1. ``launchtrace baseline build`` over 2,500 / 5,000 / 10,000 traces, each in a fresh process timed from the
-   interpreter's start (imports count): spans per second by the wall clock and of CPU (the target is 200,000),
+   interpreter's start (imports count) with the bytecode cached as for an installed package, and also without a
+   cache where ``PYTHONDONTWRITEBYTECODE`` is set (every module compiled at each start): spans per second by
+   the wall clock and of CPU (the target is 200,000),
    beside the reader alone on the same file (the ceiling) and, in this process (imports done, steady state, CPU),
    the fast path (the compiled scanner and block fold: :mod:`launchtrace.analysis.fleet.stepscan`), the Python
    fast path (what runs without a compiler, :mod:`launchtrace.analysis.fleet.fast`), the straightforward build
@@ -76,16 +78,31 @@ def replicate(source: Path, traces: int, out: Path, runs: int = 20) -> int:
     return spans
 
 
-def timed(argv: list[str]) -> tuple[float, float, float, str]:
+def bytecode_env(cache: Path | None) -> dict[str, str]:
+    """The environment of a timed command: with ``cache``, Python's bytecode read from and written to that folder
+    (``PYTHONPYCACHEPREFIX``), as for an installed package, whose ``.pyc`` files pip writes at install time; without
+    it, this process's environment as it is (where ``PYTHONDONTWRITEBYTECODE`` is set, as on this project's
+    machines, every module is compiled from source at each start: ~70 ms of launchtrace's alone)."""
+    env = dict(os.environ)
+    if cache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(cache)
+    return env
+
+
+def timed(argv: list[str], cache: Path | None = None) -> tuple[float, float, float, str]:
     """Seconds (wall and CPU) and peak resident MiB of a ``launchtrace`` command in its own process, from the
-    interpreter's start (its imports included: they count against a command's speed too)."""
+    interpreter's start (its imports included: they count against a command's speed too); ``cache``: see
+    :func:`bytecode_env`."""
     code = (
         "import resource, sys, time; t = time.perf_counter(); from launchtrace.cli import main; "
         "rc = main(sys.argv[1:]); u = resource.getrusage(resource.RUSAGE_SELF); "
         "print('__', time.perf_counter() - t, u.ru_utime + u.ru_stime, u.ru_maxrss, rc, file=sys.stderr)"
     )
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=3600, env=bytecode_env(cache)
+    )
     whole = time.perf_counter() - start
     tail = [line for line in proc.stderr.splitlines() if line.startswith("__ ")]
     if not tail:
@@ -223,6 +240,7 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; CPU only")
     with tempfile.TemporaryDirectory(prefix="bench_baseline_") as tmp:
         folder = Path(tmp)
+        cache = folder / "pycache"
         source = source_run(folder)
         last = None
         for n in args.traces:
@@ -235,10 +253,22 @@ def main() -> None:
             fast_s, fast = in_process(path, fast=True)
             same = "the same baseline byte for byte" if fast == python == plain else "BASELINES DIFFER"
             base = folder / f"base-{n}.pb"
-            wall, cpu, rss, _ = timed(["baseline", "build", "--from", str(path), "--out", str(base), "--quiet"])
+            command = ["baseline", "build", "--from", str(path), "--out", str(base), "--quiet"]
+            if not cache.exists():  # the first run compiles and writes the bytecode, as pip does at install time
+                timed(command, cache)
+            wall, cpu, rss, _ = timed(command, cache)
+            if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+                cold, cold_cpu, _, _ = timed(command)
+                uncached = (
+                    f"without a bytecode cache (PYTHONDONTWRITEBYTECODE is set here: every module compiled at "
+                    f"start) {spans / cold:,.0f} spans/s ({cold:.2f} s wall), {spans / cold_cpu:,.0f} of CPU; "
+                )
+            else:
+                uncached = ""
             print(
-                f"1. baseline build, {n} traces ({spans} spans), the whole command in a fresh process: "
-                f"{spans / wall:,.0f} spans/s ({wall:.2f} s wall), {spans / cpu:,.0f} spans/s of CPU ({cpu:.2f} s); "
+                f"1. baseline build, {n} traces ({spans} spans), the whole command in a fresh process, bytecode "
+                f"cached as installed: {spans / wall:,.0f} spans/s ({wall:.2f} s wall), {spans / cpu:,.0f} spans/s "
+                f"of CPU ({cpu:.2f} s); {uncached}"
                 f"reader alone {spans / reader_wall:,.0f} spans/s wall, {spans / reader_cpu:,.0f} of CPU; "
                 f"in this process (CPU, steady state): fast path {spans / fast_s:,.0f} spans/s, "
                 f"Python fast path {spans / python_s:,.0f}, straightforward build {spans / plain_s:,.0f} "
@@ -249,7 +279,7 @@ def main() -> None:
         if last is not None:
             print(f"3. fast path by stage, {last[2]} traces, CPU us per span: {stages(last[0])}")
             path, base, n = last
-            wall, cpu, rss, _ = timed(["alert", "--baseline", str(base), "--from", str(path), "--quiet"])
+            wall, cpu, rss, _ = timed(["alert", "--baseline", str(base), "--from", str(path), "--quiet"], cache)
             print(
                 f"2. alert over {n} traces against the baseline: {wall:.2f} s ({cpu:.2f} s CPU), peak RSS {rss:.0f} MiB"
             )

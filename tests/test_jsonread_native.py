@@ -528,7 +528,7 @@ def test_the_compiled_reader_is_used_when_built(monkeypatch, tmp_path):
         raise AssertionError("the Python fast path was asked")
 
     monkeypatch.setattr(FastLineDecoder, "decode_python", refuse)
-    monkeypatch.setattr("launchtrace.sources.files.spans_from_document", refuse)
+    monkeypatch.setattr("launchtrace.sources.documents.spans_from_document", refuse)  # files.py reads it there
     with SpanFile(path) as f:
         assert f._fast.compiled is not None
         assert list(f) == spans

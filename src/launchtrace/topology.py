@@ -18,7 +18,6 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 from collections.abc import Hashable, Iterable, Sequence
@@ -260,6 +259,8 @@ def align(a_keys: Sequence[Hashable], b_keys: Sequence[Hashable]) -> list[Opcode
     else:
         middle = _align_linear(mid_a, mid_b)
         if len(mid_a) <= SMALL and len(mid_b) <= SMALL:
+            import difflib  # here: only a diff of two different topologies needs it, not baseline build's start-up
+
             exact = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes()
             if _matched(exact) >= _matched(middle):
                 middle = exact

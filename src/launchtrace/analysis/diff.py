@@ -33,6 +33,15 @@ import math
 from collections.abc import Sequence
 
 from launchtrace._lazy import lazy_module
+from launchtrace.analysis.segments import (
+    NO_SCOPE,
+    Segment,
+    run_key,
+    segments,
+    split_runs,
+    top_scope,
+    unowned_by_order,
+)
 from launchtrace.analysis.verdicts import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_CHANGE,
@@ -64,25 +73,11 @@ __all__ = [
     "step_series",
 ]
 
-NO_SCOPE = "<no scope>"
 ONE_RUN_MIN_DELTA_NS = 50_000.0
 """With one run per side, a change of less than this many nanoseconds per step is never called: a small kernel
 drifted by more than its own time per step between two runs of the same program in
 ``benchmarks/bench_verdicts.py`` (figures in ``docs/diff.md``) while its steps inside each run agreed closely
 (cache and memory state differ between processes)."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Segment:
-    """One occurrence of a scope (or one run of unscoped records): ``name``, ``occurrence`` (0-based, across
-    the set of traces), ``trace`` (index in the set), its ``records`` in issue order and ``scope_id`` (the
-    scope in that trace, None for unscoped records)."""
-
-    name: str
-    occurrence: int
-    trace: int
-    records: tuple[LaunchRecord, ...]
-    scope_id: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -171,99 +166,6 @@ class TraceDiff:
         return out
 
 
-def _top_scope(trace: TraceData, scope_id: int | None, wanted: str | None) -> int | None:
-    """The scope a record belongs to for segmenting: the outermost non-internal scope (named ``wanted``)."""
-    found = None
-    seen: set[int] = set()
-    while scope_id is not None and scope_id in trace.scopes and scope_id not in seen:
-        seen.add(scope_id)
-        scope = trace.scopes[scope_id]
-        if not scope.internal and (wanted is None or scope.name == wanted):
-            found = scope_id
-        scope_id = scope.parent_id
-    return found
-
-
-def segments(traces: Sequence[TraceData], scope: str | None = None) -> list[Segment]:
-    """Cut ``traces`` into :class:`Segment` s (see the module docstring). With ``scope``, records outside
-    every scope of that name are left out.
-
-    Example::
-
-        for seg in segments([trace], scope="step"):
-            print(seg.name, seg.occurrence, len(seg.records))
-    """
-    out: list[Segment] = []
-    occurrences: dict[str, int] = {}
-    for t, trace in enumerate(traces):
-        current: tuple[int | None, list[LaunchRecord]] | None = None
-        cut: list[tuple[int | None, list[LaunchRecord]]] = []
-        tops: dict[int | None, int | None] = {}
-        for rec in trace.records:
-            sid = rec.scope_id
-            top = tops[sid] if sid in tops else tops.setdefault(sid, _top_scope(trace, sid, scope))
-            if top is None and scope is not None:
-                continue
-            if current is None or current[0] != top:
-                current = (top, [])
-                cut.append(current)
-            current[1].append(rec)
-        for top, recs in cut:
-            name = trace.scopes[top].name if top is not None else NO_SCOPE
-            k = occurrences.get(name, 0)
-            occurrences[name] = k + 1
-            out.append(Segment(name, k, t, tuple(recs), top))
-    return out
-
-
-def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...]:
-    """``records`` with the pointer of every unowned array argument replaced by ``"<unowned #k>"``, ``k`` the
-    order in which that pointer first appears in ``records`` (owned arguments and null arrays unchanged).
-
-    What stays comparable across processes: which launches share an unowned buffer, not where the allocator
-    put it. Two runs of one program give equal sequences; a launch that now writes another buffer does not.
-    """
-    names: dict[int, str] = {}
-    out = []
-    for rec in records:
-        bufs = rec.buffers
-        aligned = len(bufs) == len(rec.arrays)  # the usual case: one BufferArg per array, in the same order
-        arrays = []
-        changed = False
-        for i, (key, ptr) in enumerate(rec.arrays):
-            buf = bufs[i] if aligned else rec.buffer(key)
-            if ptr and (buf is None or buf.owner is None):
-                name = names.get(ptr)
-                if name is None:
-                    name = names[ptr] = f"<unowned #{len(names)}>"
-                arrays.append((key, name))
-                changed = True
-            else:
-                arrays.append((key, ptr))
-        out.append(dataclasses.replace(rec, arrays=tuple(arrays)) if changed else rec)
-    return tuple(out)
-
-
-def run_key(trace: TraceData) -> tuple:
-    """What tells one run (process) from another: the file it was read from, and in it
-    ``service.instance.id``, else host and pid (a file written by ``launchtrace collect`` holds several)."""
-    attrs = trace.attributes
-    source = str(attrs.get("source", ""))
-    if attrs.get("service.instance.id"):
-        return (source, "instance", str(attrs["service.instance.id"]))
-    if attrs.get("process.pid") is not None:
-        return (source, "pid", str(attrs.get("host.name", "")), str(attrs["process.pid"]))
-    return (source,)
-
-
-def split_runs(traces: Sequence[TraceData]) -> list[list[TraceData]]:
-    """``traces`` grouped by run (:func:`run_key`), runs and traces in first-seen order."""
-    runs: dict[tuple, list[TraceData]] = {}
-    for trace in traces:
-        runs.setdefault(run_key(trace), []).append(trace)
-    return list(runs.values())
-
-
 def fold_share(rec: LaunchRecord) -> tuple[int, int, bool]:
     """For a record rebuilt from a summary span: ``(launches it stands for, their mean ns, whole)``. ``whole``:
     the record stands for every repetition of its position (rebuilt with ``expand=False``, ``repeat`` set),
@@ -312,7 +214,7 @@ def step_series(
         for sid, sc in trace.scopes.items():
             if sc.internal or sc.end_ns <= 0:
                 continue
-            top = _top_scope(trace, sid, scope)
+            top = top_scope(trace, sid, scope)
             if top is None or top == sid:
                 continue
             path = trace.scope_path(sid)

@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import Sequence
 from enum import Enum
 
-from launchtrace.analysis.diff import segments
+from launchtrace.analysis.segments import segments
 from launchtrace.model import TraceData
 from launchtrace.topology import ChangeKind, diff_records, format_value
 

@@ -53,19 +53,32 @@ def _check_numbers(parser: argparse.ArgumentParser) -> None:
             action.type = checked(action.type)
 
 
+class _VersionAction(argparse.Action):
+    """``--version``, reading the version only when asked: its metadata lookup (``importlib.metadata``, ~20 ms)
+    would otherwise be paid by every command at start-up."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs) -> None:
+        kwargs.setdefault("help", "show program's version number and exit")
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # type: ignore[override]
+        from launchtrace import __version__
+
+        sys.stdout.write(f"{parser.prog} {__version__}\n")  # where argparse's own version action writes it
+        parser.exit()
+
+
 def _load(module: str):
     return importlib.import_module(f"launchtrace.cli.{module}")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; with ``only``, just that subcommand's module is imported."""
-    from launchtrace import __version__
-
     parser = _Parser(
         prog="launchtrace",
         description="OpenTelemetry for GPU compute written in NVIDIA Warp.",
     )
-    parser.add_argument("--version", action="version", version=f"launchtrace {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         if only is not None and name != only:

@@ -28,7 +28,7 @@ BACKENDS = ("jaeger", "tempo")
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    from launchtrace.cli.pull import add_query_arguments
+    from launchtrace.cli._query import add_query_arguments
 
     parser.add_argument(
         "--from",

@@ -23,15 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from launchtrace.cli._output import make_parent
+from launchtrace.cli._query import BASIC_AUTH_ENV, TOKEN_ENV, add_query_arguments
 from launchtrace.errors import UserError
-from launchtrace.otlp.json_codec import encode_line
 from launchtrace.otlp.problems import Severity
 from launchtrace.sources.report import ReadResult, plural
 
 HELP = "pull spans from an OTLP file, Jaeger or Tempo and write them as OTLP JSON Lines"
 
-TOKEN_ENV = "LAUNCHTRACE_TOKEN"
-BASIC_AUTH_ENV = "LAUNCHTRACE_BASIC_AUTH"
 SPANS_PER_LINE = 2000
 SHOWN_PROBLEMS = 20
 
@@ -43,35 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_query_arguments(parser)
     parser.add_argument("--strict", action="store_true", help="stop at the first problem (exit 2)")
     parser.add_argument("--quiet", action="store_true", help="no progress, only the summary")
-
-
-def add_query_arguments(parser: argparse.ArgumentParser) -> None:
-    """The search and connection options (also used by ``baseline build`` and ``alert``)."""
-    what = parser.add_argument_group("what to pull")
-    what.add_argument("--trace-id", action="append", default=[], help="a trace id (hex or base64); repeatable")
-    what.add_argument("--service", default="", help="search: service name")
-    what.add_argument("--operation", default="", help="search: span name")
-    what.add_argument("--query", default="", help="Tempo: a TraceQL query (default: built from --service etc.)")
-    what.add_argument("--attribute", action="append", default=[], metavar="K=V", help="search: attribute match")
-    what.add_argument("--since", help="search window start: now, 15m, 2h, 1d, unix seconds, RFC 3339")
-    what.add_argument("--until", help="search window end (default now)")
-    what.add_argument("--limit", type=int, default=20, help="search: most traces (default 20)")
-    what.add_argument("--api", help="Jaeger: v3 (default) or classic; Tempo: v2 (default) or v1")
-    what.add_argument("--protobuf", action="store_true", help="Tempo v1: ask for protobuf instead of JSON")
-    conn = parser.add_argument_group("connection")
-    conn.add_argument("--token", help=f"bearer token (or ${TOKEN_ENV})")
-    conn.add_argument("--basic-auth", metavar="USER:PASSWORD", help=f"basic auth (or ${BASIC_AUTH_ENV})")
-    conn.add_argument("--header", action="append", default=[], metavar="K=V", help="extra header; repeatable")
-    conn.add_argument("--ca-file", help="verify TLS against this CA bundle")
-    conn.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
-    conn.add_argument("--timeout", type=float, default=10.0, help="seconds each request may take in all (default 10)")
-    conn.add_argument(
-        "--max-answer-bytes",
-        default="64M",
-        metavar="SIZE",
-        help="largest answer body after inflation: bytes, or 512k, 64M, 1G (default 64M)",
-    )
-    conn.add_argument("--retries", type=int, default=3, help="retries on 429/5xx/no connection (default 3)")
 
 
 def _seconds(value: float, option: str) -> float:
@@ -199,6 +168,8 @@ def write_jsonl(result: ReadResult, out: str) -> int:
 
     The file is written beside its target and renamed into place, so a failure leaves the old file intact.
     """
+    from launchtrace.otlp.json_codec import encode_line  # here: baseline build and alert share pull's options only
+
     lines = []
     for spans in result.traces().values():
         for i in range(0, len(spans), SPANS_PER_LINE):

@@ -38,15 +38,18 @@ from typing import BinaryIO
 
 import orjson
 
+from launchtrace._lazy import lazy_module
 from launchtrace.errors import UserError
 from launchtrace.otlp.json_fast import FastLineDecoder
 from launchtrace.otlp.jsoncheck import CHECK_FROM_BYTES, check, duplicate_key, fault_text
 from launchtrace.otlp.problems import Problem, Severity
-from launchtrace.otlp.proto_decode import MAX_MESSAGE_BYTES, decode_traces_bytes, iter_length_prefixed
-from launchtrace.sources.documents import spans_from_document
 from launchtrace.sources.report import ProblemLog, ReadResult
-from launchtrace.sources.structure import check_structure
 from launchtrace.spans import SpanData
+
+# imported on first use: a file of OTLP JSON Lines, what the fleet commands read, needs none of them
+_proto = lazy_module("launchtrace.otlp.proto_decode")  # protobuf files
+_documents = lazy_module("launchtrace.sources.documents")  # whole JSON documents, and lines the fast paths refuse
+_structure = lazy_module("launchtrace.sources.structure")  # read_file(check=True)
 
 __all__ = ["SpanFile", "read_spans"]
 
@@ -161,19 +164,21 @@ class SpanFile:
             yield from self._json(suffix, maybe_proto=raw_head[:1] == b"\x0a")
         elif raw_head[:1] == b"\x0a":
             self.format = "otlp-proto" + suffix
-            body = self._stream.read(MAX_MESSAGE_BYTES + 1)
-            if len(body) > MAX_MESSAGE_BYTES:
-                self.log.add(Problem(self.name, f"one protobuf message over {MAX_MESSAGE_BYTES} bytes; not read"))
+            body = self._stream.read(_proto.MAX_MESSAGE_BYTES + 1)
+            if len(body) > _proto.MAX_MESSAGE_BYTES:
+                self.log.add(
+                    Problem(self.name, f"one protobuf message over {_proto.MAX_MESSAGE_BYTES} bytes; not read")
+                )
                 return
-            yield self._decoded(self.name, decode_traces_bytes(body, where=self.name))
+            yield self._decoded(self.name, _proto.decode_traces_bytes(body, where=self.name))
         else:
             self.format = "otlp-proto-delimited" + suffix
-            for offset, body in iter_length_prefixed(self._stream, name=self.name):
+            for offset, body in _proto.iter_length_prefixed(self._stream, name=self.name):
                 if isinstance(body, Problem):
                     self.log.add(body, skipped_lines=1)
                     return
                 where = f"{self.name}:byte {offset}"
-                yield self._decoded(where, decode_traces_bytes(body, where=where))
+                yield self._decoded(where, _proto.decode_traces_bytes(body, where=where))
 
     def _warn_duplicates(self, text: bytes, where: str) -> None:
         """A warning for a key given twice in one object (parsing kept the last without a word).
@@ -216,7 +221,7 @@ class SpanFile:
             doc = _loads_or_none(whole)
             if doc is None:
                 if maybe_proto:
-                    spans, problems = decode_traces_bytes(whole, where=self.name)
+                    spans, problems = _proto.decode_traces_bytes(whole, where=self.name)
                     if not problems:
                         self.format = "otlp-proto" + suffix
                         yield self.name, spans
@@ -228,13 +233,16 @@ class SpanFile:
                 return
             self.format = _document_format(doc) + suffix
             self._warn_duplicates(whole, self.name)
-            yield self._decoded(self.name, spans_from_document(doc, where=self.name, id_encoding=self.id_encoding))
+            yield self._decoded(
+                self.name, _documents.spans_from_document(doc, where=self.name, id_encoding=self.id_encoding)
+            )
             return
         kind = _document_format(first_obj)
         self._warn_duplicates(first, f"{self.name}:1")
         self.format = ("otlp-jsonl" if kind == "otlp-json" else f"{kind}-lines") + suffix
         yield self._decoded(
-            f"{self.name}:1", spans_from_document(first_obj, where=f"{self.name}:1", id_encoding=self.id_encoding)
+            f"{self.name}:1",
+            _documents.spans_from_document(first_obj, where=f"{self.name}:1", id_encoding=self.id_encoding),
         )
         yield from self._lines(_read_lines(self._stream), 2)
 
@@ -256,7 +264,7 @@ class SpanFile:
                             obj, problem = None, Problem(where, _json_error(line, exc))
                         else:
                             self._warn_duplicates(line, where)
-                            result = spans_from_document(obj, where=where, id_encoding=self.id_encoding)
+                            result = _documents.spans_from_document(obj, where=where, id_encoding=self.id_encoding)
             if spans is not None:
                 yield where, spans
                 continue
@@ -384,6 +392,6 @@ def read_spans(
         def where_of(i: int) -> str:
             return places[bisect.bisect_right(starts, i) - 1]
 
-        spans, problems = check_structure(spans, where_of)
+        spans, problems = _structure.check_structure(spans, where_of)
         log.extend(problems)
     return ReadResult.from_log(spans, log, source=str(path), format=fmt)

@@ -14,7 +14,6 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 from launchtrace.errors import UserError
 from launchtrace.otlp.problems import Problem, Severity
@@ -22,11 +21,17 @@ from launchtrace.spans import SpanData
 
 __all__ = ["ProblemLog", "ReadResult", "plural"]
 
-_log = logging.getLogger(__name__)
-
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _debug(problem: Problem) -> None:
+    """Each problem on the ``launchtrace.sources.report`` logger, at debug level; ``logging`` is imported on the
+    first problem, not at start-up (a clean read never needs it)."""
+    import logging
+
+    logging.getLogger(__name__).debug("%s", problem)
 
 
 class ProblemLog:
@@ -53,7 +58,7 @@ class ProblemLog:
         self.skipped_lines += skipped_lines
         if len(self.problems) < self.keep:
             self.problems.append(problem)
-        _log.debug("%s", problem)
+        _debug(problem)
 
     def extend(self, problems: list[Problem]) -> None:
         for p in problems:

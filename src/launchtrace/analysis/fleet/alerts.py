@@ -34,9 +34,9 @@ import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 
-from launchtrace.analysis.diff import NO_SCOPE
 from launchtrace.analysis.fleet.baseline import BaselineBuilder, GroupAcc, LatencyAcc, ScopeAcc, TopologyAcc
 from launchtrace.analysis.fleet.records import records_from_proto
+from launchtrace.analysis.segments import NO_SCOPE
 from launchtrace.topology import ChangeKind, DiffEntry, diff_records, format_entry
 
 __all__ = [

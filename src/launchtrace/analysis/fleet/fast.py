@@ -32,8 +32,8 @@ import operator
 from collections.abc import Callable, Sequence
 
 from launchtrace import conventions as C
-from launchtrace.analysis.diff import NO_SCOPE
 from launchtrace.analysis.fleet.occurrences import Occurrence
+from launchtrace.analysis.segments import NO_SCOPE
 from launchtrace.model import TraceData
 from launchtrace.sources.rebuild import rebuild
 from launchtrace.spans import STATUS_ERROR, SpanData

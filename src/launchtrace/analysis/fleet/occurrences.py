@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from launchtrace.analysis.diff import segments, unowned_by_order
+from launchtrace.analysis.segments import segments, unowned_by_order
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.sources.rebuild import TRACE_ID
 from launchtrace.topology import topology_key
