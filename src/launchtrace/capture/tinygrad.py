@@ -12,9 +12,12 @@ imports it (tinygrad is never imported on the program's behalf); if tinygrad is 
 Hot path (the launching thread): time the original call and queue one raw event holding *references*: the call
 UOp and a :class:`_Run` shared by every call of one ``run_linear`` (its input UOps, a copy of the variable values,
 the kind of work, the user's frame, found once per run): a small fraction of what decoding costs (figures:
-``docs/tinygrad.md``, ``benchmarks/bench_tinygrad.py``). Decoding (kernel name, launch dims, buffers, roles,
-offsets, owners) happens in the materializer, off the launching thread, by
-:func:`launchtrace.capture.tinygrad_decode.decode_event`, which each ``rawevent.FRAMEWORK`` event names. The queued
+``docs/tinygrad.md``, ``benchmarks/bench_tinygrad.py``). Where it is built, the per-kernel part is compiled
+(``capture/_tinyhook.c``): the same event, queued outside the cycle collector until drained; graph batches and
+unusual calls go through the Python hook, which is also what runs under ``LAUNCHTRACE_PURE_PYTHON=1``.
+Decoding (kernel name, launch dims, buffers, roles, offsets, owners) happens in the materializer, off the
+launching thread, by :func:`launchtrace.capture.tinygrad_decode.decode_event`, which each
+``rawevent.FRAMEWORK`` event names. The queued
 references keep the call's buffers alive until the event is decoded and no longer (the hook itself holds only
 weak references); nothing long-lived is keyed by a raw address (the per-call cache is a ``WeakKeyDictionary`` on
 the call UOp).
