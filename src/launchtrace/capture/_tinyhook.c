@@ -14,7 +14,9 @@
  *
  * Everything else goes to the Python hook it was given (`fallback`), which stays the definition: a graph
  * runner's batch (CUSTOM_FUNCTION), keyword arguments, anything unexpected. A new run (once per run_linear) is
- * made by the Python `new_run(ctx, frame)` the Python hook uses too, so both make the same run.
+ * made here as the Python `new_run(ctx, frame)` the Python hook uses makes it (the kind of work, a copy of the
+ * variable values, the user's frame found through the same per-code cache, the thread's state), and by that
+ * function itself for BEAM runs or anything unexpected.
  * tests/test_tinygrad_native.py checks both hooks give the same records.
  *
  * Nothing here may break the program: a failure while recording is reported once through `warn` and the
@@ -34,7 +36,10 @@
 
 static LtCaptureAPI *capi;
 static PyObject *s_subs, *s_src, *s_op, *s_st, *s_stack, *s_tid, *s_queue, *s_capacity, *s_append, *s_full;
-static PyObject *s_tinygrad;
+static PyObject *s_tinygrad, *s_cache, *s_update_stats, *s_jit, *s_var_vals, *s_input_uops, *s_name;
+
+enum { RUN_API, RUN_CODE, RUN_INPUTS, RUN_LASTI, RUN_MODULE, RUN_ST, RUN_VAR_VALS, RUN_SLOTS };
+static const char *const RUN_FIELDS[RUN_SLOTS] = {"api", "code", "inputs", "lasti", "module", "st", "var_vals"};
 
 /* A plain slotted class's slot, read by offset once its layout is known. */
 typedef struct {
@@ -55,6 +60,15 @@ typedef struct {
     PyObject *framework; /* rawevent.FRAMEWORK */
     PyObject *next_seq;  /* bus.next_seq */
     PyObject *program, *copy, *custom; /* Ops.PROGRAM, Ops.COPY, Ops.CUSTOM_FUNCTION */
+    /* a new run, made here as _run_for makes it: */
+    PyObject *run_type;   /* tinygrad._Run (a plain slotted class: its slots are set by offset) */
+    PyObject *site_cache; /* tinygrad._SITE_CACHE: id(code) -> (code, skip?) */
+    PyObject *skip_new;   /* tinygrad._skip_new(code) -> (code, skip?), on a miss */
+    PyObject *local;      /* capture.state._local (.st: the thread's state) */
+    PyObject *api_realize, *api_jit, *api_internal;
+    Py_ssize_t run_offsets[7]; /* _Run's slots, in RUN_* order; run_offsets[0] 0 when unknown */
+    uint64_t st_thread;        /* the last thread's state object, with the thread state's id (never reused) */
+    PyObject *st_cached;
     Slot uop_src, uop_op, run_st, st_stack, st_tid;
     /* the last run_linear's context and run, weakly: one run per context, and neither kept alive here */
     PyObject *last_ctx, *last_run;
@@ -230,6 +244,127 @@ static void warn_once(Hook *self) {
     PyErr_Clear();
 }
 
+/* The innermost frame outside tinygrad, contextlib and launchtrace from `frame` on (a new reference), as
+ * tinygrad._user_frame finds it, through the same cache; NULL with an error set. */
+static PyObject *user_frame(Hook *self, PyFrameObject *frame) {
+    PyFrameObject *f = (PyFrameObject *)Py_NewRef(frame); /* `frame` itself is borrowed */
+    while (f != NULL) {
+        PyCodeObject *code = PyFrame_GetCode(f);
+        PyObject *key = PyLong_FromVoidPtr(code);
+        PyObject *hit = key ? PyDict_GetItemWithError(self->site_cache, key) : NULL; /* borrowed */
+        Py_XDECREF(key);
+        int skip = -1;
+        if (hit != NULL && PyTuple_CheckExact(hit) && PyTuple_GET_SIZE(hit) == 2 &&
+            PyTuple_GET_ITEM(hit, 0) == (PyObject *)code) {
+            skip = PyObject_IsTrue(PyTuple_GET_ITEM(hit, 1));
+        } else if (!PyErr_Occurred()) {
+            PyObject *made = PyObject_CallOneArg(self->skip_new, (PyObject *)code);
+            if (made != NULL && PyTuple_Check(made) && PyTuple_GET_SIZE(made) == 2)
+                skip = PyObject_IsTrue(PyTuple_GET_ITEM(made, 1));
+            else if (made != NULL)
+                PyErr_SetString(PyExc_TypeError, "_skip_new returned no (code, skip)");
+            Py_XDECREF(made);
+        }
+        Py_DECREF(code);
+        if (skip < 0) {
+            Py_DECREF(f);
+            return NULL;
+        }
+        if (!skip) return (PyObject *)f;
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    return Py_NewRef(frame); /* every frame skipped: the first one, as the Python loop does */
+}
+
+/* This thread's capture.state.ThreadState (new reference): `local.st`, set once per thread, never replaced. */
+static PyObject *thread_state(Hook *self) {
+    uint64_t id = PyThreadState_GetID(PyThreadState_Get());
+    if (self->st_cached == NULL || self->st_thread != id) {
+        PyObject *st = PyObject_GetAttr(self->local, s_st);
+        if (st == NULL) return NULL;
+        Py_XSETREF(self->st_cached, st);
+        self->st_thread = id;
+    }
+    Py_INCREF(self->st_cached);
+    return self->st_cached;
+}
+
+/* The offsets of _Run's slots (1), or 0 when it is not the plain slotted class expected (the Python side then
+ * makes every run). */
+static int run_layout(Hook *self) {
+    if (self->run_offsets[0] > 0) return 1;
+    if (!PyType_Check(self->run_type)) return 0;
+    Py_ssize_t off[RUN_SLOTS];
+    for (int i = 0; i < RUN_SLOTS; i++)
+        if ((off[i] = lt_slot_offset_s((PyTypeObject *)self->run_type, RUN_FIELDS[i])) <= 0) return 0;
+    for (int i = 0; i < RUN_SLOTS; i++) self->run_offsets[i] = off[i];
+    return 1;
+}
+
+/* A new run of `ctx` as tinygrad._run_for(ctx, frame) makes it (a new reference), Py_None (new) when its work
+ * is not recorded, NULL with an error set. BEAM runs (ctx.cache is False), a context that is not the usual
+ * dataclass, and a _Run of another layout go to the Python function itself. */
+static PyObject *new_run(Hook *self, PyObject *ctx, PyFrameObject *frame) {
+    PyObject *cache = NULL, *stats = NULL, *jit = NULL, *vv = NULL, *inputs = NULL, *copied = NULL;
+    PyObject *st = NULL, *site = NULL, *globals = NULL, *module = NULL, *lasti = NULL, *run = NULL;
+    PyObject *api = NULL;
+    int python = frame == NULL || !run_layout(self);
+    if (!python) {
+        cache = PyObject_GetAttr(ctx, s_cache);
+        python = cache == NULL || cache == Py_False;
+    }
+    if (python) {
+        PyErr_Clear();
+        Py_XDECREF(cache);
+        return PyObject_CallFunctionObjArgs(self->new_run, ctx, frame ? (PyObject *)frame : Py_None, NULL);
+    }
+    stats = PyObject_GetAttr(ctx, s_update_stats);
+    int update = stats ? PyObject_IsTrue(stats) : -1;
+    jit = update >= 0 ? PyObject_GetAttr(ctx, s_jit) : NULL;
+    int jitted = jit ? PyObject_IsTrue(jit) : -1;
+    if (jitted < 0) goto done;
+    api = !update ? self->api_internal : jitted ? self->api_jit : self->api_realize;
+    vv = PyObject_GetAttr(ctx, s_var_vals);
+    int any = vv ? PyObject_IsTrue(vv) : -1;
+    if (any < 0) goto done;
+    copied = !any ? Py_NewRef(Py_None) : PyDict_CheckExact(vv) ? PyDict_Copy(vv) : PyObject_CallOneArg((PyObject *)&PyDict_Type, vv);
+    inputs = copied ? PyObject_GetAttr(ctx, s_input_uops) : NULL;
+    st = inputs ? thread_state(self) : NULL;
+    site = st ? user_frame(self, frame) : NULL;
+    if (site == NULL) goto done;
+    PyFrameObject *sf = (PyFrameObject *)site;
+    globals = PyFrame_GetGlobals(sf);
+    module = globals ? PyDict_GetItemWithError(globals, s_name) : NULL; /* borrowed */
+    if (module == NULL && PyErr_Occurred()) goto done;
+    module = module ? Py_NewRef(module) : PyUnicode_FromString(""); /* f_globals.get("__name__", "") */
+    lasti = module ? PyLong_FromLong(PyFrame_GetLasti(sf)) : NULL;
+    if (lasti == NULL) goto done;
+    run = ((PyTypeObject *)self->run_type)->tp_alloc((PyTypeObject *)self->run_type, 0);
+    if (run == NULL) goto done;
+    PyObject *code = (PyObject *)PyFrame_GetCode(sf); /* new */
+    PyObject *values[RUN_SLOTS] = {api, code, inputs, lasti, module, st, copied};
+    for (int i = 0; i < RUN_SLOTS; i++) {
+        Py_INCREF(values[i]);
+        *(PyObject **)((char *)run + self->run_offsets[i]) = values[i];
+    }
+    Py_DECREF(code);
+done:
+    Py_XDECREF(cache);
+    Py_XDECREF(stats);
+    Py_XDECREF(jit);
+    Py_XDECREF(vv);
+    Py_XDECREF(copied);
+    Py_XDECREF(inputs);
+    Py_XDECREF(st);
+    Py_XDECREF(site);
+    Py_XDECREF(globals);
+    Py_XDECREF(module);
+    Py_XDECREF(lasti);
+    return run;
+}
+
 /* The run of `ctx` (a new reference), Py_None (new) when its work is not recorded, NULL with an error set. */
 static PyObject *run_of(Hook *self, PyObject *ctx) {
     PyObject *run = weak_target(self->last_run);
@@ -238,7 +373,7 @@ static PyObject *run_of(Hook *self, PyObject *ctx) {
         return run;
     }
     PyFrameObject *frame = PyEval_GetFrame(); /* run_linear's (borrowed): this call made no frame */
-    run = PyObject_CallFunctionObjArgs(self->new_run, ctx, frame ? (PyObject *)frame : Py_None, NULL);
+    run = new_run(self, ctx, frame);
     if (run == NULL || run == Py_None) return run;
     PyObject *ctx_ref = PyWeakref_NewRef(ctx, NULL);
     PyObject *run_ref = ctx_ref ? PyWeakref_NewRef(run, NULL) : NULL;
@@ -313,15 +448,21 @@ static PyObject *Hook_vectorcall(Hook *self, PyObject *const *args, size_t nargs
 
 static int Hook_init(Hook *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"inner", "fallback", "bus", "new_run", "warn", "decode", "framework", "next_seq",
-                            "program", "copy", "custom", NULL};
-    PyObject *v[11];
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!OOOOOOOO", names, &v[0], &v[1], &PyModule_Type, &v[2], &v[3],
-                                     &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10]))
+                            "program", "copy", "custom", "run_type", "site_cache", "skip_new", "local",
+                            "api_realize", "api_jit", "api_internal", NULL};
+    PyObject *v[18];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!OOOOOOOOOO!OOOOO", names, &v[0], &v[1], &PyModule_Type, &v[2],
+                                     &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &PyDict_Type,
+                                     &v[12], &v[13], &v[14], &v[15], &v[16], &v[17]))
         return -1;
-    PyObject **slots[11] = {&self->inner,     &self->fallback, &self->bus,     &self->new_run,
-                            &self->warn,      &self->decode,   &self->framework, &self->next_seq,
-                            &self->program,   &self->copy,     &self->custom};
-    for (int i = 0; i < 11; i++) {
+    PyObject **slots[18] = {&self->inner,       &self->fallback,   &self->bus,         &self->new_run,
+                            &self->warn,        &self->decode,     &self->framework,   &self->next_seq,
+                            &self->program,     &self->copy,       &self->custom,      &self->run_type,
+                            &self->site_cache,  &self->skip_new,   &self->local,       &self->api_realize,
+                            &self->api_jit,     &self->api_internal};
+    self->run_offsets[0] = 0;
+    Py_CLEAR(self->st_cached);
+    for (int i = 0; i < 18; i++) {
         Py_INCREF(v[i]);
         Py_XSETREF(*slots[i], v[i]);
     }
@@ -347,6 +488,14 @@ static int Hook_traverse(Hook *self, visitproc visit, void *arg) {
     Py_VISIT(self->program);
     Py_VISIT(self->copy);
     Py_VISIT(self->custom);
+    Py_VISIT(self->run_type);
+    Py_VISIT(self->site_cache);
+    Py_VISIT(self->skip_new);
+    Py_VISIT(self->local);
+    Py_VISIT(self->api_realize);
+    Py_VISIT(self->api_jit);
+    Py_VISIT(self->api_internal);
+    Py_VISIT(self->st_cached);
     Slot *s[5] = {&self->uop_src, &self->uop_op, &self->run_st, &self->st_stack, &self->st_tid};
     for (int i = 0; i < 5; i++) Py_VISIT(s[i]->type);
     Py_VISIT(self->last_ctx);
@@ -372,6 +521,14 @@ static int Hook_clear(Hook *self) {
     Py_CLEAR(self->program);
     Py_CLEAR(self->copy);
     Py_CLEAR(self->custom);
+    Py_CLEAR(self->run_type);
+    Py_CLEAR(self->site_cache);
+    Py_CLEAR(self->skip_new);
+    Py_CLEAR(self->local);
+    Py_CLEAR(self->api_realize);
+    Py_CLEAR(self->api_jit);
+    Py_CLEAR(self->api_internal);
+    Py_CLEAR(self->st_cached);
     Slot *s[5] = {&self->uop_src, &self->uop_op, &self->run_st, &self->st_stack, &self->st_tid};
     for (int i = 0; i < 5; i++) clear_slot(s[i]);
     Py_CLEAR(self->last_ctx);
@@ -438,6 +595,12 @@ PyMODINIT_FUNC PyInit__tinyhook(void) {
     INTERN(s_append, "append");
     INTERN(s_full, "full");
     INTERN(s_tinygrad, "tinygrad");
+    INTERN(s_cache, "cache");
+    INTERN(s_update_stats, "update_stats");
+    INTERN(s_jit, "jit");
+    INTERN(s_var_vals, "var_vals");
+    INTERN(s_input_uops, "input_uops");
+    INTERN(s_name, "__name__");
     PyObject *fastlaunch = PyImport_ImportModule("launchtrace.capture._fastlaunch"); /* the Event type's home */
     if (fastlaunch == NULL) return NULL;
     Py_DECREF(fastlaunch); /* sys.modules keeps it */

@@ -275,6 +275,8 @@ def _make_hook(inner: Any, realize: Any) -> Any:
     compiled = fast.Hook(
         inner=inner, fallback=hook, bus=bus, new_run=_run_for, warn=_warn_once, decode=decode_event,
         framework=FRAMEWORK, next_seq=bus.next_seq, program=Ops.PROGRAM, copy=Ops.COPY, custom=Ops.CUSTOM_FUNCTION,
+        run_type=_Run, site_cache=_SITE_CACHE, skip_new=_skip_new, local=_local, api_realize=REALIZE, api_jit=JIT,
+        api_internal=INTERNAL,
     )  # fmt: skip
     compiled.__wrapped__ = inner
     compiled.__name__ = "rewrite"
