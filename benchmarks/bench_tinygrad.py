@@ -96,9 +96,9 @@ def timed(fn, args: tuple, calls: int, sub=None, chunk: int = 5, every: int = 20
     cold), a cost a program pays once, when it instruments, not per kernel; timed, it fell on the recorded side
     only and added 4-9 % to 20-call blocks in an A/A test. Both sides time chunks of ``chunk`` calls (the chunks'
     low quantile is the cost without interference). With ``sub``, the raw events are taken off the queue every
-    ``every`` calls with the clocks stopped (as the export worker does every 50 ms: they do not pile up) and
-    decoded after the block, so the decoder's own memory traffic does not land between timed calls either (it
-    runs on the export worker's thread)."""
+    ``every`` calls with the clocks stopped (as the export worker does every 50 ms: they do not pile up; see
+    :func:`take`) and decoded after the block, so the decoder's own memory traffic does not land between timed
+    calls either (it runs on the export worker's thread)."""
     gc.collect()
     for _ in range(WARM_CALLS):
         fn(*args)
@@ -120,15 +120,26 @@ def timed(fn, args: tuple, calls: int, sub=None, chunk: int = 5, every: int = 20
         chunks.append(c1 - c0)
         done += n
         if sub is not None and (done % every == 0 or done == calls):
-            raw.extend(sub.drain_raw())
+            raw.extend(take(sub))
     records, decode = 0, 0.0
     if sub is not None:
         from launchtrace.capture.materialize import Materializer
 
         d0 = time.perf_counter()
+        if bus._expand_events is not None:
+            bus._expand_events(raw)  # what drain_raw does: compiled events into their tuples
         records = sum(1 for kind, _ in Materializer().run(raw) if kind == "record")
         decode = time.perf_counter() - d0
     return wall, sum(chunks), chunks, records, decode
+
+
+def take(sub) -> list:
+    """The events queued so far, as they were queued: ``Subscription.drain_raw`` without its last step, turning
+    the compiled hook's events (outside the cycle collector) into tuples (tracked), which the export worker does
+    on its own thread and frees once decoded. Done here, between blocks, the tuples would stay alive until the
+    block's end and make the launching thread's collections walk them: a cost of this loop, not of a program."""
+    q = sub.queue
+    return [q.popleft() for _ in range(len(q))]
 
 
 QUANTILE = 0.25  # of a block's chunk times: interference only ever adds time

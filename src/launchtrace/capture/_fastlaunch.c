@@ -363,10 +363,7 @@ static Py_ssize_t values_size(Launcher *self, PyObject *seq) {
  * tracked tuple, as before. Subscription.drain_raw turns Events into tuples (expand() below) before anyone reads them,
  * so every consumer still sees the flat tuple; an Event also reads like one (len, [i]) for code that peeks at the
  * queue. */
-typedef struct {
-    PyObject_VAR_HEAD
-    PyObject *items[1];
-} Event;
+typedef LtEvent Event; /* the layout: _rawevent.h */
 
 static PyTypeObject EventType;
 
@@ -392,16 +389,20 @@ static PyObject *Event_item(Event *self, Py_ssize_t i) {
     return self->items[i];
 }
 
-/* The event's items as a tuple, left out of the cycle collector (every item is, see above). */
+/* The event's items as a tuple, left out of the cycle collector when every item is (a launch's always are;
+ * capture/_tinyhook.c's tinygrad events hold the call and its run, which the collector tracks: their tuple stays
+ * tracked, as a tuple made in Python would be). */
 static PyObject *event_tuple(Event *e) {
     PyObject *t = PyTuple_New(Py_SIZE(e));
     if (t == NULL) return NULL;
+    int acyclic = 1;
     for (Py_ssize_t i = 0; i < Py_SIZE(e); i++) {
         PyObject *v = e->items[i] ? e->items[i] : Py_None;
         Py_INCREF(v);
         PyTuple_SET_ITEM(t, i, v);
+        if (acyclic) acyclic = lt_acyclic(v, 1);
     }
-    PyObject_GC_UnTrack(t);
+    if (acyclic) PyObject_GC_UnTrack(t);
     return t;
 }
 
@@ -1215,6 +1216,13 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     Py_INCREF(&LauncherType);
     if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
         Py_DECREF(&LauncherType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    static LtCaptureAPI api = {&EventType, note_event, wake_waiters};
+    PyObject *capsule = PyCapsule_New(&api, LT_CAPTURE_API_NAME, NULL);
+    if (capsule == NULL || PyModule_AddObject(m, "_C_API", capsule) < 0) {
+        Py_XDECREF(capsule);
         Py_DECREF(m);
         return NULL;
     }
