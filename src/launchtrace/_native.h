@@ -1,5 +1,6 @@
-/* What launchtrace's C extensions share (header only): reading the slots of plain slotted classes, and leaving
- * objects that cannot be part of a reference cycle out of the cycle collector, as CPython does.
+/* What launchtrace's C extensions share (header only): reading the slots of plain slotted classes, leaving
+ * objects that cannot be part of a reference cycle out of the cycle collector, as CPython does, and growing an
+ * output buffer.
  *
  * Slots. The records, spans and state objects the extensions read per launch are plain slotted classes; a slot
  * read through its offset is a pointer load instead of the generic attribute look-up.
@@ -64,6 +65,18 @@ static inline int lt_acyclic(PyObject *obj, int depth) {
         if (!lt_acyclic(PyTuple_GET_ITEM(obj, i), depth - 1)) return 0;
     PyObject_GC_UnTrack(obj);
     return 1;
+}
+
+/* Resizes the PyMem buffer *p to `size` bytes (the grow path of the encoders' output buffers): 0, or -1 with
+ * MemoryError set and *p left as it was (still owned by the caller). */
+static inline int lt_resize_buffer(char **p, Py_ssize_t size) {
+    char *q = PyMem_Realloc(*p, (size_t)size);
+    if (q == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *p = q;
+    return 0;
 }
 
 #endif

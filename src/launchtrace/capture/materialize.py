@@ -9,6 +9,7 @@ thread only paid for copying plain values.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import math
@@ -182,6 +183,24 @@ def _dim(dim: Any) -> tuple:
         return (repr(dim),)
 
 
+def _buffer_arg(
+    make: Callable[..., BufferArg],
+    key: Any,
+    name: str,
+    ptr: int,
+    shape: Any,
+    dtype: Any,
+    nbytes: Any,
+    owner: Any,
+    offset: Any,
+    foreign: bool,
+    access: str,
+) -> BufferArg:
+    """One array argument's :class:`BufferArg` from the captured fields, by ``make`` (the class itself on the
+    general path, its fast :data:`make_buffer_arg` on the interned ones: the general path stays the reference)."""
+    return make(key, name, ptr, tuple(shape or ()), _dtype_name(dtype), int(nbytes), owner, offset, foreign, access)
+
+
 def _dtype_name(dtype: Any) -> str:
     return str(getattr(dtype, "__name__", dtype))
 
@@ -252,6 +271,30 @@ class Materializer:
         self._templates: dict[tuple, tuple] = {}  # see _launch_flat: key -> (record, code, caller)
         self._templates_version = -1
         self._templates_since = 0
+
+    def _intern_buffer(
+        self,
+        bkey: tuple,
+        layout: Any,
+        ptr: int,
+        shape: Any,
+        dtype: Any,
+        nbytes: int,
+        owner: Any,
+        offset: Any,
+        foreign: bool,
+    ) -> tuple:
+        """The ``(BufferArg, (index, ptr))`` entry for array argument ``bkey[1]`` of ``layout``, built and
+        interned under ``bkey`` (an intern miss of :meth:`_launch` or :meth:`_launch_flat_built`)."""
+        interned = self._interned
+        if len(interned) >= self.max_interned:
+            interned.clear()
+        i = bkey[1]
+        buf = _buffer_arg(
+            make_buffer_arg, i, layout.names[i], ptr, shape, dtype, nbytes, owner, offset, foreign, layout.modes[i]
+        )
+        entry = interned[bkey] = (buf, (i, ptr))
+        return entry
 
     def _owner_of(self, registry: Any, ptr: int, seq: int) -> tuple:
         """``(owner, offset, foreign)`` of ``ptr`` at ``seq``, as ``registry.locate`` / ``any_at`` answer.
@@ -353,22 +396,7 @@ class Materializer:
         begun = self.open_scopes.pop(sid, None)
         if begun is None:  # subscribed after it began
             begun = ScopeRecord(id=sid, name="<unknown>", kind="user", thread=tid, start_ns=t1, seq=seq)
-        return ScopeRecord(
-            id=begun.id,
-            name=begun.name,
-            kind=begun.kind,
-            parent_id=begun.parent_id,
-            attributes=begun.attributes,
-            thread=begun.thread,
-            thread_name=begun.thread_name,
-            start_ns=begun.start_ns,
-            end_ns=t1,
-            error=error,
-            internal=begun.internal,
-            site=begun.site,
-            seq=begun.seq,
-            remote_parent=begun.remote_parent,
-        )
+        return dataclasses.replace(begun, end_ns=t1, error=error)  # the begin, ended
 
     # -- records -----------------------------------------------------------------------------------------------
 
@@ -412,7 +440,6 @@ class Materializer:
         layout = self._layouts.get(lkey)
         if layout is None:
             layout = self._layouts[lkey] = _LaunchLayout(info, access, n_values, n_inputs)
-        names, modes = layout.names, layout.modes
         registry = OWNERS
         interned = self._interned
         arrays: list[tuple] = []
@@ -437,21 +464,7 @@ class Materializer:
                     except TypeError:  # an unhashable shape or dtype: the general path
                         return None
                     if entry is None:
-                        if len(interned) >= self.max_interned:
-                            interned.clear()
-                        buf = make_buffer_arg(
-                            i,
-                            names[i],
-                            ptr,
-                            tuple(shape or ()),
-                            _dtype_name(dtype),
-                            int(nbytes),
-                            owner,
-                            offset,
-                            foreign,
-                            modes[i],
-                        )
-                        entry = interned[bkey] = (buf, (i, ptr))
+                        entry = self._intern_buffer(bkey, layout, ptr, shape, dtype, nbytes, owner, offset, foreign)
                     arrays.append(entry[1])
                     buffers.append(entry[0])
                     continue
@@ -599,7 +612,6 @@ class Materializer:
         layout = self._layouts.get(lkey)
         if layout is None:
             layout = self._layouts[lkey] = _LaunchLayout(info, access, n_values, n_inputs)
-        names, modes = layout.names, layout.modes
         seq = e[SEQ]
         registry = OWNERS
         interned = self._interned
@@ -623,21 +635,8 @@ class Materializer:
                 bkey = (layout, i, ptr, shape, dtype_id, nbytes, owner, offset, foreign)
                 entry = interned.get(bkey)
                 if entry is None:
-                    if len(interned) >= self.max_interned:
-                        interned.clear()
-                    buf = make_buffer_arg(
-                        i,
-                        names[i],
-                        ptr,
-                        tuple(shape or ()),
-                        _dtype_name(handles[dtype_id]),
-                        int(nbytes),
-                        owner,
-                        offset,
-                        foreign,
-                        modes[i],
-                    )
-                    entry = interned[bkey] = (buf, (i, ptr))
+                    dtype = handles[dtype_id]
+                    entry = self._intern_buffer(bkey, layout, ptr, shape, dtype, nbytes, owner, offset, foreign)
                 arrays.append(entry[1])
                 buffers.append(entry[0])
             else:
@@ -751,18 +750,7 @@ class _Args:
                 access = (syntax or {}).get(name) or (syntax or {}).get(name.split(".")[0], "")
             self.arrays.append((key, ptr))
             self.buffers.append(
-                BufferArg(
-                    key,
-                    name,
-                    ptr,
-                    tuple(shape or ()),
-                    _dtype_name(dtype),
-                    int(nbytes),
-                    owner,
-                    offset,
-                    foreign,
-                    access,
-                )
+                _buffer_arg(BufferArg, key, name, ptr, shape, dtype, nbytes, owner, offset, foreign, access)
             )
         elif type(value) is tuple and value and value[0] is STRUCT:
             for field, inner in value[1]:

@@ -73,13 +73,8 @@ static int buf_grow(Buf *b, Py_ssize_t extra, int exact) {
             return -1;
         }
         b->p = PyBytes_AS_STRING(b->line);
-    } else {
-        char *p = PyMem_Realloc(b->p, (size_t)cap);
-        if (p == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        b->p = p;
+    } else if (lt_resize_buffer(&b->p, cap) < 0) {
+        return -1;
     }
     b->cap = cap;
     return 0;

@@ -1269,7 +1269,8 @@ static void set_field(Decoder *d, PyObject *spans, Py_ssize_t start, int i, PyOb
     }
 }
 
-/* the scope: null or {"name", "version", "attributes", "droppedAttributesCount"} */
+/* the scope: null or {"name", "version", "attributes", "droppedAttributesCount"}; with name and version NULL,
+ * the resource: null or {"attributes", "droppedAttributesCount"} (a "name" or "version" key then refuses it) */
 static int parse_scope(P *ps, PyObject **name, PyObject **version, PyObject **attrs) {
     const unsigned char *k;
     Py_ssize_t kn;
@@ -1279,10 +1280,10 @@ static int parse_scope(P *ps, PyObject **name, PyObject **version, PyObject **at
     if (!eat(ps, '{')) return -1;
     for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
         if (r < 0) goto fail;
-        if (IS(k, kn, JK_NAME)) {
+        if (name != NULL && IS(k, kn, JK_NAME)) {
             SEEN(0);
             if ((*name = parse_str(ps)) == NULL) goto fail;
-        } else if (IS(k, kn, JK_VERSION)) {
+        } else if (version != NULL && IS(k, kn, JK_VERSION)) {
             SEEN(1);
             if ((*version = parse_str(ps)) == NULL) goto fail;
         } else if (IS(k, kn, JK_ATTRIBUTES)) {
@@ -1352,31 +1353,7 @@ fail:
 }
 
 /* the resource: null or {"attributes", "droppedAttributesCount"} */
-static int parse_resource(P *ps, PyObject **attrs) {
-    const unsigned char *k;
-    Py_ssize_t kn;
-    unsigned seen = 0;
-    ws(ps);
-    if (literal(ps, "null", 4)) return 0;
-    if (!eat(ps, '{')) return -1;
-    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
-        if (r < 0) goto fail;
-        if (IS(k, kn, JK_ATTRIBUTES)) {
-            SEEN(0);
-            if ((*attrs = parse_attr_block(ps)) == NULL) goto fail;
-        } else if (IS(k, kn, JK_DROPPED_ATTRIBUTES_COUNT)) { /* not read by the general decoder either */
-            SEEN(1);
-            PyObject *n = parse_intish(ps);
-            if (n == NULL) goto fail;
-            Py_DECREF(n);
-        } else {
-            goto fail;
-        }
-    }
-    return 0;
-fail:
-    return -1;
-}
+static int parse_resource(P *ps, PyObject **attrs) { return parse_scope(ps, NULL, NULL, attrs); }
 
 static int parse_resource_spans(P *ps, PyObject *out) {
     Decoder *d = ps->d;

@@ -55,12 +55,7 @@ static int buf_grow(Buf *b, Py_ssize_t extra) {
     if (need <= b->cap) return 0;
     Py_ssize_t cap = b->cap ? b->cap : 1 << 16;
     while (cap < need) cap *= 2;
-    char *p = PyMem_Realloc(b->p, (size_t)cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->p = p;
+    if (lt_resize_buffer(&b->p, cap) < 0) return -1;
     b->cap = cap;
     return 0;
 }

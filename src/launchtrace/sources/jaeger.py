@@ -29,7 +29,7 @@ from launchtrace.otlp.problems import Problem, Severity
 from launchtrace.sources.documents import spans_from_document
 from launchtrace.sources.http import HttpAnswer, HttpClient
 from launchtrace.sources.query import SearchQuery, parse_trace_id, rfc3339_nano
-from launchtrace.sources.report import ProblemLog, ReadResult
+from launchtrace.sources.report import ProblemLog, ReadResult, fetch_each
 from launchtrace.spans import SpanData
 
 __all__ = ["JaegerSource"]
@@ -56,12 +56,7 @@ class JaegerSource:
     ) -> ReadResult:
         """Several traces by id, fetched one by one; ``progress(done, total)`` after each."""
         log = ProblemLog(strict=strict)
-        ids = list(dict.fromkeys(trace_ids))  # each id fetched once
-        spans: list[SpanData] = []
-        for i, trace_id in enumerate(ids, 1):
-            spans.extend(self.fetch_trace(trace_id, log))
-            if progress:
-                progress(i, len(ids))
+        spans = fetch_each(trace_ids, self.fetch_trace, log, progress)
         return ReadResult.checked(spans, log, source=self.client.base_url, format="jaeger")
 
     def search(self, query: SearchQuery, *, strict: bool = False) -> ReadResult:

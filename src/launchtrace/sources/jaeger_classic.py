@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Iterator
 from typing import Any
 
 from launchtrace.errors import BadSpan
@@ -117,14 +118,21 @@ def _resources(processes: Any) -> dict[str, tuple]:
     return out
 
 
+def _objects(items: Any, plural: str, singular: str) -> Iterator[dict]:
+    """The objects of list ``items`` (``None``: none) one by one, or :class:`BadSpan` naming what is wrong
+    (a wrong item when it is reached, so the first problem in reading order is the one told)."""
+    if items is not None and type(items) is not list:
+        raise BadSpan(f"{plural} must be a list, got {type(items).__name__}")
+    for item in items or ():
+        if type(item) is not dict:
+            raise BadSpan(f"{singular} must be an object, got {item!r}")
+        yield item
+
+
 def _links_and_parent(refs: Any, trace_id: bytes) -> tuple[bytes | None, tuple]:
     parent = None
     links = []
-    if refs is not None and type(refs) is not list:
-        raise BadSpan(f"references must be a list, got {type(refs).__name__}")
-    for ref in refs or ():
-        if type(ref) is not dict:
-            raise BadSpan(f"reference must be an object, got {ref!r}")
+    for ref in _objects(refs, "references", "reference"):
         ref_trace = padded_hex_trace_id(ref.get("traceID", ""))
         ref_span = span_id_from_text(ref.get("spanID", ""), "hex")
         ref_type = ref.get("refType", "CHILD_OF")
@@ -139,11 +147,7 @@ def _links_and_parent(refs: Any, trace_id: bytes) -> tuple[bytes | None, tuple]:
 
 def _events(logs: Any) -> tuple:
     events = []
-    if logs is not None and type(logs) is not list:
-        raise BadSpan(f"logs must be a list, got {type(logs).__name__}")
-    for log in logs or ():
-        if type(log) is not dict:
-            raise BadSpan(f"log must be an object, got {log!r}")
+    for log in _objects(logs, "logs", "log"):
         fields = _tags(log.get("fields"))
         name = next((v for k, v in fields if k == "event" and type(v) is str), "")
         attrs = tuple(kv for kv in fields if not (kv[0] == "event" and kv[1] == name and name))

@@ -14,12 +14,13 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
 
 from launchtrace.errors import UserError
 from launchtrace.otlp.problems import Problem, Severity
 from launchtrace.spans import SpanData
 
-__all__ = ["ProblemLog", "ReadResult", "plural"]
+__all__ = ["ProblemLog", "ReadResult", "fetch_each", "plural"]
 
 
 def plural(n: int, word: str) -> str:
@@ -32,6 +33,23 @@ def _debug(problem: Problem) -> None:
     import logging
 
     logging.getLogger(__name__).debug("%s", problem)
+
+
+def fetch_each(
+    trace_ids: Iterable[str],
+    fetch: Callable[[str, ProblemLog], list[SpanData]],
+    log: ProblemLog,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[SpanData]:
+    """The spans of every trace in ``trace_ids``, fetched one by one by a backend's ``fetch(id, log)``;
+    ``progress(done, total)`` after each. The remote sources' one loop over ids (each id fetched once)."""
+    ids = list(dict.fromkeys(trace_ids))
+    spans: list[SpanData] = []
+    for i, trace_id in enumerate(ids, 1):
+        spans.extend(fetch(trace_id, log))
+        if progress:
+            progress(i, len(ids))
+    return spans
 
 
 class ProblemLog:

@@ -31,7 +31,7 @@ from launchtrace.otlp.proto_decode import decode_traces_bytes
 from launchtrace.sources.documents import spans_from_document
 from launchtrace.sources.http import HttpAnswer, HttpClient
 from launchtrace.sources.query import SearchQuery, parse_trace_id
-from launchtrace.sources.report import ProblemLog, ReadResult
+from launchtrace.sources.report import ProblemLog, ReadResult, fetch_each
 from launchtrace.spans import SpanData
 
 __all__ = ["TempoSource", "traceql_for"]
@@ -78,22 +78,12 @@ class TempoSource:
 
     def traces(self, trace_ids: Iterable[str], *, strict: bool = False, progress: Progress | None = None) -> ReadResult:
         log = ProblemLog(strict=strict)
-        ids = list(dict.fromkeys(trace_ids))  # each id fetched once
-        spans: list[SpanData] = []
-        for i, trace_id in enumerate(ids, 1):
-            spans.extend(self.fetch_trace(trace_id, log))
-            if progress:
-                progress(i, len(ids))
+        spans = fetch_each(trace_ids, self.fetch_trace, log, progress)
         return ReadResult.checked(spans, log, source=self.client.base_url, format="tempo")
 
     def search(self, query: SearchQuery, *, strict: bool = False, progress: Progress | None = None) -> ReadResult:
         log = ProblemLog(strict=strict)
-        spans: list[SpanData] = []
-        ids = self.search_ids(query, log)
-        for i, hex_id in enumerate(ids, 1):
-            spans.extend(self.fetch_trace(hex_id, log))
-            if progress:
-                progress(i, len(ids))
+        spans = fetch_each(self.search_ids(query, log), self.fetch_trace, log, progress)  # ids already distinct
         return ReadResult.checked(spans, log, source=self.client.base_url, format="tempo")
 
     # -- building blocks that add to a caller's ProblemLog
