@@ -13,6 +13,8 @@
  * such objects, but they stay alive just long enough (queued for the export worker, or in a batch) to be
  * promoted to the old generation, and then push the collector into full collections that walk the whole
  * program's heap. lt_acyclic untracks them when they are made: the same rule, applied earlier.
+ *
+ * Module init: interning names and adding objects to the module, with the same error handling everywhere.
  */
 #ifndef LAUNCHTRACE_NATIVE_H
 #define LAUNCHTRACE_NATIVE_H
@@ -77,6 +79,28 @@ static inline int lt_resize_buffer(char **p, Py_ssize_t size) {
     }
     *p = q;
     return 0;
+}
+
+/* Module init. INTERN interns `text` into the static `var`, returning NULL from PyInit_ when it cannot;
+ * lt_module_add adds `obj` (a new reference, stolen even on failure; NULL when making it failed) to the module
+ * `m` as `name`: 0, or -1 with `m` released, and PyInit_ then returns NULL; lt_add_type adds a static type. */
+#define INTERN(var, text)                                                  \
+    do {                                                                   \
+        if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL; \
+    } while (0)
+
+static inline int lt_module_add(PyObject *m, const char *name, PyObject *obj) {
+    if (obj == NULL || PyModule_AddObject(m, name, obj) < 0) {
+        Py_XDECREF(obj);
+        Py_XDECREF(m);
+        return -1;
+    }
+    return 0;
+}
+
+static inline int lt_add_type(PyObject *m, const char *name, PyTypeObject *type) {
+    Py_INCREF(type);
+    return lt_module_add(m, name, (PyObject *)type);
 }
 
 #endif

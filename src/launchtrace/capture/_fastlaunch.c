@@ -1168,11 +1168,6 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastlaunch", "wp.launch's capture wrapper in C.", -1,
                                     module_methods, NULL, NULL, NULL, NULL};
 
-#define INTERN(var, text)                                         \
-    do {                                                          \
-        if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL; \
-    } while (0)
-
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
     INTERN(s_st, "st");
     INTERN(s_busy, "busy");
@@ -1207,30 +1202,12 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&EventType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    Py_INCREF(&EventType);
-    if (PyModule_AddObject(m, "Event", (PyObject *)&EventType) < 0) {
-        Py_DECREF(&EventType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&LauncherType);
-    if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
-        Py_DECREF(&LauncherType);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (lt_add_type(m, "Event", &EventType) < 0) return NULL;
+    if (lt_add_type(m, "Launcher", &LauncherType) < 0) return NULL;
     static LtCaptureAPI api = {&EventType, note_event, wake_waiters};
     PyObject *capsule = PyCapsule_New(&api, LT_CAPTURE_API_NAME, NULL);
-    if (capsule == NULL || PyModule_AddObject(m, "_C_API", capsule) < 0) {
-        Py_XDECREF(capsule);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (lt_module_add(m, "_C_API", capsule) < 0) return NULL;
     PyObject *fields = lt_record_fields(); /* the layout it builds: launchtrace.rawevent checks it */
-    if (fields == NULL || PyModule_AddObject(m, "RECORD_FIELDS", fields) < 0) {
-        Py_XDECREF(fields);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (lt_module_add(m, "RECORD_FIELDS", fields) < 0) return NULL;
     return m;
 }

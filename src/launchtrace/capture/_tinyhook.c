@@ -578,11 +578,6 @@ static PyTypeObject HookType = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tinyhook", "tinygrad's executor hook in C.", -1,
                                     NULL, NULL, NULL, NULL, NULL};
 
-#define INTERN(var, text)                                                  \
-    do {                                                                   \
-        if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL; \
-    } while (0)
-
 PyMODINIT_FUNC PyInit__tinyhook(void) {
     INTERN(s_subs, "_subs");
     INTERN(s_src, "src");
@@ -609,17 +604,8 @@ PyMODINIT_FUNC PyInit__tinyhook(void) {
     if (PyType_Ready(&HookType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    Py_INCREF(&HookType);
-    if (PyModule_AddObject(m, "Hook", (PyObject *)&HookType) < 0) {
-        Py_DECREF(&HookType);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (lt_add_type(m, "Hook", &HookType) < 0) return NULL;
     PyObject *n = PyLong_FromLong(N_EVENT); /* the event's length: launchtrace.capture.tinygrad checks it */
-    if (n == NULL || PyModule_AddObject(m, "EVENT_LENGTH", n) < 0) {
-        Py_XDECREF(n);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (lt_module_add(m, "EVENT_LENGTH", n) < 0) return NULL;
     return m;
 }
