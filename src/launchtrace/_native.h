@@ -103,4 +103,19 @@ static inline int lt_add_type(PyObject *m, const char *name, PyTypeObject *type)
     return lt_module_add(m, name, (PyObject *)type);
 }
 
+/* Compiled wrappers standing in for a Python function (wp.launch's, tinygrad's pm_exec.rewrite's): the
+ * tp_descr_get that binds like a function when the wrapper is stored on a class, and the `__dict__` getset
+ * (a function has one: functools.wraps and users set attributes on it). */
+static inline PyObject *lt_bind_like_function(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)type;
+    if (obj == NULL || obj == Py_None) {
+        Py_INCREF(self);
+        return self;
+    }
+    return PyMethod_New(self, obj);
+}
+
+#define LT_DICT_GETSET \
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL}, {NULL, NULL, NULL, NULL, NULL}
+
 #endif

@@ -1121,20 +1121,8 @@ static void Launcher_dealloc(Launcher *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *Launcher_get(PyObject *self, PyObject *obj, PyObject *type) {
-    (void)type;
-    /* bind like a function when stored on a class, so it stays a drop-in for Warp's launch function */
-    if (obj == NULL || obj == Py_None) {
-        Py_INCREF(self);
-        return self;
-    }
-    return PyMethod_New(self, obj);
-}
-
-static PyGetSetDef Launcher_getset[] = {
-    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
+/* binds like a function when stored on a class, so it stays a drop-in for Warp's launch function */
+static PyGetSetDef Launcher_getset[] = {LT_DICT_GETSET};
 
 static PyTypeObject LauncherType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "launchtrace.capture._fastlaunch.Launcher",
@@ -1149,7 +1137,7 @@ static PyTypeObject LauncherType = {
     .tp_clear = (inquiry)Launcher_clear,
     .tp_dealloc = (destructor)Launcher_dealloc,
     .tp_dictoffset = offsetof(Launcher, dict),
-    .tp_descr_get = Launcher_get,
+    .tp_descr_get = lt_bind_like_function,
     .tp_getset = Launcher_getset,
 };
 

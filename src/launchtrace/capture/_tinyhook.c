@@ -543,20 +543,8 @@ static void Hook_dealloc(Hook *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *Hook_get(PyObject *self, PyObject *obj, PyObject *type) {
-    (void)type;
-    /* bind like a function when stored on a class, so it stays a drop-in for a method */
-    if (obj == NULL || obj == Py_None) {
-        Py_INCREF(self);
-        return self;
-    }
-    return PyMethod_New(self, obj);
-}
-
-static PyGetSetDef Hook_getset[] = {
-    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
+/* binds like a function when stored on a class, so it stays a drop-in for a method */
+static PyGetSetDef Hook_getset[] = {LT_DICT_GETSET};
 
 static PyTypeObject HookType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "launchtrace.capture._tinyhook.Hook",
@@ -571,7 +559,7 @@ static PyTypeObject HookType = {
     .tp_clear = (inquiry)Hook_clear,
     .tp_dealloc = (destructor)Hook_dealloc,
     .tp_dictoffset = offsetof(Hook, dict),
-    .tp_descr_get = Hook_get,
+    .tp_descr_get = lt_bind_like_function,
     .tp_getset = Hook_getset,
 };
 
