@@ -13,6 +13,8 @@
  * such objects, but they stay alive just long enough (queued for the export worker, or in a batch) to be
  * promoted to the old generation, and then push the collector into full collections that walk the whole
  * program's heap. lt_acyclic untracks them when they are made: the same rule, applied earlier.
+ *
+ * Module init: interning names and adding objects to the module, with the same error handling everywhere.
  */
 #ifndef LAUNCHTRACE_NATIVE_H
 #define LAUNCHTRACE_NATIVE_H
@@ -78,5 +80,42 @@ static inline int lt_resize_buffer(char **p, Py_ssize_t size) {
     *p = q;
     return 0;
 }
+
+/* Module init. INTERN interns `text` into the static `var`, returning NULL from PyInit_ when it cannot;
+ * lt_module_add adds `obj` (a new reference, stolen even on failure; NULL when making it failed) to the module
+ * `m` as `name`: 0, or -1 with `m` released, and PyInit_ then returns NULL; lt_add_type adds a static type. */
+#define INTERN(var, text)                                                  \
+    do {                                                                   \
+        if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL; \
+    } while (0)
+
+static inline int lt_module_add(PyObject *m, const char *name, PyObject *obj) {
+    if (obj == NULL || PyModule_AddObject(m, name, obj) < 0) {
+        Py_XDECREF(obj);
+        Py_XDECREF(m);
+        return -1;
+    }
+    return 0;
+}
+
+static inline int lt_add_type(PyObject *m, const char *name, PyTypeObject *type) {
+    Py_INCREF(type);
+    return lt_module_add(m, name, (PyObject *)type);
+}
+
+/* Compiled wrappers standing in for a Python function (wp.launch's, tinygrad's pm_exec.rewrite's): the
+ * tp_descr_get that binds like a function when the wrapper is stored on a class, and the `__dict__` getset
+ * (a function has one: functools.wraps and users set attributes on it). */
+static inline PyObject *lt_bind_like_function(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)type;
+    if (obj == NULL || obj == Py_None) {
+        Py_INCREF(self);
+        return self;
+    }
+    return PyMethod_New(self, obj);
+}
+
+#define LT_DICT_GETSET \
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL}, {NULL, NULL, NULL, NULL, NULL}
 
 #endif

@@ -1121,20 +1121,8 @@ static void Launcher_dealloc(Launcher *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *Launcher_get(PyObject *self, PyObject *obj, PyObject *type) {
-    (void)type;
-    /* bind like a function when stored on a class, so it stays a drop-in for Warp's launch function */
-    if (obj == NULL || obj == Py_None) {
-        Py_INCREF(self);
-        return self;
-    }
-    return PyMethod_New(self, obj);
-}
-
-static PyGetSetDef Launcher_getset[] = {
-    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
+/* binds like a function when stored on a class, so it stays a drop-in for Warp's launch function */
+static PyGetSetDef Launcher_getset[] = {LT_DICT_GETSET};
 
 static PyTypeObject LauncherType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "launchtrace.capture._fastlaunch.Launcher",
@@ -1149,7 +1137,7 @@ static PyTypeObject LauncherType = {
     .tp_clear = (inquiry)Launcher_clear,
     .tp_dealloc = (destructor)Launcher_dealloc,
     .tp_dictoffset = offsetof(Launcher, dict),
-    .tp_descr_get = Launcher_get,
+    .tp_descr_get = lt_bind_like_function,
     .tp_getset = Launcher_getset,
 };
 
@@ -1167,11 +1155,6 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastlaunch", "wp.launch's capture wrapper in C.", -1,
                                     module_methods, NULL, NULL, NULL, NULL};
-
-#define INTERN(var, text)                                         \
-    do {                                                          \
-        if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL; \
-    } while (0)
 
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
     INTERN(s_st, "st");
@@ -1207,30 +1190,12 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&EventType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    Py_INCREF(&EventType);
-    if (PyModule_AddObject(m, "Event", (PyObject *)&EventType) < 0) {
-        Py_DECREF(&EventType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&LauncherType);
-    if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
-        Py_DECREF(&LauncherType);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (lt_add_type(m, "Event", &EventType) < 0) return NULL;
+    if (lt_add_type(m, "Launcher", &LauncherType) < 0) return NULL;
     static LtCaptureAPI api = {&EventType, note_event, wake_waiters};
     PyObject *capsule = PyCapsule_New(&api, LT_CAPTURE_API_NAME, NULL);
-    if (capsule == NULL || PyModule_AddObject(m, "_C_API", capsule) < 0) {
-        Py_XDECREF(capsule);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (lt_module_add(m, "_C_API", capsule) < 0) return NULL;
     PyObject *fields = lt_record_fields(); /* the layout it builds: launchtrace.rawevent checks it */
-    if (fields == NULL || PyModule_AddObject(m, "RECORD_FIELDS", fields) < 0) {
-        Py_XDECREF(fields);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (lt_module_add(m, "RECORD_FIELDS", fields) < 0) return NULL;
     return m;
 }

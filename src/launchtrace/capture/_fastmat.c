@@ -21,6 +21,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "../_native.h"
+
 #include "_rawevent.h"
 
 static PyObject *s_changed, *s_thread_name, *s_record, *s_empty;
@@ -155,10 +157,6 @@ PyMODINIT_FUNC PyInit__fastmat(void) {
     if ((s_empty = PyUnicode_FromString("")) == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     PyObject *fields = m ? lt_record_fields() : NULL; /* the layout it reads: launchtrace.rawevent checks it */
-    if (fields == NULL || PyModule_AddObject(m, "RECORD_FIELDS", fields) < 0) {
-        Py_XDECREF(fields);
-        Py_XDECREF(m);
-        return NULL;
-    }
+    if (lt_module_add(m, "RECORD_FIELDS", fields) < 0) return NULL;
     return m;
 }

@@ -543,20 +543,8 @@ static void Hook_dealloc(Hook *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *Hook_get(PyObject *self, PyObject *obj, PyObject *type) {
-    (void)type;
-    /* bind like a function when stored on a class, so it stays a drop-in for a method */
-    if (obj == NULL || obj == Py_None) {
-        Py_INCREF(self);
-        return self;
-    }
-    return PyMethod_New(self, obj);
-}
-
-static PyGetSetDef Hook_getset[] = {
-    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
+/* binds like a function when stored on a class, so it stays a drop-in for a method */
+static PyGetSetDef Hook_getset[] = {LT_DICT_GETSET};
 
 static PyTypeObject HookType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "launchtrace.capture._tinyhook.Hook",
@@ -571,17 +559,12 @@ static PyTypeObject HookType = {
     .tp_clear = (inquiry)Hook_clear,
     .tp_dealloc = (destructor)Hook_dealloc,
     .tp_dictoffset = offsetof(Hook, dict),
-    .tp_descr_get = Hook_get,
+    .tp_descr_get = lt_bind_like_function,
     .tp_getset = Hook_getset,
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tinyhook", "tinygrad's executor hook in C.", -1,
                                     NULL, NULL, NULL, NULL, NULL};
-
-#define INTERN(var, text)                                                  \
-    do {                                                                   \
-        if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL; \
-    } while (0)
 
 PyMODINIT_FUNC PyInit__tinyhook(void) {
     INTERN(s_subs, "_subs");
@@ -609,17 +592,8 @@ PyMODINIT_FUNC PyInit__tinyhook(void) {
     if (PyType_Ready(&HookType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    Py_INCREF(&HookType);
-    if (PyModule_AddObject(m, "Hook", (PyObject *)&HookType) < 0) {
-        Py_DECREF(&HookType);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (lt_add_type(m, "Hook", &HookType) < 0) return NULL;
     PyObject *n = PyLong_FromLong(N_EVENT); /* the event's length: launchtrace.capture.tinygrad checks it */
-    if (n == NULL || PyModule_AddObject(m, "EVENT_LENGTH", n) < 0) {
-        Py_XDECREF(n);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (lt_module_add(m, "EVENT_LENGTH", n) < 0) return NULL;
     return m;
 }

@@ -31,6 +31,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "../_native.h"
+
 static PyObject *s_scope_id, *s_template, *s_error, *s_repeat, *s_probes, *s_thread, *s_start_ns, *s_end_ns;
 static PyObject *s_trace, *s_sampled, *s_used, *s_stream_until, *s_folder, *s_enabled, *s_records, *s_first_start;
 static PyObject *s_launches, *s_digest, *s_last_end, *s_parent, *s_span_id, *s_id, *s_kernel, *s_seq;
@@ -386,11 +388,6 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastbuild", "The span builder's common record, compiled.",
                                     -1, methods, NULL, NULL, NULL, NULL};
 
-#define INTERN(var, text)                                                  \
-    do {                                                                   \
-        if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL; \
-    } while (0)
-
 PyMODINIT_FUNC PyInit__fastbuild(void) {
     INTERN(s_scope_id, "scope_id");
     INTERN(s_template, "template");
@@ -430,10 +427,6 @@ PyMODINIT_FUNC PyInit__fastbuild(void) {
         if (name == NULL) Py_CLEAR(fields);
         else PyTuple_SET_ITEM(fields, i, name);
     }
-    if (fields == NULL || PyModule_AddObject(m, "VIEW_FIELDS", fields) < 0) {
-        Py_XDECREF(fields);
-        Py_XDECREF(m);
-        return NULL;
-    }
+    if (lt_module_add(m, "VIEW_FIELDS", fields) < 0) return NULL;
     return m;
 }

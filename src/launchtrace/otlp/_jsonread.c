@@ -1624,11 +1624,6 @@ PyMODINIT_FUNC PyInit__jsonread(void) {
     if (PyType_Ready(&DecoderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    Py_INCREF(&DecoderType);
-    if (PyModule_AddObject(m, "Decoder", (PyObject *)&DecoderType) < 0) {
-        Py_DECREF(&DecoderType);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (lt_add_type(m, "Decoder", &DecoderType) < 0) return NULL;
     return m;
 }

@@ -1109,11 +1109,6 @@ static PyTypeObject EncoderType = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, .m_name = "_protoenc", .m_doc = "SpanData -> OTLP protobuf, in C.", .m_size = -1};
 
-#define INTERN(var, text)                                                  \
-    do {                                                                   \
-        if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL; \
-    } while (0)
-
 PyMODINIT_FUNC PyInit__protoenc(void) {
     for (int i = 0; i < N_SPANDATA_FIELDS; i++) INTERN(field_names[i], SPANDATA_FIELDS[i]);
     INTERN(s_name, "name");
@@ -1128,11 +1123,6 @@ PyMODINIT_FUNC PyInit__protoenc(void) {
     if (PyType_Ready(&EncoderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    Py_INCREF(&EncoderType);
-    if (PyModule_AddObject(m, "Encoder", (PyObject *)&EncoderType) < 0) {
-        Py_DECREF(&EncoderType);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (lt_add_type(m, "Encoder", &EncoderType) < 0) return NULL;
     return m;
 }

@@ -200,27 +200,31 @@ def _span(s: Any) -> bytes:
     return b"{" + b",".join(out) + b"}"
 
 
+def _entry_head(entry: Any, field: str, key: bytes) -> list[bytes]:
+    """A resource_spans or scope_spans entry's first field: its resource or scope block, when set."""
+    return [key + _blocks.json(getattr(entry, field))] if entry.HasField(field) else []
+
+
+def _entry_close(fields: list[bytes], schema_url: str) -> bytes:
+    """A resource_spans or scope_spans entry's object: its fields, then its schema_url when set."""
+    if schema_url:
+        fields.append(_SCHEMA_URL + orjson.dumps(schema_url))
+    return b"{" + b",".join(fields) + b"}"
+
+
 def _fast_line(message: Any) -> bytes:
     resource_parts = []
     for rs in message.resource_spans:
-        fields = []
-        if rs.HasField("resource"):
-            fields.append(_RESOURCE + _blocks.json(rs.resource))
+        fields = _entry_head(rs, "resource", _RESOURCE)
         if rs.scope_spans:
             scope_parts = []
             for ss in rs.scope_spans:
-                sfields = []
-                if ss.HasField("scope"):
-                    sfields.append(_SCOPE + _blocks.json(ss.scope))
+                sfields = _entry_head(ss, "scope", _SCOPE)
                 if ss.spans:
                     sfields.append(_SPANS + b",".join([_span(s) for s in ss.spans]) + b"]")
-                if ss.schema_url:
-                    sfields.append(_SCHEMA_URL + orjson.dumps(ss.schema_url))
-                scope_parts.append(b"{" + b",".join(sfields) + b"}")
+                scope_parts.append(_entry_close(sfields, ss.schema_url))
             fields.append(_SCOPE_SPANS + b",".join(scope_parts) + b"]")
-        if rs.schema_url:
-            fields.append(_SCHEMA_URL + orjson.dumps(rs.schema_url))
-        resource_parts.append(b"{" + b",".join(fields) + b"}")
+        resource_parts.append(_entry_close(fields, rs.schema_url))
     return _LINE_OPEN + b",".join(resource_parts) + b"]}\n"
 
 

@@ -202,12 +202,10 @@ class Scanner:
             pointers = []
             indices: list[int] = []
             for a, pair in enumerate(attrs):
-                if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str:
+                kid = self._key_id(pair, self.refuse)
+                if kid == 0:
                     return None
                 key, value = pair
-                kid = self.intern(key)
-                if kid <= 0 or key in self.refuse:
-                    return None
                 if key in self.volatile:
                     if type(value) is not int:
                         return None
@@ -259,12 +257,10 @@ class Scanner:
             return None
         out = array("q", [*ids, len(attrs)])
         for pair in attrs:
-            if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str:
+            kid = self._key_id(pair, self.root_refuse)
+            if kid == 0:
                 return None
             key, value = pair
-            kid = self.intern(key)
-            if kid <= 0 or key in self.root_refuse:
-                return None
             if not key.startswith(self.reserved):
                 out.append(-2 * kid - 1)
             elif key in self.root_ints and type(value) is int:
@@ -275,6 +271,15 @@ class Scanner:
                     return None
                 out.append(pid)
         return out.tobytes()
+
+    def _key_id(self, pair: Any, refuse: frozenset) -> int:
+        """The id of an attribute's key (interned); 0 when the attribute is not a ``(str, value)`` pair, its key
+        cannot be interned, or the key is in ``refuse`` (the span or root is then refused)."""
+        if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str:
+            return 0
+        key = pair[0]
+        kid = self.intern(key)
+        return 0 if kid <= 0 or key in refuse else kid
 
     def table_size(self) -> int:
         return 0
