@@ -54,8 +54,8 @@ def _check_numbers(parser: argparse.ArgumentParser) -> None:
 
 
 class _VersionAction(argparse.Action):
-    """``--version``, reading the version only when asked: its metadata lookup (``importlib.metadata``, ~20 ms)
-    would otherwise be paid by every command at start-up."""
+    """``--version``, importing the version only when asked (``launchtrace.__version__`` is one of the package's
+    lazy attributes), so that no other command pays for it at start-up."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs) -> None:
         kwargs.setdefault("help", "show program's version number and exit")
