@@ -3,8 +3,10 @@
 ``python tests/fleet_app.py VARIANT STEPS OUT.jsonl``; the host and build come from ``OTEL_RESOURCE_ATTRIBUTES``
 (``host.name=h1,service.version=1.0``), as on a real fleet. Variants: ``clean``; ``dim`` (one launch with other
 dimensions); ``slow`` (the ``work`` kernel does 4x the work: same topology, other code); ``alloc`` (a scratch
-buffer allocated per call instead of the owned one). ``FLEET_METRICS_PORT`` serves the launch metrics for
-Prometheus on that loopback port while the program runs, and ``FLEET_LINGER_S`` keeps it up that long after;
+buffer allocated per call instead of the owned one). ``FLEET_METRICS_FILE`` serves the launch metrics for
+Prometheus on a loopback port the kernel picks while the program runs, and writes ``127.0.0.1:PORT`` to that file
+once it serves (a port chosen by the test could be taken by another process, Prometheus itself included, before
+this one binds it); ``FLEET_LINGER_S`` keeps it up that long after;
 ``FLEET_RUN_S`` stops the steps after that many seconds; ``FLEET_SUBSTEPS`` repeats ``integrate``.
 """
 
@@ -66,9 +68,12 @@ class Sim:
 def main() -> None:
     steps, out = int(sys.argv[2]), sys.argv[3]
     launchtrace.start_export(file_path=out)
-    metrics_port = os.environ.get("FLEET_METRICS_PORT")
-    if metrics_port:
-        launchtrace.start_metrics(exporters=("prometheus",), prometheus=f"127.0.0.1:{metrics_port}")
+    address_file = os.environ.get("FLEET_METRICS_FILE")
+    if address_file:
+        metrics = launchtrace.start_metrics(exporters=("prometheus",), prometheus="127.0.0.1:0")
+        with open(address_file + ".tmp", "w") as f:
+            f.write(metrics.prometheus_address)
+        os.replace(address_file + ".tmp", address_file)  # the reader never sees a partial address
     sim = Sim()
     launchtrace.own(sim, "sim")
     deadline = time.monotonic() + float(os.environ.get("FLEET_RUN_S", "inf"))

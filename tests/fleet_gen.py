@@ -42,6 +42,31 @@ def run_env(member: Member, extra: dict[str, str] | None = None) -> dict[str, st
     return env
 
 
+def start_serving_metrics(
+    member: Member, steps: int, out: Path, extra: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, Path]:
+    """Start one run that serves its launch metrics; the process and the file its ``host:port`` will be in."""
+    address_file = out.with_suffix(".metrics-address")
+    env = run_env(member, {"FLEET_METRICS_FILE": str(address_file), **(extra or {})})
+    cmd = [sys.executable, str(APP), member.variant, str(steps), str(out)]
+    with out.with_suffix(".stderr").open("w") as err:  # a file, not a pipe: a long run never blocks on it
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    return proc, address_file
+
+
+def metrics_address(proc: subprocess.Popen, address_file: Path, timeout: float = 120.0) -> str:
+    """The ``host:port`` a run started by :func:`start_serving_metrics` serves on, once it serves."""
+    deadline = time.monotonic() + timeout
+    while not address_file.exists():
+        if proc.poll() is not None:
+            err = address_file.with_suffix(".stderr").read_text()[-2000:]
+            raise RuntimeError(f"fleet run exited ({proc.returncode}) before serving metrics: {err}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"fleet run did not serve metrics within {timeout} s")
+        time.sleep(0.05)
+    return address_file.read_text()
+
+
 def make_fleet(folder: Path, members: list[Member], *, steps: int = 12, parallel: int = 2) -> dict[str, list[Path]]:
     """Run every member's runs; the files by member name, in run order."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -438,34 +438,24 @@ def launchtrace_metric_series() -> P.Produced:
     ``resource_to_telemetry_conversion``, the same resource labels; the Collector cannot run here.)"""
     if _SCRAPED:
         return _SCRAPED[0]
-    import os
-    import sys
     import time
 
     import requests
     from prometheus_client.parser import text_string_to_metric_families
 
-    from loopback_http import free_port
+    from fleet_gen import Member, metrics_address, start_serving_metrics
 
-    port = free_port()
-    env = {
-        **os.environ,
-        "OTEL_SERVICE_NAME": "deploy-check",
-        "OTEL_RESOURCE_ATTRIBUTES": "service.version=1.0,host.name=deploy-host",
-        "FLEET_METRICS_PORT": str(port),
-        "FLEET_LINGER_S": "5",
-    }
-    app = ROOT / "tests" / "fleet_app.py"
     out = P.Produced()
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.Popen(
-            [sys.executable, str(app), "clean", "20", str(Path(tmp) / "spans.jsonl")], env=env, stderr=subprocess.PIPE
-        )
+        member = Member("clean", "1.0", "deploy-host", 1)
+        extra = {"OTEL_SERVICE_NAME": "deploy-check", "FLEET_LINGER_S": "5"}
+        proc, address_file = start_serving_metrics(member, 20, Path(tmp) / "spans.jsonl", extra)
         try:
+            address = metrics_address(proc, address_file)
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and "launchtrace_scope_steps_total" not in out.series:
                 try:
-                    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+                    text = requests.get(f"http://{address}/metrics", timeout=2).text
                 except requests.RequestException:
                     time.sleep(0.2)
                     continue

@@ -6,30 +6,26 @@ Prometheus exporter; the test scrapes it with ``prometheus_client``'s own text p
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from fleet_gen import Member, metrics_address, start_serving_metrics
 from launchtrace.export.metrics import LaunchMetrics, _explicit_point, exporters_from_env
 from launchtrace.histogram import ExpHistogram
 from launchtrace.sources.files import read_spans
-from loopback_http import free_port
-
-APP = Path(__file__).with_name("fleet_app.py")
 
 
-def scrape_while_running(env: dict[str, str], out: Path, port: int) -> dict[str, list]:
-    proc = subprocess.Popen([sys.executable, str(APP), "clean", "40", str(out)], env=env, stderr=subprocess.PIPE)
+def scrape_while_running(member: Member, out: Path, extra: dict[str, str]) -> dict[str, list]:
+    proc, address_file = start_serving_metrics(member, 40, out, extra)
     try:
+        address = metrics_address(proc, address_file)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
-                text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+                text = requests.get(f"http://{address}/metrics", timeout=2).text
                 families = {f.name: f.samples for f in text_string_to_metric_families(text)}
                 steps = sum(s.value for s in families.get("launchtrace_scope_steps", []))
                 if steps >= 40:
@@ -43,18 +39,9 @@ def scrape_while_running(env: dict[str, str], out: Path, port: int) -> dict[str,
 
 
 def test_counts_are_exact_when_traces_are_sampled_out_and_folded(tmp_path: Path) -> None:
-    port = free_port()
-    env = {
-        **os.environ,
-        "OTEL_SERVICE_NAME": "fleet-sim",
-        "OTEL_RESOURCE_ATTRIBUTES": "service.version=9.9,host.name=metrics-host",
-        "OTEL_TRACES_SAMPLER": "always_off",
-        "FLEET_METRICS_PORT": str(port),
-        "FLEET_LINGER_S": "5",
-        "FLEET_SUBSTEPS": "4",
-    }
+    extra = {"OTEL_TRACES_SAMPLER": "always_off", "FLEET_LINGER_S": "5", "FLEET_SUBSTEPS": "4"}
     out = tmp_path / "spans.jsonl"
-    families = scrape_while_running(env, out, port)
+    families = scrape_while_running(Member("clean", "9.9", "metrics-host", 1), out, extra)
     launches = {s.labels["launchtrace_kernel"]: s.value for s in families["launchtrace_launches"]}
     assert launches["__main__.integrate"] == 160 and launches["__main__.work"] == 40
     sample = next(s for s in families["launchtrace_launches"] if s.labels["launchtrace_kernel"] == "__main__.work")

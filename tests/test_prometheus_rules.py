@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from fleet_gen import APP, Member, run_env
-from loopback_http import free_port
+from fleet_gen import Member, metrics_address, start_serving_metrics
 from monitoring import PROMTOOL, Prometheus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,14 +54,15 @@ def test_promtool_unit_tests_catch_a_blind_rule(tmp_path: Path) -> None:
 
 def test_live_prometheus_fires_for_the_slow_host_only(tmp_path: Path) -> None:
     members = [Member("clean", "1.0", "h1", 1), Member("clean", "1.0", "h2", 1), Member("slow", "1.2", "h4", 1)]
-    ports = [free_port() for _ in members]
     procs = []
     try:
-        for member, port in zip(members, ports):
-            env = run_env(member, {"FLEET_METRICS_PORT": str(port), "FLEET_RUN_S": "90", "FLEET_LINGER_S": "0"})
-            cmd = [sys.executable, str(APP), member.variant, "1000000", str(tmp_path / f"{member.name}.jsonl")]
-            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        targets = [f"127.0.0.1:{p}" for p in ports]
+        started = [
+            start_serving_metrics(m, 1_000_000, tmp_path / f"{m.name}.jsonl", {"FLEET_RUN_S": "90"}) for m in members
+        ]
+        procs = [proc for proc, _ in started]
+        # Each run binds a port of the kernel's choosing and says which: a port picked here beforehand could be
+        # taken by Prometheus before the run binds it, and then Prometheus would scrape itself as that "host".
+        targets = [metrics_address(proc, address_file) for proc, address_file in started]
         with Prometheus(tmp_path, targets, [RULES], interval="1s") as prom:
             deadline = time.monotonic() + 80
             firing: list[dict] = []
@@ -79,6 +78,8 @@ def test_live_prometheus_fires_for_the_slow_host_only(tmp_path: Path) -> None:
                 time.sleep(0.5)
             up = prom.query("up")
             assert len(up) == 3 and all(r["value"][1] == "1" for r in up), up
+            hosts = {r["metric"]["host_name"] for r in prom.query("count by (host_name) (launchtrace_launches_total)")}
+            assert hosts == {"h1", "h2", "h4"}, f"every target is a run of ours: {hosts}"
             assert firing, f"no alert fired; {prom.query('launchtrace:launch_duration_seconds:p50_5m')}"
             assert {a["labels"]["host_name"] for a in firing} == {"h4"}
             assert "__main__.work" in {a["labels"]["launchtrace_kernel"] for a in firing}
