@@ -332,4 +332,12 @@ def test_line_reader_splits_as_readline(monkeypatch) -> None:
         monkeypatch.setattr(files, "_KEEP_BYTES", rng.choice([1, 4, 100, 1 << 24]))
         parts = [b"\n", b"a", b"bb", b"\r\n", b"x" * rng.randrange(0, 200)]
         data = b"".join(rng.choice(parts) for _ in range(rng.randrange(0, 80)))
-        assert list(files._read_lines(io.BytesIO(data))) == list(io.BytesIO(data))
+        kept = []
+        lines = []
+        for line in files._read_lines(io.BytesIO(data)):
+            lines.append(bytes(line))
+            kept.append(line)
+        assert lines == list(io.BytesIO(data))
+        for line in kept:  # each view is released before the buffer is written again: no stale bytes to read
+            with pytest.raises(ValueError):
+                bytes(line)

@@ -420,6 +420,19 @@ def test_not_bytes_gets_no_answer():
     assert decoder.decode(None) is None
 
 
+def test_a_memoryview_is_read_in_place_as_its_bytes():
+    decoder = new_decoder()
+    buffer = bytearray(b"xx" + GOOD + b"\n{")
+    view = memoryview(buffer)[2 : 3 + len(GOOD)]  # a line of a read buffer (sources.files._read_lines)
+    assert decoder.decode(view) == check(decoder, GOOD) is not None
+    assert decoder.decode(memoryview(buffer)[: 2 + len(GOOD)]) is None  # "xx" before it: not JSON
+    view.release()
+    with pytest.raises(ValueError):
+        decoder.decode(view)
+    with pytest.raises(BufferError):  # not contiguous
+        decoder.decode(memoryview(GOOD)[::2])
+
+
 # ----------------------------------------------------------------------------------- objects and caches
 def test_values_holding_dicts_are_never_shared_and_the_rest_may_be():
     kv = {"kvlistValue": {"values": [attr("a", {"intValue": "1"})]}}

@@ -1421,10 +1421,8 @@ static void untrack_spans(Decoder *d, PyObject *spans) {
     }
 }
 
-static PyObject *Decoder_decode(Decoder *self, PyObject *line) {
-    if (!PyBytes_CheckExact(line)) Py_RETURN_NONE;
-    P ps = {(const unsigned char *)PyBytes_AS_STRING(line), NULL, self, 0};
-    ps.end = ps.p + PyBytes_GET_SIZE(line);
+static PyObject *decode_text(Decoder *self, const unsigned char *text, Py_ssize_t size) {
+    P ps = {text, text + size, self, 0};
     const unsigned char *k;
     Py_ssize_t kn;
     int found = 0;
@@ -1446,6 +1444,19 @@ fail:
     Py_DECREF(out);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
+}
+
+/* A line is bytes, or a memoryview of one (sources.files._read_lines: a line of its read buffer, read in place
+ * instead of copied out first); nothing made here points into it. */
+static PyObject *Decoder_decode(Decoder *self, PyObject *line) {
+    if (PyBytes_CheckExact(line))
+        return decode_text(self, (const unsigned char *)PyBytes_AS_STRING(line), PyBytes_GET_SIZE(line));
+    if (!PyMemoryView_Check(line)) Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(line, &view, PyBUF_SIMPLE) < 0) return NULL; /* released, or not contiguous */
+    PyObject *out = decode_text(self, (const unsigned char *)view.buf, view.len);
+    PyBuffer_Release(&view);
+    return out;
 }
 
 /* -------------------------------------------------------------------------------------- construction */
@@ -1594,7 +1605,7 @@ static PyObject *Decoder_cache_sizes(Decoder *self, PyObject *Py_UNUSED(ignored)
 
 static PyMethodDef Decoder_methods[] = {
     {"decode", (PyCFunction)Decoder_decode, METH_O,
-     "decode(line: bytes) -> list[SpanData] | None: the general decoder's spans for the line, or None."},
+     "decode(line: bytes | memoryview) -> list[SpanData] | None: the general decoder's spans for the line, or None."},
     {"clear", (PyCFunction)Decoder_clear, METH_NOARGS, "Empty the caches."},
     {"cache_sizes", (PyCFunction)Decoder_cache_sizes, METH_NOARGS,
      "{cache: (entries, text bytes)} for the strings, attribute pairs and attribute block caches."},

@@ -327,18 +327,20 @@ class FastLineDecoder:
     def _attributes(self, raw: Raw) -> tuple:
         return self._texts.decode(bytes(raw))
 
-    def decode(self, line: bytes) -> list[SpanData] | None:
+    def decode(self, line: bytes | memoryview) -> list[SpanData] | None:
         """The spans of one JSON line, exactly as the general decoder reads them, or ``None``: ask it instead.
 
-        The compiled reader first where it is built, then the Python fast path for a line it has no answer for.
+        The compiled reader first where it is built (it reads a memoryview in place), then the Python fast path
+        for a line it has no answer for.
         """
         if self.compiled is not None:
             spans = self.compiled.decode(line)
             if spans is not None:
                 return spans  # it takes no line with a key given twice in one object
+            line = bytes(line)  # the same object when it is bytes
             if duplicate_key(line) is not None:
                 return None  # the general path reads it, and warns: this path would keep the last silently
-        return self.decode_python(line)
+        return self.decode_python(bytes(line))
 
     def decode_python(self, line: bytes) -> list[SpanData] | None:
         """:meth:`decode` by the Python fast path alone (the reference of the compiled reader)."""

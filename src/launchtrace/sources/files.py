@@ -246,14 +246,15 @@ class SpanFile:
         )
         yield from self._lines(_read_lines(self._stream), 2)
 
-    def _lines(self, stream: Iterable[bytes], start: int) -> Iterator[tuple[str, list[SpanData]]]:
+    def _lines(self, stream: Iterable[bytes | memoryview], start: int) -> Iterator[tuple[str, list[SpanData]]]:
         for lineno, line in enumerate(stream, start):
-            if not line or line.isspace():  # as `not line.strip()`, without copying a line of megabytes
-                continue
             where = f"{self.name}:{lineno}"
             with _gc_paused():
-                spans = self._fast.decode(line)
+                spans = self._fast.decode(line)  # a view of _read_lines' buffer is read in place, not copied
                 if spans is None:
+                    line = bytes(line)
+                    if not line or line.isspace():  # as `not line.strip()`, without copying a line of megabytes
+                        continue
                     fault = check(line) if len(line) >= CHECK_FROM_BYTES else None
                     if fault is not None:  # said without building the line: no objects several times its size
                         obj, problem = None, Problem(where, fault_text(fault))
@@ -279,12 +280,15 @@ _READ_BYTES = _BUFFER_BYTES
 _KEEP_BYTES = 1 << 24  # a buffer grown past this (by a line of over 8 MiB) goes back to _READ_BYTES after it
 
 
-def _read_lines(stream: BinaryIO) -> Iterator[bytes]:
+def _read_lines(stream: BinaryIO) -> Iterator[memoryview]:
     """The lines of the rest of ``stream`` (each with its ``\n``, the last one without when the file has none),
-    read into one buffer of :data:`_READ_BYTES`, doubled while a line does not fit, and copied out once each.
+    read into one buffer of :data:`_READ_BYTES`, doubled while a line does not fit.
 
-    ``readline`` on a buffered file copies a long line three times (its 256 KiB chunks, their join, the
-    result): for lines of megabytes, a third of the reader's time (``benchmarks/bench_baseline.py``).
+    Each line is a view of that buffer, released when the next one is asked for (``bytes(line)`` keeps one):
+    the compiled reader reads it in place. ``readline`` on a buffered file copies a long line three times (its
+    256 KiB chunks, their join, the result): for lines of megabytes, a third of the reader's time, and copying
+    each line out of the buffer once more cost a tenth of ``baseline build``'s reading
+    (``benchmarks/bench_baseline.py``).
     """
     buf = bytearray(_READ_BYTES)
     view = memoryview(buf)
@@ -298,13 +302,17 @@ def _read_lines(stream: BinaryIO) -> Iterator[bytes]:
             got = stream.readinto(view[have:])
             if not got:
                 if have:
-                    yield bytes(view[:have])
+                    line = view[:have]
+                    yield line
+                    line.release()
                 return
             end = have + got
             start = 0
             find = buf.find
             while (i := find(b"\n", start, end)) >= 0:
-                yield bytes(view[start : i + 1])
+                line = view[start : i + 1]
+                yield line
+                line.release()  # before the buffer is written again; a caller that kept it gets an error, not data
                 start = i + 1
             have = end - start
             if start:
