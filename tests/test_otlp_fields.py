@@ -18,7 +18,7 @@ import msgspec
 import pytest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from launchtrace.otlp import json_fast
+from launchtrace.otlp import json_structs
 from launchtrace.otlp.fields import MESSAGES, json_key, tag
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,10 +73,10 @@ def test_wire_keys_are_what_protobuf_writes(field: str, value: object) -> None:
 
 @pytest.mark.parametrize(
     "struct, message",
-    [(json_fast._Span, "Span"), (json_fast._Event, "Span.Event"), (json_fast._Link, "Span.Link"),
-     (json_fast._Status, "Status"), (json_fast._Scope, "InstrumentationScope"), (json_fast._Resource, "Resource"),
-     (json_fast._ScopeSpans, "ScopeSpans"), (json_fast._ResourceSpans, "ResourceSpans"),
-     (json_fast._TracesData, "TracesData")],
+    [(json_structs._Span, "Span"), (json_structs._Event, "Span.Event"), (json_structs._Link, "Span.Link"),
+     (json_structs._Status, "Status"), (json_structs._Scope, "InstrumentationScope"),
+     (json_structs._Resource, "Resource"), (json_structs._ScopeSpans, "ScopeSpans"),
+     (json_structs._ResourceSpans, "ResourceSpans"), (json_structs._TracesData, "TracesData")],
 )  # fmt: skip
 def test_the_fast_readers_structs_mirror_the_table(struct: type[msgspec.Struct], message: str) -> None:
     """Each msgspec struct of the Python fast path has the message's fields by their protobuf names, read by

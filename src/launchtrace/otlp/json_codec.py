@@ -30,8 +30,7 @@ import numbers
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import orjson
-
+from launchtrace._lazy import lazy_module
 from launchtrace.errors import BadSpan
 from launchtrace.fastinit import slot_constructor
 from launchtrace.otlp.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, IdError, decode_id
@@ -75,6 +74,8 @@ from launchtrace.otlp.jsonkeys import (
 )
 from launchtrace.otlp.problems import Problem
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
+
+orjson = lazy_module("orjson")  # encode_line's; the readers of launch files (baseline build) never need it
 
 __all__ = [
     "KIND_NAMES",

@@ -61,18 +61,24 @@ Example::
 
 from __future__ import annotations
 
-from typing import Annotated, Any
-
-import msgspec
-import orjson
-from msgspec import UNSET, Meta, Raw, UnsetType
+from typing import TYPE_CHECKING, Any
 
 from launchtrace import native
+from launchtrace._lazy import lazy_module
 from launchtrace.otlp import jsonkeys
 from launchtrace.otlp.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, decode_id
 from launchtrace.otlp.json_codec import KIND_NAMES, STATUS_NAMES, _dec_attrs, _dec_bytes, _enum, _int, _new_span
 from launchtrace.otlp.jsoncheck import duplicate_key
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
+
+if TYPE_CHECKING:
+    from msgspec import Raw
+
+    from launchtrace.otlp.json_structs import _Event, _Link, _TracesData
+
+# the Python path's own modules, imported when it first runs: the compiled reader needs neither
+orjson = lazy_module("orjson")
+_structs = lazy_module("launchtrace.otlp.json_structs")
 
 __all__ = ["CACHE_LIMIT", "MAX_BRACKETS", "SKIP", "FastLineDecoder", "compiled_decoder"]
 
@@ -80,86 +86,6 @@ CACHE_LIMIT = 1 << 14  # attribute pieces remembered per decoder (about 3 MB), e
 SKIP = 7  # after an array of mostly new pieces, arrays parsed whole before the pieces are looked up again
 MAX_BRACKETS = 512  # "{" plus "[" in a text parsed on its own: bounds its nesting depth
 
-# signed 64-bit integers: orjson reads integers beyond 64 bits as floats, msgspec as ints, so those (and the
-# unsigned ones from 2**63, which msgspec cannot bound) get no answer
-_Int = Annotated[int, Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
-
-
-class _OtlpStruct(msgspec.Struct, forbid_unknown_fields=True, gc=False, rename=jsonkeys.BY_FIELD):
-    """A message of a TracesData line: its fields named as in OTLP's ``.proto``, read by their OTLP/JSON keys
-    (the field table's, :mod:`launchtrace.otlp.jsonkeys`); an unknown key is no answer."""
-
-
-class _Status(_OtlpStruct):
-    code: _Int | str = 0
-    message: str = ""
-
-
-class _Event(_OtlpStruct):
-    time_unix_nano: _Int | str = 0
-    name: str = ""
-    attributes: Raw | UnsetType = UNSET
-    dropped_attributes_count: _Int | str = 0
-
-
-class _Link(_OtlpStruct):
-    trace_id: str = ""
-    span_id: str = ""
-    trace_state: str = ""
-    attributes: Raw | UnsetType = UNSET
-    dropped_attributes_count: _Int | str = 0
-    flags: _Int | str = 0
-
-
-class _Span(_OtlpStruct):
-    trace_id: str = ""
-    span_id: str = ""
-    trace_state: str = ""
-    parent_span_id: str = ""
-    flags: _Int | str = 0
-    name: str = ""
-    kind: _Int | str = 0
-    start_time_unix_nano: _Int | str = 0
-    end_time_unix_nano: _Int | str = 0
-    attributes: Raw | UnsetType = UNSET
-    dropped_attributes_count: _Int | str = 0
-    events: list[_Event] | None = None
-    dropped_events_count: _Int | str = 0
-    links: list[_Link] | None = None
-    dropped_links_count: _Int | str = 0
-    status: _Status | None = None
-
-
-class _Scope(_OtlpStruct):
-    name: str = ""
-    version: str = ""
-    attributes: Raw | UnsetType = UNSET
-    dropped_attributes_count: _Int | str = 0  # not read by the general decoder either
-
-
-class _ScopeSpans(_OtlpStruct):
-    scope: _Scope | None = None
-    spans: list[_Span] = []
-    schema_url: str = ""
-
-
-class _Resource(_OtlpStruct):
-    attributes: Raw | UnsetType = UNSET
-    dropped_attributes_count: _Int | str = 0  # not read by the general decoder either
-
-
-class _ResourceSpans(_OtlpStruct):
-    resource: _Resource | None = None
-    scope_spans: list[_ScopeSpans] = []  # "instrumentationLibrarySpans" is an unknown field here: no answer
-    schema_url: str = ""
-
-
-class _TracesData(_OtlpStruct):
-    resource_spans: list[_ResourceSpans]  # any other top-level key (batches, result, trace...): no answer
-
-
-_decode_line = msgspec.json.Decoder(_TracesData).decode
-_loads = orjson.loads
 _fromhex = bytes.fromhex
 _HEAD = jsonkeys.keyed('[{"<KEY>":')
 _TAIL = b"}]"
@@ -192,7 +118,7 @@ def _parse_alone(text: bytes) -> object:
     """
     if len(text) > 2 * MAX_BRACKETS and text.count(b"{") + text.count(b"[") > MAX_BRACKETS:
         raise _NoAnswer
-    return _loads(text)
+    return orjson.loads(text)
 
 
 class _AttributeTexts:
@@ -345,8 +271,8 @@ class FastLineDecoder:
     def decode_python(self, line: bytes) -> list[SpanData] | None:
         """:meth:`decode` by the Python fast path alone (the reference of the compiled reader)."""
         try:
-            data = _decode_line(line)
-        except (msgspec.DecodeError, RecursionError):  # ValidationError too: malformed, another shape, odd types
+            data = _structs.decode_line(line)
+        except (_structs.DecodeError, RecursionError):  # ValidationError too: malformed, another shape, odd types
             return None
         try:
             spans, attribute_fields = self._spans(data)
@@ -366,12 +292,13 @@ class FastLineDecoder:
         attributes = self._attributes
         encoding = self.id_encoding
         hex_ids = self._hex_ids
+        unset = _structs.UNSET
         fields = 0  # attributes fields decoded
         trace_ids: dict[str, bytes] = {}
         parent_ids: dict[str, bytes] = {}
         for rs in data.resource_spans:
             resource_attrs: tuple = ()
-            if rs.resource is not None and rs.resource.attributes is not UNSET:
+            if rs.resource is not None and rs.resource.attributes is not unset:
                 resource_attrs = attributes(rs.resource.attributes)
                 fields += 1
             resource_schema_url = rs.schema_url
@@ -380,7 +307,7 @@ class FastLineDecoder:
                 scope_name, scope_version, scope_attrs = "", "", ()
                 if scope is not None:
                     scope_name, scope_version = scope.name, scope.version
-                    if scope.attributes is not UNSET:
+                    if scope.attributes is not unset:
                         scope_attrs = attributes(scope.attributes)
                         fields += 1
                 schema_url = ss.schema_url
@@ -406,7 +333,7 @@ class FastLineDecoder:
                     else:
                         parent_id = None
                     raw = d.attributes
-                    if raw is UNSET:
+                    if raw is unset:
                         attrs: tuple = ()
                     else:
                         fields += 1
@@ -474,9 +401,10 @@ class FastLineDecoder:
     def _events(self, events: list[_Event]) -> tuple[tuple[SpanEvent, ...], int]:
         out = []
         fields = 0
+        unset = _structs.UNSET
         for e in events:
             attrs: tuple = ()
-            if e.attributes is not UNSET:
+            if e.attributes is not unset:
                 attrs = self._attributes(e.attributes)
                 fields += 1
             out.append(SpanEvent(e.name, _int(e.time_unix_nano, "time"), attrs, _int(e.dropped_attributes_count, "n")))
@@ -486,9 +414,10 @@ class FastLineDecoder:
         out = []
         fields = 0
         encoding = self.id_encoding
+        unset = _structs.UNSET
         for k in links:
             attrs: tuple = ()
-            if k.attributes is not UNSET:
+            if k.attributes is not unset:
                 attrs = self._attributes(k.attributes)
                 fields += 1
             out.append(

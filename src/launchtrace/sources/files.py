@@ -36,8 +36,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-import orjson
-
 from launchtrace._lazy import lazy_module
 from launchtrace.errors import UserError
 from launchtrace.otlp.json_fast import FastLineDecoder
@@ -50,6 +48,7 @@ from launchtrace.spans import SpanData
 _proto = lazy_module("launchtrace.otlp.proto_decode")  # protobuf files
 _documents = lazy_module("launchtrace.sources.documents")  # whole JSON documents, and lines the fast paths refuse
 _structure = lazy_module("launchtrace.sources.structure")  # read_file(check=True)
+orjson = lazy_module("orjson")  # documents, and lines the compiled reader has no answer for
 
 __all__ = ["SpanFile", "read_spans"]
 
