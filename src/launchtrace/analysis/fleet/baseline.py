@@ -486,6 +486,9 @@ class BaselineBuilder:
         self._signatures = Signatures()
         self._scanner = scanner_for() if native_fast_path() else None
         self._scanned: dict[tuple[str, bytes], Known | None] = {}  # None: go the straightforward way
+        # the last (scope, signature, what _scanned holds for it): steps of one signature come in runs, and
+        # comparing a signature (kilobytes) costs a tenth of hashing it afresh for each trace
+        self._last_scanned: tuple = ("", b"", _UNSEEN)
         self._blocks = Blocks(fold_for(), self._window, by_run)
         self.scanned_hits = self.scanned_misses = 0  # traces the scanner read: known, and not (yet) known
         # root code -> _root_facts (None: no plain step); no cache when a group is per trace (by its id)
@@ -554,7 +557,12 @@ class BaselineBuilder:
             return False
         scope, group_key, service, run = facts
         key = (scope, signature)
-        known = self._scanned.get(key, _UNSEEN)
+        last = self._last_scanned
+        if signature == last[1] and scope == last[0]:
+            known = last[2]
+        else:
+            known = self._scanned.get(key, _UNSEEN)
+            self._last_scanned = (scope, signature, known)
         if known is _UNSEEN:
             self.scanned_misses += 1
             occurrences = [o for t in stream.rebuilt(spans) for o in self.add(t)]
@@ -563,6 +571,7 @@ class BaselineBuilder:
                 # (it starts afresh past its bounds) would otherwise hold the places of live ones for good
                 self._scanned.clear()
             self._scanned[key] = self._verified(spans, scope, occurrences)
+            self._last_scanned = (scope, signature, self._scanned[key])
             return True
         trace_id = spans[root].trace_id.hex()  # what the rebuild names the trace
         if known is None or not self._add_known_times(group_key, service, run, trace_id, scope, known, times):

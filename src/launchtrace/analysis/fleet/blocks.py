@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from array import array
 from collections.abc import Callable
+from operator import add
 from typing import Any
 
 from launchtrace.analysis.fleet.fast import Known
@@ -109,9 +110,8 @@ class Blocks:
             scope.latency(scope.kernels, key).add_block(groups, starts, totals, part)
         for pos, (values, part) in enumerate(position_parts):
             scope.latency(scope.positions, (pos, block.known.kernels[pos][0])).add_block(groups, starts, values, part)
-        window = self.window
-        for start, duration in zip(starts, durations):
-            window(start, start + duration)
+        # the window of the whole block at once: its earliest start past 0 (what the window takes) and latest end
+        self.window(min((s for s in starts if s > 0), default=0), max(map(add, starts, durations)))
         self.folded += len(runs)
 
     def _one_by_one(self, block: _Block, runs: list[str], times: bytes) -> None:
