@@ -46,7 +46,7 @@ from launchtrace.analysis.fleet.records import records_to_proto
 from launchtrace.analysis.fleet.stepscan import encode_values_for, fold_for, native_fast_path, scanner_for
 from launchtrace.histogram import DEFAULT_MAX_SIZE, ExpHistogram
 from launchtrace.model import LaunchRecord, TraceData
-from launchtrace.sources.rebuild import TRACE_ID
+from launchtrace.sources.rebuild import TRACE_ID, rebuild
 from launchtrace.sources.stream import TraceStream
 from launchtrace.spans import SpanData
 from launchtrace.v1 import baseline_pb2 as pb
@@ -291,15 +291,17 @@ class TopologyAcc:
     foreign_buffers: int
     rep_key: tuple[str, int]
     messages: list[pb.Record]  # the representative's records as messages (while `records` is None)
-    records: Sequence[LaunchRecord] | None = None  # the representative's records, not converted yet
+    # the representative's records not converted yet, or what gives them (a scanned trace, rebuilt when asked)
+    records: Sequence[LaunchRecord] | Callable[[], Sequence[LaunchRecord]] | None = None
 
     @property
     def representative(self) -> list[pb.Record]:
-        """The representative's records as messages, converted on first use: most representatives are replaced
-        by one of a lower trace id before the baseline is written, and converting each as it came cost a third
-        of ``baseline build``'s straightforward path."""
+        """The representative's records as messages, made on first use: most representatives are replaced by one
+        of a lower trace id before the baseline is written, and rebuilding and converting each as it came was
+        most of ``baseline build``'s straightforward path."""
         if self.records is not None:
-            self.messages, self.records = records_to_proto(self.records), None
+            records = self.records() if callable(self.records) else self.records
+            self.messages, self.records = records_to_proto(records), None
         return self.messages
 
 
@@ -577,7 +579,7 @@ class BaselineBuilder:
             self._last_scanned = (scope, signature, self._scanned[key])
             return True
         trace_id = spans[root].trace_id.hex()  # what the rebuild names the trace
-        if known is None or not self._add_known_times(group_key, service, run, trace_id, scope, known, times):
+        if known is None or not self._add_known_times(group_key, service, run, trace_id, scope, known, times, spans):
             self.scanned_misses += 1
             for t in stream.rebuilt(spans):
                 self.add(t)
@@ -616,14 +618,25 @@ class BaselineBuilder:
         return scope, group, str(attrs.get("service.name", "")), run_key(attrs)
 
     def _add_known_times(
-        self, key: tuple[str, ...], service: str, run: str, trace_id: str, scope_name: str, known: Known, times: bytes
+        self,
+        key: tuple[str, ...],
+        service: str,
+        run: str,
+        trace_id: str,
+        scope_name: str,
+        known: Known,
+        times: bytes,
+        spans: list,
     ) -> bool:
-        """:meth:`_add_known` for a scanned step: counted now, its times folded later (:mod:`.blocks`)."""
+        """:meth:`_add_known` for a scanned step: counted now, its times folded later (:mod:`.blocks`); when it
+        becomes its topology's representative, its ``spans`` are kept to be rebuilt if it still is at the end."""
         group = self.groups.get(key)
         scope = group.scopes.get(scope_name) if group is not None else None
         topo = scope.topologies.get(known.fingerprint) if scope is not None else None
-        if topo is None or (trace_id, 0) < topo.rep_key:
+        if topo is None:
             return False
+        if (trace_id, 0) < topo.rep_key:
+            topo.rep_key, topo.messages, topo.records = (trace_id, 0), [], self._records_of(spans, known.fingerprint)
         group.runs.add(run)
         group.service = group.service or service
         scope.steps += 1
@@ -632,6 +645,20 @@ class BaselineBuilder:
         group.traces += 1
         self._blocks.add(scope, known, run, times)
         return True
+
+    def _records_of(self, spans: list, fingerprint: str) -> Callable[[], Sequence[LaunchRecord]]:
+        """What gives the records of a scanned trace's step (of topology ``fingerprint``): the trace rebuilt as
+        :meth:`TraceStream.rebuilt` names it, the records of its occurrence, as :meth:`add` would have kept."""
+
+        def records() -> Sequence[LaunchRecord]:
+            for trace_id, trace in rebuild(spans).traces.items():
+                trace.attributes.setdefault(TRACE_ID, trace_id)
+                for occ in occurrences_of(trace, self.group_by, scalars=self.scalars):
+                    if occ.fingerprint == fingerprint:
+                        return occ.records
+            raise AssertionError("a scanned trace rebuilt to another topology")  # the signature says it cannot
+
+        return records
 
     def _add_known(self, step: PlainStep, known: Known) -> bool:
         """Add a plain step of known signature; ``False`` (nothing added) when the straightforward path must take
