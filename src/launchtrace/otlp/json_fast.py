@@ -263,10 +263,10 @@ class FastLineDecoder:
             spans = self.compiled.decode(line)
             if spans is not None:
                 return spans  # it takes no line with a key given twice in one object
-            line = bytes(line)  # the same object when it is bytes
-            if duplicate_key(line) is not None:
-                return None  # the general path reads it, and warns: this path would keep the last silently
-        return self.decode_python(bytes(line))
+        line = bytes(line)  # the same object when it is bytes; a view of a read buffer is copied here, once
+        if self.compiled is not None and duplicate_key(line) is not None:
+            return None  # the general path reads it, and warns: this path would keep the last silently
+        return self.decode_python(line)
 
     def decode_python(self, line: bytes) -> list[SpanData] | None:
         """:meth:`decode` by the Python fast path alone (the reference of the compiled reader)."""
