@@ -268,6 +268,13 @@ def emit_scope_begin(name: str, kind: str, attributes: tuple, internal: bool, fr
     return sid
 
 
+def _is_clean_exit(error: BaseException) -> bool:
+    """``sys.exit()`` / ``sys.exit(0)`` leaving a scope, or a generator closed inside one: not a failure."""
+    if isinstance(error, SystemExit):
+        return error.code is None or error.code == 0
+    return isinstance(error, GeneratorExit)
+
+
 def emit_scope_end(sid: int, error: BaseException | None = None) -> None:
     """Close scope ``sid`` on this thread (and any scope left open inside it)."""
     loc = _local.st
@@ -276,6 +283,8 @@ def emit_scope_end(sid: int, error: BaseException | None = None) -> None:
         return
     t1 = time_ns()
     queues = bus.queues()
+    if error is not None and _is_clean_exit(error):
+        error = None
     while stack:
         top = stack.pop()
         if queues:

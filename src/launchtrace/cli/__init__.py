@@ -109,6 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        from launchtrace.cli._output import guard_output
+
+        guard_output(args.command, args)
         return int(module.run(args) or 0)
     except UserError as exc:
         from launchtrace.otlp.problems import one_line

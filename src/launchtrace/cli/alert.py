@@ -1,5 +1,8 @@
 """``launchtrace alert``: which build or host launches differently or runs slower; exit 1 when anything fires.
 
+Exit codes: 0 nothing fired, 1 alerts fired, 2 bad input (one line on stderr), 3 alerts fired but
+``--alertmanager`` did not take them after ``--retries`` retries with backoff.
+
 Against a baseline (``--baseline base.pb``) or, without one, among the peers of the same window. Output as text,
 Markdown or JSON; ``--alertmanager URL`` also posts the alerts to a Prometheus Alertmanager.
 
@@ -81,17 +84,50 @@ def _options(args: argparse.Namespace):
     return AlertOptions(args.alpha, args.min_change, args.min_runs, args.min_steps, tuple(args.scope))
 
 
-def post_alerts(url: str, payload: list[dict], timeout: float) -> None:
-    """POST ``payload`` to ``url``/api/v2/alerts; ``UserError`` naming the URL when Alertmanager refuses it."""
+EXIT_QUIET, EXIT_FIRED, EXIT_BAD_INPUT, EXIT_FIRED_NOT_DELIVERED = 0, 1, 2, 3
+"""``alert``'s exit codes: nothing fired; alerts fired (and were delivered, if ``--alertmanager``); bad input or a
+source that could not be read; alerts fired but Alertmanager did not take them after every retry."""
+
+RETRY_FIRST_S, RETRY_MAX_S = 0.5, 8.0
+
+
+class NotDelivered(Exception):
+    """Alertmanager did not take the alerts after every try; the message names the URL and the last answer."""
+
+
+def post_alerts(url: str, payload: list[dict], timeout: float, retries: int = 0) -> int:
+    """POST ``payload`` to ``url``/api/v2/alerts, retrying ``retries`` times on no connection, 429 and 5xx with
+    exponential backoff (0.5 s doubling to 8 s, or the ``Retry-After`` Alertmanager gives, at most 8 s); the tries
+    made. :class:`NotDelivered` when every try failed; ``UserError`` for a refusal (4xx) no retry can change."""
+    import time
+
     import requests
 
     target = url.rstrip("/") + "/api/v2/alerts"
+    wait = RETRY_FIRST_S
+    for attempt in range(retries + 1):
+        try:
+            answer = requests.post(target, json=payload, timeout=timeout)
+        except requests.RequestException as exc:
+            problem = f"cannot post alerts: {type(exc).__name__}: {exc}"
+        else:
+            if answer.status_code < 300:
+                return attempt + 1
+            problem = f"Alertmanager answered {answer.status_code}: {answer.text.strip()[:200]}"
+            if answer.status_code < 500 and answer.status_code != 429:
+                raise UserError(f"{target}: {problem}")
+            wait = _retry_after(answer.headers.get("Retry-After"), wait)
+        if attempt < retries:
+            time.sleep(wait)
+            wait = min(wait * 2, RETRY_MAX_S)
+    raise NotDelivered(f"{target}: {problem} ({retries + 1} {'try' if retries == 0 else 'tries'})")
+
+
+def _retry_after(header: str | None, default: float) -> float:
     try:
-        answer = requests.post(target, json=payload, timeout=timeout)
-    except requests.RequestException as exc:
-        raise UserError(f"{target}: cannot post alerts: {type(exc).__name__}: {exc}") from None
-    if answer.status_code >= 300:
-        raise UserError(f"{target}: Alertmanager answered {answer.status_code}: {answer.text.strip()[:200]}")
+        return min(max(float(header), 0.0), RETRY_MAX_S) if header else default
+    except ValueError:
+        return default
 
 
 def _traceql_latency(args: argparse.Namespace, group_by: tuple[str, ...], options) -> list:
@@ -173,7 +209,16 @@ def run(args: argparse.Namespace) -> int:
         write_text(R.alerts_as_text(alerts, header), args.out)
     if args.alertmanager and alerts:
         payload = R.alertmanager_payload(alerts, starts_at_ns=window.end_ns, generator_url=args.generator_url)
-        post_alerts(args.alertmanager, payload, args.timeout)
+        try:
+            tries = post_alerts(args.alertmanager, payload, args.timeout, args.retries)
+        except NotDelivered as exc:
+            print(
+                f"launchtrace alert: error: {exc}; the alerts fired (exit {EXIT_FIRED_NOT_DELIVERED})", file=sys.stderr
+            )
+            return EXIT_FIRED_NOT_DELIVERED
         if not args.quiet:
-            print(f"posted {len(payload)} alert(s) to {args.alertmanager}", file=sys.stderr)
-    return 1 if alerts else 0
+            print(
+                f"posted {len(payload)} alert(s) to {args.alertmanager} ({tries} {'try' if tries == 1 else 'tries'})",
+                file=sys.stderr,
+            )
+    return EXIT_FIRED if alerts else EXIT_QUIET

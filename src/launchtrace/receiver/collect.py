@@ -344,7 +344,9 @@ class Collector:
         """Bind the ports, start serving and writing; raises ``OSError`` when a port cannot be bound."""
         _warm_decoders()
         if self.out is not None:
-            self._file = open(self.out, "ab")  # noqa: SIM115 - closed in stop()
+            from launchtrace.export.fileopen import open_append  # no symbolic link, no other user's file
+
+            self._file = os.fdopen(open_append(self.out), "ab")  # closed in stop()
         writer = threading.Thread(target=self._writer, name="launchtrace-collect-writer", daemon=True)
         writer.start()
         self._threads.append(writer)

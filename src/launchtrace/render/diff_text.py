@@ -274,10 +274,21 @@ def diff_as_json(result: TraceDiff) -> dict[str, Any]:
     }
 
 
+_MD_PUNCTUATION = str.maketrans({c: "\\" + c for c in "`*_[]()!#~>{}"})
+
+
 def _md(text: object) -> str:
-    """Table-cell text: control characters escaped, pipes and markup neutralised."""
+    """Table-cell text: control characters escaped, pipes and HTML neutralised, and every character Markdown reads
+    as markup (links ``[x](javascript:...)``, images ``![i](http://...)``, emphasis, code) backslash-escaped, so a
+    name from a trace renders as the text it is."""
     s = terminal(text).replace("\\", "\\\\").replace("|", "\\|").replace("&", "&amp;").replace("<", "&lt;")
-    return s.replace("`", "\\`")
+    return s.translate(_MD_PUNCTUATION)
+
+
+def _md_code(text: object) -> str:
+    """Text inside a Markdown code span, where backslashes are shown as they are: pipes escaped (a table reads them
+    first), a backtick, which would end the span, shown as a look-alike (U+02CB)."""
+    return terminal(text).replace("|", "\\|").replace("`", "\u02cb")
 
 
 def diff_as_markdown(result: TraceDiff, limit: int = 100) -> str:
@@ -298,7 +309,7 @@ def diff_as_markdown(result: TraceDiff, limit: int = 100) -> str:
             idx = e.index_a if e.index_a is not None else e.index_b
             where = f"#{segs[0].occurrence}" if len(segs) == 1 else f"{_ranges([s.occurrence for s in segs])}"
             lines.append(
-                f"| {_md(segs[0].name)} {where} | {e.kind} | {idx} | `{_md(e.record.kernel)}` "
+                f"| {_md(segs[0].name)} {where} | {e.kind} | {idx} | `{_md_code(e.record.kernel)}` "
                 f"| {_md(what)} | {_md(e.record.site)} |"
             )
         if len(rows) > limit:

@@ -25,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import operator
 import os
 from collections import OrderedDict
@@ -50,9 +51,21 @@ def trace_files(spec: str | os.PathLike[str]) -> list[Path]:
     """The files of ``spec``: itself, or a folder's files (not hidden ones), sorted by name."""
     path = Path(spec)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+        from launchtrace.sources.sniff import span_file_kind, what_it_looks_like
+
+        files, skipped = [], []
+        for p in sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")):
+            kind = span_file_kind(str(p))
+            if kind is None or kind == "empty":
+                skipped.append(p)
+                what = "empty" if kind == "empty" else what_it_looks_like(str(p))
+                logging.getLogger(__name__).warning("%s: skipped, not a trace file (%s)", p, what)
+            else:
+                files.append(p)
         if not files:
-            raise UserError(f"{path}: folder holds no trace files")
+            raise UserError(
+                f"{path}: folder holds no trace files" + (f" ({len(skipped)} other files skipped)" if skipped else "")
+            )
         return files
     if not path.exists():
         raise UserError(f"{path}: no such file")
