@@ -587,3 +587,185 @@ def test_a_folder_with_files_that_are_not_traces_is_read_and_they_are_named(tmp_
     assert "notes.txt: skipped, not a trace file (text starting 'hello world')" in proc.stderr
     assert "package.json: skipped, not a trace file (JSON without spans" in proc.stderr
     assert "old.tar.gz: skipped, not a trace file (gzip of text starting" in proc.stderr
+
+
+# ------------------------------------------------------------------------ 13, 14: collect on a full disk
+def _otlp_json(n: int, seed: int) -> bytes:
+    import json
+
+    spans = [
+        {
+            "traceId": f"{seed + 1:016x}{i + 1:016x}",
+            "spanId": f"{seed + 1:08x}{i + 1:08x}",
+            "name": "launch " + "x" * 200,
+            "startTimeUnixNano": "1",
+            "endTimeUnixNano": "2",
+        }
+        for i in range(n)
+    ]
+    return json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": spans}]}]}).encode()
+
+
+def _start_collect(tmp_path: Path, out: Path) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launchtrace", "collect", "--grpc", "off", "--http", "0", "--out", str(out)],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = proc.stdout.readline()  # type: ignore[union-attr]
+    assert "listening on http" in line, line + proc.stderr.read()  # type: ignore[union-attr]
+    return proc, "http://" + line.split("listening on http ")[1].split(";")[0] + "/v1/traces"
+
+
+def test_collect_on_a_full_disk_counts_only_what_is_in_the_file_and_leaves_whole_lines(tmp_path: Path) -> None:
+    """A real full disk: a 256 KiB tmpfs mounted for the test (root may mount here; elsewhere /dev/full, where
+    every write fails with ENOSPC, stands in for it, and the partial-line half of the check is then vacuous)."""
+    import requests
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], capture_output=True)
+    out = disk / "spans.jsonl" if mounted.returncode == 0 else Path("/dev/full")
+    try:
+        proc, url = _start_collect(tmp_path, out)
+        accepted = refused = 0
+        try:
+            for seed in range(40):  # 40 x 50 spans of about 300 bytes: far more than 256 KiB
+                answer = requests.post(url, data=_otlp_json(50, seed), headers={"Content-Type": "application/json"})
+                if answer.status_code == 200:
+                    accepted += 50
+                else:
+                    assert answer.status_code == 503, answer.text
+                    refused += 50
+        finally:
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 1 and refused > 0, err
+        summary = next(x for x in err.splitlines() if "received" in x)
+        assert f"received {accepted + refused} spans" in summary and f"wrote {accepted} to" in summary
+        assert f"{refused} not written (refused to their senders)" in summary
+        if out.is_file():
+            data = out.read_bytes()
+            assert data.endswith(b"\n") and len(read_spans(out, check=False).spans) == accepted > 0
+    finally:
+        if mounted.returncode == 0:
+            subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_collect_drops_a_partial_last_line_left_by_a_crash(tmp_path: Path) -> None:
+    out = tmp_path / "spans.jsonl"
+    whole = _otlp_json(3, 1) + b"\n"
+    out.write_bytes(whole + _otlp_json(3, 2)[:100])  # the crash cut the second line
+    proc, _ = _start_collect(tmp_path, out)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "ended in part of a line: dropped its last 100 bytes" in err
+    assert out.read_bytes() == whole
+
+
+def test_clients_that_go_away_are_one_counted_line_not_tracebacks(tmp_path: Path) -> None:
+    import socket
+
+    proc, url = _start_collect(tmp_path, tmp_path / "spans.jsonl")
+    host, port = url.split("//")[1].split("/")[0].rsplit(":", 1)
+    body = _otlp_json(5, 3)
+    try:
+        for _ in range(30):  # each sends half its body, then resets the connection
+            with socket.create_connection((host, int(port))) as s:
+                s.sendall(
+                    b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    + body[: len(body) // 2]
+                )
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    finally:
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert "Traceback" not in err and len(err.splitlines()) <= 5, err
+    assert "received 0 spans in 0 requests" in err
+    counted = [x for x in err.splitlines() if x.startswith("launchtrace collect: ") and " requests " in x]
+    assert sum(int(x.split()[2]) for x in counted if "rejected" in x or "went away" in x) >= 30, err
+
+
+# ------------------------------------------------------------------------------- caps on collect's input
+def test_collect_refuses_empty_and_id_less_spans_over_protobuf_and_too_many_attributes(tmp_path: Path) -> None:
+    import json
+
+    import requests
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    proc, url = _start_collect(tmp_path, tmp_path / "spans.jsonl")
+    try:
+        empty = ExportTraceServiceRequest()
+        spans = empty.resource_spans.add().scope_spans.add().spans
+        for _ in range(1000):
+            spans.add()  # empty spans: no ids at all
+        no_span_id = ExportTraceServiceRequest()
+        no_span_id.resource_spans.add().scope_spans.add().spans.add(trace_id=b"\x01" * 16, name="x")
+        good = ExportTraceServiceRequest()
+        good.resource_spans.add().scope_spans.add().spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="x")
+        proto = {"Content-Type": "application/x-protobuf"}
+        answers = [requests.post(url, data=m.SerializeToString(), headers=proto) for m in (empty, no_span_id, good)]
+        assert [a.status_code for a in answers] == [400, 400, 200], [a.text for a in answers]
+        assert "no valid traceId" in answers[0].text and "no valid spanId" in answers[1].text
+        many = json.loads(_otlp_json(1, 9))
+        many["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"] = [
+            {"key": f"k{i}", "value": {"intValue": "1"}} for i in range(300_000)
+        ]
+        answer = requests.post(url, data=json.dumps(many), headers={"Content-Type": "application/json"})
+        assert answer.status_code == 413 and "300000 attributes in one request" in answer.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert "received 1 spans in 1 requests; wrote 1" in err
+
+
+# ------------------------------------------------------------------------------------ compressed span files
+def test_a_gz_out_is_written_compressed_by_every_process_and_read_back_by_every_reader(tmp_path: Path) -> None:
+    script = write_program(
+        tmp_path,
+        """
+        import launchtrace
+        with launchtrace.scope("step"):
+            launch(5)
+        pid = os.fork()
+        if pid == 0:
+            with launchtrace.scope("step"):
+                launch(3)
+            launchtrace.flush()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        """,
+    )
+    out = tmp_path / "s.jsonl.gz"
+    proc = launchtrace("run", "--out", str(out), str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes()[:2] == b"\x1f\x8b"
+    assert subprocess.run(["gzip", "-t", str(out)]).returncode == 0  # members of two processes: one valid stream
+    assert launches_in(out) == 8
+    summary = launchtrace("summary", str(out), cwd=tmp_path)
+    assert summary.returncode == 0 and summary.stdout.startswith("3 traces"), summary.stdout + summary.stderr
+
+
+def test_collect_and_pull_write_gz_when_the_name_says_so(tmp_path: Path) -> None:
+    import requests
+
+    out = tmp_path / "c.jsonl.gz"
+    proc, url = _start_collect(tmp_path, out)
+    try:
+        for seed in range(3):
+            answer = requests.post(url, data=_otlp_json(4, seed), headers={"Content-Type": "application/json"})
+            assert answer.status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert out.read_bytes()[:2] == b"\x1f\x8b" and len(read_spans(out, check=False).spans) == 12
+    pulled = tmp_path / "p.jsonl.gz"
+    proc = launchtrace("pull", "--from", "file", str(out), "--out", str(pulled), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert pulled.read_bytes()[:2] == b"\x1f\x8b" and len(read_spans(pulled, check=False).spans) == 12

@@ -178,7 +178,10 @@ def run(args: argparse.Namespace) -> int:
     with Progress(stream, quiet=args.quiet):
         window.add_stream(stream)
     if not stream.traces:
-        raise UserError(f"{stream.label}: no launchtrace traces in the window")
+        from launchtrace.cli._fleet import problems_line
+
+        why = problems_line(stream)
+        raise UserError(f"{stream.label}: no launchtrace traces in the window" + (f" ({why})" if why else ""))
     if baseline is not None:
         try:
             alerts = against_baseline(baseline, window, options)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import math
 import os
 import sys
@@ -182,10 +183,13 @@ def write_jsonl(result: ReadResult, out: str) -> int:
     target = Path(make_parent("--out", out))
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for line in lines:
-                f.write(line)
-                f.write("\n")
+        with os.fdopen(fd, "wb") as raw:
+            # a name ending in .gz is written compressed (what `run --out x.jsonl.gz` and `collect` do too)
+            f = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if out.endswith(".gz") else raw
+            with f:
+                for line in lines:
+                    f.write(line.encode("utf-8"))
+                    f.write(b"\n")
         os.replace(tmp, target)
     except OSError as exc:
         raise UserError(f"{out}: cannot write: {exc.strerror or exc}") from None

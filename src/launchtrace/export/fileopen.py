@@ -19,21 +19,30 @@ Example::
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 
-__all__ = ["OutputBusy", "claim", "open_append"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["OutputBusy", "claim", "drop_partial_last_line", "open_append", "write_whole"]
 
 
 class OutputBusy(OSError):
     """Another process holds the file's writer lock (a second ``launchtrace run --out`` on the same file)."""
 
 
-def open_append(path: str, *, create: bool = True) -> int:
-    """A descriptor opened ``O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW`` (and ``O_CREAT`` with mode 0644).
+def open_append(path: str, *, create: bool = True, readable: bool = False) -> int:
+    """A descriptor opened ``O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW`` (and ``O_CREAT`` with mode 0644;
+    ``O_RDWR`` with ``readable``, for :func:`drop_partial_last_line`).
 
     Raises ``OSError`` naming the reason for a symbolic link or another user's file."""
-    flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    flags = (
+        (os.O_RDWR if readable else os.O_WRONLY)
+        | os.O_APPEND
+        | getattr(os, "O_CLOEXEC", 0)
+        | getattr(os, "O_NOFOLLOW", 0)
+    )
     if create:
         flags |= os.O_CREAT
     try:
@@ -75,3 +84,40 @@ def claim(path: str) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def write_whole(fd: int, data: bytes) -> None:
+    """Write all of ``data`` or nothing: on a failure part way (a full disk), truncate back to the starting size,
+    so the file never ends in half a line."""
+    start = os.fstat(fd).st_size
+    view = memoryview(data)
+    try:
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    except OSError:
+        try:
+            os.ftruncate(fd, start)
+        except OSError as exc:
+            logger.debug("launchtrace: could not roll back a partial line: %s", exc)
+        raise
+
+
+def drop_partial_last_line(fd: int, name: str) -> int:
+    """Truncate a JSON Lines file that ends in part of a line (a writer killed or out of space in the middle of
+    one, before this rule) back to its last whole line; the bytes dropped, said once in a warning."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return 0
+    end = size
+    while end > 0:
+        start = max(0, end - (1 << 16))
+        block = os.pread(fd, end - start, start)
+        i = block.rfind(b"\n")
+        if i >= 0:
+            end = start + i + 1
+            break
+        end = start
+    os.ftruncate(fd, end)
+    logger.warning("launchtrace: %s ended in part of a line: dropped its last %d bytes", name, size - end)
+    return size - end
