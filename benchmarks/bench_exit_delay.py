@@ -74,6 +74,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=1.0, help="how long the program runs before it exits")
     ap.add_argument("--exit-timeout", default=None, help="LAUNCHTRACE_EXIT_TIMEOUT (default: unset, 2 s)")
+    ap.add_argument("--cases", default="threads,unreachable", help="which cases, comma-separated")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         program = os.path.join(tmp, "prog.py")
@@ -82,7 +83,7 @@ def main() -> None:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LAUNCHTRACE_"))}
         if args.exit_timeout is not None:
             base["LAUNCHTRACE_EXIT_TIMEOUT"] = args.exit_timeout
-        for case in ("threads", "unreachable"):
+        for case in args.cases.split(","):
             env = dict(base)
             run_args = ["--out", os.path.join(tmp, "s.jsonl")]
             if case == "unreachable":

@@ -430,10 +430,12 @@ def test_spawned_pool_workers_start_the_export_without_an_import_race(tmp_path: 
             return i
 
         if __name__ == "__main__":
-            with mp.get_context("spawn").Pool(4) as pool:
-                results = pool.map_async(work, range(8))
-                launch(3)
-                print(sorted(results.get(120)), flush=True)
+            pool = mp.get_context("spawn").Pool(4)
+            results = pool.map_async(work, range(8))
+            launch(3)
+            print(sorted(results.get(120)), flush=True)
+            pool.close()  # the workers leave through their finalizers (flushing), not by terminate()
+            pool.join()
         """,
     )
     for attempt in range(2):
@@ -769,3 +771,24 @@ def test_collect_and_pull_write_gz_when_the_name_says_so(tmp_path: Path) -> None
     proc = launchtrace("pull", "--from", "file", str(out), "--out", str(pulled), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert pulled.read_bytes()[:2] == b"\x1f\x8b" and len(read_spans(pulled, check=False).spans) == 12
+
+
+# ------------------------------------------------------------------- 18: the same checks for every source
+def test_a_backend_answer_with_a_repeated_key_warns_as_the_same_bytes_in_a_file_do(tmp_path: Path) -> None:
+    """Jaeger cannot run on this machine; the loopback server plays it with an api_v3 answer whose
+    ``resourceSpans`` is given twice (parsing keeps the last, empty one)."""
+    from loopback_http import Answer, Backend
+
+    trace = "5b8efff798038103d269b633813fc60c"
+    one = '{"scopeSpans": [{"spans": [{"traceId": "' + trace + '", "spanId": "eee19b7ec3c1b174"}]}]}'
+    body = ('{"result": {"resourceSpans": [' + one + '], "resourceSpans": []}}').encode()
+    saved = tmp_path / "answer.json"
+    saved.write_bytes(body)
+    from_file = launchtrace("pull", "--from", "file", str(saved), "--out", str(tmp_path / "f.jsonl"), cwd=tmp_path)
+    with Backend() as b:
+        b.routes[f"/api/v3/traces/{trace}"] = Answer(200, body)
+        proc = launchtrace(
+            "pull", "--from", "jaeger", b.url, "--trace-id", trace, "--out", str(tmp_path / "j.jsonl"), cwd=tmp_path
+        )
+    for p in (from_file, proc):
+        assert "duplicate key 'resourceSpans'" in p.stderr, p.stderr

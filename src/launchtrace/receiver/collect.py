@@ -38,7 +38,18 @@ from concurrent import futures
 from typing import Any, NamedTuple
 
 from launchtrace.export.fileopen import write_whole
-from launchtrace.otlp.jsonkeys import LINKS, PARENT_SPAN_ID, RESOURCE_SPANS, SCOPE_SPANS, SPAN_ID, SPANS, TRACE_ID
+from launchtrace.otlp.jsonkeys import (
+    ATTRIBUTES,
+    EVENTS,
+    LINKS,
+    PARENT_SPAN_ID,
+    RESOURCE,
+    RESOURCE_SPANS,
+    SCOPE_SPANS,
+    SPAN_ID,
+    SPANS,
+    TRACE_ID,
+)
 
 __all__ = ["Collector", "Transcoded", "decode_request", "message_to_json_line"]
 
@@ -148,7 +159,7 @@ def _check_ids(message: Any) -> None:
     for rs in message.resource_spans:
         for ss in rs.scope_spans:
             for i, span in enumerate(ss.spans):
-                for what, value, size in (("traceId", span.trace_id, 16), ("spanId", span.span_id, 8)):
+                for what, value, size in ((TRACE_ID, span.trace_id, 16), (SPAN_ID, span.span_id, 8)):
                     if len(value) != size or not any(value):
                         raise ValueError(f"span {i} of a scope has no valid {what} ({len(value)} bytes)")
 
@@ -162,12 +173,12 @@ request of 1.4 million attributes held ``collect`` for 49 s and 1 GB)."""
 def _count_attributes(d: dict) -> int:
     n = 0
     for rs in d.get(RESOURCE_SPANS, ()) or ():
-        n += len((rs.get("resource") or {}).get("attributes") or ())
+        n += len((rs.get(RESOURCE) or {}).get(ATTRIBUTES) or ())
         for ss in rs.get(SCOPE_SPANS, ()) or ():
             for span in ss.get(SPANS, ()) or ():
-                n += len(span.get("attributes") or ())
-                for part in [*(span.get("events") or ()), *(span.get(LINKS) or ())]:
-                    n += len(part.get("attributes") or ()) if isinstance(part, dict) else 0
+                n += len(span.get(ATTRIBUTES) or ())
+                for part in [*(span.get(EVENTS) or ()), *(span.get(LINKS) or ())]:
+                    n += len(part.get(ATTRIBUTES) or ()) if isinstance(part, dict) else 0
     return n
 
 

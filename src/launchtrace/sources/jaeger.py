@@ -26,7 +26,7 @@ import orjson
 
 from launchtrace.errors import UserError
 from launchtrace.otlp.problems import Problem, Severity
-from launchtrace.sources.documents import spans_from_document
+from launchtrace.sources.documents import duplicate_key_problem, spans_from_document
 from launchtrace.sources.http import HttpAnswer, HttpClient
 from launchtrace.sources.query import SearchQuery, parse_trace_id, rfc3339_nano
 from launchtrace.sources.report import ProblemLog, ReadResult, fetch_each
@@ -128,6 +128,9 @@ def _error_message(answer: HttpAnswer) -> str:
 
 
 def _decode(answer: HttpAnswer, log: ProblemLog) -> list[SpanData]:
+    duplicate = duplicate_key_problem(answer.body, answer.url)
+    if duplicate is not None:
+        log.add(duplicate)
     spans, problems = spans_from_document(answer.json(), where=answer.url)
     log.extend(problems)
     return spans
