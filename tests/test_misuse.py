@@ -116,6 +116,12 @@ def test_diff_and_report_refuse_an_out_equal_to_an_input(tmp_path: Path) -> None
     assert proc.returncode == 2 and "holds spans" in proc.stderr
 
 
+def test_run_out_dev_null_discards_as_asked(tmp_path: Path) -> None:
+    script = write_program(tmp_path, "launch(2)\n")
+    proc = launchtrace("run", "--out", "/dev/null", str(script), cwd=tmp_path)
+    assert proc.returncode == 0 and "spans -> file /dev/null" in proc.stderr, proc.stderr
+
+
 def test_out_creates_only_the_last_missing_folder(tmp_path: Path) -> None:
     script = write_program(tmp_path, "launch(2)\n")
     deep = tmp_path / "missing" / "deeper" / "s.jsonl"
@@ -220,10 +226,12 @@ def test_a_program_that_reuses_fd_2_gets_nothing_of_ours_in_its_file(tmp_path: P
         """,
     )
     out = tmp_path / "s.jsonl"
-    proc = launchtrace("run", "--out", str(out), str(script), cwd=tmp_path)
+    # a bad setting read at exit: its warning, like the closing line, goes to the stderr run started with
+    proc = launchtrace("run", "--out", str(out), str(script), cwd=tmp_path, LAUNCHTRACE_EXIT_TIMEOUT="x")
     assert proc.returncode == 0
     assert data.read_bytes() == b"DATA\n"
     assert "launchtrace:" in proc.stderr and launches_in(out) == 2
+    assert "ignoring LAUNCHTRACE_EXIT_TIMEOUT='x'" in proc.stderr
 
 
 # --------------------------------------------------------------------------------------------- 6: SIGINT

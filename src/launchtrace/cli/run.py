@@ -21,6 +21,7 @@ import argparse
 import atexit
 import importlib.machinery
 import importlib.util
+import logging
 import os
 import runpy
 import signal
@@ -141,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
     service = default_service_name(target, as_module=args.module is not None)
     if service:
         settings["service_name"] = service
-    messages = _own_stderr()  # the program may close or reuse fd 2: our closing line must not go into its data
+    messages = _own_stderr()  # the program may close or reuse fd 2: our messages must not go into its data
+    _log_to(messages)
     try:
         pipeline = start_export(**settings)
     except (ValueError, OSError) as exc:
@@ -198,6 +200,30 @@ def _own_stderr() -> TextIO | None:
         return os.fdopen(os.dup(2), "w", encoding="utf-8", errors="replace", closefd=True)
     except OSError:
         return None
+
+
+class _OwnStderrHandler(logging.Handler):
+    """launchtrace's warnings to the stderr ``run`` started with, where Python's last-resort handler would have
+    written them to whatever fd 2 is by then; where the program configured logging (root has handlers), the
+    records go there instead, as they always did."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(logging.WARNING)
+        self.stream = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if logging.getLogger().handlers:
+            return
+        try:
+            self.stream.write(self.format(record) + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _log_to(stream: TextIO | None) -> None:
+    if stream is not None:
+        logging.getLogger("launchtrace").addHandler(_OwnStderrHandler(stream))
 
 
 def _say(stream: TextIO | None, line: str) -> None:

@@ -71,6 +71,8 @@ def claim(path: str) -> int:
     import fcntl
 
     fd = open_append(path)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd  # /dev/null, a pipe: nothing to lock or empty
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
