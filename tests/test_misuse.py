@@ -498,7 +498,7 @@ def test_diff_markdown_shows_links_and_images_from_names_as_text(tmp_path: Path)
     proc = launchtrace("diff", str(outs[0]), str(outs[1]), "--format", "markdown", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     md = proc.stdout
-    assert "\\[x\\]\\(javascript:alert\\(1\\)\\) \\!\\[i\\]\\(http://e/x.png\\)" in md
+    assert "\\[x\\](javascript:alert(1)) !\\[i\\](http://e/x.png)" in md
     assert "](" not in md.replace("\\](", "")  # no link or image can form
 
 
@@ -800,3 +800,33 @@ def test_a_backend_answer_with_a_repeated_key_warns_as_the_same_bytes_in_a_file_
         )
     for p in (from_file, proc):
         assert "duplicate key 'resourceSpans'" in p.stderr, p.stderr
+
+
+# ----------------------------------------------------------------- caps on what readers build for non-spans
+def test_a_line_of_ten_million_empty_spans_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text('{"resourceSpans":[{"scopeSpans":[{"spans":[' + ",".join(["{}"] * 10_000_000) + "]}]}]}\n")
+    for cmd in (["summary", str(path)], ["baseline", "build", "--from", str(path), "--out", str(tmp_path / "b.pb")]):
+        proc = launchtrace(*cmd, cwd=tmp_path)
+        assert proc.returncode == 2 and "10000000 empty objects in one line: not spans, skipped" in proc.stderr
+
+
+@pytest.mark.parametrize("decoder", ["json_codec", "proto_decode"])
+def test_a_long_run_of_spans_without_ids_is_cut_short_in_one_problem(decoder: str) -> None:
+    import orjson
+
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "x"}] * 30_000}]}]}
+    if decoder == "json_codec":
+        from launchtrace.otlp.json_codec import decode_traces_data
+
+        spans, problems = decode_traces_data(orjson.loads(orjson.dumps(doc)))
+    else:
+        from google.protobuf import json_format
+        from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+
+        from launchtrace.otlp.proto_decode import spans_from_message
+
+        spans, problems = spans_from_message(json_format.ParseDict(doc, TracesData()))
+    assert spans == [] and len(problems) == 10_001
+    assert "20000 more spans skipped unread after 10000 in a row" in str(problems[-1])
+    assert sum(p.skipped for p in problems) == 30_000  # every span still counted as skipped

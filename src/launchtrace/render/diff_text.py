@@ -274,13 +274,13 @@ def diff_as_json(result: TraceDiff) -> dict[str, Any]:
     }
 
 
-_MD_PUNCTUATION = str.maketrans({c: "\\" + c for c in "`*_[]()!#~>{}"})
+_MD_PUNCTUATION = str.maketrans({c: "\\" + c for c in "`*_[]~"})
 
 
 def _md(text: object) -> str:
-    """Table-cell text: control characters escaped, pipes and HTML neutralised, and every character Markdown reads
-    as markup (links ``[x](javascript:...)``, images ``![i](http://...)``, emphasis, code) backslash-escaped, so a
-    name from a trace renders as the text it is."""
+    """Table-cell text: control characters escaped, pipes and HTML neutralised, and the characters that make
+    Markdown markup backslash-escaped (brackets: no link ``[x](javascript:...)`` or image ``![i](http://...)`` can
+    form; emphasis, strike-through, code), so a name from a trace renders as the text it is."""
     s = terminal(text).replace("\\", "\\\\").replace("|", "\\|").replace("&", "&amp;").replace("<", "&lt;")
     return s.translate(_MD_PUNCTUATION)
 

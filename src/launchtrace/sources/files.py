@@ -53,6 +53,9 @@ orjson = lazy_module("orjson")  # documents, and lines the compiled reader has n
 __all__ = ["SpanFile", "read_spans"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
+MAX_EMPTY_OBJECTS = 100_000
+"""Empty JSON objects (``{}``: an empty span, resource or value) one line may hold before it is skipped unread: a
+line of our sink or the Collector's holds a few per span at most, and 2,048 spans or so per line."""
 _BOM = b"\xef\xbb\xbf"
 _BUFFER_BYTES = 1 << 18
 _OTHER_ENCODINGS = (  # byte order marks of text that is not UTF-8, longest first
@@ -179,6 +182,23 @@ class SpanFile:
                 where = f"{self.name}:byte {offset}"
                 yield self._decoded(where, _proto.decode_traces_bytes(body, where=where))
 
+    def _decode_line(self, line: bytes | memoryview) -> tuple[list[SpanData] | None, int]:
+        """What ``FastLineDecoder.decode`` answers, and, for a long line the compiled reader has no answer for, the
+        number of empty objects in it when past :data:`MAX_EMPTY_OBJECTS` (then ``None``: the Python paths would
+        build every one of them, 2.7 GB for 10,000,000 empty spans, before saying they are no spans)."""
+        fast = self._fast
+        if fast.compiled is not None:
+            spans = fast.compiled.decode(line)
+            if spans is not None:
+                return spans, 0  # it takes no line with a key given twice in one object
+        text = bytes(line)  # the same object when it is bytes; a view of a read buffer is copied here, once
+        empty = _empty_objects(text)
+        if empty:
+            return None, empty
+        if fast.compiled is not None and duplicate_key(text) is not None:
+            return None, 0  # the general path reads it, and warns (as FastLineDecoder.decode does)
+        return fast.decode_python(text), 0
+
     def _warn_duplicates(self, text: bytes, where: str) -> None:
         """A warning for a key given twice in one object (parsing kept the last without a word).
 
@@ -200,10 +220,17 @@ class SpanFile:
     def _json(self, suffix: str, maybe_proto: bool) -> Iterator[tuple[str, list[SpanData]]]:
         first = self._stream.readline().removeprefix(_BOM)  # a UTF-8 byte order mark says nothing more
         with _gc_paused():
-            spans = self._fast.decode(first)
+            spans, empty = self._decode_line(first)
         if spans is not None:  # an OTLP TracesData line and nothing else: what the general path calls otlp-jsonl
             self.format = "otlp-jsonl" + suffix
             yield f"{self.name}:1", spans
+            yield from self._lines(_read_lines(self._stream), 2)
+            return
+        if empty:  # no objects built for them: the line is skipped, the next lines are read
+            self.format = "otlp-jsonl" + suffix
+            self.log.add(
+                Problem(f"{self.name}:1", f"{empty} empty objects in one line: not spans, skipped"), skipped_lines=1
+            )
             yield from self._lines(_read_lines(self._stream), 2)
             return
         first_obj = _loads_or_none(first)
@@ -249,7 +276,7 @@ class SpanFile:
         for lineno, line in enumerate(stream, start):
             where = f"{self.name}:{lineno}"
             with _gc_paused():
-                spans = self._fast.decode(line)  # a view of _read_lines' buffer is read in place, not copied
+                spans, empty = self._decode_line(line)  # a view of _read_lines' buffer is read in place
                 if spans is None:
                     line = bytes(line)
                     if not line or line.isspace():  # as `not line.strip()`, without copying a line of megabytes
@@ -257,6 +284,8 @@ class SpanFile:
                     fault = check(line) if len(line) >= CHECK_FROM_BYTES else None
                     if fault is not None:  # said without building the line: no objects several times its size
                         obj, problem = None, Problem(where, fault_text(fault))
+                    elif empty:  # 10,000,000 empty spans: a cap before any object is built
+                        obj, problem = None, Problem(where, f"{empty} empty objects in one line: not spans, skipped")
                     else:
                         try:
                             obj = orjson.loads(line)
@@ -322,6 +351,14 @@ def _read_lines(stream: BinaryIO) -> Iterator[memoryview]:
                 view = memoryview(buf)
     finally:
         view.release()
+
+
+def _empty_objects(line: bytes) -> int:
+    """How many empty JSON objects a long line holds when that is past :data:`MAX_EMPTY_OBJECTS`, else 0."""
+    if len(line) < CHECK_FROM_BYTES:
+        return 0
+    n = line.count(b"{}")
+    return n if n > MAX_EMPTY_OBJECTS else 0
 
 
 @contextlib.contextmanager
