@@ -157,13 +157,11 @@ class TraceStream:
         and logged, as every reader of a whole file does (``sources.structure``), so a baseline or an alert never
         rests on a broken trace silently. A parent outside the trace is not reported here: a stream cuts traces
         at ``MAX_OPEN`` and time windows cut them too."""
-        parents = list(map(_parent, members))
-        ids = list(map(_span_id, members))
-        # the whole check costs about 3 us a span (more than the rest of a baseline build), so it runs where one
-        # of these, each at C speed, says the trace may be broken: an id twice, no root (a trace that is one
-        # parent cycle has none), a span that is its own parent. A cycle hanging beside a good root is not looked
+        # the whole check costs about 3 us a span (more than the rest of a baseline build), so it runs only where
+        # one of two C-speed tests says the trace may be broken: no root (a trace that is one parent cycle, or
+        # whose every span is its own parent, has none), or an id twice. A cycle beside a good root is not looked
         # for here; rebuilding leaves its spans out, as before.
-        if len(set(ids)) == len(ids) and None in parents and not any(map(operator.eq, ids, parents)):
+        if None in map(_parent, members) and len(set(map(_span_id, members))) == len(members):
             return members
         from launchtrace.sources.structure import check_structure
 
