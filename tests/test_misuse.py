@@ -830,3 +830,38 @@ def test_a_long_run_of_spans_without_ids_is_cut_short_in_one_problem(decoder: st
     assert spans == [] and len(problems) == 10_001
     assert "20000 more spans skipped unread after 10000 in a row" in str(problems[-1])
     assert sum(p.skipped for p in problems) == 30_000  # every span still counted as skipped
+
+
+# ------------------------------------------------------------------- 17: broken span structure, one behaviour
+def _mutated(src: Path, dst: Path, change) -> Path:
+    import json
+
+    lines = []
+    for line in src.read_text().splitlines():
+        doc = json.loads(line)
+        for rs in doc["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    change(span)
+        lines.append(json.dumps(doc))
+    dst.write_text("\n".join(lines) + "\n")
+    return dst
+
+
+def test_baseline_build_reports_broken_structure_as_every_reader_does(tmp_path: Path) -> None:
+    script = write_program(
+        tmp_path, "import launchtrace\nfor _ in range(3):\n    with launchtrace.scope('step'):\n        launch(2)\n"
+    )
+    good = tmp_path / "good.jsonl"
+    assert launchtrace("run", "--out", str(good), str(script), cwd=tmp_path).returncode == 0
+    own_parent = _mutated(good, tmp_path / "own.jsonl", lambda s: s.__setitem__("parentSpanId", s["spanId"]))
+    same_ids = _mutated(good, tmp_path / "same.jsonl", lambda s: s.__setitem__("spanId", "00000000000000aa"))
+    base = tmp_path / "b.pb"
+    proc = launchtrace("baseline", "build", "--from", str(own_parent), "--out", str(base), "--quiet", cwd=tmp_path)
+    assert proc.returncode == 2 and "leads back to it" in proc.stderr and not base.exists()
+    summary = launchtrace("summary", str(own_parent), cwd=tmp_path)
+    assert summary.returncode == 2 and "leads back to it" in summary.stderr  # the same verdict
+    proc = launchtrace("baseline", "build", "--from", str(same_ids), "--out", str(base), "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0 and "duplicate span id, second copy skipped" in proc.stderr
+    summary = launchtrace("summary", str(same_ids), cwd=tmp_path)
+    assert "duplicate span id, second copy skipped" in summary.stderr
