@@ -507,22 +507,23 @@ class _FlakyAlertmanager:
     """A loopback HTTP server standing in for an Alertmanager that fails: a real Alertmanager cannot be made to
     answer 500 on demand. It answers ``failures`` POSTs with 500, then 200, and records each POST."""
 
-    def __init__(self, failures: int) -> None:
+    def __init__(self, failures: int, status: int = 500) -> None:
         import http.server
         import threading
 
         self.posts = 0
         outer = self
+        fail_with = status
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 outer.posts += 1
-                status = 500 if outer.posts <= failures else 200
+                status = fail_with if outer.posts <= failures else 200
                 self.send_response(status)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
-                self.wfile.write(b"no" if status == 500 else b"ok")
+                self.wfile.write(b"no" if status != 200 else b"ok")
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -561,12 +562,16 @@ def firing(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return base, paths[1]
 
 
-@pytest.mark.parametrize(("failures", "retries", "code", "posts"), [(2, 3, 1, 3), (9, 2, 3, 3), (1, 0, 3, 1)])
+@pytest.mark.parametrize(
+    ("failures", "status", "retries", "code", "posts"),
+    [(2, 500, 3, 1, 3), (9, 500, 2, 3, 3), (1, 500, 0, 3, 1), (9, 400, 3, 3, 1)],
+)
 def test_alertmanager_failures_are_retried_and_fired_stays_in_the_exit_code(
-    firing: tuple[Path, Path], tmp_path: Path, failures: int, retries: int, code: int, posts: int
+    firing: tuple[Path, Path], tmp_path: Path, failures: int, status: int, retries: int, code: int, posts: int
 ) -> None:
+    """5xx is retried with backoff; a 4xx is not (no retry changes it); either way "fired" stays visible: exit 3."""
     base, window = firing
-    am = _FlakyAlertmanager(failures)
+    am = _FlakyAlertmanager(failures, status)
     try:
         proc = launchtrace(
             "alert", "--baseline", str(base), "--from", str(window), "--quiet", "--alertmanager", am.url,
@@ -577,7 +582,7 @@ def test_alertmanager_failures_are_retried_and_fired_stays_in_the_exit_code(
     assert proc.returncode == code, proc.stderr
     assert am.posts == posts
     if code == 3:
-        assert "Alertmanager answered 500" in proc.stderr and "the alerts fired (exit 3)" in proc.stderr
+        assert f"Alertmanager answered {status}" in proc.stderr and "the alerts fired (exit 3)" in proc.stderr
 
 
 # ------------------------------------------------------------------------- 21: a folder with other files

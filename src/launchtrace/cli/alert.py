@@ -98,7 +98,7 @@ class NotDelivered(Exception):
 def post_alerts(url: str, payload: list[dict], timeout: float, retries: int = 0) -> int:
     """POST ``payload`` to ``url``/api/v2/alerts, retrying ``retries`` times on no connection, 429 and 5xx with
     exponential backoff (0.5 s doubling to 8 s, or the ``Retry-After`` Alertmanager gives, at most 8 s); the tries
-    made. :class:`NotDelivered` when every try failed; ``UserError`` for a refusal (4xx) no retry can change."""
+    made. :class:`NotDelivered` when every try failed, or at once for a refusal (4xx) no retry can change."""
     import time
 
     import requests
@@ -114,8 +114,8 @@ def post_alerts(url: str, payload: list[dict], timeout: float, retries: int = 0)
             if answer.status_code < 300:
                 return attempt + 1
             problem = f"Alertmanager answered {answer.status_code}: {answer.text.strip()[:200]}"
-            if answer.status_code < 500 and answer.status_code != 429:
-                raise UserError(f"{target}: {problem}")
+            if answer.status_code < 500 and answer.status_code != 429:  # no retry changes a refusal
+                raise NotDelivered(f"{target}: {problem}")
             wait = _retry_after(answer.headers.get("Retry-After"), wait)
         if attempt < retries:
             time.sleep(wait)
