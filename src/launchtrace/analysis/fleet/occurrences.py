@@ -1,10 +1,11 @@
 """One scope occurrence (a step) of one run, as the fleet analyses see it.
 
-A trace is cut into segments exactly as ``launchtrace diff`` cuts it (:func:`launchtrace.analysis.diff.segments`):
-each occurrence of a top-level scope is one step. For each step this module computes what baselines keep and
-alerts compare: its topology fingerprint (unowned buffers by the order they first appear in, as the diff compares
-them, so equal steps of two processes have equal fingerprints), its record count, its foreign buffers, its
-duration, and per kernel and per position the time spent.
+A trace is cut into steps by the one rule every command uses (:func:`launchtrace.steps.occurrences`, through
+:func:`launchtrace.analysis.segments.segments`): each occurrence of a top-level scope is one step. For each
+step this module computes what baselines keep and alerts compare: its topology fingerprint (unowned
+buffers by the order they first appear in, as the diff compares them, so equal steps of two processes have
+equal fingerprints), its record count, its foreign buffers, its duration, and per kernel and per position
+the time spent.
 
 Example::
 
@@ -24,6 +25,7 @@ from typing import Any
 from launchtrace.analysis.segments import segments, unowned_by_order
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.sources.rebuild import TRACE_ID
+from launchtrace.steps import RUN_KEYS, run_id
 from launchtrace.topology import topology_key
 
 __all__ = [
@@ -38,13 +40,11 @@ __all__ = [
 
 MAX_POSITIONS = 256
 """Positions of a step timed one by one (the rest count only in the kernel and scope totals)."""
-RUN_KEYS = ("host.name", "process.pid", "service.instance.id")
-"""Resource attributes that tell one run (process) from another."""
 
 
 def run_key(attributes: dict[str, Any]) -> str:
-    """The run (process) a trace came from: ``host.name/process.pid/service.instance.id``."""
-    return "/".join(str(attributes.get(k, "")) for k in RUN_KEYS)
+    """The run (process) a trace came from, as a string: :func:`launchtrace.steps.run_id` (the one rule)."""
+    return run_id(attributes)
 
 
 def _plain(value: Any) -> Any:
