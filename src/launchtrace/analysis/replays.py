@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from launchtrace.analysis.access import access_mode
 from launchtrace.model import BufferArg, LaunchRecord, Op, TraceData
 
 __all__ = ["Graphs", "captured_graphs", "expand_replay", "replay_buffers", "replay_counts", "with_replay_counts"]
@@ -61,8 +62,6 @@ def replay_counts(traces: Iterable[TraceData] | TraceData) -> Counter[int]:
 
 
 def _mode(rec: LaunchRecord, buf: BufferArg) -> str:
-    from launchtrace.analysis.dataflow import access_mode
-
     return access_mode(rec, buf)[0]
 
 
