@@ -43,6 +43,7 @@ __all__ = [
     "BLOCK_DIM",
     "BYTES",
     "CAPTURED",
+    "CODE_DEPRECATED",
     "CODE_FILEPATH",
     "CODE_FILE_PATH",
     "CODE_FUNCTION",
@@ -153,14 +154,17 @@ SCALAR_KEYS = "launchtrace.scalar_keys"  # string[]: the scalar arguments' keys 
 THREAD_ID = "thread.id"
 THREAD_NAME = "thread.name"
 
-# OpenTelemetry source-code attributes, both generations (older semconv, then the current names).
-CODE_FILEPATH = "code.filepath"
-CODE_LINENO = "code.lineno"
-CODE_FUNCTION = "code.function"
-CODE_NAMESPACE = "code.namespace"
+# OpenTelemetry source-code attributes. The stable names (semconv >= 1.33) are written by default:
+# code.function.name is fully qualified ("module.function"), as the stable convention asks. The deprecated
+# names are written too only with ExportConfig.deprecated_code_attributes (for old backends); readers take both.
 CODE_FILE_PATH = "code.file.path"
 CODE_LINE_NUMBER = "code.line.number"
 CODE_FUNCTION_NAME = "code.function.name"
+CODE_FILEPATH = "code.filepath"  # deprecated: code.file.path
+CODE_LINENO = "code.lineno"  # deprecated: code.line.number
+CODE_FUNCTION = "code.function"  # deprecated: the last part of code.function.name
+CODE_NAMESPACE = "code.namespace"  # deprecated: the first parts of code.function.name
+CODE_DEPRECATED = (CODE_FILEPATH, CODE_LINENO, CODE_FUNCTION, CODE_NAMESPACE)
 
 # --- per array argument: launchtrace.arg.<parameter name>.<field> ------------------------------------
 ARG_NAME = "name"  # the argument's recorded name, only when it differs from the parameter name

@@ -26,19 +26,17 @@ __all__ = ["device_time_attributes", "record_attributes", "scope_attributes", "s
 
 
 @lru_cache(maxsize=4096)
-def site_attributes(site: Site, limit: int = C.MAX_VALUE_LENGTH) -> tuple:
-    """The ``code.*`` attributes of a call site, in both the older and the current OpenTelemetry names."""
+def site_attributes(site: Site, limit: int = C.MAX_VALUE_LENGTH, deprecated: bool = False) -> tuple:
+    """The ``code.*`` attributes of a call site: the stable OpenTelemetry names (``code.function.name`` fully
+    qualified, ``module.function``); with ``deprecated`` the older names as well, for backends that read only
+    those (``code.filepath``, ``code.lineno``, ``code.function``, ``code.namespace``)."""
     file, function = C.bounded(site.file, limit), C.bounded(site.function, limit)
-    attrs = [
-        (C.CODE_FILEPATH, file),
-        (C.CODE_LINENO, site.line),
-        (C.CODE_FUNCTION, function),
-        (C.CODE_FILE_PATH, file),
-        (C.CODE_LINE_NUMBER, site.line),
-        (C.CODE_FUNCTION_NAME, function),
-    ]
-    if site.module:
-        attrs.append((C.CODE_NAMESPACE, C.bounded(site.module, limit)))
+    qualified = C.bounded(f"{site.module}.{site.function}", limit) if site.module else function
+    attrs = [(C.CODE_FILE_PATH, file), (C.CODE_LINE_NUMBER, site.line), (C.CODE_FUNCTION_NAME, qualified)]
+    if deprecated:
+        attrs += [(C.CODE_FILEPATH, file), (C.CODE_LINENO, site.line), (C.CODE_FUNCTION, function)]
+        if site.module:
+            attrs.append((C.CODE_NAMESPACE, C.bounded(site.module, limit)))
     return tuple(attrs)
 
 
@@ -47,9 +45,14 @@ def _int64(value: Any) -> Any:
 
 
 def record_attributes(
-    rec: LaunchRecord, limit: int = C.MAX_VALUE_LENGTH, seq: bool = True, device_time: bool = True
+    rec: LaunchRecord,
+    limit: int = C.MAX_VALUE_LENGTH,
+    seq: bool = True,
+    device_time: bool = True,
+    deprecated_code: bool = False,
 ) -> tuple:
     """The attributes of the span of one record (times, parentage and status are not attributes).
+    ``deprecated_code``: the older ``code.*`` names too (:func:`site_attributes`).
 
     ``seq=False`` and ``device_time=False`` leave out ``launchtrace.seq`` (with a graph replay's ordinal,
     ``launchtrace.graph.replay``) and the device times: what remains
@@ -94,7 +97,7 @@ def record_attributes(
     attrs.append((C.THREAD_ID, rec.thread))
     if rec.thread_name:
         attrs.append((C.THREAD_NAME, rec.thread_name))
-    attrs.extend(site_attributes(rec.site, limit))
+    attrs.extend(site_attributes(rec.site, limit, deprecated_code))
     if rec.params:
         attrs.append((C.PARAMS, tuple(rec.params)))
     array_keys = tuple(C.encode_key(k) for k, _ in rec.arrays)
@@ -166,7 +169,9 @@ def _array_attributes(attrs: list, label: str, ptr: int, buf: Any, limit: int) -
         attrs.append((C.arg_attr(label, C.ARG_NAME), buf.name))
 
 
-def scope_attributes(begin: ScopeRecord, end: ScopeRecord, limit: int = C.MAX_VALUE_LENGTH) -> tuple:
+def scope_attributes(
+    begin: ScopeRecord, end: ScopeRecord, limit: int = C.MAX_VALUE_LENGTH, deprecated_code: bool = False
+) -> tuple:
     """The attributes a scope span carries about the scope itself (its summary counters are added later).
 
     The user's own attributes (``launchtrace.scope("step", step=3)``) keep their names, listed under
@@ -180,7 +185,7 @@ def scope_attributes(begin: ScopeRecord, end: ScopeRecord, limit: int = C.MAX_VA
     if begin.thread_name:
         attrs.append((C.THREAD_NAME, begin.thread_name))
     if begin.site is not None:
-        attrs.extend(site_attributes(begin.site, limit))
+        attrs.extend(site_attributes(begin.site, limit, deprecated_code))
     user = end.attributes or begin.attributes
     if user:
         attrs.append((C.SCOPE_ATTRIBUTE_KEYS, tuple(str(k) for k, _ in user)))

@@ -359,8 +359,13 @@ def _site(d: Mapping[str, Any]) -> Site | None:
     if file is None:
         return None
     line = d.get(C.CODE_LINE_NUMBER, d.get(C.CODE_LINENO, 0))
-    function = d.get(C.CODE_FUNCTION_NAME, d.get(C.CODE_FUNCTION, ""))
-    return _shared_site(str(file), _int(line), str(function), str(d.get(C.CODE_NAMESPACE, "")))
+    module = d.get(C.CODE_NAMESPACE)
+    if module is not None:  # the deprecated pair: function and module apart
+        function = d.get(C.CODE_FUNCTION, d.get(C.CODE_FUNCTION_NAME, ""))
+        return _shared_site(str(file), _int(line), str(function), str(module))
+    qualified = str(d.get(C.CODE_FUNCTION_NAME, d.get(C.CODE_FUNCTION, "")))
+    module, _, function = qualified.rpartition(".")  # the stable name: "module.function"
+    return _shared_site(str(file), _int(line), function, module)
 
 
 @lru_cache(maxsize=8192)
