@@ -16,7 +16,9 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 from launchtrace import conventions as C
@@ -44,6 +46,29 @@ def _int64(value: Any) -> Any:
     return C.scalar_value(value)
 
 
+_WRITE = {"int": int, "int64": _int64, "str": str, "bool": bool}
+"""How each kind of :data:`launchtrace.conventions.RECORD_FIELDS` is written."""
+
+
+def _compile(table: tuple) -> tuple[Callable[[Any], tuple], tuple]:
+    """A table's fields read in one call (``attrgetter``), and per field ``(key, writer, default)``."""
+    getter = attrgetter(*(field for _, field, _, _ in table))
+    return getter, tuple((key, _WRITE[kind], default) for key, _, kind, default in table)
+
+
+_RECORD_TABLE = _compile(C.RECORD_FIELDS)
+_THREAD_TABLE = _compile(C.THREAD_FIELDS)
+
+
+def _table_attributes(attrs: list, item: Any, table: tuple) -> None:
+    """The attributes of a compiled table's rows (:data:`launchtrace.conventions.RECORD_FIELDS`) whose field
+    differs from its default (``...``: always written)."""
+    getter, rows = table
+    for (key, write, default), value in zip(rows, getter(item)):
+        if default is ... or value != default:
+            attrs.append((key, write(value)))
+
+
 def record_attributes(
     rec: LaunchRecord,
     limit: int = C.MAX_VALUE_LENGTH,
@@ -65,38 +90,13 @@ def record_attributes(
         module = kernel.rpartition(".")[0]
         if module:
             attrs.append((C.MODULE, module))
-    if rec.block_dim is not None:
-        attrs.append((C.BLOCK_DIM, rec.block_dim))
-    if rec.max_blocks:
-        attrs.append((C.MAX_BLOCKS, rec.max_blocks))
-    if rec.device:
-        attrs.append((C.DEVICE, rec.device))
-    if rec.stream is not None:
-        attrs.append((C.STREAM, _int64(rec.stream)))
-    if rec.api:
-        attrs.append((C.API, rec.api))
-    if rec.internal:
-        attrs.append((C.INTERNAL, True))
-    if rec.adjoint:
-        attrs.append((C.ADJOINT, True))
-    if rec.captured:
-        attrs.append((C.CAPTURED, True))
-    if rec.graph_id is not None:
-        attrs.append((C.GRAPH_ID, _int64(rec.graph_id)))
-    if rec.graph_launches is not None:
-        attrs.append((C.GRAPH_LAUNCHES, rec.graph_launches))
-    if rec.module_hash:
-        attrs.append((C.MODULE_HASH, rec.module_hash))
-    if rec.repeat != 1:
-        attrs.append((C.REPEAT, rec.repeat))
+    _table_attributes(attrs, rec, _RECORD_TABLE)
     attrs.append((C.BYTES, rec.nbytes))
     if seq:
         attrs.append((C.SEQ, rec.seq))
         if rec.graph_replay:
             attrs.append((C.GRAPH_REPLAY, rec.graph_replay))
-    attrs.append((C.THREAD_ID, rec.thread))
-    if rec.thread_name:
-        attrs.append((C.THREAD_NAME, rec.thread_name))
+    _table_attributes(attrs, rec, _THREAD_TABLE)
     attrs.extend(site_attributes(rec.site, limit, deprecated_code))
     if rec.params:
         attrs.append((C.PARAMS, tuple(rec.params)))
@@ -181,9 +181,7 @@ def scope_attributes(
     if begin.internal:
         attrs.append((C.SCOPE_INTERNAL, True))
     attrs.append((C.SEQ, begin.seq))
-    attrs.append((C.THREAD_ID, begin.thread))
-    if begin.thread_name:
-        attrs.append((C.THREAD_NAME, begin.thread_name))
+    _table_attributes(attrs, begin, _THREAD_TABLE)
     if begin.site is not None:
         attrs.extend(site_attributes(begin.site, limit, deprecated_code))
     user = end.attributes or begin.attributes
