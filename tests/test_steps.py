@@ -133,6 +133,16 @@ def test_zero_code_timers_repeating_are_inferred_as_steps(tmp_path: Path, capsys
     assert "steps inferred" in inferred.how and "repeat 4 times" in inferred.how
     assert main(["summary", str(path)]) == 0
     assert inferred.how in capsys.readouterr().out
+    ov = overview(traces)  # the report counts the repetitions as steps
+    assert ov.inferred == inferred.how and [(o.name, o.index) for o in ov.steps] == [
+        ("simulate+render", k) for k in range(4)
+    ]
+    assert all(len(o.records) == 3 and len(o.data.scopes) == 2 for o in ov.steps)
+    assert ov.representative is not None and ov.representative.name == "simulate+render"
+    page = tmp_path / "r.html"
+    assert main(["report", str(path), "--out", str(page)]) == 0
+    html = page.read_text(encoding="utf-8")
+    assert "steps inferred: no enclosing scope" in html and "simulate+render #" in html
     assert main(["check-static", str(path)]) == 0
     out = capsys.readouterr().out
     assert "no --scope given: checking the inferred step 'simulate+render'" in out and "4 occurrences" in out

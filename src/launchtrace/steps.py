@@ -218,6 +218,20 @@ class InferredSteps:
     def name(self) -> str:
         return "+".join(self.unit)
 
+    def occurrences(self) -> list[Occurrence]:
+        """Each inferred step as one :class:`Occurrence` named :attr:`name`: its timers' records and scopes
+        together (from their several traces), from the first one's start to the last one's end."""
+        out = []
+        for k, parts in enumerate(self.steps):
+            first = parts[0]
+            records = tuple(r for o in parts for r in o.records)
+            scopes = {sid: o.source.scopes[sid] for o in parts if o.source is not None for sid in o.scopes}
+            attrs = dict(first.source.attributes) if first.source is not None else {}
+            source = TraceData(list(records), scopes, attrs)
+            end = max(o.end_ns for o in parts)
+            out.append(Occurrence(self.name, k, first.trace, first.start_ns, end, records, None, source, tuple(scopes)))
+        return out
+
 
 def infer_steps(occs: Sequence[Occurrence], max_period: int = 8) -> InferredSteps | None:
     """When the top level of a run (``occs`` = :func:`occurrences` of it, no ``scope``) is a repeating

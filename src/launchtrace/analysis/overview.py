@@ -29,6 +29,7 @@ from launchtrace.analysis.replays import with_replay_counts
 from launchtrace.analysis.runs import Occurrence, common_scope, occurrences, pick
 from launchtrace.analysis.stats import kernel_stats
 from launchtrace.model import TraceData
+from launchtrace.steps import infer_steps, split_runs
 
 __all__ = ["ALL_SCOPES", "Facts", "KernelShare", "Overview", "overview"]
 
@@ -74,6 +75,7 @@ class Overview:
     median: Occurrence | None
     slowest: Occurrence | None
     chosen: tuple[Occurrence, ...] = ()  # steps the user chose (--scope / --trace / --occurrence), shown instead
+    inferred: str = ""  # how the steps were inferred (a zero-code run's repeating timers), else ""
 
 
 def _facts(traces: Sequence[TraceData]) -> Facts:
@@ -117,6 +119,10 @@ def overview(traces: Sequence[TraceData], chosen: Sequence[Occurrence] = ()) -> 
     """The :class:`Overview` of ``traces`` (one run, or several: then the facts list every pid); ``chosen``
     steps, when given, are the ones the timeline and the graph show (the first is then the representative)."""
     steps = occurrences(traces)
+    inferred = infer_steps(steps) if len(split_runs(traces)) == 1 else None
+    if inferred is not None:  # a zero-code run: each repetition of its top-level timers is one step
+        covered = {id(o) for step in inferred.steps for o in step}
+        steps = sorted([o for o in steps if id(o) not in covered] + inferred.occurrences(), key=lambda o: o.start_ns)
     kernels: dict[str, tuple[KernelShare, ...]] = {ALL_SCOPES: _shares(traces)}
     for name in dict.fromkeys(o.name for o in steps):
         kernels[name] = _shares([o.data for o in steps if o.name == name])
@@ -131,4 +137,5 @@ def overview(traces: Sequence[TraceData], chosen: Sequence[Occurrence] = ()) -> 
         median=median,
         slowest=pick(common, "slowest") if common else None,
         chosen=tuple(chosen),
+        inferred=inferred.how if inferred is not None else "",
     )
