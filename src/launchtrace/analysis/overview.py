@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from launchtrace import conventions as C
+from launchtrace import folds as fold_rules
 from launchtrace.analysis.replays import with_replay_counts
 from launchtrace.analysis.runs import Occurrence, common_scope, occurrences, pick
 from launchtrace.analysis.stats import kernel_stats
@@ -100,8 +101,8 @@ def _facts(traces: Sequence[TraceData]) -> Facts:
         versions=tuple((k, str(v)) for k, v in versions if v not in (None, "")),
         start_ns=min(times, default=0),
         end_ns=max(ends, default=0),
-        launches=sum(max(1, r.repeat) for r in records),
-        folded=sum(max(1, r.repeat) for r in records if r.fold is not None),
+        launches=sum(fold_rules.launches(r) for r in records),
+        folded=sum(fold_rules.launches(r) for r in records if fold_rules.is_folded(r)),
         spans=sum(1 for r in records if r.fold is None) + len(folds) + sum(len(t.scopes) for t in traces) + step_roots,
         dropped=sum(int(t.attributes.get(C.DROPPED_SPANS, 0) or 0) for t in traces),
         traces=len(traces),

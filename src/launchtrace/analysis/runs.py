@@ -27,6 +27,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 
+from launchtrace import folds as fold_rules
 from launchtrace.analysis.replays import captured_graphs
 from launchtrace.errors import UserError
 from launchtrace.model import TraceData
@@ -122,7 +123,7 @@ def topology_groups(occs: Sequence[Occurrence]) -> list[list[Occurrence]]:
 
     groups: dict[tuple, list[Occurrence]] = {}
     for occ in occs:
-        key = (occ.name, tuple((topology_key(r, raw=False), max(1, r.repeat)) for r in occ.data.records))
+        key = (occ.name, tuple((topology_key(r, raw=False), fold_rules.launches(r)) for r in occ.data.records))
         groups.setdefault(key, []).append(occ)
     return list(groups.values())
 

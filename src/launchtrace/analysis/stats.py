@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from launchtrace import folds as fold_rules
 from launchtrace.analysis.verdicts import mann_whitney_u
 from launchtrace.model import TraceData
 
@@ -99,7 +100,7 @@ def kernel_stats(traces: Iterable[TraceData]) -> list[KernelStats]:
         for row in kernel_stats([trace]):
             print(row.kernel, row.count, row.p50_ns, "(estimate)" if row.p50_from_summaries else "")
     """
-    from launchtrace.analysis.diff import fold_share, step_series
+    from launchtrace.analysis.diff import step_series
 
     traces = list(traces)
     groups: dict[tuple[str, str], _Group] = {}
@@ -111,12 +112,12 @@ def kernel_stats(traces: Iterable[TraceData]) -> list[KernelStats]:
                 g = groups[(rec.kernel, str(rec.op))] = _Group()
             fold = rec.fold
             if fold is not None:
-                g.nbytes += rec.nbytes * max(1, rec.repeat)
+                g.nbytes += rec.nbytes * fold_rules.launches(rec)
                 key = (t, fold.span_id, fold.position)
                 if key in seen:
                     continue  # another copy of a position already counted
                 seen.add(key)
-                share, mean, whole = fold_share(rec)
+                share, mean, whole = fold_rules.fold_share(rec)
                 launches = share if whole else share * fold.count
                 g.count += launches
                 g.folded += launches

@@ -22,6 +22,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from launchtrace import folds as fold_rules
 from launchtrace.analysis.segments import segments, unowned_by_order
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.sources.rebuild import TRACE_ID
@@ -158,7 +159,7 @@ def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool =
             start_ns=start,
             duration_ns=duration,
             fingerprint=topology_digest(records, scalars=scalars),
-            launches=sum(max(1, r.repeat) for r in raw),
+            launches=sum(fold_rules.launches(r) for r in raw),
             foreign_buffers=len(foreign),
             records=records,
             kernel_ns=kernel_ns,
