@@ -184,6 +184,38 @@ def test_the_fleet_fast_path_names_a_step_as_the_rule_does(tmp_path: Path, root:
     assert fleet.scope == rule.name and len(fleet.records) == len(rule.records)
 
 
+@pytest.mark.parametrize("path", ["compiled", "reference", "python"])
+@pytest.mark.parametrize("root", ["timer", "internal"])
+def test_the_fleet_scanners_give_the_rules_steps(tmp_path: Path, root: str, path: str) -> None:
+    """The baseline built through a fast path (the compiled scanner, its Python reference, the Python fast
+    path) equals the straightforward one, which cuts steps by the rule, and its steps are the rule's."""
+    from launchtrace.sources.stream import TraceStream
+    from test_fleet_fast import build, read_baseline_bytes
+
+    def program(sim: Sim) -> None:
+        for _ in range(12):
+            with wp.ScopedTimer("phase", print=False):
+                wp.launch(scale, dim=N, inputs=[sim.x, 0.5], outputs=[sim.tmp], device=DEVICE)
+                wp.launch(add, dim=N, inputs=[sim.tmp, sim.v], outputs=[sim.out], device=DEVICE)
+
+    file = _write(tmp_path / "f.jsonl", program, reverse=False)
+    if root == "internal":
+        spans = [
+            dataclasses.replace(s, attributes=(*s.attributes, (C.SCOPE_INTERNAL, True)))
+            if s.parent_span_id is None
+            else s
+            for s in read_spans(file).spans
+        ]
+        file.write_text(encode_line(spans) + "\n", encoding="utf-8")
+    fast, builder = build(TraceStream.from_paths([file]), fast=True, path=path)
+    slow, _ = build(TraceStream.from_paths([file]), fast=False)
+    assert fast == slow and builder.fast_counts()[0] > 0
+    expected = {o.name for t in load_traces(file) for o in rule_occurrences(t) if o.records}
+    assert expected == {"phase" if root == "timer" else NO_SCOPE}
+    ((group),) = read_baseline_bytes(fast).groups
+    assert {s.name for s in group.scopes} == expected and sum(s.steps for s in group.scopes) == 12
+
+
 def test_numbers_do_not_depend_on_trace_order() -> None:
     """The same steps handed over in another trace order get the same numbers."""
     scopes = {k: ScopeRecord(k, "step", "user", start_ns=100 * k, end_ns=100 * k + 50) for k in range(1, 5)}

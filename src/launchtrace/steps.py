@@ -76,8 +76,10 @@ def run_key(trace_or_attributes: TraceData | Mapping[str, Any]) -> tuple[str, ..
 
 
 def run_id(trace_or_attributes: TraceData | Mapping[str, Any]) -> str:
-    """:func:`run_key` as one printable string (what baselines store per run)."""
-    return "/".join(run_key(trace_or_attributes))
+    """:func:`run_key` as one printable string (what baselines store per run): ``instance/<id>``,
+    ``pid/<host>/<pid>`` or ``source``, prefixed with the file when the trace was read from one."""
+    key = run_key(trace_or_attributes)
+    return "/".join(key if key[0] else key[1:]) or "unknown"
 
 
 def split_runs(traces: Sequence[TraceData]) -> list[list[TraceData]]:
