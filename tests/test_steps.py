@@ -131,6 +131,11 @@ def test_zero_code_timers_repeating_are_inferred_as_steps(tmp_path: Path, capsys
     assert inferred is not None and inferred.unit == ("simulate", "render") and len(inferred.steps) == 4
     assert [[o.index for o in s] for s in inferred.steps] == [[k, k] for k in range(4)]
     assert "steps inferred" in inferred.how and "repeat 4 times" in inferred.how
+    capsys.readouterr()
+    assert main(["summary", str(path), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["inferred_steps"] == [{"unit": ["simulate", "render"], "steps": 4, "how": inferred.how}]
+    assert {k["kernel"].rpartition(".")[2]: k["steps"] for k in data["kernels"]} == {"scale": 4, "add": 4, "copy": 4}
     assert main(["summary", str(path)]) == 0
     assert inferred.how in capsys.readouterr().out
     ov = overview(traces)  # the report counts the repetitions as steps

@@ -95,12 +95,13 @@ def _scope_lines(rows: list[ScopeStats]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     traces = load_traces(args.traces)
-    rows = with_replay_counts(kernel_stats(traces), traces)  # count what each capture_launch ran
+    inferred = [i for i in (infer_steps(occurrences(run)) for run in split_runs(traces)) if i is not None]
+    steps = [[r for o in step for r in o.records] for i in inferred for step in i.steps] if inferred else None
+    rows = with_replay_counts(kernel_stats(traces, steps), traces)  # count what each capture_launch ran
     if args.top > 0:
         rows = rows[: args.top]
     scopes = scope_stats(traces)
     records = sum(len(t) for t in traces)
-    inferred = [i for i in (infer_steps(occurrences(run)) for run in split_runs(traces)) if i is not None]
     if args.format == "json":
         write_json(
             {
