@@ -31,7 +31,6 @@ COMPILED = (
     "otlp/_jsonenc",
     "otlp/_protoenc",
     "otlp/_wire2json",
-    "otlp/_jsoncheck",
     "analysis/fleet/_stepscan",
 )
 
