@@ -136,8 +136,22 @@ class _Sender:
 
     description = ""
 
-    def __init__(self, timeout: float | None) -> None:
+    def __init__(
+        self,
+        headers: Any = None,
+        timeout: float | None = None,
+        compression: Any = None,
+        certificate_file: str | None = None,
+        client_key_file: str | None = None,
+        client_certificate_file: str | None = None,
+    ) -> None:
+        """The settings both protocols share, each from its argument or else the variables."""
         self.timeout = resolve_timeout(timeout)
+        self.header_map = parse_headers(headers)
+        self.compression = resolve_compression(compression)
+        self.ca_file = certificate_file or env_setting("CERTIFICATE")
+        self.key_file = client_key_file or env_setting("CLIENT_KEY")
+        self.cert_file = client_certificate_file or env_setting("CLIENT_CERTIFICATE")
         self._closed = threading.Event()
 
     def send(self, data: bytes) -> SendResult:
@@ -191,19 +205,14 @@ class GrpcSender(_Sender):
         self,
         endpoint: str | None = None,
         *,
-        headers: Any = None,
-        timeout: float | None = None,
-        compression: Any = None,
         insecure: bool | None = None,
         credentials: Any = None,
-        certificate_file: str | None = None,
-        client_key_file: str | None = None,
-        client_certificate_file: str | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        **shared: Any,
     ) -> None:
         import grpc
 
-        super().__init__(timeout)
+        super().__init__(**shared)
         url = endpoint or env_setting("ENDPOINT") or "http://localhost:4317"
         parsed = urlparse(url if "//" in url else f"//{url}")
         self.target = parsed.netloc or url
@@ -213,17 +222,17 @@ class GrpcSender(_Sender):
             raw = env_setting("INSECURE")
             insecure = raw.lower() == "true" if raw is not None else parsed.scheme == "http"
         self.description = url
-        self.metadata = tuple(parse_headers(headers).items())
-        self.compression = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate}.get(
-            resolve_compression(compression), grpc.Compression.NoCompression
+        self.metadata = tuple(self.header_map.items())
+        self.grpc_compression = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate}.get(
+            self.compression, grpc.Compression.NoCompression
         )
         self._options = (("grpc.primary_user_agent", USER_AGENT), *channel_options)
         self._credentials = None
         if not insecure:
             self._credentials = credentials or grpc.ssl_channel_credentials(
-                root_certificates=_file(certificate_file or env_setting("CERTIFICATE")),
-                private_key=_file(client_key_file or env_setting("CLIENT_KEY")),
-                certificate_chain=_file(client_certificate_file or env_setting("CLIENT_CERTIFICATE")),
+                root_certificates=_file(self.ca_file),
+                private_key=_file(self.key_file),
+                certificate_chain=_file(self.cert_file),
             )
         self._lock = threading.Lock()
         self._channel, self._call = self._open()
@@ -232,10 +241,10 @@ class GrpcSender(_Sender):
         import grpc
 
         if self._credentials is None:
-            channel = grpc.insecure_channel(self.target, options=self._options, compression=self.compression)
+            channel = grpc.insecure_channel(self.target, options=self._options, compression=self.grpc_compression)
         else:
             channel = grpc.secure_channel(
-                self.target, self._credentials, options=self._options, compression=self.compression
+                self.target, self._credentials, options=self._options, compression=self.grpc_compression
             )
         return channel, channel.unary_unary(GRPC_METHOD, request_serializer=None, response_deserializer=None)
 
@@ -293,36 +302,21 @@ def _retry_info_delay(error: Any) -> float | None:
 class HttpSender(_Sender):
     """OTLP/HTTP protobuf over one ``requests`` session (not shared between threads: one request at a time)."""
 
-    def __init__(
-        self,
-        endpoint: str | None = None,
-        *,
-        headers: Any = None,
-        timeout: float | None = None,
-        compression: Any = None,
-        certificate_file: str | None = None,
-        client_key_file: str | None = None,
-        client_certificate_file: str | None = None,
-        session: Any = None,
-    ) -> None:
+    def __init__(self, endpoint: str | None = None, *, session: Any = None, **shared: Any) -> None:
         import requests
 
-        super().__init__(timeout)
+        super().__init__(**shared)
         url = endpoint or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
         if not url:
             base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or "http://localhost:4318"
             url = base.rstrip("/") + "/v1/traces"
         self.url = self.description = url
-        self.compression = resolve_compression(compression)
         self.headers = {"Content-Type": "application/x-protobuf", "User-Agent": USER_AGENT}
         if self.compression != "none":
             self.headers["Content-Encoding"] = self.compression
-        self.headers.update(parse_headers(headers))
-        ca = certificate_file or env_setting("CERTIFICATE")
-        self.verify: str | None = ca  # per request: the environment's CA bundle cannot win over it
-        key = client_key_file or env_setting("CLIENT_KEY")
-        cert = client_certificate_file or env_setting("CLIENT_CERTIFICATE")
-        self.cert = (cert, key) if cert and key else cert
+        self.headers.update(self.header_map)
+        self.verify = self.ca_file  # per request: the environment's CA bundle cannot win over it
+        self.cert = (self.cert_file, self.key_file) if self.cert_file and self.key_file else self.cert_file
         self._session = session or requests.Session()
 
     def _attempt(self, data: bytes, timeout: float) -> SendResult:
