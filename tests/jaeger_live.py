@@ -205,6 +205,19 @@ class Jaeger:
             time.sleep(0.1)
         raise AssertionError(f"jaeger holds {seen} spans of {trace_hex}, expected {spans}")
 
+    def wait_stored(self, timeout: float = 60.0) -> None:
+        """Until every span Jaeger's receivers accepted has gone out of its storage exporter (its own metrics):
+        then a query sees all of them. Cheaper than polling a query of a 50,000-span trace."""
+        deadline = time.monotonic() + timeout
+        accepted = sent = 0.0
+        while time.monotonic() < deadline:
+            accepted = self.self_metric("otelcol_receiver_accepted_spans_total")
+            sent = self.self_metric("otelcol_exporter_sent_spans_total")
+            if sent >= accepted:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"jaeger accepted {accepted} spans but stored only {sent}")
+
     def wait_for_spans(self, accepted: int, timeout: float = 30.0) -> None:
         """Until Jaeger's receivers have accepted ``accepted`` spans in all (its own metric)."""
         deadline = time.monotonic() + timeout
