@@ -91,6 +91,11 @@ def main() -> None:
             base = f"jaeger+{jaeger.query_url}"
             first = folder / "pulled.jsonl"
             search = [base, "--service", "bench-big", "--since", "1h", "--limit", "5", "--timeout", "300"]
+            default_limit = subprocess.run(
+                [*py, "pull", *search, "--out", str(first), "--quiet"], env=clean_env(), capture_output=True, text=True
+            )
+            limits = ["--timeout", "300", "--max-answer-bytes", "1G"]
+            search += limits[2:]
             timed([*py, "pull", *search, "--out", str(first), "--quiet"], clean_env())
             trace_id = next(
                 line.split('"traceId":"')[1][:32] for line in first.read_text().splitlines() if '"name":"step"' in line
@@ -98,8 +103,8 @@ def main() -> None:
             readers = {
                 "file (baseline)": [str(first)],
                 "jaeger api_v3 search": search,
-                "jaeger api_v3 by id": [base, "--trace-id", trace_id, "--timeout", "300"],
-                "jaeger classic by id": [base, "--api", "classic", "--trace-id", trace_id, "--timeout", "300"],
+                "jaeger api_v3 by id": [base, "--trace-id", trace_id, *limits],
+                "jaeger classic by id": [base, "--api", "classic", "--trace-id", trace_id, *limits],
             }
             rows = []
             for name, source in readers.items():
@@ -112,6 +117,7 @@ def main() -> None:
                     rss = max(rss, peak)
                 rows.append((name, statistics.median(walls), rss))
     load = os.getloadavg()
+    print(f"pull with the default --max-answer-bytes: exit {default_limit.returncode}: {default_limit.stderr.strip()}")
     print(f"launches {args.launches}, spans in the trace {spans}; load average {load[0]:.2f} {load[1]:.2f}")
     print(f"launchtrace run: {run_wall:.2f} s (peak {run_rss} MiB); every span stored in Jaeger after {stored:.2f} s")
     base_wall = rows[0][1]

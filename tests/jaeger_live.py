@@ -119,6 +119,7 @@ class Jaeger:
         self.config_path.write_text(json.dumps(self.config, indent=1))  # JSON is YAML
         self.log = self.folder / "jaeger.log"
         self.proc: subprocess.Popen | None = None
+        self.env: dict[str, str] = {}  # added to its environment (a config may read ${env:...})
 
     @property
     def query_url(self) -> str:
@@ -135,6 +136,7 @@ class Jaeger:
 
     def start(self) -> Jaeger:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        env.update(self.env)
         self.proc = subprocess.Popen(
             [self.binary, "--config", str(self.config_path)],
             stdout=self.log.open("w"),
