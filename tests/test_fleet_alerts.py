@@ -327,3 +327,19 @@ def test_peer_latency_from_traceql_metrics_finds_the_slow_host(fleet, tmp_path: 
         ("h4", "latency_regression", "__main__.work")
     ]
     assert alerts[0]["against"] == "peers (TraceQL metrics)"
+
+
+def test_alert_baseline_may_be_the_traces_themselves(fleet, tmp_path: Path) -> None:
+    """``--baseline`` names a .pb or, as every source, traces (here a folder): the same alerts either way."""
+    base = tmp_path / "base.pb"
+    clean = clean_runs(fleet, (0, 1, 2))
+    assert cli("baseline", "build", "--from", *map(str, clean), "--out", str(base), "--quiet").returncode == 0
+    folder = tmp_path / "clean"
+    folder.mkdir()
+    for path in clean:
+        (folder / path.name).symlink_to(path)
+    window = [*clean_runs(fleet, (3, 4, 5)), *bad_runs(fleet, DIM, SLOW, ALLOC)]
+    from_pb = cli("alert", "--baseline", str(base), "--from", *map(str, window), "--format", "json")
+    from_traces = cli("alert", "--baseline", str(folder), "--from", *map(str, window), "--format", "json")
+    assert from_pb.returncode == from_traces.returncode == 1, from_traces.stderr
+    assert json.loads(from_traces.stdout)["alerts"] == json.loads(from_pb.stdout)["alerts"] != []
