@@ -84,3 +84,6 @@ def instrumented(warp_cpu):
     capture.instrument()
     yield capture
     capture.uninstrument()
+
+
+from jaeger_live import jaeger  # noqa: E402, F401  (the real Jaeger, one per test run: tests/jaeger_live.py)
