@@ -397,6 +397,17 @@ def _value(value: Any) -> Any:
     return tuple(_value(v) for v in value) if isinstance(value, list | tuple) else value
 
 
+def _scalar(value: Any) -> Any:
+    """A scalar argument; a vector or matrix one comes back from Jaeger's classic API as a JSON string (Warp
+    has no string scalars, so such a string is always that)."""
+    if isinstance(value, str) and value.startswith("["):
+        try:
+            return _value(json.loads(value))
+        except ValueError:
+            return value
+    return _value(value)
+
+
 def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None) -> LaunchRecord:
     """A record from the attributes of its span (or of a folded position's event)."""
     params = _strings(d.get(C.PARAMS, ()))
@@ -435,7 +446,7 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
             )
         )
     scalars = tuple(
-        (C.decode_key(text), _value(d.get(C.scalar_attr(label)))) for text, label in zip(scalar_keys, scalar_labels)
+        (C.decode_key(text), _scalar(d.get(C.scalar_attr(label)))) for text, label in zip(scalar_keys, scalar_labels)
     )
     fields = _table_fields(d, _RECORD_TABLE)  # every field that is one attribute of its own
     return LaunchRecord(
