@@ -246,3 +246,14 @@ def test_the_applications_span_is_the_parent_of_the_step_in_one_jaeger_trace(jae
     assert {s.trace_id for s in spans} == {req.trace_id}
     (trace,) = load_traces(out)
     assert [s.name for s in trace.scopes.values()] == ["step"]
+
+
+def test_a_search_cut_at_its_limit_says_there_may_be_more(exported, jaeger, tmp_path: Path, capsys) -> None:
+    service, _, _ = exported["grpc"]
+    out = tmp_path / "cut.jsonl"
+    assert main(["pull", f"jaeger+{jaeger.query_url}?service={service}&since=1h&limit=3", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "in 3 traces" in err and "stopped at --limit 3 traces: there may be more" in err
+    assert len(load_traces(out)) == 3
+    assert main(["pull", f"jaeger+{jaeger.query_url}?service={service}&since=1h&limit=6", "--out", str(out)]) == 0
+    assert "in 6 traces" in capsys.readouterr().err  # all of them; at the limit, so still said

@@ -82,7 +82,12 @@ def read(name: BackendName, args: argparse.Namespace) -> ReadResult:
     for key, value in vars(args).items():
         if hasattr(base, key):
             setattr(base, key, value)
-    return pull.PULLERS[name.kind](backend_args(name, base))
+    merged = backend_args(name, base)
+    result = pull.PULLERS[name.kind](merged)
+    note = pull.limit_note(result, merged)
+    if note:
+        print(f"launchtrace: warning: {name}: {note.lstrip()}", file=sys.stderr)
+    return result
 
 
 @contextlib.contextmanager

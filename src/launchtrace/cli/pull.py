@@ -261,10 +261,21 @@ def _check_found(result: ReadResult, asked: list[str]) -> None:
         raise UserError(f"{result.source}: trace {asked[0]} not found{more}")
 
 
+def limit_note(result: ReadResult, args: argparse.Namespace) -> str | None:
+    """A search that came back with ``--limit`` traces may have left some out: say so (Jaeger and Tempo answer
+    no more than asked, silently)."""
+    if args.kind == "file" or args.trace_id or len(result.traces()) < args.limit:
+        return None
+    return f"  the search stopped at --limit {args.limit} traces: there may be more (raise --limit, or narrow --since)"
+
+
 def run(args: argparse.Namespace) -> int:
     args = _named_source(args)
     result = _made_writable(PULLERS[args.kind](args), args.strict)
     _check_found(result, args.trace_id)
     write_jsonl(result, args.out)
     _summary(result, args.out)
+    note = limit_note(result, args)
+    if note:
+        print(note, file=sys.stderr)
     return 2 if result.errors else 0
