@@ -104,7 +104,8 @@ def exported(jaeger, warp_cpu, tmp_path_factory):
     finally:
         capture.uninstrument()
     total = sum(stats.exported for _, _, stats in out.values())
-    jaeger.wait_for_spans(total)
+    jaeger.wait_for_spans(total)  # accepted by its receivers ...
+    jaeger.wait_stored()  # ... and through its batch processor into the store
     return out
 
 
@@ -190,6 +191,7 @@ def test_launchtrace_run_into_jaeger_matches_a_run_into_a_file(jaeger, tmp_path:
     assert proc.returncode == 0, proc.stderr
     proc = run_cli("run", "--out", str(tmp_path / "file.jsonl"), str(program), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    jaeger.wait_stored()
     written = load_traces(tmp_path / "file.jsonl")
     pulled = tmp_path / "pulled.jsonl"
     source = f"jaeger+{jaeger.query_url}?service={service}&since=1h"

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import orjson
 
+from conftest import upstream_fixtures
 from launchtrace.cli import main
 from launchtrace.sources.files import read_spans
 from loopback_http import Answer, Backend, free_port
 
-FIXTURES = Path(__file__).resolve().parents[1] / "../shared/fixtures/upstream"
+FIXTURES = upstream_fixtures()
 
 
 def pull(*argv: str) -> int:

@@ -32,10 +32,11 @@ import pytest
 import launchtrace
 import launchtrace.capture as capture
 import launchtrace.export as export
+from conftest import upstream_fixtures
 from launchtrace.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "upstream"
+FIXTURES = upstream_fixtures()
 SECRET = "s3cr3t-TOKEN-4f9a"
 STEPS = 4
 SPANS = STEPS * 6  # Sim.step's 5 records + the step scope, folding off

@@ -7,11 +7,10 @@ status codes Jaeger uses (404 + ``{"error": {...}}`` for no match).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 import pytest
 
+from conftest import upstream_fixtures
 from launchtrace.errors import UserError
 from launchtrace.otlp.problems import Severity
 from launchtrace.sources.http import HttpClient, HttpOptions
@@ -19,7 +18,7 @@ from launchtrace.sources.jaeger import JaegerSource
 from launchtrace.sources.query import SearchQuery, parse_time, rfc3339_nano
 from loopback_http import Answer, Backend
 
-FIXTURES = Path(__file__).resolve().parents[1] / "../shared/fixtures/upstream"
+FIXTURES = upstream_fixtures()
 NOT_FOUND = b'{"error":{"httpCode":404,"message":"No traces found"}}'
 
 
