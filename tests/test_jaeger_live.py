@@ -259,3 +259,13 @@ def test_a_search_cut_at_its_limit_says_there_may_be_more(exported, jaeger, tmp_
     assert len(load_traces(out)) == 3
     assert main(["pull", f"jaeger+{jaeger.query_url}?service={service}&since=1h&limit=6", "--out", str(out)]) == 0
     assert "in 6 traces" in capsys.readouterr().err  # all of them; at the limit, so still said
+
+
+def test_an_attribute_search_keeps_only_the_matching_traces(exported, jaeger, tmp_path: Path, capsys) -> None:
+    """Jaeger 2.12's HTTP API ignores ``query.attributes``; pull filters the answer itself."""
+    service, _, _ = exported["grpc"]
+    out = tmp_path / "i3.jsonl"
+    assert main(["pull", f"jaeger+{jaeger.query_url}?service={service}&since=1h&attribute=i=3", "--out", str(out)]) == 0
+    assert "in 1 trace from" in capsys.readouterr().err
+    (trace,) = load_traces(out)
+    assert [dict(s.attributes) for s in trace.scopes.values() if s.name == "step"] == [{"i": 3}]
