@@ -78,9 +78,7 @@ class AllocSite:
 class Allocation:
     """One Warp allocation: ``[start, end)`` live in sequence numbers ``[born, died)``."""
 
-    __slots__ = (
-        "__weakref__", "born", "died", "died_at", "end", "label_text", "parent", "ref", "site", "slot", "start",
-    )  # fmt: skip
+    __slots__ = ("born", "died", "died_at", "end", "label_text", "parent", "site", "slot", "start")
 
     def __init__(self, start: int, end: int, born: int, site: AllocSite | None, slot: int, parent: Any) -> None:
         self.start, self.end, self.born = start, end, born
@@ -88,26 +86,9 @@ class Allocation:
         self.died = _NEVER
         self.died_at = 0.0
         self.label_text: str | None = None
-        self.ref: weakref.ref | None = None  # to the array, with the callback that notes its death
 
     def live_at(self, seq: int) -> bool:
         return self.born <= seq < self.died
-
-
-def _died(entry_ref: weakref.ref, registry_ref: weakref.ref) -> Any:
-    def callback(_array_ref: weakref.ref) -> None:
-        entry, registry = entry_ref(), registry_ref()
-        if entry is None or registry is None or entry.died != _NEVER:
-            return
-        registry._version = next(_ticks)  # before and after: a reader caching answers sees a change begin
-        entry.died = rawevent.next_seq()
-        entry.died_at = time.monotonic()
-        registry._last_seq = entry.died
-        if entry.site is not None and entry.parent is None:
-            entry.site.release(entry.slot)
-        registry._version = next(_ticks)
-
-    return callback
 
 
 _grad_of = threading.local()
@@ -143,10 +124,11 @@ class AllocationRegistry:
         self._starts_dirty = False
         self._longest = 0
         self._sites: dict[tuple, AllocSite] = {}
+        self._refs: dict[int, tuple[weakref.ref, Allocation]] = {}  # id(weak ref to the array) -> (it, entry)
+        self._dead: list[Allocation] = []  # died, not yet pruned
         self._version = 0
         self._last_seq = 0
         self._since_prune = 0
-        self._self_ref = weakref.ref(self)
 
     # -- writing -------------------------------------------------------------------------------------
     def allocated(self, array: Any, ptr: int, nbytes: int, site: AllocSite | None, parent: Any = None) -> None:
@@ -157,29 +139,46 @@ class AllocationRegistry:
             pptr = getattr(parent, "ptr", 0) or 0
             parent_entry = self._live_exact(pptr) if pptr else None
         slot = site.take() if site is not None and parent_entry is None else 0
+        try:
+            ref = weakref.ref(array, self._died)
+        except TypeError:
+            if site is not None and parent_entry is None:
+                site.release(slot)
+            return
+        end = ptr + max(int(nbytes), 1)
         with self._lock:
             self._version = next(_ticks)
             seq = rawevent.next_seq()
-            entry = Allocation(ptr, ptr + max(int(nbytes), 1), seq, site, slot, parent_entry)
-            try:
-                entry.ref = weakref.ref(array, _died(weakref.ref(entry), self._self_ref))
-            except TypeError:
-                if site is not None and parent_entry is None:
-                    site.release(slot)
-                return
+            entry = Allocation(ptr, end, seq, site, slot, parent_entry)
+            self._refs[id(ref)] = (ref, entry)
             found = self._by_start.get(ptr)
             if found is None:
                 self._by_start[ptr] = [entry]
                 self._starts_dirty = True
             else:
                 found.append(entry)
-            if entry.end - ptr > self._longest:
-                self._longest = entry.end - ptr
+            if end - ptr > self._longest:
+                self._longest = end - ptr
             self._last_seq = seq
             self._since_prune += 1
             self._version = next(_ticks)
         if self._since_prune >= self.prune_every:
             self.prune()
+
+    def _died(self, ref: weakref.ref) -> None:
+        """An array died (a weakref callback: any thread, possibly inside the collector; plain stores and
+        single C calls only, no lock)."""
+        held = self._refs.pop(id(ref), None)
+        if held is None:
+            return
+        entry = held[1]
+        self._version = next(_ticks)  # before and after: a reader caching answers sees a change begin
+        entry.died = self._last_seq = rawevent.next_seq()
+        entry.died_at = time.monotonic()
+        if entry.site is not None and entry.parent is None:
+            entry.site.release(entry.slot)
+        self._dead.append(entry)
+        self._version = next(_ticks)
 
     def site(self, code: Any, line: int, back_code: Any, back_line: int) -> AllocSite:
         """The :class:`AllocSite` of these frames (one object per distinct place, code objects kept alive so
@@ -199,6 +198,8 @@ class AllocationRegistry:
             self._by_start = {}
             self._starts = []
             self._sites = {}
+            self._refs = {}
+            self._dead = []
             self._version = next(_ticks)
 
     # -- reading -------------------------------------------------------------------------------------
@@ -269,26 +270,39 @@ class AllocationRegistry:
 
     # -- pruning -------------------------------------------------------------------------------------
     def prune(self) -> int:
-        """Drop dead entries no pending record can refer to; returns how many were dropped."""
+        """Drop dead entries no pending record can refer to; returns how many were dropped. Visits only the
+        entries that died since (``_dead``), not every live one."""
         if not self._lock.acquire(blocking=False):
             return 0
         try:
             self._since_prune = 0
             horizon = rawevent.oldest_pending()
             cutoff = time.monotonic() - self.grace_s
-            dropped = 0
-            by_start: dict[int, list[Allocation]] = {}
-            for start, entries in self._by_start.items():
-                keep = [e for e in entries if not (e.died < horizon and e.died_at < cutoff)]
-                dropped += len(entries) - len(keep)
-                if keep:
-                    by_start[start] = keep if len(keep) != len(entries) else entries
-            if dropped:
-                self._version = next(_ticks)
-                self._by_start = by_start  # a new dict: readers holding the old one see consistent lists
-                self._starts_dirty = True
-                self._version = next(_ticks)
-            return dropped
+            dead, self._dead = self._dead, []
+            kept: list[Allocation] = []
+            gone: dict[int, set[int]] = {}
+            for e in dead:
+                if e.died < horizon and e.died_at < cutoff:
+                    gone.setdefault(e.start, set()).add(id(e))
+                else:
+                    kept.append(e)
+            self._dead.extend(kept)
+            if not gone:
+                return 0
+            self._version = next(_ticks)
+            by_start = self._by_start
+            for start, ids in gone.items():
+                entries = by_start.get(start)
+                if entries is None:
+                    continue
+                left = [e for e in entries if id(e) not in ids]  # a new list: readers keep a consistent one
+                if left:
+                    by_start[start] = left
+                else:
+                    del by_start[start]
+                    self._starts_dirty = True
+            self._version = next(_ticks)
+            return sum(map(len, gone.values()))
         finally:
             self._lock.release()
 

@@ -34,6 +34,7 @@ from launchtrace import rawevent as ev
 from launchtrace.allocations import ALLOCATIONS, grad_parent, set_grad_parent
 from launchtrace.capture import bus, probes
 from launchtrace.capture.hotpath import (
+    _LIB_CACHE,
     _USER_MODULE,
     ARR,
     FLAT,
@@ -606,8 +607,16 @@ def note_allocation(array: Any, frame: Any) -> None:
     ptr = array.ptr
     if not ptr:
         return
+    library = _LIB_CACHE  # is_library_code's cache, read inline: this runs on every allocation
     f = frame
-    while f is not None and is_library_code(f.f_code):
+    while f is not None:
+        code = f.f_code
+        hit = library.get(id(code))
+        if hit is None or hit[0] is not code:
+            if not is_library_code(code):
+                break
+        elif not hit[1]:
+            break
         f = f.f_back
     site = None
     if f is not None:
