@@ -35,6 +35,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+import operator
 import threading
 import time
 import weakref
@@ -225,9 +226,9 @@ class AllocationRegistry:
         Thread-safe and lock-free."""
         found = self._by_start.get(ptr)
         if found:
-            for e in reversed(found):
-                if e.born <= seq < e.died:
-                    return e, 0
+            e = _live_in(found, seq)
+            if e is not None:
+                return e, 0
         if not self._by_start:
             return None
         starts = self._sorted_starts()
@@ -239,9 +240,10 @@ class AllocationRegistry:
             start = starts[i]
             if start < floor:
                 break
-            for e in reversed(by_start.get(start, ())):
-                if e.born <= seq < e.died and ptr < e.end:
-                    return e, ptr - start
+            entries = by_start.get(start)
+            e = _live_in(entries, seq) if entries else None
+            if e is not None and ptr < e.end:
+                return e, ptr - start
         return None
 
     def _sorted_starts(self) -> list[int]:
@@ -305,6 +307,23 @@ class AllocationRegistry:
             return sum(map(len, gone.values()))
         finally:
             self._lock.release()
+
+
+_born = operator.attrgetter("born")
+
+
+def _live_in(entries: list[Allocation], seq: int) -> Allocation | None:
+    """The entry of one start address live at ``seq``: the last one born at or before it, if not yet dead.
+    One address holds one allocation at a time, so no earlier one can be (a binary search, however often the
+    allocator handed the address out again)."""
+    last = entries[-1]
+    if last.born <= seq:  # the common case: the latest allocation at this address
+        return last if seq < last.died else None
+    j = bisect.bisect_right(entries, seq, key=_born)
+    if j == 0:
+        return None
+    e = entries[j - 1]
+    return e if seq < e.died else None
 
 
 def identity_of(label: str | None) -> str | None:
