@@ -17,6 +17,8 @@ import launchtrace
 from launchtrace.allocations import ALLOCATIONS, identity_of
 from launchtrace.analysis.segments import segments, unowned_by_order
 from launchtrace.analysis.static import Reason, check_static
+from launchtrace.capture import bus
+from launchtrace.capture.materialize import Materializer
 from launchtrace.export.spanattrs import record_attributes
 from launchtrace.sources.loading import load_traces
 from launchtrace.sources.rebuild import _record
@@ -251,3 +253,34 @@ def test_a_real_per_step_allocation_is_reported(tmp_path: Path, warp_cpu) -> Non
     proc = _cli("check-static", str(path), "--scope", "step")
     assert proc.returncode == 1, proc.stdout
     assert "buffer allocated per call" in proc.stdout and "temporaries.grown" in proc.stdout, proc.stdout
+
+
+def test_one_launch_site_on_addresses_two_statements_share_names_each_by_its_statement(prog, warp_cpu) -> None:
+    """One call site, one kernel, arrays of two statements that the allocator hands the same addresses: each
+    record names its own statement's array (one drain, as the export worker materialises them), never the other
+    one that held the address before."""
+    wp = warp_cpu
+    x = wp.ones(N, dtype=float, device="cpu")
+
+    def into(y) -> None:
+        wp.launch(prog.scale, dim=N, inputs=[x, 2.0], outputs=[y], device="cpu")
+
+    sub = bus.subscribe(capacity=1000)
+    try:
+        for _ in range(20):
+            first = wp.empty(N, dtype=float, device="cpu")
+            into(first)
+            del first
+            second = wp.empty(N, dtype=float, device="cpu")  # the allocator may hand it the address just freed
+            into(second)
+            del second
+        raw = sub.drain_raw()
+    finally:
+        sub.close()
+    records = [r for kind, r in Materializer().run(list(raw)) if kind == "record"]  # one drain: templates live
+    seen = [(r.arrays[1][1], identity_of(r.buffers[1].alloc).rsplit(".", 1)[1]) for r in records]
+    assert [name for _, name in seen] == ["first", "second"] * 20
+    names_at: dict[int, set[str]] = {}
+    for ptr, name in seen:
+        names_at.setdefault(ptr, set()).add(name)
+    assert any(len(v) == 2 for v in names_at.values()), seen  # an address went from one statement's to the other's
