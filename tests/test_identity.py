@@ -7,6 +7,8 @@ Real Warp kernels on the CPU device; the run-level checks are real ``launchtrace
 from __future__ import annotations
 
 import gc
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -331,3 +333,25 @@ def test_an_address_reused_by_another_statement_is_another_allocation() -> None:
     reg.allocated(third, 0x2000, 64, site_b)  # the second is alive: the same statement's next slot
     assert reg.locate(0x2000, rawevent.next_seq())[0].slot == 1
     del second, third
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_allocates_although_the_lock_was_held_at_the_fork(instrumented, warp_cpu) -> None:
+    """A lock held by another thread of the parent at the fork is never released in the child: the registry's
+    locks are made afresh there, so the child's allocations do not wait forever."""
+    wp = warp_cpu
+    ALLOCATIONS._lock.acquire()  # as another thread of the parent holding it at the fork
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: exit code 0 only if the allocation was noted
+            signal.alarm(30)  # a child stuck on the lock is killed: the test fails instead of hanging
+            code = 1
+            try:
+                keep = wp.zeros(4, dtype=float, device="cpu")
+                code = 0 if ALLOCATIONS.locate(keep.ptr, rawevent.next_seq()) is not None else 3
+            finally:
+                os._exit(code)
+    finally:
+        ALLOCATIONS._lock.release()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

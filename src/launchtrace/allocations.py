@@ -37,6 +37,7 @@ import bisect
 import heapq
 import itertools
 import operator
+import os
 import threading
 import time
 import weakref
@@ -365,3 +366,15 @@ def identity_of(label: str | None) -> str | None:
 
 ALLOCATIONS = AllocationRegistry()
 """The process-wide allocation registry the capture layer fills and the materializer asks."""
+
+
+def _locks_after_fork() -> None:
+    """A forked child gets fresh locks: one held by another thread of the parent at the fork is never released
+    in the child, and the child's first allocation would wait on it forever."""
+    ALLOCATIONS._lock = threading.Lock()
+    for pool in list(ALLOCATIONS._pools.values()):
+        pool.lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_locks_after_fork)
