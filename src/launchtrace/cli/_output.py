@@ -27,7 +27,7 @@ __all__ = ["TRACE_WRITERS", "guard_output", "looks_like_spans", "make_parent", "
 TRACE_WRITERS = frozenset({"run", "demo", "collect", "pull"})
 """Commands whose ``--out`` is a span file (appended to or emptied first)."""
 
-_INPUT_ATTRIBUTES = ("traces", "against", "inputs", "script", "baseline", "source", "source_spec")
+_INPUT_ATTRIBUTES = ("traces", "against", "inputs", "script", "baseline", "source", "source_spec", "kind")
 """The argument names under which commands take files they read."""
 
 _HEAD_BYTES = 4096

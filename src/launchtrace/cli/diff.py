@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--raw-pointers",
         action="store_true",
-        help="compare unowned buffers by address (default: by the order they first appear in, per segment)",
+        help="compare unowned buffers as recorded: by allocation with its slot, else by address (default: by "
+        "allocation site and order met, else by the order they first appear in, per segment)",
     )
     parser.add_argument(
         "--alpha", type=probability, default=DEFAULT_ALPHA, help="significance level (default %(default)s)"

@@ -25,7 +25,7 @@ from launchtrace.otlp.problems import Problem, Severity
 from launchtrace.sources.jaeger_classic import spans_from_jaeger_traces
 from launchtrace.spans import SpanData
 
-__all__ = ["duplicate_key_problem", "spans_from_document"]
+__all__ = ["spans_from_document"]
 
 Result = tuple[list[SpanData], list[Problem]]
 
@@ -84,15 +84,3 @@ def spans_from_document(obj: Any, *, where: str = "", id_encoding: str = "auto")
         keys = ", ".join(sorted(obj)[:6])
         return [], [Problem(where, f"not a trace document: no {RESOURCE_SPANS}, result, trace or data (keys: {keys})")]
     return [], [Problem(where, f"not a trace document: expected a JSON object, got {type(obj).__name__}")]
-
-
-def duplicate_key_problem(body: bytes, where: str) -> Problem | None:
-    """The warning a file reader gives for a key repeated in one object (JSON parsing keeps the last silently), for
-    an answer of a backend: the same bytes get the same checks from every source."""
-    from launchtrace.otlp.jsoncheck import duplicate_key
-
-    found = duplicate_key(body)
-    if found is None:
-        return None
-    offset, key = found
-    return Problem(where, f"duplicate key {key!r} at byte {offset}: the last value is kept", Severity.WARNING)

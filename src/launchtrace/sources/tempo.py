@@ -28,7 +28,7 @@ from launchtrace.errors import UserError
 from launchtrace.otlp.ids import IdError, padded_hex_trace_id
 from launchtrace.otlp.problems import Problem, Severity
 from launchtrace.otlp.proto_decode import decode_traces_bytes
-from launchtrace.sources.documents import duplicate_key_problem, spans_from_document
+from launchtrace.sources.documents import spans_from_document
 from launchtrace.sources.http import HttpAnswer, HttpClient
 from launchtrace.sources.query import SearchQuery, parse_trace_id
 from launchtrace.sources.report import ProblemLog, ReadResult, fetch_each
@@ -141,9 +141,6 @@ def _decode(answer: HttpAnswer, log: ProblemLog) -> list[SpanData]:
     if "protobuf" in answer.content_type:
         spans, problems = decode_traces_bytes(answer.body, where=answer.url)
     else:
-        duplicate = duplicate_key_problem(answer.body, answer.url)
-        if duplicate is not None:
-            log.add(duplicate)
         spans, problems = spans_from_document(answer.json(), where=answer.url)
     log.extend(problems)
     return spans
