@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from launchtrace.allocations import identity_of
 from launchtrace.model import BufferArg, LaunchRecord, ScopeRecord, Site
 from launchtrace.topology import ChangeKind, DiffEntry, Locator, diff_records, format_value
 
@@ -91,21 +92,15 @@ class UnownedNames:
         return found
 
 
-def _alloc_identity(label: str) -> str:
-    """The identity part of a capture allocation label (``"State.x#1 (springs.py:41)"`` -> ``"State.x#1"``): free
-    of line numbers, so an edit above the allocating statement does not rename the buffer."""
-    head, sep, tail = label.rpartition(" (")
-    return head if sep and tail.endswith(")") else label
-
-
 def buffer_label(buf: BufferArg | None, ptr: int, owners: Locator | None, unowned: UnownedNames) -> str | None:
     """What an array argument is called in a snapshot (``None`` for a null array).
 
     In order: the ``owners`` the test named (``launch_topology(..., owners={"sim": sim})``), the label
     :func:`launchtrace.own` gave at capture (``BufferArg.owner``), the capture's run-stable allocation identity
-    of an unowned buffer where the capture recorded one (``BufferArg.alloc``: the allocating statement and its
-    slot, stable under address reuse), else ``<unowned #k>`` numbered by the first appearance of the address in
-    the snapshot. Offsets into a labelled buffer are kept: ``sim.x+128``.
+    of an unowned buffer (``BufferArg.alloc``: the allocating statement's target and its slot, ``Sim.step.tmp``,
+    stable under address reuse; see :mod:`launchtrace.allocations`), else ``<unowned #k>`` numbered by the first
+    appearance of the address in the snapshot (memory allocated before the capture began, or not by Warp).
+    Offsets into a labelled buffer are kept: ``sim.x+128``.
     """
     if not ptr:
         return None
@@ -115,9 +110,8 @@ def buffer_label(buf: BufferArg | None, ptr: int, owners: Locator | None, unowne
             return format_value((loc[0], loc[1]))
     if buf is not None and buf.owner is not None:
         return format_value((buf.owner, buf.offset or 0))
-    alloc = getattr(buf, "alloc", None)
-    if alloc:
-        return format_value((_alloc_identity(alloc), (buf.offset if buf is not None else 0) or 0))
+    if buf is not None and buf.alloc is not None:  # "State.x#1 (sim.py:41)": the identity, without the line
+        return format_value((identity_of(buf.alloc), buf.offset or 0))
     return unowned.name(ptr)
 
 
