@@ -289,6 +289,12 @@ def test_twice(launch_topology):
     )
     names = sorted(p.name for p in (project.path / "__launchtrace__" / "test_sim").iterdir())
     assert names == ["test_step[1].step.json", "test_step[2].step.json", "test_twice.step.json"]
+    doc = json.loads((project.path / "__launchtrace__" / "test_sim" / "test_step[1].step.json").read_text())
+    # no owners given: buffers by allocation, Sim() included (made in the test, before the block)
+    assert [e["buffers"] for e in doc["launches"][:2]] == [
+        {"src": "Sim.x", "dst": "Sim.step.tmp"},
+        {"a": "Sim.step.tmp", "b": "Sim.v", "out": "Sim.x"},
+    ]
     assert not list((project.path / "__launchtrace__").rglob("*.tmp"))
 
 

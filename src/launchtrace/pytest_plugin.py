@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -42,11 +43,16 @@ def _session(config: pytest.Config) -> Any:
 
 
 @pytest.fixture
-def launch_topology(request: pytest.FixtureRequest) -> Any:
+def launch_topology(request: pytest.FixtureRequest) -> Iterator[Any]:
     """``launch_topology(name, *, owners=None, ignore_scalars=None, ignore_streams=None, float_tolerance=None)``:
     a context manager that records the device work of its block and compares it with the stored snapshot
-    ``__launchtrace__/<test module>/<test name>.<name>.json`` beside the test file (see docs/topology-in-ci.md)."""
-    return _session(request.config).recorder(request)
+    ``__launchtrace__/<test module>/<test name>.<name>.json`` beside the test file (see docs/topology-in-ci.md).
+
+    Warp is instrumented for the whole test, so that arrays the test allocates before the block (``Sim()``) are
+    named by their allocation (``Sim.x``), as ``launchtrace run`` names them."""
+    session = _session(request.config)
+    with session.instrumented():
+        yield session.recorder(request)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -16,10 +16,11 @@ Example (``pyproject.toml``)::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,17 @@ class SnapshotSession:
             except ValueError as exc:
                 pytest.fail(str(exc), pytrace=False)
         return self._settings
+
+    @contextlib.contextmanager
+    def instrumented(self) -> Iterator[None]:
+        """Warp instrumented (shared with any ``trace_launches`` block, undone at the end if we did it)."""
+        from launchtrace import testing
+
+        testing._acquire_instrumentation()
+        try:
+            yield
+        finally:
+            testing._release_instrumentation()
 
     def recorder(self, request: pytest.FixtureRequest) -> Any:
         """The callable the ``launch_topology`` fixture returns."""

@@ -109,6 +109,8 @@ def diff_against_snapshot(args: argparse.Namespace) -> int:
     path = Path(args.snapshot)
     try:
         stored = parse_snapshot(path.read_text(encoding="utf-8"), path)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the snapshot ({exc.__class__.__name__}: {exc})") from None
     except SnapshotError as exc:
