@@ -81,11 +81,26 @@ def test_relative_sites() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["{", "[]", '{"launchtrace_snapshot": 2, "launches": []}', '{"launchtrace_snapshot": 1, "launches": [{"op": 1}]}'],
+    [
+        "{",
+        "[]",
+        '{"launchtrace_snapshot": 2, "launches": []}',
+        '{"launchtrace_snapshot": 1, "launches": [{"op": 1}]}',
+        '{"launchtrace_snapshot": 1, "launches": [], "options": "all"}',
+        '{"launchtrace_snapshot": 1, "launches": [{"op": "launch", "kernel": "k", "site": "s", "dim": [1], '
+        '"buffers": {}, "scalars": {"x": {"y": 1}}}]}',
+        '{"launchtrace_snapshot": 1, "launches": [{"op": "launch", "kernel": "k", "site": "s", "dim": [1], '
+        '"buffers": {}, "stream": "s0"}]}',
+    ],
 )
-def test_a_broken_snapshot_is_one_clear_error(text: str) -> None:
+def test_a_broken_snapshot_is_one_clear_error(text: str, files, tmp_path, capsys) -> None:
     with pytest.raises(SnapshotError, match=r"^bad\.json: "):
         parse_snapshot(text, "bad.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text(text)
+    assert main(["diff", "--snapshot", str(bad), str(files["base"]), "--scope", "step"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"launchtrace diff: error: {bad}: ")
 
 
 def test_snapshot_command_and_diff_against_it(files, tmp_path, capsys, monkeypatch) -> None:

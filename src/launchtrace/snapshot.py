@@ -38,6 +38,7 @@ from launchtrace.topology import ChangeKind, DiffEntry, Locator, diff_records, f
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_LAUNCHES",
     "SnapshotError",
     "SnapshotOptions",
     "UnownedNames",
@@ -52,6 +53,9 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+MAX_LAUNCHES = 100_000
+"""A snapshot is one step, read by people: more launches than this is refused, not written (a folded summary
+span can claim any number of repetitions)."""
 _FORMAT_KEY = "launchtrace_snapshot"
 
 
@@ -182,6 +186,13 @@ def _arg_names(rec: LaunchRecord, keys: Iterable[Any]) -> list[str]:
     return out
 
 
+def _dims(rec: LaunchRecord) -> list[int]:
+    dims = list(rec.dim)
+    if not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        raise SnapshotError(f"{rec.kernel} (from {rec.site}): dimensions {rec.dim!r} are not integers")
+    return dims
+
+
 def _launch_entry(
     rec: LaunchRecord,
     *,
@@ -197,7 +208,7 @@ def _launch_entry(
     entry: dict[str, Any] = {
         "op": str(rec.op),
         "kernel": rec.kernel,
-        "dim": list(rec.dim),
+        "dim": _dims(rec),
         "buffers": {n: buffer_label(b, p, owners, unowned) for n, (_, p), b in zip(names, rec.arrays, bufs)},
         "site": site,
     }
@@ -230,7 +241,8 @@ def build_snapshot(
     ``scopes``: the scope records the block's scope paths come from, relative to ``base_scope`` (the scope
     occurrence itself, left out of the paths); ``root``: the directory sites are made relative to; ``source``:
     where it came from (a test id, a trace file name); ignored fields (``options``) are not written. A record
-    standing for ``repeat`` folded repetitions is written ``repeat`` times.
+    standing for ``repeat`` folded repetitions is written ``repeat`` times; :class:`SnapshotError` past
+    :data:`MAX_LAUNCHES`.
     """
     opts = options or SnapshotOptions()
     scopes = scopes or {}
@@ -251,7 +263,13 @@ def build_snapshot(
             scope=_scope_path(scopes, rec.scope_id, base_scope),
             site=site,
         )
-        launches.extend([entry] * max(1, int(rec.repeat or 1)))
+        count = max(1, int(rec.repeat or 1))
+        if len(launches) + count > MAX_LAUNCHES:
+            raise SnapshotError(
+                f"{name!r}: more than {MAX_LAUNCHES:,} launches in one snapshot (a summary span claims {count:,}"
+                " repetitions, or the block is a whole run): snapshot one step"
+            )
+        launches.extend([entry] * count)
     doc: dict[str, Any] = {
         _FORMAT_KEY: FORMAT_VERSION,
         "name": name,
@@ -306,6 +324,8 @@ def parse_snapshot(text: str, path: str | os.PathLike) -> dict[str, Any]:
     launches = doc.get("launches")
     if not isinstance(launches, list):
         raise SnapshotError(f"{path}: 'launches' must be a list")
+    if not isinstance(doc.get("options", {}), dict):
+        raise SnapshotError(f"{path}: 'options' must be an object")
     for i, entry in enumerate(launches):
         problem = _entry_problem(entry)
         if problem:
@@ -323,9 +343,18 @@ def _entry_problem(entry: Any) -> str:
         return "'dim' must hold integers"
     if not all(v is None or isinstance(v, str) for v in entry["buffers"].values()):
         return "'buffers' values must be labels or null"
-    if not isinstance(entry.get("scalars", {}), dict):
-        return "'scalars' must be an object"
+    scalars = entry.get("scalars", {})
+    if not isinstance(scalars, dict) or not all(_plain(v) for v in scalars.values()):
+        return "'scalars' must be an object of numbers, strings, booleans, nulls or lists of them"
+    if not isinstance(entry.get("stream", 0), int) or not isinstance(entry.get("captured", False), bool):
+        return "'stream' must be an integer and 'captured' a boolean"
     return ""
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
 
 
 # ---------------------------------------------------------------------------------------------------------

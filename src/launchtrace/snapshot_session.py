@@ -263,9 +263,12 @@ class SnapshotSession:
             )
         self.used[path] = nodeid
         options = self.options(**overrides)
-        doc = build_snapshot(
-            trace.records, trace.scopes, name=name, owners=locator, root=self.root, source=nodeid, options=options
-        )
+        try:
+            doc = build_snapshot(
+                trace.records, trace.scopes, name=name, owners=locator, root=self.root, source=nodeid, options=options
+            )
+        except SnapshotError as exc:
+            pytest.fail(f"launch_topology({name!r}): {exc}", pytrace=False)
         text = render_snapshot(doc)
         if not path.exists():
             self._missing(path, nodeid, name, text)

@@ -83,7 +83,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             f"--occurrence {occurrence}: scope {args.scope!r} has {len(segs)} occurrence(s), 0..{len(segs) - 1}"
         )
-    doc = _doc(segs[occurrence], traces, args.name or args.scope, args, args.scope)
+    try:
+        doc = _doc(segs[occurrence], traces, args.name or args.scope, args, args.scope)
+    except SnapshotError as exc:
+        raise UserError(str(exc)) from None
     doc["source"] = f"{', '.join(os.path.basename(s.rstrip('/')) for s in args.traces)} {args.scope} #{occurrence}"
     text = render_snapshot(doc)
     if args.out:
@@ -122,9 +125,12 @@ def diff_against_snapshot(args: argparse.Namespace) -> int:
     options = SnapshotOptions(ignore_scalars=args.ignore_scalars, ignore_streams=args.ignore_streams)
     pairs = []
     for seg in _segments(traces, scope, args.traces):
-        doc = build_snapshot(
-            seg.records, traces[seg.trace].scopes, name=scope, base_scope=seg.scope_id, root=".", options=options
-        )
+        try:
+            doc = build_snapshot(
+                seg.records, traces[seg.trace].scopes, name=scope, base_scope=seg.scope_id, root=".", options=options
+            )
+        except SnapshotError as exc:
+            raise UserError(f"{', '.join(args.traces)}: {scope} #{seg.occurrence}: {exc}") from None
         entries = compare(stored, doc, options)
         pairs.append((scope, seg.occurrence, len(stored["launches"]), len(doc["launches"]), entries))
     result = as_trace_diff(pairs, options=(("snapshot", str(path)), ("scope", scope)))
