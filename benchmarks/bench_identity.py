@@ -1,7 +1,8 @@
 """Buffer identity (``launchtrace.allocations``): what it costs per allocation and per launch, and whether
 fresh runs of unchanged programs diff as topology-equal.
 
-Costs (same process, alternating bare / instrumented blocks, shared/notes/measuring.md):
+Costs (same process, alternating bare / instrumented blocks, shared/notes/measuring.md; as this process's CPU
+time, which other processes on a shared machine disturb less than wall time):
 
 - per allocation: a loop of ``wp.empty(n)`` (allocated and dropped at once), bare (not instrumented) against
   instrumented (the ``array._init_new`` hook notes the allocation and its death);
@@ -36,6 +37,7 @@ from launchtrace.capture import bus
 from launchtrace.capture.materialize import Materializer
 
 wp.config.quiet = True
+_clock = time.process_time  # this process's CPU time: steadier than wall time on a machine shared with others
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "tests" / "identity_programs.py"
 
@@ -48,20 +50,20 @@ def trivial(x: wp.array(dtype=float), y: wp.array(dtype=float), s: float):
 
 def allocations(n: int) -> float:
     empty = wp.empty
-    t0 = time.perf_counter()
+    t0 = _clock()
     for _ in range(n):
         empty(16, dtype=float, device="cpu")
-    return time.perf_counter() - t0
+    return _clock() - t0
 
 
 def launches(x: wp.array, y: wp.array, n: int, temporary: bool = False) -> float:
     launch = wp.launch
-    t0 = time.perf_counter()
+    t0 = _clock()
     for _ in range(n):
         if temporary:
             y = wp.empty(1, dtype=float, device="cpu")
         launch(trivial, dim=1, inputs=[x, y, 1.0])
-    return time.perf_counter() - t0
+    return _clock() - t0
 
 
 def recorded(x: wp.array, y: wp.array, n: int, temporary: bool = False) -> tuple[float, list]:
@@ -73,9 +75,9 @@ def recorded(x: wp.array, y: wp.array, n: int, temporary: bool = False) -> tuple
 
 
 def materialise(raw: list) -> float:
-    t0 = time.perf_counter()
+    t0 = _clock()
     Materializer().run(list(raw))
-    return time.perf_counter() - t0
+    return _clock() - t0
 
 
 def _median(xs: list[float]) -> str:

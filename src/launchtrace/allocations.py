@@ -280,7 +280,9 @@ class AllocationRegistry:
             self._since_prune = 0
             horizon = rawevent.oldest_pending()
             cutoff = time.monotonic() - self.grace_s
-            dead, self._dead = self._dead, []
+            n = len(self._dead)
+            dead = self._dead[:n]
+            del self._dead[:n]  # one C call: a death noted meanwhile (appended) stays for the next pass
             kept: list[Allocation] = []
             gone: dict[int, set[int]] = {}
             for e in dead:
