@@ -217,7 +217,11 @@ def test_options_from_pyproject_and_keyword_arguments(
     _run(project, "--launchtrace-update").assert_outcomes(passed=1)
     monkeypatch.setenv("SNAP_VARIANT", "scalar")  # s 0.5 -> 0.25
     project.makefile(".toml", pyproject="[tool.launchtrace.snapshot]\nignore_scalars = true\n")
-    _run(project).assert_outcomes(passed=1)
+    result = _run(project)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(  # passes, and says that the stored text (s: 0.5) is not what runs now
+        ["launchtrace: 1 snapshot(s) match in topology but differ in sites, scopes or tolerated values: *"]
+    )
     project.makefile(".toml", pyproject="[tool.launchtrace.snapshot]\nfloat_tolerance = { s = 0.3 }\n")
     _run(project).assert_outcomes(passed=1)  # |0.5 - 0.25| <= 0.3 * max(1, 0.5, 0.25)
     project.makefile(".toml", pyproject="[tool.launchtrace.snapshot]\nfloat_tolerance = { s = 0.1 }\n")
