@@ -3,6 +3,7 @@ atomic writes under two real processes writing one file (pytest-xdist's case, wi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from launchtrace.cli import main
-from launchtrace.model import BufferArg, LaunchRecord, Site
+from launchtrace.model import BufferArg, LaunchRecord, ScopeRecord, Site
 from launchtrace.snapshot import (
     SnapshotError,
     SnapshotOptions,
@@ -69,6 +70,26 @@ def test_sites_are_shown_not_compared_and_tolerance_is_relative() -> None:
     assert len(compare(stored, changed, SnapshotOptions(float_tolerance={"dt": 1e-9}))) == 1
     with pytest.raises(ValueError, match=r"float_tolerance\['dt'\] must be a finite number >= 0"):
         SnapshotOptions(float_tolerance={"dt": -1.0})
+
+
+def test_scopes_inside_the_block_and_streams_by_first_appearance() -> None:
+    scopes = {1: ScopeRecord(1, "step", "user"), 2: ScopeRecord(2, "collide", "timer", parent_id=1)}
+    records = [
+        dataclasses.replace(_rec("m.a", (1,)), scope_id=1, stream=0xBEEF00),
+        dataclasses.replace(_rec("m.b", (1,)), scope_id=2, stream=0xDEAD00),
+        dataclasses.replace(_rec("m.c", (1,)), scope_id=2, stream=0xBEEF00),
+    ]
+    doc = build_snapshot(records, scopes, name="s", base_scope=1)
+    assert [(e.get("scope"), e["stream"]) for e in doc["launches"]] == [(None, 0), ("collide", 1), ("collide", 0)]
+    whole = build_snapshot(records, scopes, name="s")
+    assert [e.get("scope") for e in whole["launches"]] == ["step", "step/collide", "step/collide"]
+    one_stream = [records[0], dataclasses.replace(records[1], stream=0xBEEF00), records[2]]
+    moved = build_snapshot(one_stream, scopes, name="s", base_scope=1)
+    (entry,) = compare(doc, moved, SnapshotOptions())
+    assert format_entry(entry) == "#1 m.b (from sim.py:10 (step)): stream 1 -> 0"
+    assert compare(doc, moved, SnapshotOptions(ignore_streams=True)) == []
+    ignored = build_snapshot(records, scopes, name="s", options=SnapshotOptions(ignore_streams=True))
+    assert '"stream":' not in render_snapshot(ignored) and ignored["options"] == {"scalars": True, "streams": False}
 
 
 def test_relative_sites() -> None:
@@ -128,6 +149,10 @@ def test_snapshot_command_and_diff_against_it(files, tmp_path, capsys, monkeypat
     assert main(["diff", "--snapshot", str(out), str(files["swap"]), "--format", "json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["equal"] is False and data["counts"]["changed"] == 3
+    assert main(["diff", "--snapshot", str(out), str(files["swap"]), "--format", "markdown"]) == 1
+    md = capsys.readouterr().out
+    assert md.startswith("### launchtrace diff: topology: differs (0 inserted, 0 removed, 3 changed)")
+    assert "| step #0-#2 | changed | 1 | `test_analysis_programs.add` | buffer b sim.v -> sim.alt |" in md
 
 
 def test_snapshot_command_refuses_what_it_should(files, tmp_path, capsys) -> None:
