@@ -48,6 +48,7 @@ SLOW_MODULES = frozenset(
         "test_jaeger_live_big.py",
         "test_jaeger_live_collector.py",
         "test_jaeger_live_errors.py",
+        "test_misuse.py",
         "test_prometheus_rules.py",
         "test_reliability_capture.py",
         "test_reliability_sinks.py",
