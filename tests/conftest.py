@@ -44,6 +44,10 @@ SLOW_MODULES = frozenset(
         "test_hostile_collect.py",
         "test_hostile_files.py",
         "test_hostile_pull.py",
+        "test_jaeger_live.py",
+        "test_jaeger_live_big.py",
+        "test_jaeger_live_collector.py",
+        "test_jaeger_live_errors.py",
         "test_prometheus_rules.py",
         "test_reliability_capture.py",
         "test_reliability_sinks.py",
@@ -139,3 +143,6 @@ def instrumented(warp_cpu):
     capture.instrument()
     yield capture
     capture.uninstrument()
+
+
+from jaeger_live import jaeger  # noqa: E402, F401  (the real Jaeger, one per test run: tests/jaeger_live.py)

@@ -130,7 +130,7 @@ def test_attributes_nested_100_levels_do_not_crash_the_writer(tmp_path: Path, ca
     path = tmp_path / "deep.jsonl"
     path.write_bytes(span_line([{"key": "deep", "value": value}, {"key": "ok", "value": {"intValue": "3"}}]))
     out = tmp_path / "out.jsonl"
-    rc = main(["pull", "--from", "file", str(path), "--out", str(out)])
+    rc = main(["pull", str(path), "--out", str(out)])
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert rc == 0, err
@@ -143,7 +143,7 @@ def test_an_integer_past_64_bits_written_as_a_string_is_a_warning(tmp_path: Path
     path = tmp_path / "big.jsonl"
     path.write_bytes(span_line([{"key": "n", "value": {"intValue": "1" * 30}}]))
     out = tmp_path / "out.jsonl"
-    assert main(["pull", "--from", "file", str(path), "--out", str(out)]) == 0
+    assert main(["pull", str(path), "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "warning: " in err and "attribute 'n': integer 111111111111111111111111111111 is past 64 bits" in err, err
     assert dict(read_spans(out).spans[0].attributes)["n"] == "1" * 30

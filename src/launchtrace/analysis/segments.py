@@ -1,5 +1,6 @@
 """Traces cut into segments (each occurrence of a scope, or a run of records outside every scope), and what
 tells one run from another: the part of :mod:`launchtrace.analysis.diff` that the fleet commands need too.
+Both are views of the one rule in :mod:`launchtrace.steps` (a segment is a step that holds records).
 
 Its own module so that ``baseline build`` and ``alert``, which cut traces exactly as ``launchtrace diff`` does,
 do not import the diff's alignment and timing statistics at start-up. :mod:`launchtrace.analysis.diff` exports
@@ -17,24 +18,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from launchtrace.allocations import identity_of
 from launchtrace.model import LaunchRecord, TraceData
+from launchtrace.steps import NO_SCOPE, Occurrence, occurrences, run_key, split_runs
+from launchtrace.topology import AllocRef, slotless
 
 __all__ = ["NO_SCOPE", "Segment", "run_key", "segments", "split_runs", "top_scope", "unowned_by_order"]
 
-NO_SCOPE = "<no scope>"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Segment:
-    """One occurrence of a scope (or one run of unscoped records): ``name``, ``occurrence`` (0-based, across
-    the set of traces), ``trace`` (index in the set), its ``records`` in issue order and ``scope_id`` (the
-    scope in that trace, None for unscoped records)."""
-
-    name: str
-    occurrence: int
-    trace: int
-    records: tuple[LaunchRecord, ...]
-    scope_id: int | None = None
+Segment = Occurrence
+"""A step as the diff compares it: :class:`launchtrace.steps.Occurrence` (``occurrence`` is its ``index``)."""
 
 
 def top_scope(trace: TraceData, scope_id: int | None, wanted: str | None) -> int | None:
@@ -51,45 +43,34 @@ def top_scope(trace: TraceData, scope_id: int | None, wanted: str | None) -> int
 
 
 def segments(traces: Sequence[TraceData], scope: str | None = None) -> list[Segment]:
-    """Cut ``traces`` into :class:`Segment` s (see the module docstring). With ``scope``, records outside
-    every scope of that name are left out.
+    """The steps of ``traces`` that hold records, cut and numbered by the one rule
+    (:func:`launchtrace.steps.occurrences`; a step with no records is skipped, the others keep their number).
+    With ``scope``, records outside every scope of that name are left out.
 
     Example::
 
         for seg in segments([trace], scope="step"):
             print(seg.name, seg.occurrence, len(seg.records))
     """
-    out: list[Segment] = []
-    occurrences: dict[str, int] = {}
-    for t, trace in enumerate(traces):
-        current: tuple[int | None, list[LaunchRecord]] | None = None
-        cut: list[tuple[int | None, list[LaunchRecord]]] = []
-        tops: dict[int | None, int | None] = {}
-        for rec in trace.records:
-            sid = rec.scope_id
-            top = tops[sid] if sid in tops else tops.setdefault(sid, top_scope(trace, sid, scope))
-            if top is None and scope is not None:
-                continue
-            if current is None or current[0] != top:
-                current = (top, [])
-                cut.append(current)
-            current[1].append(rec)
-        for top, recs in cut:
-            name = trace.scopes[top].name if top is not None else NO_SCOPE
-            k = occurrences.get(name, 0)
-            occurrences[name] = k + 1
-            out.append(Segment(name, k, t, tuple(recs), top))
-    return out
+    return [occ for occ in occurrences(traces, scope) if occ.records]
 
 
 def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...]:
-    """``records`` with the pointer of every unowned array argument replaced by ``"<unowned #k>"``, ``k`` the
-    order in which that pointer first appears in ``records`` (owned arguments and null arrays unchanged).
+    """``records`` with every unowned array argument made comparable across processes (owned arguments and
+    null arrays unchanged):
 
-    What stays comparable across processes: which launches share an unowned buffer, not where the allocator
-    put it. Two runs of one program give equal sequences; a launch that now writes another buffer does not.
+    - one whose allocation the capture saw (``BufferArg.alloc``) becomes an
+      :class:`~launchtrace.topology.AllocRef` of its site's name (``"State.x"``,
+      :func:`~launchtrace.topology.slotless`), ``#k`` appended for the k-th distinct allocation of that site
+      met in ``records`` (k > 0);
+    - any other pointer becomes ``"<unowned #k>"``, ``k`` the order in which it first appears in ``records``.
+
+    What stays comparable across processes: which launches share an unowned buffer and where the program
+    allocated it, not where the allocator put it, nor whether it reused a freed address. Two runs of one program
+    give equal sequences; a launch that now writes another buffer does not.
     """
     names: dict[int, str] = {}
+    sites: dict[str, dict[str, int]] = {}  # site name -> allocation identity -> order met in
     out = []
     for rec in records:
         bufs = rec.buffers
@@ -98,7 +79,10 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
         changed = False
         for i, (key, ptr) in enumerate(rec.arrays):
             buf = bufs[i] if aligned else rec.buffer(key)
-            if ptr and (buf is None or buf.owner is None):
+            if ptr and buf is not None and buf.owner is None and buf.alloc is not None:
+                arrays.append((key, _by_site(sites, buf.alloc, buf.offset or 0)))
+                changed = True
+            elif ptr and (buf is None or buf.owner is None):
                 name = names.get(ptr)
                 if name is None:
                     name = names[ptr] = f"<unowned #{len(names)}>"
@@ -110,21 +94,9 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
     return tuple(out)
 
 
-def run_key(trace: TraceData) -> tuple:
-    """What tells one run (process) from another: the file it was read from, and in it
-    ``service.instance.id``, else host and pid (a file written by ``launchtrace collect`` holds several)."""
-    attrs = trace.attributes
-    source = str(attrs.get("source", ""))
-    if attrs.get("service.instance.id"):
-        return (source, "instance", str(attrs["service.instance.id"]))
-    if attrs.get("process.pid") is not None:
-        return (source, "pid", str(attrs.get("host.name", "")), str(attrs["process.pid"]))
-    return (source,)
-
-
-def split_runs(traces: Sequence[TraceData]) -> list[list[TraceData]]:
-    """``traces`` grouped by run (:func:`run_key`), runs and traces in first-seen order."""
-    runs: dict[tuple, list[TraceData]] = {}
-    for trace in traces:
-        runs.setdefault(run_key(trace), []).append(trace)
-    return list(runs.values())
+def _by_site(sites: dict[str, dict[str, int]], alloc: str, offset: int) -> AllocRef:
+    identity = identity_of(alloc) or alloc
+    base = slotless(identity)
+    seen = sites.setdefault(base, {})
+    k = seen.setdefault(identity, len(seen))
+    return AllocRef(base if k == 0 else f"{base}#{k}", offset)

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "pull": "pull",
     "summary": "summary",
     "diff": "diff",
+    "snapshot": "snapshot",
     "check-static": "check_static",
     "dataflow": "dataflow",
     "graph": "graph",
@@ -31,6 +32,10 @@ COMMANDS: dict[str, str] = {
     "baseline": "baseline",
     "alert": "alert",
 }
+
+
+_SOURCE_READERS = ("summary", "diff", "check-static", "dataflow", "graph", "report", "chrome-trace")
+"""Analyzers whose inputs are sources (files, folders, backend URLs): see launchtrace.cli._sources."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -92,9 +97,20 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
+        if name in _SOURCE_READERS:  # a source may be a backend URL: pull's search and connection options
+            from launchtrace.cli._query import add_query_arguments
+
+            add_query_arguments(p, title="when a source is jaeger+URL / tempo+URL (docs/sources.md)")
         _check_numbers(p)
         p.set_defaults(_module=module, _parser=p)
     return parser
+
+
+def _pullers() -> dict:
+    """``pull``'s reader per backend kind, imported when a command first reads a backend URL."""
+    from launchtrace.cli import pull
+
+    return pull.PULLERS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -109,7 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(module.run(args) or 0)
+        from launchtrace.cli._sources import backend_reading
+
+        with backend_reading(args, _pullers):
+            return int(module.run(args) or 0)
     except UserError as exc:
         from launchtrace.otlp.problems import one_line
 

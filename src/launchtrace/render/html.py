@@ -259,7 +259,9 @@ def render_report(
         '<a href="#dataflow">dataflow</a>' + ('<a href="#diff">diff</a>' if diff is not None else "") + "</nav>",
         '<section id="steps"><h2>Step durations</h2>'
         '<p class="note">One point per occurrence of each outermost scope, in run order. Click one to see it in the '
-        'timeline.</p><div id="steps-chart" class="chart"></div></section>',
+        "timeline.</p>"
+        + (f'<p class="note">{html_text(ov.inferred)}.</p>' if ov.inferred else "")
+        + '<div id="steps-chart" class="chart"></div></section>',
         '<section id="kernels"><h2>Kernel time</h2><label>scope <select id="kernel-scope"></select></label>'
         '<div id="kernel-chart" class="chart"></div><div id="kernel-table"></div></section>',
         '<section id="timeline-section"><h2>Timeline</h2>'
