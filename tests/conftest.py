@@ -57,7 +57,7 @@ SLOW_MODULES = frozenset(
         "test_run_children.py",
         "test_security_tls.py",
         "test_tinygrad.py",
-        "test_tinygrad_hook.py",
+        "test_tinygrad_native.py",
         "test_warp_examples.py",
         "test_warp_unittests.py",
     }
