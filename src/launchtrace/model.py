@@ -59,6 +59,7 @@ class ScopeKind(str, Enum):
     TIMER = "timer"  # wp.ScopedTimer
     USER = "user"  # launchtrace.scope(...)
     STEP = "step"  # a synthetic root for launches outside any scope (export only)
+    LOAD = "load"  # Warp compiling or loading a module (warp.module.load): host time, never a launch's
 
     def __str__(self) -> str:
         return self.value

@@ -52,6 +52,7 @@ from launchtrace.analysis.verdicts import (
     compare_runs,
     warmup_steps,
 )
+from launchtrace.conventions import kernel_title
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.topology import ChangeKind, DiffEntry, diff_records
 
@@ -245,7 +246,7 @@ def step_series(
                     add(("scope", seg.name, path), occ, ns, 1, 0)
         for rec in timed:
             ns, launches, folded = _record_total(rec)
-            add(("kernel", seg.name, rec.kernel), occ, float(ns), launches, folded)
+            add(("kernel", seg.name, kernel_title(rec.kernel, rec.adjoint)), occ, float(ns), launches, folded)
     return steps, values, counts
 
 

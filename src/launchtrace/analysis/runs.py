@@ -174,6 +174,12 @@ def _partition(trace: TraceData, scope: str | None) -> list[TraceData]:
     return list(parts.values())
 
 
+def _module_load(trace: TraceData, part: TraceData) -> bool:
+    """Whether ``part`` is a ``warp.module.load`` scope outside every other scope (kind ``load``)."""
+    scope = trace.scopes.get(part.attributes.get("scope_id"))  # type: ignore[arg-type]
+    return scope is not None and scope.kind == "load"
+
+
 def occurrences(traces: Sequence[TraceData], scope: str | None = None) -> list[Occurrence]:
     """Every occurrence of the scope named ``scope``; with ``None`` each trace's outermost scopes (a trace's
     unscoped work counts as one occurrence named after its root), numbered per name in run order."""
@@ -184,6 +190,7 @@ def occurrences(traces: Sequence[TraceData], scope: str | None = None) -> list[O
             loose = [r for r in trace.records if r.scope_id not in trace.scopes]
             if loose or not parts:
                 parts.append(TraceData(loose, {}, {**trace.attributes, "scope_name": trace.attributes.get("root")}))
+            parts = [p for p in parts if not _module_load(trace, p)]  # host time of its own, never a step
         for part in parts:
             name = str(part.attributes.get("scope_name") or trace_label(trace))
             sid = part.attributes.get("scope_id")

@@ -676,13 +676,14 @@ class SpanBuilder:
         trace.used += 1
         attrs = self._record_attributes(rec, key)
         span_id = (self._rng.getrandbits(64) or 1).to_bytes(8, "big")
-        if rec.error is None and len(rec.kernel) <= self._limit:  # the common case, without _make's checks
+        name = rec.kernel + C.ADJOINT_SUFFIX if rec.adjoint else rec.kernel  # C.kernel_title, inlined
+        if rec.error is None and len(name) <= self._limit:  # the common case, without _make's checks
             span = make_span(
-                trace.id, span_id, node.span_id, rec.kernel, rec.start_ns, rec.end_ns, attrs, 0, "", (), (),
+                trace.id, span_id, node.span_id, name, rec.start_ns, rec.end_ns, attrs, 0, "", (), (),
                 self.resource, SCOPE_NAME, __version__,
             )  # fmt: skip
         else:
-            span = self._make(trace.id, span_id, node.span_id, rec.kernel, rec.start_ns, rec.end_ns, attrs, rec.error)
+            span = self._make(trace.id, span_id, node.span_id, name, rec.start_ns, rec.end_ns, attrs, rec.error)
         self._out.append(span)
 
     def _start_folding(self, trace: _Trace) -> None:

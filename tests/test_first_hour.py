@@ -1,0 +1,167 @@
+"""The first hour with your own program (issue 23): ``tests/springs_program.py`` (classes owning arrays, a
+``wp.Tape``, ScopedTimers, no launchtrace call) run under ``launchtrace run`` as real subprocesses on the CPU
+device, then read by the analyzer commands.
+
+- with a cold kernel cache (``WARP_CACHE_PATH`` in a temporary folder) Warp's compile is a
+  ``warp.module.load`` span of its own, outside every launch span;
+- forward and adjoint launches are rows of their own in ``summary``; the Tape passes become scope spans where
+  no timer covers them;
+- ``--value-stats`` and a NaN written at step 3: ``summary`` names the kernel, the step and the array, and
+  ``diff`` against a clean run reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launchtrace import conventions as C
+from launchtrace.capture.tapeload import module_load_of
+from test_pipeline import file_spans
+
+REPO = Path(__file__).resolve().parents[1]
+PROGRAM = REPO / "tests" / "springs_program.py"
+LAUNCHTRACE = [sys.executable, "-m", "launchtrace"]
+ITERATIONS, SUBSTEPS = 6, 4
+
+
+def _run(out: Path, *args: str, cache: Path | None = None, value_stats: bool = True) -> None:
+    env = dict(os.environ)
+    if cache is not None:
+        env["WARP_CACHE_PATH"] = str(cache)
+    flags = ["--value-stats"] if value_stats else []
+    done = subprocess.run(
+        [*LAUNCHTRACE, "run", "--out", str(out), *flags, str(PROGRAM), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*LAUNCHTRACE, *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """A cold-cache run writing a NaN at step 3, a clean warm run, and a run without timers."""
+    tmp = tmp_path_factory.mktemp("first_hour")
+    paths = {"nan": tmp / "nan.jsonl", "clean": tmp / "clean.jsonl", "bare": tmp / "bare.jsonl"}
+    _run(paths["nan"], "3", cache=tmp / "kernel-cache")
+    _run(paths["clean"], cache=tmp / "kernel-cache")
+    _run(paths["bare"], "--bare", value_stats=False)
+    return paths
+
+
+def test_a_cold_compile_is_a_load_span_outside_every_launch(runs):
+    spans = file_spans(runs["nan"])
+    loads = [s for s in spans if s.name == "warp.module.load"]
+    compiled = [s for s in loads if s.attribute(C.LOAD_RESULT) == "compiled"]
+    assert [s.attribute(C.LOAD_MODULE) for s in compiled] == ["__main__"]
+    assert compiled[0].attribute(C.LOAD_DEVICE) == "cpu"
+    assert compiled[0].attribute(C.SCOPE_KIND) == "load"
+    launches = [s for s in spans if s.attribute(C.OP) == "launch"]
+    assert launches
+    for load in loads:  # no launch span holds (any part of) a load
+        for launch in launches:
+            assert launch.end_ns <= load.start_ns or launch.start_ns >= load.end_ns, (launch.name, load.name)
+    # the compile is in the load span: longer than any launch of these small kernels (ratio, not wall clock)
+    load_ns = compiled[0].end_ns - compiled[0].start_ns
+    assert max(s.end_ns - s.start_ns for s in launches) * 10 < load_ns
+
+
+def test_the_warm_run_loads_from_the_kernel_cache(runs):
+    loads = [s for s in file_spans(runs["clean"]) if s.name == "warp.module.load"]
+    assert loads and {s.attribute(C.LOAD_RESULT) for s in loads} == {"cached"}
+
+
+def _rows(summary: str) -> dict[str, int]:
+    rows = {}
+    for line in summary.splitlines():
+        parts = line.split()
+        if len(parts) > 3 and parts[0].startswith("__main__.") and parts[-5] == "|":
+            name = " ".join(parts[: parts.index("launch")])
+            rows[name] = int(parts[parts.index("launch") + 1])
+    return rows
+
+
+def test_summary_shows_adjoint_rows_apart_and_compile_on_its_own_line(runs):
+    done = _cli("summary", str(runs["nan"]))
+    assert done.returncode == 0, done.stderr
+    rows = _rows(done.stdout)
+    per_run = ITERATIONS * SUBSTEPS
+    for kernel in ("spring_forces", "repulsion", "integrate"):
+        assert rows[f"__main__.{kernel}"] == per_run
+        assert rows[f"__main__.{kernel} (adjoint)"] == per_run
+    assert rows["__main__.sgd"] == ITERATIONS and "__main__.sgd (adjoint)" not in rows
+    assert "compile/load: " in done.stdout and "1 module (1 compiled" in done.stdout
+    warm = [line for line in done.stdout.splitlines() if line.startswith("warm-up: ") and "'forward'" in line]
+    assert warm and "of it compile/load" in warm[0]  # the scope that paid for the compile is named
+    scope_table = done.stdout.split("time per scope")[1]
+    assert "warp.module.load" not in scope_table.split("warm-up")[0]
+
+
+def test_adjoint_span_names(runs):
+    names = {s.name for s in file_spans(runs["nan"]) if s.attribute(C.OP) == "launch"}
+    assert "__main__.repulsion (adjoint)" in names and "__main__.repulsion" in names
+    for s in file_spans(runs["nan"]):
+        if s.attribute(C.OP) == "launch":
+            assert s.name.endswith(" (adjoint)") == bool(s.attribute(C.ADJOINT)), s.name
+
+
+def test_summary_names_the_kernel_step_and_array_of_the_first_nan(runs):
+    done = _cli("summary", str(runs["nan"]))
+    values = done.stdout.split("values (--value-stats):")[1]
+    first = values.strip().splitlines()[0]
+    assert "NaN first written by __main__.blowup at step 3" in first
+    assert "array x" in first and "springs_program.py:" in first
+    as_json = json.loads(_cli("summary", "--format", "json", str(runs["nan"])).stdout)
+    bad = as_json["non_finite"][0]
+    assert (bad["kernel"], bad["step"], bad["param"], bad["what"]) == ("__main__.blowup", 3, "x", "NaN")
+    clean = _cli("summary", str(runs["clean"])).stdout
+    assert "values (--value-stats)" not in clean
+
+
+def test_diff_reports_outputs_that_became_non_finite(runs):
+    done = _cli("diff", str(runs["clean"]), str(runs["nan"]))
+    assert done.returncode == 1
+    tail = done.stdout.split("non-finite in B and not in A:")[1].splitlines()
+    assert "NaN first written by __main__.blowup at step 3" in tail[1]
+    back = _cli("diff", str(runs["nan"]), str(runs["nan"]))
+    assert "non-finite in B" not in back.stdout
+
+
+def test_tape_passes_become_scopes_where_no_timer_covers_them(runs):
+    spans = file_spans(runs["bare"])
+    scopes = [s for s in spans if s.attribute(C.SCOPE_KIND) == "tape"]
+    names = [s.name for s in scopes]
+    assert names.count("tape.forward") == ITERATIONS and names.count("tape.backward") == ITERATIONS
+    by_id = {s.span_id: s for s in spans}
+    adjoint = [s for s in spans if s.attribute(C.ADJOINT)]
+    assert adjoint and all(by_id[s.parent_span_id].name == "tape.backward" for s in adjoint)
+    timed = file_spans(runs["clean"])  # with the timers: the timers say it, no tape span of ours
+    assert not [s for s in timed if s.name in ("tape.forward", "tape.backward")]
+
+
+@pytest.mark.parametrize(
+    ("name", "module", "device"),
+    [
+        ("Module __main__ 20c0135 load on device 'cpu'", "__main__", "cpu"),
+        ("Module warp.fem.utils load on device 'cuda:0'", "warp.fem.utils", "cuda:0"),
+        ("Module __main__ 20c0135 load on device 'cpu' (block_dim=256)", "__main__", "cpu"),
+    ],
+)
+def test_module_load_timer_names(name, module, device):
+    assert module_load_of(name) == ((C.LOAD_MODULE, module), (C.LOAD_DEVICE, device))
+
+
+@pytest.mark.parametrize("name", ["forward", "Compile x86", "Module load", "Modules loaded"])
+def test_other_timers_are_not_loads(name):
+    assert module_load_of(name) is None
