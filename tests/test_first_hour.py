@@ -165,3 +165,39 @@ def test_module_load_timer_names(name, module, device):
 @pytest.mark.parametrize("name", ["forward", "Compile x86", "Module load", "Modules loaded"])
 def test_other_timers_are_not_loads(name):
     assert module_load_of(name) is None
+
+
+def test_graph_draws_one_picture_per_distinct_topology_of_a_scope(runs, tmp_path):
+    done = _cli("graph", str(runs["clean"]), "--scope", "forward", "--out", str(tmp_path / "g"), "--formats", "svg")
+    assert done.returncode == 0, done.stderr
+    pictures = sorted(p.name for p in (tmp_path / "g").glob("*.svg"))
+    assert len(pictures) == 1, pictures  # six identical occurrences (the first one's compile is no record)
+    dot = next((tmp_path / "g").glob("*.dot")).read_text(encoding="utf-8")
+    assert f"forward: {ITERATIONS} occurrences" in dot
+
+
+def test_graph_caps_its_size_and_lists_the_rest(runs, tmp_path):
+    done = _cli("graph", str(runs["clean"]), "--scope", "backward", "--max-nodes", "5", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    dot = next(tmp_path.glob("*.dot")).read_text(encoding="utf-8")
+    assert dot.count('<TABLE BORDER="0" CELLBORDER="1"') == 5  # record nodes drawn
+    assert "more records not drawn (cap: 5 nodes)" in dot and "(adjoint) x" in dot
+    assert 'size="80,80"' in dot
+    png = next(tmp_path.glob("*.png")).read_bytes()
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert max(width, height) <= 80 * 96
+
+
+def test_report_keeps_the_catch_all_root_off_the_step_chart_and_shows_values(runs, tmp_path):
+    page = tmp_path / "report.html"
+    done = _cli("report", str(runs["nan"]), "--out", str(page))
+    assert done.returncode == 0, done.stderr
+    html = page.read_text(encoding="utf-8")
+    data = json.loads(html.split('id="launchtrace-data">')[1].split("</script>")[0])
+    names = {s["n"] for s in data["steps"]}
+    assert names == {"forward", "backward", "update"}
+    assert 'id="steps-apart"' in html and "launchtrace.step root(s)" in html
+    assert "compile/load</dt><dd>" in html and "1 compiled" in html
+    values = html.split('<section id="values"')[1].split("</section>")[0]
+    assert "NaN first written by __main__.blowup at step 3" in values and "array x" in values
+    assert any(row["k"].endswith(" (adjoint)") for row in data["kernels"]["all"])

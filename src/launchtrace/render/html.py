@@ -4,16 +4,22 @@ Sections, top to bottom (the order a Warp engineer asks the questions in):
 
 1. header: service, host, pids, devices, versions, wall time, device operations, spans, folded and dropped;
 2. step durations: one point per occurrence of each outermost scope (warm-up and outliers show at a glance;
-   click a point to show that step in the timeline);
+   click a point to show that step in the timeline); the catch-all ``launchtrace.step`` roots (work outside
+   every scope) are counted under the chart, not plotted, so they never squash the steps;
 3. kernel time: per scope (a selector; "all" by default), a bar per kernel of its share of the time and a
    table of count, total, p50, p95 and share (in the manner of Holistic Trace Analysis' kernel breakdown);
 4. timeline of a chosen step (median and slowest by default, any occurrence from a selector, or the whole
    run): a time axis with ticks, zoom with the wheel, pan by dragging (as in Perfetto and Jaeger), one row
    group per thread and per stream, scopes nested above the work they enclose, hover details with owners,
    arguments and call site; a folded run is one hatched block labelled with its count;
-5. dataflow: the graph of the representative step (Warp's ``Tape.visualize`` style, owner labels) and the
-   hazards found over the whole run;
-6. diff against a baseline, when given: topology changes first, then the timing verdicts.
+5. values (``--value-stats`` runs that wrote NaN/Inf): the first launch that did, with kernel, step, array
+   and site, then the others;
+6. dataflow: the graph of the representative step (Warp's ``Tape.visualize`` style, owner labels) at full
+   size in a scrolling box (click: fit to the width), and the hazards found over the whole run;
+7. diff against a baseline, when given: topology changes first, then the timing verdicts.
+
+The header says how long compiling and loading modules took ("compile/load"): that time is in no kernel's
+row and no launch's bar.
 
 The CSS and JavaScript are inlined from ``report.css`` / ``report.js`` next to this module. Trace strings never
 reach the page as markup: the data sits in a ``<script type="application/json">`` island with ``<``, ``>`` and
@@ -48,6 +54,8 @@ from launchtrace.render.timeline import TimelineItem, timeline_items
 __all__ = ["MAX_TIMELINE_ITEMS", "render_report"]
 
 MAX_TIMELINE_ITEMS = 50_000  # beyond this a browser struggles; later steps are listed, not embedded
+MAX_VALUE_LINES = 20
+STEP_ROOT = "launchtrace.step"  # the catch-all root of work outside every scope (export.spanbuilder)
 
 
 def _asset(name: str) -> str:
@@ -153,6 +161,7 @@ def _header(ov: Overview, title: str) -> str:
         ("traced wall time", f"{wall:.3f} s"),
         ("device operations", f"{f.launches:,}"),
         ("folded", f"{f.folded:,} (times from summaries)"),
+        ("compile/load", ov.loads.line().removeprefix("compile/load: ") if ov.loads.count else "none recorded"),
         ("spans", f"{f.spans:,}"),
         ("dropped spans", f"{f.dropped:,}"),
         ("traces / threads", f"{f.traces:,} / {f.threads:,}"),
@@ -229,6 +238,39 @@ def _diff_section(diff: Any) -> str:
     return "".join(parts)
 
 
+def _apart_note(apart: Sequence[Occurrence]) -> str:
+    """What the step chart leaves out: the catch-all roots of work outside every scope, counted."""
+    if not apart:
+        return ""
+    total = sum(o.duration_ns for o in apart) / 1e6
+    return (
+        f'<p class="note" id="steps-apart">Not plotted: {len(apart):,} {html_text(STEP_ROOT)} root(s), the work '
+        f"outside every scope ({total:,.1f} ms in all; in the timeline's step list).</p>"
+    )
+
+
+def _values_section(ov: Overview) -> str:
+    """The launches whose outputs held NaN/Inf: the first one in words, then each (kernel, array) once."""
+    first = ov.values[0]
+    seen: set[tuple[str, str]] = set()
+    rest = []
+    for bad in ov.values[1:]:
+        if (bad.kernel, bad.param) not in seen and (bad.kernel, bad.param) != (first.kernel, first.param):
+            seen.add((bad.kernel, bad.param))
+            rest.append(bad)
+    items = "".join(f"<li>{html_text(b.line())}</li>" for b in rest[:MAX_VALUE_LINES])
+    more = len(rest) - MAX_VALUE_LINES
+    return (
+        '<section id="values" class="values"><h2>Values</h2>'
+        f'<p class="bad">{html_text(first.line())}</p>'
+        f'<p class="note">{html_text(ov.values_steps)}. Value statistics of every written array '
+        f"(--value-stats); {len({id(b.record) for b in ov.values}):,} launches wrote NaN or Inf.</p>"
+        + (f"<h3>Then</h3><ul>{items}</ul>" if items else "")
+        + (f'<p class="note">and {more:,} more</p>' if more > 0 else "")
+        + "</section>"
+    )
+
+
 def render_report(
     traces: Sequence[TraceData],
     ov: Overview,
@@ -243,7 +285,9 @@ def render_report(
     ``diff`` a ``TraceDiff`` against the baseline; ``graph_svg`` the SVG bytes of the representative step's
     dataflow graph (``None``: the section says why, from ``graph_note``); ``hazards`` one line each."""
     views, defaults, left_out = _views(traces, ov)
-    steps = [{"n": o.name, "i": o.index, "s": str(o.start_ns), "d": o.duration_ns, "v": _step_id(o)} for o in ov.steps]
+    plotted = [o for o in ov.steps if o.name != STEP_ROOT] or list(ov.steps)  # the catch-all root apart
+    apart = [o for o in ov.steps if o not in plotted]
+    steps = [{"n": o.name, "i": o.index, "s": str(o.start_ns), "d": o.duration_ns, "v": _step_id(o)} for o in plotted]
     data = {"views": views, "defaults": defaults, "steps": steps, "kernels": _kernels(ov)}
     rep = ov.representative
     parts = [
@@ -256,10 +300,13 @@ def render_report(
         f"<style>{_asset('report.css')}</style></head><body>",
         _header(ov, title),
         '<nav><a href="#steps">steps</a><a href="#kernels">kernels</a><a href="#timeline-section">timeline</a>'
-        '<a href="#dataflow">dataflow</a>' + ('<a href="#diff">diff</a>' if diff is not None else "") + "</nav>",
+        + ('<a href="#values">values</a>' if ov.values else "")
+        + '<a href="#dataflow">dataflow</a>'
+        + ('<a href="#diff">diff</a>' if diff is not None else "")
+        + "</nav>",
         '<section id="steps"><h2>Step durations</h2>'
         '<p class="note">One point per occurrence of each outermost scope, in run order. Click one to see it in the '
-        'timeline.</p><div id="steps-chart" class="chart"></div></section>',
+        "timeline.</p>" + _apart_note(apart) + '<div id="steps-chart" class="chart"></div></section>',
         '<section id="kernels"><h2>Kernel time</h2><label>scope <select id="kernel-scope"></select></label>'
         '<div id="kernel-chart" class="chart"></div><div id="kernel-table"></div></section>',
         '<section id="timeline-section"><h2>Timeline</h2>'
@@ -270,6 +317,8 @@ def render_report(
     if left_out:
         parts.append(f'<p class="note">{left_out:,} more step(s) not embedded (over {MAX_TIMELINE_ITEMS:,} bars).</p>')
     parts.append('<div id="timelines"></div><div id="tip" role="tooltip"></div></section>')
+    if ov.values:
+        parts.append(_values_section(ov))
     parts.append('<section id="dataflow"><h2>Dataflow</h2>')
     if rep is not None:
         parts.append(
@@ -280,7 +329,10 @@ def render_report(
         )
     if graph_svg:
         b64 = base64.b64encode(graph_svg).decode("ascii")
-        parts.append(f'<div class="graph"><img alt="dataflow graph" src="data:image/svg+xml;base64,{b64}"></div>')
+        parts.append(
+            '<p class="note">At full size: scroll to pan; click the graph to fit it to the width (and back).</p>'
+            f'<div class="graph"><img alt="dataflow graph" src="data:image/svg+xml;base64,{b64}"></div>'
+        )
     else:
         parts.append(f'<p class="note">{html_text(graph_note or "no graph")}</p>')
     parts.append("<h3>Hazards (whole run, every thread)</h3>")

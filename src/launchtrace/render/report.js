@@ -159,6 +159,13 @@
     }
     return order;
   }
+  // A label too long for its bar keeps its end ("...repulsion (adjoint)"): a kernel's own name is at the end,
+  // its module ("__main__.") at the start. 10px text: about 6 px a character, 4 px of padding and border.
+  function elideLeft(label, px) {
+    const fits = Math.floor((px - 4) / 6);
+    if (label.length <= fits) return label;
+    return fits > 3 ? "..." + label.slice(label.length - (fits - 3)) : "";
+  }
   function Timeline(view) {
     const root = el("div", "timeline");
     root.dataset.view = view.id;
@@ -178,8 +185,10 @@
       track.style.height = (lane.rows * ROW + 2) + "px";
       for (const it of lane.items) {
         const kind = ["scope", "launch", "copy", "fill", "fold", "graph_launch"].includes(it.k) ? it.k : "other";
-        const bar = el("div", "bar " + kind, it.k === "fold" ? it.n + " (folded, " + it.c + " ops)" : it.n);
+        const label = it.k === "fold" ? it.n + " (folded, " + it.c + " ops)" : it.n;
+        const bar = el("div", "bar " + kind, label);
         if (it.r >= 0) bar.dataset.record = String(it.r);
+        bar.dataset.label = label;
         bar.style.top = (it.row * ROW) + "px";
         bar.addEventListener("mousemove", ev => showTip(ev, it.h));
         bar.addEventListener("mouseleave", hideTip);
@@ -197,7 +206,9 @@
         const left = Math.max(it.s, t0), right = Math.min(Math.max(it.e, it.s), t1);
         bar.style.display = "";
         bar.style.left = ((left - t0) * k) + "px";
-        bar.style.width = Math.max((right - left) * k, 1) + "px";
+        const px = Math.max((right - left) * k, 1);
+        bar.style.width = px + "px";
+        bar.textContent = elideLeft(bar.dataset.label, px);
       }
       axis.replaceChildren();
       const tk = ticks(t0, t1, Math.max(2, Math.floor(width / 110)));
@@ -280,7 +291,7 @@
     window.addEventListener("resize", () => { for (const tl of document.getElementById("timelines").children) tl.draw(); });
   }
 
-  for (const g of document.querySelectorAll(".graph")) g.addEventListener("click", () => g.classList.toggle("full"));
+  for (const g of document.querySelectorAll(".graph")) g.addEventListener("click", () => g.classList.toggle("fit"));
   drawSteps();
   setupKernels();
   setupTimeline();
