@@ -201,3 +201,33 @@ def test_report_keeps_the_catch_all_root_off_the_step_chart_and_shows_values(run
     values = html.split('<section id="values"')[1].split("</section>")[0]
     assert "NaN first written by __main__.blowup at step 3" in values and "array x" in values
     assert any(row["k"].endswith(" (adjoint)") for row in data["kernels"]["all"])
+
+
+def test_the_package_docstring_example_exports(tmp_path):
+    """``help(launchtrace)``'s example, run as written (with a kernel and arrays defined first), writes spans."""
+    import launchtrace
+
+    doc = launchtrace.__doc__ or ""
+    example = doc.split("::\n\n", 1)[1].split("\n\n", 1)[0]
+    code = "\n".join(line[4:] for line in example.splitlines())
+    assert "start_export(" in code
+    preamble = (
+        "import warp as wp\n"
+        "wp.config.quiet = True\n"
+        "@wp.kernel\n"
+        "def integrate(x: wp.array(dtype=float), v: wp.array(dtype=float), dt: float):\n"
+        "    i = wp.tid()\n"
+        "    x[i] = x[i] + v[i] * dt\n"
+        "n = 8\n"
+        "x, v, dt = wp.zeros(n, dtype=float), wp.ones(n, dtype=float), 0.1\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LAUNCHTRACE_"))}
+    program = tmp_path / "example.py"  # a file: Warp reads a kernel's source
+    program.write_text(preamble + code + "\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(program)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    spans = file_spans(tmp_path / "launches.jsonl")
+    assert [s.name for s in spans if s.attribute(C.OP) == "launch"] == ["__main__.integrate"]
+    assert any(s.name == "step" for s in spans)
