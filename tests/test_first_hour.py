@@ -1,4 +1,4 @@
-"""The first hour with your own program (issue 23): ``tests/springs_program.py`` (classes owning arrays, a
+"""The first hour with your own program (issue 23): ``docs/guide/examples/springs.py`` (classes owning arrays, a
 ``wp.Tape``, ScopedTimers, no launchtrace call) run under ``launchtrace run`` as real subprocesses on the CPU
 device, then read by the analyzer commands.
 
@@ -25,7 +25,7 @@ from launchtrace.capture.tapeload import module_load_of
 from test_pipeline import file_spans
 
 REPO = Path(__file__).resolve().parents[1]
-PROGRAM = REPO / "tests" / "springs_program.py"
+PROGRAM = REPO / "docs" / "guide" / "examples" / "springs.py"
 LAUNCHTRACE = [sys.executable, "-m", "launchtrace"]
 ITERATIONS, SUBSTEPS = 6, 4
 
@@ -121,7 +121,7 @@ def test_summary_names_the_kernel_step_and_array_of_the_first_nan(runs):
     values = done.stdout.split("values (--value-stats):")[1]
     first = values.strip().splitlines()[0]
     assert "NaN first written by __main__.blowup at step 3" in first
-    assert "array x" in first and "springs_program.py:" in first
+    assert "array x" in first and "springs.py:" in first
     as_json = json.loads(_cli("summary", "--format", "json", str(runs["nan"])).stdout)
     bad = as_json["non_finite"][0]
     assert (bad["kernel"], bad["step"], bad["param"], bad["what"]) == ("__main__.blowup", 3, "x", "NaN")

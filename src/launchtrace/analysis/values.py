@@ -79,10 +79,10 @@ class BadValues:
     record: LaunchRecord
 
     def line(self) -> str:
-        step = "before the first step" if self.step is None else f"step {self.step}"
+        step = "outside any step" if self.step is None else f"at step {self.step}"
         where = f" in {self.scope}" if self.scope else ""
         array = self.array if self.array == self.param else f"{self.array} (parameter {self.param})"
-        return f"{self.what} first written by {self.kernel} at {step}{where}: array {array}, from {self.site}"
+        return f"{self.what} first written by {self.kernel} {step}{where}: array {array}, from {self.site}"
 
 
 def _bad(stats: ValueStats) -> str:

@@ -1,9 +1,9 @@
-"""The first hour's program (issue 23): a spring chain trained with a ``wp.Tape``; State / Model / Trainer
-classes own their arrays; ``wp.ScopedTimer`` s "forward", "backward", "update"; no launchtrace call.
+"""A program as a new user writes it, with no launchtrace call: a spring chain trained with a ``wp.Tape``;
+State / Model / Trainer classes own their arrays; ``wp.ScopedTimer`` s "forward", "backward", "update".
 
-``python springs_program.py [NAN_STEP] [--bare]``: ``blowup`` writes a NaN at iteration NAN_STEP; ``--bare``
-leaves the timers out. Run under ``launchtrace run`` by ``tests/test_first_hour.py`` and for the report
-screenshots (``scripts/report_screenshots.py``)."""
+Run it as ``launchtrace run --value-stats --out springs.jsonl examples/springs.py 3``: ``blowup`` writes a NaN
+at iteration 3 (the first argument; none: no NaN); ``--bare`` leaves the timers out. See docs/traces.md, "The
+first hour with your own program"; ``tests/test_first_hour.py`` and ``scripts/report_screenshots.py`` run it."""
 
 import contextlib
 import sys
