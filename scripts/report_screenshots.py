@@ -6,8 +6,8 @@ saves one PNG per section under ``docs/img/`` (and the top of the page as the gu
 then reports ``tests/race_program.py`` (a writer and a reader thread racing on ``s.x``) and saves its whole-run
 timeline, every thread on one axis, and its hazard; then runs ``docs/guide/examples/springs.py`` (the first hour's
 zero-code program: a Tape, ScopedTimers, a NaN written at step 3) under ``launchtrace run --value-stats`` with a
-cold kernel cache and saves its header and steps, its Values section, the first ``forward`` (holding the
-``warp.module.load`` span) in the timeline, and its dataflow.
+cold kernel cache and saves its header and steps, its Values section, the first ``forward`` in the timeline
+(zoomed onto the end of its ``warp.module.load`` span and the launches after it), and its dataflow.
 
     python scripts/report_screenshots.py [--out docs/img] [--guide docs/guide/img]
 """
@@ -55,6 +55,22 @@ def _select_view(page: Page, view: str) -> None:
     )
 
 
+def _zoom_past_the_load(page: Page) -> None:
+    """Zoom the first forward's timeline onto the end of its warp.module.load bar (wheel at that point), then
+    pan right (D) so the launches that follow the load fill most of the view, as a user would."""
+    page.eval("document.querySelector('.timeline').scrollIntoView()")
+    at = page.eval(
+        "(() => { const bar = [...document.querySelectorAll('.timeline .bar.scope')]"
+        ".find(b => b.dataset.label === 'warp.module.load'); const r = bar.getBoundingClientRect(); "
+        "return [r.right - 1, r.top + r.height / 2]; })()"
+    )
+    page.wheel(at[0], at[1], -3500)
+    page.hover(at[0] - 200, at[1])
+    for _ in range(4):
+        page.key("d")
+    page.eval("window.scrollTo(0, 0)")
+
+
 def _first_hour(tmp: Path, out: Path) -> int:
     """The first hour's program, cold kernel cache, NaN at step 3: header and steps, values, the first
     forward's timeline (its warp.module.load span), the dataflow."""
@@ -66,6 +82,7 @@ def _first_hour(tmp: Path, out: Path) -> int:
     with Page.open(page_path, tmp, width=1280, height=900) as page:
         page.eval("document.querySelectorAll('.graph').forEach(g => g.style.maxHeight = '560px')")
         _select_view(page, "forward#0")
+        _zoom_past_the_load(page)
         shots = {
             "first-hour-header-steps.png": _clip(page, "#header", "#steps"),
             "first-hour-values.png": _clip(page, "#values", "#values"),
@@ -104,6 +121,7 @@ def main() -> int:
             )
             page.wheel(box[0] + 180, box[1] + box[3] / 2, -300)
             page.eval("window.scrollTo(0, 0)")
+            page.eval("document.querySelector('.graph').classList.add('fit')")  # the demo's graph: fit to the width
             for name, (first, last) in SECTIONS.items():
                 path = page.screenshot(out / name, full_page=True, clip=_clip(page, first, last))
                 print(path, path.stat().st_size, "bytes")

@@ -197,6 +197,9 @@ def test_report_keeps_the_catch_all_root_off_the_step_chart_and_shows_values(run
     names = {s["n"] for s in data["steps"]}
     assert names == {"forward", "backward", "update"}
     assert 'id="steps-apart"' in html and "launchtrace.step root(s)" in html
+    first = next(s for s in data["steps"] if s["n"] == "forward" and s["i"] == 0)  # holds the cold compile
+    assert first["ld"] > 10 * first["d"] and 'id="steps-loads"' in html  # the point is the step without it
+    assert all(s["ld"] == 0 for s in data["steps"] if s is not first)
     assert "compile/load</dt><dd>" in html and "1 compiled" in html
     values = html.split('<section id="values"')[1].split("</section>")[0]
     assert "NaN first written by __main__.blowup at step 3" in values and "array x" in values

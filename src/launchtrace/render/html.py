@@ -238,6 +238,36 @@ def _diff_section(diff: Any) -> str:
     return "".join(parts)
 
 
+def _load_ns(o: Occurrence) -> int:
+    """Compile/load time inside a step (its ``warp.module.load`` scopes): left out of the step's point."""
+    return sum(sc.duration_ns for sc in o.data.scopes.values() if sc.kind == "load" and sc.end_ns)
+
+
+def _step_point(o: Occurrence) -> dict[str, Any]:
+    """One point of the step chart: its duration without the compile/load inside it (``ld``, shown on hover)."""
+    load = _load_ns(o)
+    return {
+        "n": o.name,
+        "i": o.index,
+        "s": str(o.start_ns),
+        "d": max(0, o.duration_ns - load),
+        "ld": load,
+        "v": _step_id(o),
+    }
+
+
+def _load_note(plotted: Sequence[Occurrence]) -> str:
+    loaded = [(o, _load_ns(o)) for o in plotted if _load_ns(o)]
+    if not loaded:
+        return ""
+    total = sum(ns for _, ns in loaded) / 1e6
+    which = ", ".join(f"{o.name} #{o.index}" for o, _ in loaded[:5]) + (" ..." if len(loaded) > 5 else "")
+    return (
+        f'<p class="note" id="steps-loads">Compile/load time ({total:,.1f} ms, in {html_text(which)}) is left out '
+        "of the points, so one cold start does not flatten the rest; hover a point to see it.</p>"
+    )
+
+
 def _apart_note(apart: Sequence[Occurrence]) -> str:
     """What the step chart leaves out: the catch-all roots of work outside every scope, counted."""
     if not apart:
@@ -287,7 +317,7 @@ def render_report(
     views, defaults, left_out = _views(traces, ov)
     plotted = [o for o in ov.steps if o.name != STEP_ROOT] or list(ov.steps)  # the catch-all root apart
     apart = [o for o in ov.steps if o not in plotted]
-    steps = [{"n": o.name, "i": o.index, "s": str(o.start_ns), "d": o.duration_ns, "v": _step_id(o)} for o in plotted]
+    steps = [_step_point(o) for o in plotted]
     data = {"views": views, "defaults": defaults, "steps": steps, "kernels": _kernels(ov)}
     rep = ov.representative
     parts = [
@@ -306,7 +336,10 @@ def render_report(
         + "</nav>",
         '<section id="steps"><h2>Step durations</h2>'
         '<p class="note">One point per occurrence of each outermost scope, in run order. Click one to see it in the '
-        "timeline.</p>" + _apart_note(apart) + '<div id="steps-chart" class="chart"></div></section>',
+        "timeline.</p>"
+        + _apart_note(apart)
+        + _load_note(plotted)
+        + '<div id="steps-chart" class="chart"></div></section>',
         '<section id="kernels"><h2>Kernel time</h2><label>scope <select id="kernel-scope"></select></label>'
         '<div id="kernel-chart" class="chart"></div><div id="kernel-table"></div></section>',
         '<section id="timeline-section"><h2>Timeline</h2>'

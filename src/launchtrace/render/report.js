@@ -25,6 +25,14 @@
     if (a < 1e9) return (ns / 1e6).toPrecision(3) + " ms";
     return (ns / 1e9).toPrecision(3) + " s";
   }
+  // A tick's label with as many decimals as its step needs: zoomed into 7.14-7.18 s in steps of 5 ms the ticks
+  // read 7.145 s, 7.150 s, ... (dur()'s three significant digits would repeat 7.15 s).
+  function tickLabel(v, step) {
+    const a = Math.abs(v);
+    const [scale, unit] = a < 1e3 ? [1, " ns"] : a < 1e6 ? [1e3, " us"] : a < 1e9 ? [1e6, " ms"] : [1e9, " s"];
+    const digits = Math.min(9, Math.max(0, Math.ceil(-Math.log10(step / scale) - 1e-9)));
+    return (v / scale).toFixed(digits) + unit;
+  }
   // Round tick steps (1, 2, 5 x 10^k) giving about `want` ticks over [t0, t1].
   function ticks(t0, t1, want) {
     const span = Math.max(t1 - t0, 1e-9);
@@ -80,7 +88,9 @@
       const c = svg("circle", { cx: x(i), cy: y(s.d), r: 4, class: "step-point",
         fill: COLORS[names.indexOf(s.n) % COLORS.length] });
       c.dataset.view = s.v;
-      c.addEventListener("mousemove", ev => showTip(ev, [["scope", s.n], ["occurrence", "#" + s.i], ["duration", dur(s.d)]]));
+      const tipRows = [["scope", s.n], ["occurrence", "#" + s.i], ["duration", dur(s.d)]];
+      if (s.ld) tipRows.push(["compile/load (not in the point)", dur(s.ld)]);
+      c.addEventListener("mousemove", ev => showTip(ev, tipRows));
       c.addEventListener("mouseleave", hideTip);
       c.addEventListener("click", () => selectView(s.v));
       box.appendChild(c);
@@ -164,7 +174,7 @@
   function elideLeft(label, px) {
     const fits = Math.floor((px - 4) / 6);
     if (label.length <= fits) return label;
-    return fits > 3 ? "..." + label.slice(label.length - (fits - 3)) : "";
+    return fits >= 8 ? "..." + label.slice(label.length - (fits - 3)) : "";  // at least 5 characters of the name
   }
   function Timeline(view) {
     const root = el("div", "timeline");
@@ -213,7 +223,7 @@
       axis.replaceChildren();
       const tk = ticks(t0, t1, Math.max(2, Math.floor(width / 110)));
       for (const v of tk.values) {
-        const tick = el("div", "tick", dur(v));
+        const tick = el("div", "tick", tickLabel(v, tk.step));
         tick.style.left = (LABEL + (v - t0) * k) + "px";
         axis.appendChild(tick);
       }
