@@ -213,7 +213,7 @@ def step_series(
     nested: dict[tuple[int, int], list[tuple[str, float]]] = {}  # (trace, top scope) -> [(path, ns)]
     for t, trace in enumerate(traces):
         for sid, sc in trace.scopes.items():
-            if sc.internal or sc.end_ns <= 0:
+            if sc.internal or sc.end_ns <= 0 or sc.kind == "load":  # a module load is no group of its own
                 continue
             top = top_scope(trace, sid, scope)
             if top is None or top == sid:
