@@ -7,14 +7,11 @@ launchtrace uses the Python references (see launchtrace.native), which the tests
 - _slots: per-launch record and span constructors (reference: launchtrace.fastinit)
 - capture/_fastlaunch: the wp.launch capture wrapper (reference: launchtrace.capture.warp.wrap_launch)
 - capture/_fastmat: the materializer's launch-template hits (reference: Materializer._launch_flat)
-- capture/_tinyhook: tinygrad's per-kernel executor hook (reference: launchtrace.capture.tinygrad's Python hook);
-  it queues capture/_fastlaunch's Event, through the capsule _fastlaunch publishes
 - export/_fastbuild: the span builder's common record (reference: SpanBuilder._on_record)
 - otlp/_jsonread: OTLP JSON Lines -> SpanData (reference: launchtrace.otlp.json_fast / json_codec)
 - otlp/_jsonenc: SpanData -> OTLP JSON Lines (reference: launchtrace.otlp.encode_jsonl)
 - otlp/_protoenc: SpanData -> OTLP protobuf (reference: launchtrace.otlp.encode_proto)
 - otlp/_wire2json: OTLP protobuf -> OTLP JSON Lines, for collect (reference: launchtrace.otlp.transcode)
-- otlp/_jsoncheck: a JSON syntax check that allocates nothing (reference: launchtrace.otlp.jsoncheck)
 - analysis/fleet/_stepscan: a plain step's signature from its spans, blocks of steps folded into histograms
   (reference: launchtrace.analysis.fleet.stepscan)
 Shared headers (every extension depends on them): _native.h (slot offsets, leaving acyclic objects out of the

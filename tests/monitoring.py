@@ -148,13 +148,22 @@ class Alertmanager(_Daemon):
 class Prometheus(_Daemon):
     """Prometheus scraping ``targets`` (host:port) every ``interval``, with ``rule_files`` and evaluation as often."""
 
-    def __init__(self, folder: Path, targets: list[str], rule_files: list[Path], interval: str = "1s") -> None:
+    def __init__(
+        self,
+        folder: Path,
+        targets: list[str],
+        rule_files: list[Path],
+        interval: str = "1s",
+        alertmanagers: list[str] = (),  # host:port of Alertmanagers to send firing alerts to
+    ) -> None:
         super().__init__(folder, "prometheus")
         config = {
             "global": {"scrape_interval": interval, "evaluation_interval": interval},
             "rule_files": [str(p) for p in rule_files],
             "scrape_configs": [{"job_name": "launchtrace", "static_configs": [{"targets": targets}]}],
         }
+        if alertmanagers:
+            config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": list(alertmanagers)}]}]}
         (self.folder / "prometheus.yml").write_text(json.dumps(config))
 
     def __enter__(self) -> Prometheus:

@@ -393,7 +393,7 @@ def test_k8s_graph_agents_gateways_tempo_alertmanager():
     (cronjob,) = yaml.safe_load_all((K8S / "alert-cronjob.yaml").read_text())
     assert cronjob["metadata"]["namespace"] == namespace
     command = " ".join(cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"])
-    assert f"--from tempo http://tempo-query-frontend.{namespace}:3200" in command
+    assert f"--from tempo+http://tempo-query-frontend.{namespace}:3200" in command
     assert re.search(rf"--alertmanager http://[\w-]+\.{namespace}:9093", command)
 
 
@@ -412,7 +412,9 @@ def test_the_cronjob_runs_a_real_launchtrace_alert_command_line():
     alert.add_arguments(parser)
     args = parser.parse_args(words[2:])
     assert args.alertmanager and args.baseline == "/baseline/base.pb"
-    assert args.source_spec[0] == "tempo"
+    from launchtrace.cli._fleet import source_kind
+
+    assert source_kind(args) == ("tempo", ["http://tempo-query-frontend.observability:3200"])
 
 
 # --- names: every metric and label a dashboard or rule uses is produced --------------------------------------

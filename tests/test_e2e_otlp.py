@@ -43,7 +43,8 @@ def check_every_launch_once(records: list, scopes: dict, spans: list) -> None:
         assert span.name == rec.kernel and span.attribute(C.KERNEL) == rec.kernel
         assert span.attribute(C.OP) == str(rec.op)
         assert tuple(span.attribute(C.DIM)) == tuple(rec.dim)
-        assert span.attribute(C.CODE_LINENO) == rec.site.line and span.attribute(C.CODE_FUNCTION) == rec.site.function
+        qualified = f"{rec.site.module}.{rec.site.function}" if rec.site.module else rec.site.function
+        assert span.attribute(C.CODE_LINE_NUMBER) == rec.site.line and span.attribute(C.CODE_FUNCTION_NAME) == qualified
         assert (span.start_ns, span.end_ns) == (rec.start_ns, rec.end_ns)
         parent = span_of_scope[rec.scope_id]
         assert span.parent_span_id == parent.span_id and span.trace_id == parent.trace_id

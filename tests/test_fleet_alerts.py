@@ -250,11 +250,11 @@ def test_baseline_from_tempo_and_jaeger_equals_the_one_from_files(fleet, tmp_pat
         everything = [s for spans in traces.values() for s in spans]
         jaeger.routes["/api/v3/traces"] = Answer(200, b'{"result":' + encode_line(everything).encode() + b"}")
         via_tempo, via_jaeger = tmp_path / "tempo.pb", tmp_path / "jaeger.pb"
-        proc = cli("baseline", "build", "--from", "tempo", tempo.url, "--since", "1d", "--limit", "500",
+        proc = cli("baseline", "build", "--from", "tempo+" + tempo.url, "--since", "1d", "--limit", "500",
                    "--out", str(via_tempo))  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert f"read {len(traces)} traces" in proc.stderr
-        proc = cli("baseline", "build", "--from", "jaeger", jaeger.url, "--service", "fleet-sim", "--since", "1d",
+        proc = cli("baseline", "build", "--from", "jaeger+" + jaeger.url, "--service", "fleet-sim", "--since", "1d",
                    "--limit", "500", "--out", str(via_jaeger), "--quiet")  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert tempo.seen[0].path == "/api/search" and len(tempo.seen) == 1 + len(traces)
@@ -311,7 +311,8 @@ def test_peer_latency_from_traceql_metrics_finds_the_slow_host(fleet, tmp_path: 
         for tid, spans in traces.items():
             tempo.routes[f"/api/v2/traces/{tid.hex()}"] = Answer(200, b'{"trace":' + encode_line(spans).encode() + b"}")
         tempo.routes["/api/metrics/query_range"] = Answer(200, _traceql_answer(groups, "__main__.work"))
-        proc = cli("alert", "--from", "tempo", tempo.url, "--service", "fleet-sim", "--since", "1d", "--limit", "1000",
+        proc = cli("alert", "--from", "tempo+" + tempo.url, "--service", "fleet-sim", "--since", "1d",
+                   "--limit", "1000",
                    "--traceql-latency", "--format", "json")  # fmt: skip
         asked = [s for s in tempo.seen if s.path == "/api/metrics/query_range"]
     assert proc.returncode == 1, proc.stderr
@@ -326,3 +327,19 @@ def test_peer_latency_from_traceql_metrics_finds_the_slow_host(fleet, tmp_path: 
         ("h4", "latency_regression", "__main__.work")
     ]
     assert alerts[0]["against"] == "peers (TraceQL metrics)"
+
+
+def test_alert_baseline_may_be_the_traces_themselves(fleet, tmp_path: Path) -> None:
+    """``--baseline`` names a .pb or, as every source, traces (here a folder): the same alerts either way."""
+    base = tmp_path / "base.pb"
+    clean = clean_runs(fleet, (0, 1, 2))
+    assert cli("baseline", "build", "--from", *map(str, clean), "--out", str(base), "--quiet").returncode == 0
+    folder = tmp_path / "clean"
+    folder.mkdir()
+    for path in clean:
+        (folder / path.name).symlink_to(path)
+    window = [*clean_runs(fleet, (3, 4, 5)), *bad_runs(fleet, DIM, SLOW, ALLOC)]
+    from_pb = cli("alert", "--baseline", str(base), "--from", *map(str, window), "--format", "json")
+    from_traces = cli("alert", "--baseline", str(folder), "--from", *map(str, window), "--format", "json")
+    assert from_pb.returncode == from_traces.returncode == 1, from_traces.stderr
+    assert json.loads(from_traces.stdout)["alerts"] == json.loads(from_pb.stdout)["alerts"] != []

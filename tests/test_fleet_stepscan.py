@@ -13,13 +13,15 @@ from array import array
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import upstream_fixtures
 from launchtrace.analysis.fleet import stepscan
 from launchtrace.analysis.fleet.baseline import LatencyAcc, by_run
 from launchtrace.errors import UserError
 from launchtrace.histogram import ExpHistogram
 from launchtrace.sources import files
 from launchtrace.spans import SpanData
+
+FIXTURES = upstream_fixtures()
 
 native = stepscan._compiled()
 needs_native = pytest.mark.skipif(native is None, reason="the compiled scanner is not built here")

@@ -58,7 +58,7 @@ def good_file(seeds, tmp_path_factory) -> Path:
 
 def commands(path: Path, good: Path, out: Path) -> dict[str, list[str]]:
     return {
-        "pull": ["pull", "--from", "file", str(path), "--out", str(out / "pulled.jsonl")],
+        "pull": ["pull", str(path), "--out", str(out / "pulled.jsonl")],
         "diff": ["diff", str(good), str(path)],
         "check-static": ["check-static", str(path), "--scope", "step"],
         "graph": ["graph", str(path), "--out", str(out / "graphs"), "--formats", ""],

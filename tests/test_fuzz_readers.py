@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from conftest import upstream_fixtures
 from launchtrace.errors import UserError
 from launchtrace.otlp.json_codec import decode_traces_data
 from launchtrace.otlp.proto_decode import decode_traces_bytes
@@ -29,7 +30,7 @@ from launchtrace.sources.jaeger_classic import spans_from_jaeger_traces
 from launchtrace.sources.rebuild import rebuild
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "upstream"
+FIXTURES = upstream_fixtures()
 # no shrinking: the seeds are whole documents, and a failing example is printed as drawn
 FUZZ = settings(
     max_examples=int(os.environ.get("LAUNCHTRACE_FUZZ_EXAMPLES", "60")),  # more for a deep run

@@ -115,7 +115,7 @@ def pull_rss(*argv: str) -> tuple[int, str, int]:
 def baseline_rss(tmp_path: Path) -> int:
     with Backend() as b:
         b.routes[f"/api/v3/traces/{TRACE}"] = Answer(200, GOOD)
-        rc, err, rss = pull_rss("--from", "jaeger", b.url, "--trace-id", TRACE, "--out", str(tmp_path / "ok.jsonl"))
+        rc, err, rss = pull_rss("jaeger+" + b.url, "--trace-id", TRACE, "--out", str(tmp_path / "ok.jsonl"))
     assert rc == 0, err
     return rss
 
@@ -129,7 +129,7 @@ def test_a_gzip_bomb_answer_costs_pull_under_100_mb_and_names_the_limit(tmp_path
     base = baseline_rss(tmp_path)
     with Backend() as b:
         b.routes[f"/api/v3/traces/{TRACE}"] = Answer(200, body, headers=(("Content-Encoding", encoding),))
-        rc, err, rss = pull_rss("--from", "jaeger", b.url, "--trace-id", TRACE, "--out", str(tmp_path / "x.jsonl"))
+        rc, err, rss = pull_rss("jaeger+" + b.url, "--trace-id", TRACE, "--out", str(tmp_path / "x.jsonl"))
     print(f"pull, 2 GiB gzip bomb ({layers} layer(s), {len(body)} bytes): peak RSS +{(rss - base) / 2**20:.1f} MiB")
     assert rc == 2
     assert err.count("\n") == 0 and "Traceback" not in err, err
@@ -191,7 +191,7 @@ def test_a_read_timeout_is_not_called_cannot_connect() -> None:
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "-1"])
 def test_timeout_nan_and_inf_are_one_line(tmp_path: Path, value: str, capsys) -> None:
     try:  # the option's own check (cli._numbers) ends in argparse's exit; HttpOptions checks it again below
-        rc = main(["pull", "--from", "jaeger", "http://127.0.0.1:9", "--trace-id", TRACE, "--timeout", value,
+        rc = main(["pull", "jaeger+" + "http://127.0.0.1:9", "--trace-id", TRACE, "--timeout", value,
                    "--out", str(tmp_path / "x.jsonl")])  # fmt: skip
     except SystemExit as exc:
         rc = exc.code
@@ -219,7 +219,7 @@ def test_tempo_search_honours_the_limit_and_fetches_each_trace_once(tmp_path: Pa
         b.routes["/api/search"] = search_answer(many)
         for i in many[:40]:
             b.routes[f"/api/v2/traces/{i}"] = tempo_trace
-        rc = main(["pull", "--from", "tempo", b.url, "--service", "s", "--limit", "20", "--quiet",
+        rc = main(["pull", "tempo+" + b.url, "--service", "s", "--limit", "20", "--quiet",
                    "--out", str(tmp_path / "t.jsonl")])  # fmt: skip
         fetched = [s.path for s in b.seen if s.path.startswith("/api/v2/traces/")]
     assert rc == 0
@@ -228,7 +228,7 @@ def test_tempo_search_honours_the_limit_and_fetches_each_trace_once(tmp_path: Pa
         b.routes["/api/search"] = search_answer([many[0]] * 2000 + [many[1]])
         b.routes[f"/api/v2/traces/{many[0]}"] = tempo_trace
         b.routes[f"/api/v2/traces/{many[1]}"] = tempo_trace
-        rc = main(["pull", "--from", "tempo", b.url, "--service", "s", "--limit", "20", "--quiet",
+        rc = main(["pull", "tempo+" + b.url, "--service", "s", "--limit", "20", "--quiet",
                    "--out", str(tmp_path / "t.jsonl")])  # fmt: skip
         fetched = [s.path for s in b.seen if s.path.startswith("/api/v2/traces/")]
     assert rc == 0
@@ -241,7 +241,7 @@ def test_jaeger_search_keeps_at_most_limit_traces(tmp_path: Path) -> None:
     out = tmp_path / "j.jsonl"
     with Backend() as b:
         b.routes["/api/v3/traces"] = Answer(200, body)
-        rc = main(["pull", "--from", "jaeger", b.url, "--service", "s", "--limit", "20", "--out", str(out)])
+        rc = main(["pull", "jaeger+" + b.url, "--service", "s", "--limit", "20", "--out", str(out)])
     assert rc == 0
     assert len(out.read_bytes().splitlines()) == 20  # one line per trace
 

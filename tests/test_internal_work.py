@@ -140,9 +140,9 @@ def test_tape_backward_exports_each_adjoint_launch_once_under_the_users_scope_an
     for span in ops:
         assert span.parent_span_id == train.span_id and span.trace_id == train.trace_id
     for span in adjoint + seed:  # sited at the user's backward call, not inside Warp
-        assert span.attribute(C.CODE_FILEPATH) == __file__
-        assert span.attribute(C.CODE_LINENO) == backward_line
-        assert span.attribute(C.CODE_FUNCTION) == sys._getframe().f_code.co_name
+        assert span.attribute(C.CODE_FILE_PATH) == __file__
+        assert span.attribute(C.CODE_LINE_NUMBER) == backward_line
+        assert span.attribute(C.CODE_FUNCTION_NAME) == f"{__name__}.{sys._getframe().f_code.co_name}"
     assert train.attribute(C.SCOPE_LAUNCHES) == len(ops)
     rebuilt = rebuild(run.spans).records()
     assert [(r.seq, r.adjoint, r.internal) for r in rebuilt] == [(r.seq, r.adjoint, r.internal) for r in run.records]
@@ -206,8 +206,10 @@ def test_warp_library_launches_are_exported_once_each_under_the_users_scope(make
     assert solve.attribute(C.SCOPE_LAUNCHES) == len(ops)
     # sited at the user's lines that called into the library (the body of ``run``), not inside Warp
     body, first = inspect.getsourcelines(program)
-    assert {(s.attribute(C.CODE_FILEPATH), s.attribute(C.CODE_FUNCTION)) for s in ops} == {(__file__, "run")}
-    assert all(first < s.attribute(C.CODE_LINENO) < first + len(body) for s in ops)
+    assert {(s.attribute(C.CODE_FILE_PATH), s.attribute(C.CODE_FUNCTION_NAME)) for s in ops} == {
+        (__file__, f"{__name__}.run")
+    }
+    assert all(first < s.attribute(C.CODE_LINE_NUMBER) < first + len(body) for s in ops)
 
 
 # -- what the analyzers make of them -----------------------------------------------------------------------------

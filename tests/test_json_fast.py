@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import upstream_fixtures
 from launchtrace.otlp.json_codec import _dec_attrs, decode_traces_data, encode_line
 from launchtrace.otlp.json_fast import CACHE_LIMIT, MAX_BRACKETS, FastLineDecoder, _AttributeTexts
 from launchtrace.sources.files import read_spans
@@ -23,7 +24,7 @@ from launchtrace.spans import SpanData
 from strategies import attr_text_objects, attr_text_strings
 from strategies import json_spans as span_data
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "upstream"
+FIXTURES = upstream_fixtures()
 T = "5b8efff798038103d269b633813fc700"
 
 

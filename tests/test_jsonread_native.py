@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import upstream_fixtures
 from launchtrace.otlp.ids import decode_id
 from launchtrace.otlp.json_codec import KIND_NAMES, STATUS_NAMES, _dec_bytes, decode_traces_data, encode_line
 from launchtrace.otlp.json_fast import FastLineDecoder, compiled_decoder
@@ -35,7 +36,7 @@ from strategies import json_ids16 as ids16
 from strategies import json_u32 as u32
 from strategies import json_u64 as u64
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "upstream"
+FIXTURES = upstream_fixtures()
 T = "5b8efff798038103d269b633813fc700"
 BUILT = importlib.util.find_spec("launchtrace.otlp._jsonread") is not None
 

@@ -36,7 +36,7 @@ def test_a_missing_part_is_none_by_default_and_an_error_when_required(monkeypatc
         native.load("launchtrace._no_such_part")
     monkeypatch.setenv("LAUNCHTRACE_PURE_PYTHON", "1")  # pure Python, asked for, wins
     assert native.load("launchtrace._no_such_part") is None
-    assert native.load("launchtrace.otlp._jsoncheck") is None
+    assert native.load("launchtrace.otlp._jsonread") is None
 
 
 def test_setup_builds_the_same_list_non_optionally_when_required(monkeypatch):

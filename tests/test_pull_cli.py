@@ -13,11 +13,12 @@ from pathlib import Path
 
 import orjson
 
+from conftest import upstream_fixtures
 from launchtrace.cli import main
 from launchtrace.sources.files import read_spans
 from loopback_http import Answer, Backend, free_port
 
-FIXTURES = Path(__file__).resolve().parents[1] / "../shared/fixtures/upstream"
+FIXTURES = upstream_fixtures()
 
 
 def pull(*argv: str) -> int:
@@ -26,7 +27,7 @@ def pull(*argv: str) -> int:
 
 def test_file_to_jsonl_and_back(tmp_path, capsys):
     out = tmp_path / "out.jsonl"
-    assert pull("--from", "file", str(FIXTURES / "jaeger_otlp_rich_traces.json"), "--out", str(out)) == 0
+    assert pull(str(FIXTURES / "jaeger_otlp_rich_traces.json"), "--out", str(out)) == 0
     original = read_spans(FIXTURES / "jaeger_otlp_rich_traces.json")
     back = read_spans(out)
     assert back.format == "otlp-jsonl" and sorted(back.spans, key=repr) == sorted(original.spans, key=repr)
@@ -39,7 +40,7 @@ def test_file_to_jsonl_and_back(tmp_path, capsys):
 def test_trace_id_filter_on_a_file(tmp_path):
     out = tmp_path / "out.jsonl"
     src = FIXTURES / "jaeger_otlp_rich_traces.json"
-    assert pull("--from", "file", str(src), "--trace-id", "00000000000000020000000000000000", "--out", str(out)) == 0
+    assert pull(str(src), "--trace-id", "00000000000000020000000000000000", "--out", str(out)) == 0
     assert {s.trace_id.hex() for s in read_spans(out).spans} == {"00000000000000020000000000000000"}
 
 
@@ -66,7 +67,7 @@ def test_malformed_file_exit_2_names_file_and_line_and_keeps_the_valid_rest(tmp_
     bad = tmp_path / "bad.jsonl"
     bad.write_text(good + "\n" + good[:30] + "\n" + good.replace("ok", "again").replace('"name"', '"kind":9,"name"'))
     out = tmp_path / "out.jsonl"
-    assert pull("--from", "file", str(bad), "--out", str(out)) == 2
+    assert pull(str(bad), "--out", str(out)) == 2
     err = capsys.readouterr().err
     assert f"  error: {bad}:2: truncated line: unexpected end of data: line 1 column 31 (char 30)" in err
     assert f"  error: {bad}:3: resourceSpans[0].scopeSpans[0].spans[0]: span 'eee19b7ec3c1b100'" in err
@@ -86,7 +87,7 @@ def test_strict_and_bad_arguments_are_one_line_errors_without_traceback(tmp_path
         (["--service", "x"], "launchtrace pull: error: --service/--operation/--query/--attribute/--since/--until"),
     ):
         proc = subprocess.run(
-            [sys.executable, "-m", "launchtrace", "pull", "--from", "file", str(bad), "--out", str(out), *argv],
+            [sys.executable, "-m", "launchtrace", "pull", str(bad), "--out", str(out), *argv],
             capture_output=True,
             text=True,
             env=env,
@@ -104,7 +105,7 @@ def test_jaeger_search_with_token_from_env_and_headers(tmp_path, capsys, monkeyp
     with Backend() as b:
         b.routes["/api/v3/traces"] = Answer(200, orjson.dumps({"result": rich}))
         window = ("--since", "2017-01-26T21:00:00Z", "--until", "2017-01-26T22:00:00Z")
-        rc = pull("--from", "jaeger", b.url, "--service", "service-x", *window, "--limit", "2",
+        rc = pull("jaeger+" + b.url, "--service", "service-x", *window, "--limit", "2",
                   "--header", "X-Team=gpu", "--out", str(out))  # fmt: skip
     assert rc == 0
     seen = b.seen[0]
@@ -120,7 +121,7 @@ def test_tempo_search_progress_and_summary(tmp_path, capsys):
     with Backend() as b:
         b.routes["/api/search"] = Answer(200, (FIXTURES / "tempo-agpl/tempo_search_response_docs.json").read_bytes())
         b.routes["/api/v2/traces/5b8efff798038103d269b633813fc700"] = Answer(200, v2)
-        rc = pull("--from", "tempo", b.url, "--query", '{ name = "I am a span!" }', "--out", str(out))
+        rc = pull("tempo+" + b.url, "--query", '{ name = "I am a span!" }', "--out", str(out))
     assert rc == 0
     err = capsys.readouterr().err
     assert f"pulled 1 span in 1 trace from {b.url} (tempo) -> {out}" in err
@@ -134,7 +135,7 @@ def test_tempo_many_trace_ids_show_progress(tmp_path, capsys):
     with Backend() as b:
         b.routes["/api/v2/traces/5b8efff798038103d269b633813fc700"] = Answer(200, v2)
         ids = ["5b8efff798038103d269b633813fc700", "W47/95gDgQPSabYzgT/HAA==", "abc"]
-        rc = pull("--from", "tempo", b.url, *[a for i in ids for a in ("--trace-id", i)], "--out", str(out))
+        rc = pull("tempo+" + b.url, *[a for i in ids for a in ("--trace-id", i)], "--out", str(out))
     assert rc == 0
     err = capsys.readouterr().err
     assert "fetched 3/3 traces" in err and "trace 00000000000000000000000000000abc not found" in err
@@ -145,7 +146,7 @@ def test_backend_down_is_one_line_and_keeps_the_old_output(tmp_path, capsys):
     out = tmp_path / "keep.jsonl"
     out.write_text("old\n")
     url = f"http://127.0.0.1:{free_port()}"
-    assert pull("--from", "jaeger", url, "--trace-id", "1", "--retries", "0", "--out", str(out)) == 2
+    assert pull("jaeger+" + url, "--trace-id", "1", "--retries", "0", "--out", str(out)) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"launchtrace pull: error: {url}/api/v3/traces/{'0' * 31}1: cannot connect (")
     assert err.count("\n") == 1 and out.read_text() == "old\n"
@@ -157,11 +158,11 @@ def test_jaeger_by_ids_shows_progress_and_options_for_other_sources_are_refused(
         b.routes["/api/v3/traces/" + "0" * 31 + "1"] = Answer(
             200, (FIXTURES / "jaeger_apiv3_GetTrace.json").read_bytes()
         )
-        assert pull("--from", "jaeger", b.url, "--trace-id", "1", "--trace-id", "2", "--out", str(out)) == 0
+        assert pull("jaeger+" + b.url, "--trace-id", "1", "--trace-id", "2", "--out", str(out)) == 0
         err = capsys.readouterr().err
         assert "fetched 2/2 traces" in err and "trace 00000000000000000000000000000002 not found" in err
-        assert pull("--from", "jaeger", b.url, "--protobuf", "--trace-id", "1", "--out", str(out)) == 2
+        assert pull("jaeger+" + b.url, "--protobuf", "--trace-id", "1", "--out", str(out)) == 2
         assert "--protobuf is for tempo" in capsys.readouterr().err
     src = str(FIXTURES / "otlp_examples_trace.json")
-    assert pull("--from", "file", src, "--api", "v1", "--out", str(out)) == 2
+    assert pull(src, "--api", "v1", "--out", str(out)) == 2
     assert "--api and --protobuf are for jaeger and tempo" in capsys.readouterr().err

@@ -206,7 +206,7 @@ def test_run_names_the_service_after_the_script_and_files_absolutely(tmp_path: P
     spans = file_spans(out)
     assert {dict(s.resource)["service.name"] for s in spans} == {"sim_program"}
     steps = [s for s in spans if s.attribute(C.SCOPE_KIND) == "user"]  # opened in the program itself
-    assert len(steps) == 3 and {s.attribute(C.CODE_FILEPATH) for s in steps} == {str(program)}
+    assert len(steps) == 3 and {s.attribute(C.CODE_FILE_PATH) for s in steps} == {str(program)}
 
 
 @pytest.mark.parametrize(

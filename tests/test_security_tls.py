@@ -32,10 +32,11 @@ import pytest
 import launchtrace
 import launchtrace.capture as capture
 import launchtrace.export as export
+from conftest import upstream_fixtures
 from launchtrace.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "upstream"
+FIXTURES = upstream_fixtures()
 SECRET = "s3cr3t-TOKEN-4f9a"
 STEPS = 4
 SPANS = STEPS * 6  # Sim.step's 5 records + the step scope, folding off
@@ -314,11 +315,11 @@ def test_pull_over_tls_with_the_ca_file_sends_credentials_and_never_prints_them(
     out = tmp_path / "pulled.jsonl"
     try:
         rc = main(
-            ["pull", "--from", kind, server.url, "--trace-id", TRACE_HEX, "--ca-file", str(pki["ca"]),
+            ["pull", kind + "+" + server.url, "--trace-id", TRACE_HEX, "--ca-file", str(pki["ca"]),
              "--token", SECRET, "--header", "X-Scope-OrgID=tenant-1", "--out", str(out), "--quiet"]
         )  # fmt: skip
         rc_basic = main(
-            ["pull", "--from", kind, server.url, "--trace-id", TRACE_HEX, "--ca-file", str(pki["ca"]),
+            ["pull", kind + "+" + server.url, "--trace-id", TRACE_HEX, "--ca-file", str(pki["ca"]),
              "--basic-auth", f"reader:{SECRET}", "--out", str(tmp_path / "basic.jsonl"), "--quiet"]
         )  # fmt: skip
     finally:
@@ -344,7 +345,7 @@ def test_pull_over_tls_without_the_right_ca_is_one_line_naming_the_url(extra, ex
     extra = [str(pki["other_ca"]) if e == "OTHER" else e for e in extra]
     try:
         rc = main(
-            ["pull", "--from", "jaeger", server.url, "--trace-id", TRACE_HEX, "--token", SECRET, "--retries", "0",
+            ["pull", "jaeger+" + server.url, "--trace-id", TRACE_HEX, "--token", SECRET, "--retries", "0",
              "--out", str(tmp_path / "x.jsonl"), "--quiet", *extra]
         )  # fmt: skip
     finally:
@@ -363,7 +364,7 @@ def test_pull_rejected_credentials_never_echo_the_secret(pki, tmp_path, capsys):
     server = TlsHttpServer(pki, routes)
     try:
         rc = main(
-            ["pull", "--from", "jaeger", f"https://reader:{SECRET}@localhost:{server.port}", "--trace-id",
+            ["pull", "jaeger+" + f"https://reader:{SECRET}@localhost:{server.port}", "--trace-id",
              TRACE_HEX, "--ca-file", str(pki["ca"]), "--token", SECRET, "--retries", "0",
              "--out", str(tmp_path / "x.jsonl"), "--quiet"]
         )  # fmt: skip

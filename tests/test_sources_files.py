@@ -18,13 +18,14 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from conftest import upstream_fixtures
 from launchtrace.errors import UserError
 from launchtrace.otlp.json_codec import encode_line
 from launchtrace.otlp.problems import Severity
 from launchtrace.sources.files import SpanFile, read_spans
 from launchtrace.spans import SpanData
 
-FIXTURES = Path(__file__).resolve().parents[1] / "../shared/fixtures/upstream"
+FIXTURES = upstream_fixtures()
 T = bytes.fromhex("5b8efff798038103d269b633813fc700")
 
 

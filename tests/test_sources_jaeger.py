@@ -7,11 +7,10 @@ status codes Jaeger uses (404 + ``{"error": {...}}`` for no match).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 import pytest
 
+from conftest import upstream_fixtures
 from launchtrace.errors import UserError
 from launchtrace.otlp.problems import Severity
 from launchtrace.sources.http import HttpClient, HttpOptions
@@ -19,7 +18,7 @@ from launchtrace.sources.jaeger import JaegerSource
 from launchtrace.sources.query import SearchQuery, parse_time, rfc3339_nano
 from loopback_http import Answer, Backend
 
-FIXTURES = Path(__file__).resolve().parents[1] / "../shared/fixtures/upstream"
+FIXTURES = upstream_fixtures()
 NOT_FOUND = b'{"error":{"httpCode":404,"message":"No traces found"}}'
 
 
@@ -73,7 +72,7 @@ def test_trace_by_id_not_found_is_a_warning_with_jaegers_message():
         r = jaeger(b).trace("abc")
     assert r.spans == [] and r.warnings == 1 and r.problems[0].severity is Severity.WARNING
     assert str(r.problems[0]) == (
-        f"{b.url}/api/v3/traces/00000000000000000000000000000abc: "
+        f"{b.url}/api/v3/traces/00000000000000000000000000000abc?raw_traces=true: "
         "trace 00000000000000000000000000000abc not found: No traces found"
     )
 
@@ -102,7 +101,7 @@ def test_garbage_and_server_errors_name_the_url():
     with Backend() as b:
         b.routes["/api/v3/traces/00000000000000000000000000000001"] = Answer(200, b"{not json", "application/json")
         b.routes["/api/v3/traces"] = Answer(500, b'{"error":{"httpCode":500,"message":"storage down"}}')
-        with pytest.raises(UserError, match=r"/api/v3/traces/0+1: answer is not JSON"):
+        with pytest.raises(UserError, match=r"/api/v3/traces/0+1\?raw_traces=true: answer is not JSON"):
             jaeger(b).trace("1")
         with pytest.raises(UserError, match=r"/api/v3/traces\?query\.service_name=s.*: HTTP 500: .*storage down"):
             jaeger(b).search(SearchQuery(service="s"))

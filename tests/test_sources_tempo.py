@@ -9,13 +9,12 @@ enum names natively), which is what Tempo does on the server side.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from conftest import upstream_fixtures
 from launchtrace.errors import UserError
 from launchtrace.otlp.problems import Severity
 from launchtrace.sources.http import HttpClient, HttpOptions
@@ -23,7 +22,7 @@ from launchtrace.sources.query import SearchQuery
 from launchtrace.sources.tempo import TempoSource, traceql_for
 from loopback_http import Answer, Backend
 
-FIXTURES = Path(__file__).resolve().parents[1] / "../shared/fixtures/upstream"
+FIXTURES = upstream_fixtures()
 TRACE_HEX = "5b8efff798038103d269b633813fc700"
 V2_BODY = (FIXTURES / "tempo-agpl/tempo_v2_trace_by_id_response_docs.json").read_bytes()
 SEARCH_BODY = (FIXTURES / "tempo-agpl/tempo_search_response_docs.json").read_bytes()

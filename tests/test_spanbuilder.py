@@ -101,11 +101,17 @@ def test_one_span_per_record_named_by_kernel_under_its_scope():
     assert attrs[C.DIM] == (16,) and attrs[C.DEVICE] == "cpu" and attrs[C.BYTES] == 128
     assert attrs[C.arg_attr("x", C.ARG_OWNER)] == "sim.buf" and attrs[C.arg_attr("y", C.ARG_OFFSET)] == 64
     assert attrs[C.scalar_attr("dt")] == 0.01
-    assert attrs[C.CODE_FILEPATH] == attrs[C.CODE_FILE_PATH] == "sim.py"
-    assert attrs[C.CODE_LINENO] == attrs[C.CODE_LINE_NUMBER] == 12
-    assert attrs[C.CODE_FUNCTION] == attrs[C.CODE_FUNCTION_NAME] == "step" and attrs[C.CODE_NAMESPACE] == "sim"
+    assert attrs[C.CODE_FILE_PATH] == "sim.py" and attrs[C.CODE_LINE_NUMBER] == 12
+    assert attrs[C.CODE_FUNCTION_NAME] == "sim.step"  # stable semconv: fully qualified
+    assert not set(C.CODE_DEPRECATED) & set(attrs)  # the deprecated names only on request
     assert first.resource == RESOURCE and first.scope_name == "launchtrace"
     assert len(first.trace_id) == 16 and len(first.span_id) == 8
+    _, old = build(ev.events, fold=False, deprecated_code_attributes=True)  # for backends before semconv 1.33
+    attrs = old[0].attributes_dict()
+    assert attrs[C.CODE_FILEPATH] == attrs[C.CODE_FILE_PATH] == "sim.py"
+    assert attrs[C.CODE_LINENO] == attrs[C.CODE_LINE_NUMBER] == 12
+    assert attrs[C.CODE_FUNCTION] == "step" and attrs[C.CODE_NAMESPACE] == "sim"
+    assert attrs[C.CODE_FUNCTION_NAME] == "sim.step"
 
 
 def test_nested_scopes_nest_and_each_outermost_scope_is_its_own_trace():

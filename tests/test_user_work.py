@@ -161,14 +161,14 @@ def test_every_public_entry_point_is_user_work_in_spans_and_trace_launches(tmp_p
     spans = sorted((s for s in read.spans if s.attribute(C.OP)), key=lambda s: s.attribute(C.SEQ))
     assert [s.attribute(C.SEQ) for s in spans] == [r.seq for r in everything]
     got = [
-        (s.attribute(C.OP), s.name, s.attribute(C.API), s.attribute(C.CODE_LINENO))
+        (s.attribute(C.OP), s.name, s.attribute(C.API), s.attribute(C.CODE_LINE_NUMBER))
         for s in spans
         if not s.attribute(C.INTERNAL)
     ]
     assert got == expected
     for span in spans:
-        assert span.attribute(C.CODE_FILEPATH) == str(HERE)
-        assert span.attribute(C.CODE_FUNCTION) == "user_program"
+        assert span.attribute(C.CODE_FILE_PATH) == str(HERE)
+        assert span.attribute(C.CODE_FUNCTION_NAME) == f"{__name__}.user_program"
     assert [(s.attribute(C.OP), s.attribute(C.API)) for s in spans if s.attribute(C.INTERNAL)] == [
         (op, api) for _, op, api in INTERNAL
     ]

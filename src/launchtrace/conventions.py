@@ -44,6 +44,7 @@ __all__ = [
     "BLOCK_DIM",
     "BYTES",
     "CAPTURED",
+    "CODE_DEPRECATED",
     "CODE_FILEPATH",
     "CODE_FILE_PATH",
     "CODE_FUNCTION",
@@ -96,6 +97,7 @@ __all__ = [
     "OP",
     "PARAMS",
     "PREFIX",
+    "RECORD_FIELDS",
     "REPEAT",
     "RESOURCE_DEVICES",
     "RESOURCE_DEVICE_NAMES",
@@ -115,6 +117,7 @@ __all__ = [
     "STATS_FIELDS",
     "STEP_INDEX",
     "STREAM",
+    "THREAD_FIELDS",
     "THREAD_ID",
     "THREAD_NAME",
     "arg_attr",
@@ -159,14 +162,45 @@ SCALAR_KEYS = "launchtrace.scalar_keys"  # string[]: the scalar arguments' keys 
 THREAD_ID = "thread.id"
 THREAD_NAME = "thread.name"
 
-# OpenTelemetry source-code attributes, both generations (older semconv, then the current names).
-CODE_FILEPATH = "code.filepath"
-CODE_LINENO = "code.lineno"
-CODE_FUNCTION = "code.function"
-CODE_NAMESPACE = "code.namespace"
+# OpenTelemetry source-code attributes. The stable names (semconv >= 1.33) are written by default:
+# code.function.name is fully qualified ("module.function"), as the stable convention asks. The deprecated
+# names are written too only with ExportConfig.deprecated_code_attributes (for old backends); readers take both.
 CODE_FILE_PATH = "code.file.path"
 CODE_LINE_NUMBER = "code.line.number"
 CODE_FUNCTION_NAME = "code.function.name"
+CODE_FILEPATH = "code.filepath"  # deprecated: code.file.path
+CODE_LINENO = "code.lineno"  # deprecated: code.line.number
+CODE_FUNCTION = "code.function"  # deprecated: the last part of code.function.name
+CODE_NAMESPACE = "code.namespace"  # deprecated: the first parts of code.function.name
+CODE_DEPRECATED = (CODE_FILEPATH, CODE_LINENO, CODE_FUNCTION, CODE_NAMESPACE)
+
+# --- the record <-> span table ------------------------------------------------------------------------
+# One row per LaunchRecord field that is one span attribute of its own: (attribute, record field, kind,
+# default). The exporter writes the attribute only when the field differs from the default; the rebuild
+# restores the default when the attribute is absent. Kinds: "int" (a 64-bit int), "int64" (any int: beyond
+# 64 bits written as its decimal string), "str", "bool"; a default of None means "written when set".
+# Adding such a field to the record takes one row here and its line in docs/semantic-conventions.md.
+# The rows are in the order the attributes are written (after launchtrace.op/.kernel/.dim/.module).
+RECORD_FIELDS: tuple[tuple[str, str, str, Any], ...] = (
+    (BLOCK_DIM, "block_dim", "int", None),
+    (MAX_BLOCKS, "max_blocks", "int", 0),
+    (DEVICE, "device", "str", ""),
+    (STREAM, "stream", "int64", None),
+    (API, "api", "str", ""),
+    (INTERNAL, "internal", "bool", False),
+    (ADJOINT, "adjoint", "bool", False),
+    (CAPTURED, "captured", "bool", False),
+    (GRAPH_ID, "graph_id", "int64", None),
+    (GRAPH_LAUNCHES, "graph_launches", "int", None),
+    (MODULE_HASH, "module_hash", "str", ""),
+    (REPEAT, "repeat", "int", 1),
+)
+"""Record fields that are one span attribute each (see the comment above)."""
+THREAD_FIELDS: tuple[tuple[str, str, str, Any], ...] = (
+    (THREAD_ID, "thread", "int", ...),  # ...: always written
+    (THREAD_NAME, "thread_name", "str", ""),
+)
+"""Fields of records and scopes alike: the thread that issued them (after ``launchtrace.seq``)."""
 
 # --- per array argument: launchtrace.arg.<parameter name>.<field> ------------------------------------
 ARG_NAME = "name"  # the argument's recorded name, only when it differs from the parameter name

@@ -43,6 +43,7 @@ import dataclasses
 from collections.abc import Sequence
 from enum import Enum
 
+from launchtrace.analysis.access import access_mode
 from launchtrace.analysis.replays import Graphs, captured_graphs, replay_buffers
 from launchtrace.model import BufferArg, LaunchRecord, Op, TraceData
 
@@ -175,17 +176,6 @@ def region_of(buf: BufferArg) -> Region | None:
         return None
     label = f"0x{buf.ptr:x}" + (" (foreign)" if buf.foreign else "")
     return Region("ptr", int(buf.ptr), int(buf.ptr) + size, label)
-
-
-def access_mode(rec: LaunchRecord, buf: BufferArg) -> tuple[str, bool]:
-    """``(mode, inferred)`` for one array argument (see the module docstring for the rules)."""
-    if buf.access in ("r", "w", "rw"):
-        return buf.access, False
-    if rec.op == Op.COPY:
-        return ("w" if buf.key == 0 else "r"), True
-    if rec.op == Op.FILL:
-        return "w", True
-    return "rw", True
 
 
 def lane_of(rec: LaunchRecord) -> tuple:

@@ -53,7 +53,8 @@ from launchtrace.analysis.verdicts import (
     warmup_steps,
 )
 from launchtrace.conventions import kernel_title
-from launchtrace.model import LaunchRecord, TraceData
+from launchtrace.folds import fold_share, record_total
+from launchtrace.model import TraceData
 from launchtrace.topology import ChangeKind, DiffEntry, diff_records
 
 np = lazy_module("numpy")  # only some functions need it: importing this module stays cheap (baseline build)
@@ -167,25 +168,7 @@ class TraceDiff:
         return out
 
 
-def fold_share(rec: LaunchRecord) -> tuple[int, int, bool]:
-    """For a record rebuilt from a summary span: ``(launches it stands for, their mean ns, whole)``. ``whole``:
-    the record stands for every repetition of its position (rebuilt with ``expand=False``, ``repeat`` set),
-    else it is one expanded copy. The mean is the recorded one (the laid-out duration when none was)."""
-    fold = rec.fold
-    assert fold is not None
-    mean = fold.mean_ns or rec.duration_ns
-    whole = fold.count > 1 and rec.repeat >= fold.count
-    return (rec.repeat if whole else max(1, rec.repeat)), mean, whole
-
-
-def _record_total(rec: LaunchRecord) -> tuple[int, int, int]:
-    """``(host ns, launches, launches from summaries)`` a record stands for: a record standing for a whole
-    folded position (``repeat`` set) brings its recorded total (count x mean), an expanded copy its share."""
-    if rec.fold is not None:
-        launches, mean, _whole = fold_share(rec)
-        return launches * mean, launches, launches
-    n = max(1, rec.repeat)
-    return rec.duration_ns * n, n, n if n > 1 else 0
+_record_total = record_total  # the name this module used
 
 
 GroupKey = tuple[str, str, str]  # (kind, step scope, name)

@@ -28,12 +28,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from launchtrace import conventions as C
+from launchtrace import folds as fold_rules
 from launchtrace.analysis.loads import Loads, module_loads
 from launchtrace.analysis.replays import with_replay_counts
 from launchtrace.analysis.runs import Occurrence, common_scope, occurrences, pick
 from launchtrace.analysis.stats import kernel_stats
 from launchtrace.analysis.values import BadValues, non_finite, step_clock
 from launchtrace.model import TraceData
+from launchtrace.steps import infer_steps, split_runs
 
 __all__ = ["ALL_SCOPES", "Facts", "KernelShare", "Overview", "overview"]
 
@@ -82,6 +84,7 @@ class Overview:
     loads: Loads = dataclasses.field(default_factory=Loads)
     values: tuple[BadValues, ...] = ()
     values_steps: str = ""  # how the steps in ``values`` were counted
+    inferred: str = ""  # how the steps were inferred (a zero-code run's repeating timers), else ""
 
 
 def _facts(traces: Sequence[TraceData]) -> Facts:
@@ -106,8 +109,8 @@ def _facts(traces: Sequence[TraceData]) -> Facts:
         versions=tuple((k, str(v)) for k, v in versions if v not in (None, "")),
         start_ns=min(times, default=0),
         end_ns=max(ends, default=0),
-        launches=sum(max(1, r.repeat) for r in records),
-        folded=sum(max(1, r.repeat) for r in records if r.fold is not None),
+        launches=sum(fold_rules.launches(r) for r in records),
+        folded=sum(fold_rules.launches(r) for r in records if fold_rules.is_folded(r)),
         spans=sum(1 for r in records if r.fold is None) + len(folds) + sum(len(t.scopes) for t in traces) + step_roots,
         dropped=sum(int(t.attributes.get(C.DROPPED_SPANS, 0) or 0) for t in traces),
         traces=len(traces),
@@ -125,6 +128,10 @@ def overview(traces: Sequence[TraceData], chosen: Sequence[Occurrence] = ()) -> 
     """The :class:`Overview` of ``traces`` (one run, or several: then the facts list every pid); ``chosen``
     steps, when given, are the ones the timeline and the graph show (the first is then the representative)."""
     steps = occurrences(traces)
+    inferred = infer_steps(steps) if len(split_runs(traces)) == 1 else None
+    if inferred is not None:  # a zero-code run: each repetition of its top-level timers is one step
+        covered = {id(o) for step in inferred.steps for o in step}
+        steps = sorted([o for o in steps if id(o) not in covered] + inferred.occurrences(), key=lambda o: o.start_ns)
     kernels: dict[str, tuple[KernelShare, ...]] = {ALL_SCOPES: _shares(traces)}
     for name in dict.fromkeys(o.name for o in steps):
         kernels[name] = _shares([o.data for o in steps if o.name == name])
@@ -142,4 +149,5 @@ def overview(traces: Sequence[TraceData], chosen: Sequence[Occurrence] = ()) -> 
         loads=module_loads(traces),
         values=tuple(non_finite(traces)),
         values_steps=step_clock(traces).how,
+        inferred=inferred.how if inferred is not None else "",
     )

@@ -29,6 +29,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from launchtrace import folds as fold_rules
+from launchtrace.analysis.access import access_mode
 from launchtrace.model import BufferArg, LaunchRecord, Op, TraceData
 
 __all__ = ["Graphs", "captured_graphs", "expand_replay", "replay_buffers", "replay_counts", "with_replay_counts"]
@@ -56,13 +58,11 @@ def replay_counts(traces: Iterable[TraceData] | TraceData) -> Counter[int]:
     counts: Counter[int] = Counter()
     for rec in _records(traces):
         if rec.op == Op.GRAPH_LAUNCH and rec.graph_id is not None and not rec.captured:
-            counts[rec.graph_id] += max(1, rec.repeat)
+            counts[rec.graph_id] += fold_rules.launches(rec)
     return counts
 
 
 def _mode(rec: LaunchRecord, buf: BufferArg) -> str:
-    from launchtrace.analysis.dataflow import access_mode
-
     return access_mode(rec, buf)[0]
 
 
@@ -103,7 +103,7 @@ def expand_replay(replay: LaunchRecord, graphs: Graphs) -> list[LaunchRecord]:
                 end_ns=replay.end_ns,
                 scope_id=replay.scope_id,
                 seq=replay.seq,
-                repeat=max(1, replay.repeat),
+                repeat=fold_rules.launches(replay),
             )
         )
     return out
@@ -125,8 +125,8 @@ def with_replay_counts(rows: Sequence[Any], traces: Iterable[TraceData] | TraceD
     for graph, recs in captured_graphs(traces).items():
         for rec in recs:
             key = (rec.kernel, str(rec.op))
-            captured[key] += max(1, rec.repeat)
-            ran[key] += max(1, rec.repeat) * replays.get(graph, 0)
+            captured[key] += fold_rules.launches(rec)
+            ran[key] += fold_rules.launches(rec) * replays.get(graph, 0)
     out = []
     for row in rows:
         key = (row.kernel, str(row.op))

@@ -27,10 +27,13 @@ import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 
+from launchtrace import folds as fold_rules
 from launchtrace.analysis.replays import captured_graphs
 from launchtrace.errors import UserError
 from launchtrace.model import TraceData
 from launchtrace.sources.rebuild import TRACE_ID
+from launchtrace.steps import NO_SCOPE, STEP_ROOT, Occurrence, run_key
+from launchtrace.steps import occurrences as _occurrences
 
 __all__ = [
     "Occurrence",
@@ -47,9 +50,6 @@ __all__ = [
     "trace_label",
     "views",
 ]
-
-_RUN_KEYS = ("service.instance.id", "process.pid", "host.name")
-_STEP_ROOT = "launchtrace.step"  # the synthetic root of unscoped work (allocation, worker threads)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,16 +79,11 @@ class Run:
         return name + (f" pid {pid}" if pid not in (None, "") else "") + (f" on {host}" if host else "")
 
 
-def _run_key(trace: TraceData) -> tuple:
-    key = tuple(str(trace.attributes.get(k, "")) for k in _RUN_KEYS)
-    return key if any(key) else ("source", str(trace.attributes.get("source", "")))
-
-
 def group_runs(traces: Sequence[TraceData]) -> list[Run]:
     """``traces`` grouped by process, runs in first-seen order, traces kept in their order."""
     groups: dict[tuple, list[TraceData]] = {}
     for trace in traces:
-        groups.setdefault(_run_key(trace), []).append(trace)
+        groups.setdefault(run_key(trace), []).append(trace)
     return [Run(key, tuple(members)) for key, members in groups.items()]
 
 
@@ -113,99 +108,11 @@ def trace_label(trace: TraceData) -> str:
     return str(trace.attributes.get(TRACE_ID) or trace.attributes.get("root") or "trace")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Occurrence:
-    """One occurrence of a scope: ``name``, ``index`` (0-based among that name's occurrences in the run),
-    ``trace`` (index of its trace in the list given), and ``data`` (its records and scopes)."""
-
-    name: str
-    index: int
-    trace: int
-    start_ns: int
-    end_ns: int
-    data: TraceData
-
-    @property
-    def duration_ns(self) -> int:
-        return max(0, self.end_ns - self.start_ns)
-
-
-def _span_of(data: TraceData) -> tuple[int, int]:
-    starts = [s.start_ns for s in data.scopes.values() if s.start_ns] + [r.start_ns for r in data.records]
-    ends = [s.end_ns for s in data.scopes.values() if s.end_ns] + [r.end_ns for r in data.records]
-    return min(starts, default=0), max(ends, default=0)
-
-
-def _partition(trace: TraceData, scope: str | None) -> list[TraceData]:
-    """``trace`` cut into one :class:`TraceData` per outermost scope (named ``scope``, or any), each with the
-    records and scopes under it, in one pass (a scope nested in another of the same name belongs to the outer)."""
-    top: dict[int | None, int | None] = {None: None}
-
-    def top_of(sid: int | None) -> int | None:
-        chain = []
-        found: int | None = None
-        while sid is not None and sid not in top:
-            chain.append(sid)
-            scope_rec = trace.scopes.get(sid)
-            if scope_rec is None or scope_rec.parent_id == sid or len(chain) > len(trace.scopes):
-                sid = None
-                break
-            sid = scope_rec.parent_id
-        found = top.get(sid)
-        for sid in reversed(chain):  # outermost first: an outer match wins
-            scope_rec = trace.scopes.get(sid)
-            if found is None and scope_rec is not None and (scope is None or scope_rec.name == scope):
-                found = sid
-            top[sid] = found
-        return found
-
-    parts: dict[int, TraceData] = {}
-    for sid in sorted(trace.scopes, key=lambda k: (trace.scopes[k].seq, k)):
-        root = top_of(sid)
-        if root is not None and root not in parts:
-            attrs = {**trace.attributes, "scope_id": root, "scope_name": trace.scopes[root].name}
-            parts[root] = TraceData([], {}, attrs)
-        if root is not None:
-            parts[root].scopes[sid] = trace.scopes[sid]
-    for rec in trace.records:
-        root = top_of(rec.scope_id)
-        if root is not None:
-            parts[root].records.append(rec)
-    return list(parts.values())
-
-
-def _module_load(trace: TraceData, part: TraceData) -> bool:
-    """Whether ``part`` is a ``warp.module.load`` scope outside every other scope (kind ``load``)."""
-    scope = trace.scopes.get(part.attributes.get("scope_id"))  # type: ignore[arg-type]
-    return scope is not None and scope.kind == "load"
-
-
 def occurrences(traces: Sequence[TraceData], scope: str | None = None) -> list[Occurrence]:
-    """Every occurrence of the scope named ``scope``; with ``None`` each trace's outermost scopes (a trace's
-    unscoped work counts as one occurrence named after its root), numbered per name in run order."""
-    found: list[tuple[int, int, str, int, TraceData]] = []
-    for t, trace in enumerate(traces):
-        parts = _partition(trace, scope)
-        if scope is None:
-            loose = [r for r in trace.records if r.scope_id not in trace.scopes]
-            if loose or not parts:
-                parts.append(TraceData(loose, {}, {**trace.attributes, "scope_name": trace.attributes.get("root")}))
-            parts = [p for p in parts if not _module_load(trace, p)]  # host time of its own, never a step
-        for part in parts:
-            name = str(part.attributes.get("scope_name") or trace_label(trace))
-            sid = part.attributes.get("scope_id")
-            if sid in part.scopes and part.scopes[sid].end_ns:
-                start, end = part.scopes[sid].start_ns, part.scopes[sid].end_ns
-            else:
-                start, end = _span_of(part)
-            found.append((start, t, name, end, part))
-    found.sort(key=lambda item: (item[0], item[1]))
-    counts: Counter[str] = Counter()
-    out = []
-    for start, t, name, end, part in found:
-        out.append(Occurrence(name, counts[name], t, start, end, part))
-        counts[name] += 1
-    return out
+    """Every occurrence of the scope named ``scope``; with ``None`` every step of the run: the one rule of
+    :func:`launchtrace.steps.occurrences` (records under no scope form ``<no scope>`` steps), so the report and
+    the diff number the same file the same way."""
+    return _occurrences(traces, scope)
 
 
 def topology_groups(occs: Sequence[Occurrence]) -> list[list[Occurrence]]:
@@ -216,7 +123,7 @@ def topology_groups(occs: Sequence[Occurrence]) -> list[list[Occurrence]]:
 
     groups: dict[tuple, list[Occurrence]] = {}
     for occ in occs:
-        key = (occ.name, tuple((topology_key(r, raw=False), max(1, r.repeat)) for r in occ.data.records))
+        key = (occ.name, tuple((topology_key(r, raw=False), fold_rules.launches(r)) for r in occ.data.records))
         groups.setdefault(key, []).append(occ)
     return list(groups.values())
 
@@ -228,7 +135,7 @@ def common_scope(occs: Sequence[Occurrence]) -> str | None:
         return None
     best = max(counts.values())
     names = [n for n, c in counts.items() if c == best]
-    named = [n for n in names if n != _STEP_ROOT]  # a tie with the synthetic root goes to the named scope
+    named = [n for n in names if n not in (NO_SCOPE, STEP_ROOT)]  # a tie with unscoped work: the named scope
     return (named or names)[0]
 
 

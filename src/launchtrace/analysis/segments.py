@@ -18,23 +18,12 @@ import dataclasses
 from collections.abc import Sequence
 
 from launchtrace.model import LaunchRecord, TraceData
+from launchtrace.steps import NO_SCOPE, Occurrence, occurrences, run_key, split_runs
 
 __all__ = ["NO_SCOPE", "Segment", "run_key", "segments", "split_runs", "top_scope", "unowned_by_order"]
 
-NO_SCOPE = "<no scope>"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Segment:
-    """One occurrence of a scope (or one run of unscoped records): ``name``, ``occurrence`` (0-based, across
-    the set of traces), ``trace`` (index in the set), its ``records`` in issue order and ``scope_id`` (the
-    scope in that trace, None for unscoped records)."""
-
-    name: str
-    occurrence: int
-    trace: int
-    records: tuple[LaunchRecord, ...]
-    scope_id: int | None = None
+Segment = Occurrence
+"""A step as the diff compares it: :class:`launchtrace.steps.Occurrence` (``occurrence`` is its ``index``)."""
 
 
 def top_scope(trace: TraceData, scope_id: int | None, wanted: str | None) -> int | None:
@@ -51,35 +40,16 @@ def top_scope(trace: TraceData, scope_id: int | None, wanted: str | None) -> int
 
 
 def segments(traces: Sequence[TraceData], scope: str | None = None) -> list[Segment]:
-    """Cut ``traces`` into :class:`Segment` s (see the module docstring). With ``scope``, records outside
-    every scope of that name are left out.
+    """The steps of ``traces`` that hold records, cut and numbered by the one rule
+    (:func:`launchtrace.steps.occurrences`; a step with no records is skipped, the others keep their number).
+    With ``scope``, records outside every scope of that name are left out.
 
     Example::
 
         for seg in segments([trace], scope="step"):
             print(seg.name, seg.occurrence, len(seg.records))
     """
-    out: list[Segment] = []
-    occurrences: dict[str, int] = {}
-    for t, trace in enumerate(traces):
-        current: tuple[int | None, list[LaunchRecord]] | None = None
-        cut: list[tuple[int | None, list[LaunchRecord]]] = []
-        tops: dict[int | None, int | None] = {}
-        for rec in trace.records:
-            sid = rec.scope_id
-            top = tops[sid] if sid in tops else tops.setdefault(sid, top_scope(trace, sid, scope))
-            if top is None and scope is not None:
-                continue
-            if current is None or current[0] != top:
-                current = (top, [])
-                cut.append(current)
-            current[1].append(rec)
-        for top, recs in cut:
-            name = trace.scopes[top].name if top is not None else NO_SCOPE
-            k = occurrences.get(name, 0)
-            occurrences[name] = k + 1
-            out.append(Segment(name, k, t, tuple(recs), top))
-    return out
+    return [occ for occ in occurrences(traces, scope) if occ.records]
 
 
 def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...]:
@@ -108,23 +78,3 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
                 arrays.append((key, ptr))
         out.append(dataclasses.replace(rec, arrays=tuple(arrays)) if changed else rec)
     return tuple(out)
-
-
-def run_key(trace: TraceData) -> tuple:
-    """What tells one run (process) from another: the file it was read from, and in it
-    ``service.instance.id``, else host and pid (a file written by ``launchtrace collect`` holds several)."""
-    attrs = trace.attributes
-    source = str(attrs.get("source", ""))
-    if attrs.get("service.instance.id"):
-        return (source, "instance", str(attrs["service.instance.id"]))
-    if attrs.get("process.pid") is not None:
-        return (source, "pid", str(attrs.get("host.name", "")), str(attrs["process.pid"]))
-    return (source,)
-
-
-def split_runs(traces: Sequence[TraceData]) -> list[list[TraceData]]:
-    """``traces`` grouped by run (:func:`run_key`), runs and traces in first-seen order."""
-    runs: dict[tuple, list[TraceData]] = {}
-    for trace in traces:
-        runs.setdefault(run_key(trace), []).append(trace)
-    return list(runs.values())

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from enum import Enum
 
 from launchtrace.analysis.segments import segments
-from launchtrace.model import TraceData
+from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.topology import ChangeKind, diff_records, format_value
 
 __all__ = ["Finding", "Reason", "StaticReport", "check_static"]
@@ -90,8 +90,12 @@ def _buffer_reason(before: object, after: object) -> Reason:
     return Reason.ALLOCATED if unowned else Reason.BUFFERS
 
 
-def check_static(traces: Sequence[TraceData] | TraceData, scope: str) -> StaticReport:
+def check_static(
+    traces: Sequence[TraceData] | TraceData, scope: str, steps: Sequence[Sequence[LaunchRecord]] | None = None
+) -> StaticReport:
     """Check every occurrence of ``scope`` in ``traces`` against the first (see the module docstring).
+    ``steps``: the records of each occurrence, when the caller cut them (an inferred step of a zero-code
+    program, :func:`launchtrace.steps.infer_steps`); ``scope`` then only names them.
 
     Example::
 
@@ -100,7 +104,7 @@ def check_static(traces: Sequence[TraceData] | TraceData, scope: str) -> StaticR
             print(f.reason, f.kernel, f.name, f.example)
     """
     traces = [traces] if isinstance(traces, TraceData) else list(traces)
-    occ = [s.records for s in segments(traces, scope)]
+    occ = [s.records for s in segments(traces, scope)] if steps is None else [tuple(s) for s in steps]
     found: dict[tuple, list] = {}  # (reason, position, name) -> [finding fields..., count]
 
     def note(reason: Reason, pos: int, rec, name: str, example: str, breaks: bool = True) -> None:

@@ -28,9 +28,10 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from launchtrace import folds as fold_rules
 from launchtrace.analysis.verdicts import mann_whitney_u
 from launchtrace.conventions import kernel_title
-from launchtrace.model import TraceData
+from launchtrace.model import LaunchRecord, TraceData
 
 __all__ = ["KernelStats", "ScopeStats", "kernel_stats", "mann_whitney_u", "percentiles", "scope_stats"]
 
@@ -91,16 +92,20 @@ class _Group:
         self.folds: list[tuple[int, int]] = []  # (p50, count) per folded position
 
 
-def kernel_stats(traces: Iterable[TraceData]) -> list[KernelStats]:
+def kernel_stats(
+    traces: Iterable[TraceData], steps: Sequence[Sequence[LaunchRecord]] | None = None
+) -> list[KernelStats]:
     """Per-kernel counts and durations over ``traces``, the largest total time first (see the module
-    docstring for folded positions).
+    docstring for folded positions). ``steps``: the records of each step when the caller cut them (a zero-code
+    run's inferred steps, :func:`launchtrace.steps.infer_steps`), for the per-step columns; else the steps of
+    the one rule (:func:`launchtrace.analysis.diff.step_series`).
 
     Example::
 
         for row in kernel_stats([trace]):
             print(row.kernel, row.count, row.p50_ns, "(estimate)" if row.p50_from_summaries else "")
     """
-    from launchtrace.analysis.diff import fold_share, step_series
+    from launchtrace.analysis.diff import step_series
 
     traces = list(traces)
     groups: dict[tuple[str, str], _Group] = {}
@@ -113,12 +118,12 @@ def kernel_stats(traces: Iterable[TraceData]) -> list[KernelStats]:
                 g = groups[(title, str(rec.op))] = _Group()
             fold = rec.fold
             if fold is not None:
-                g.nbytes += rec.nbytes * max(1, rec.repeat)
+                g.nbytes += rec.nbytes * fold_rules.launches(rec)
                 key = (t, fold.span_id, fold.position)
                 if key in seen:
                     continue  # another copy of a position already counted
                 seen.add(key)
-                share, mean, whole = fold_share(rec)
+                share, mean, whole = fold_rules.fold_share(rec)
                 launches = share if whole else share * fold.count
                 g.count += launches
                 g.folded += launches
@@ -137,11 +142,21 @@ def kernel_stats(traces: Iterable[TraceData]) -> list[KernelStats]:
                 g.total += rec.duration_ns
                 g.nbytes += rec.nbytes
                 g.measured.append(rec.duration_ns)
-    _, values, _ = step_series(traces)
     per_step: dict[str, list[float]] = {}
-    for (kind, _scope, name), per in values.items():
-        if kind == "kernel":
-            per_step.setdefault(name, []).extend(per.values())
+    if steps is None:
+        _, values, _ = step_series(traces)
+        for (kind, _scope, name), per in values.items():
+            if kind == "kernel":
+                per_step.setdefault(name, []).extend(per.values())
+    else:
+        for step in steps:
+            totals: dict[str, float] = {}
+            for rec in step:
+                if rec.end_ns > 0:
+                    title = kernel_title(rec.kernel, rec.adjoint)
+                    totals[title] = totals.get(title, 0.0) + fold_rules.record_total(rec)[0]
+            for name, ns in totals.items():
+                per_step.setdefault(name, []).append(ns)
     rows = []
     for (kernel, op), g in groups.items():
         measured_max = max(g.measured, default=-1)

@@ -21,7 +21,6 @@ import math
 from collections.abc import Sequence
 
 from launchtrace import conventions as C
-from launchtrace.analysis.loads import LOAD
 from launchtrace.model import LaunchRecord, TraceData, ValueStats
 
 __all__ = ["BadValues", "StepClock", "became_non_finite", "non_finite", "step_clock"]
@@ -29,14 +28,17 @@ __all__ = ["BadValues", "StepClock", "became_non_finite", "non_finite", "step_cl
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StepClock:
-    """Step boundaries of a run: the start times of every occurrence of ``scope`` (the first outermost scope
-    name seen), ``how``: one sentence saying so."""
+    """Step boundaries of a run: the start times of every step (of the inferred steps, or of every occurrence
+    of ``scope``, the first outermost scope name seen), ``how``: one sentence saying so."""
 
     scope: str | None
     starts: tuple[int, ...]
+    inferred: str = ""  # the sentence of launchtrace.steps.infer_steps, when the steps were inferred
 
     @property
     def how(self) -> str:
+        if self.inferred:
+            return self.inferred
         if self.scope is None:
             return "no scopes: no steps"
         return f"steps counted by the occurrences of {self.scope!r}, the run's first outermost scope"
@@ -48,17 +50,20 @@ class StepClock:
 
 
 def step_clock(traces: Sequence[TraceData]) -> StepClock:
-    """The run's :class:`StepClock` (outermost scopes that are not module loads)."""
-    tops = [
-        s
-        for t in traces
-        for s in t.scopes.values()
-        if s.kind != LOAD and not s.internal and (s.parent_id is None or s.parent_id not in t.scopes)
-    ]
+    """The run's :class:`StepClock`: the steps :func:`launchtrace.steps.infer_steps` finds in a zero-code run
+    (each repetition of its top-level timers; their sentence is :attr:`StepClock.how`), else the occurrences
+    of the first outermost scope name seen (module loads and Warp's own timers are no steps)."""
+    from launchtrace.steps import infer_steps, occurrences, split_runs
+
+    occs = occurrences(traces)
+    inferred = infer_steps(occs) if len(split_runs(traces)) == 1 else None
+    if inferred is not None:
+        return StepClock(inferred.name, tuple(step[0].start_ns for step in inferred.steps), inferred.how)
+    tops = [o for o in occs if o.scope_id is not None]
     if not tops:
         return StepClock(None, ())
-    first = min(tops, key=lambda s: (s.start_ns, s.seq)).name
-    return StepClock(first, tuple(sorted(s.start_ns for s in tops if s.name == first)))
+    first = min(tops, key=lambda o: o.start_ns).name
+    return StepClock(first, tuple(sorted(o.start_ns for o in tops if o.name == first)))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

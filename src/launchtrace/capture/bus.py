@@ -56,6 +56,14 @@ _lock = threading.Lock()
 # The open subscriptions, as a tuple that is replaced (never mutated) under _lock, so the hot path iterates a
 # snapshot without locking.
 _subs: tuple[Subscription, ...] = ()
+_materializer_factory: Callable[[], Any] | None = None
+
+
+def use_materializer(factory: Callable[[], Any]) -> None:
+    """Register what turns raw events into records and scopes (:class:`launchtrace.capture.materialize.
+    Materializer`, at its import): a subscription makes one with ``factory()`` at its first drain."""
+    global _materializer_factory
+    _materializer_factory = factory
 
 
 def queues() -> tuple[Subscription, ...]:
@@ -149,12 +157,18 @@ class Subscription:
         return out
 
     def drain(self, max_items: int | None = None) -> list[tuple[str, object]]:
-        """Materialised events: ``("record", LaunchRecord)``, ``("scope_begin"|"scope_end", ScopeRecord)``."""
-        from launchtrace.capture.materialize import Materializer
+        """Materialised events: ``("record", LaunchRecord)``, ``("scope_begin"|"scope_end", ScopeRecord)``.
 
+        The materialiser is :mod:`launchtrace.capture.materialize`'s, registered there when it is imported
+        (:func:`use_materializer`; capturing imports it), so the queue below does not import what reads it."""
+        raw = self.drain_raw(max_items)
         if self._materializer is None:
-            self._materializer = Materializer()
-        return self._materializer.run(self.drain_raw(max_items))
+            if _materializer_factory is None:
+                if not raw:
+                    return []
+                raise RuntimeError("launchtrace: no materialiser registered (import launchtrace.capture.materialize)")
+            self._materializer = _materializer_factory()
+        return self._materializer.run(raw)
 
     def pending(self) -> int:
         return len(self.queue)

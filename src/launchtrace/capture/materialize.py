@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from launchtrace import native
+from launchtrace.capture import bus, probes
 from launchtrace.capture.access import kernel_access
 from launchtrace.capture.hotpath import ARR, FLAT, HANDLES, STRUCT, is_internal_entry, is_warp_code
 from launchtrace.capture.state import THREAD_NAMES
@@ -369,8 +370,6 @@ class Materializer:
     def probed(self, e: tuple) -> LaunchRecord:
         """A record measured by :mod:`launchtrace.capture.probes`: its record, plus the measurements (device
         timing waits for the CUDA events at most until one deadline per drain, then goes without)."""
-        from launchtrace.capture import probes
-
         if self._probe_run != self._run:
             self._probe_run, self._probe_deadline = self._run, probes.wait_deadline()
         return probes.attach(self.record(e[P_RECORD]), e[P_RESULTS], self._probe_deadline)
@@ -940,3 +939,6 @@ def _start_after_loads(out: list[tuple[str, object]], load_ends: dict[int, int])
 def materialize(raw: list[tuple], materializer: Materializer | None = None) -> list[tuple[str, object]]:
     """Materialise raw events with a fresh (or the given) :class:`Materializer`."""
     return (materializer or Materializer()).run(raw)
+
+
+bus.use_materializer(Materializer)

@@ -101,10 +101,19 @@ def configure(
     return stats()
 
 
-def _set_flag(on: bool) -> None:
-    from launchtrace.capture import warp as capture_warp
+_flag_listeners: list[Callable[[bool], None]] = []
 
-    capture_warp._PROBES = on
+
+def on_flag(listener: Callable[[bool], None]) -> None:
+    """Call ``listener(on)`` now and whenever a measurement is switched on or off: the hot path above
+    (:mod:`launchtrace.capture.warp`) keeps the flag in a module global of its own, read once per launch."""
+    _flag_listeners.append(listener)
+    listener(VALUE_STATS or DEVICE_TIMING)
+
+
+def _set_flag(on: bool) -> None:
+    for listener in _flag_listeners:
+        listener(on)
 
 
 def stats() -> ProbeStats:

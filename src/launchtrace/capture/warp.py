@@ -31,6 +31,7 @@ from typing import Any
 from launchtrace import native
 from launchtrace import rawevent as ev
 from launchtrace.capture import bus, probes, tapeload
+from launchtrace.capture import materialize as _materialize  # noqa: F401  (registers the bus's materialiser)
 from launchtrace.capture.hotpath import (
     _USER_MODULE,
     ARR,
@@ -73,6 +74,14 @@ SPARSE_NATIVES = (
 _GRAPHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """``wp.Graph`` -> ``[graph id, records captured into it (None: nothing recorded them), replays so far]``."""
 _PROBES = False  # a measurement (value statistics, device timing) is on: see launchtrace.capture.probes
+
+
+def _set_probes(on: bool) -> None:
+    global _PROBES
+    _PROBES = on
+
+
+probes.on_flag(_set_probes)
 _PLAIN = frozenset((int, float, bool, str, type(None)))
 
 

@@ -33,6 +33,10 @@ COMMANDS: dict[str, str] = {
 }
 
 
+_SOURCE_READERS = ("summary", "diff", "check-static", "dataflow", "graph", "report", "chrome-trace")
+"""Analyzers whose inputs are sources (files, folders, backend URLs): see launchtrace.cli._sources."""
+
+
 class _Parser(argparse.ArgumentParser):
     """Argument errors as one line naming the command's own help (``launchtrace diff: error: argument --alpha:
     '2': must be between 0 and 1 (see launchtrace diff --help)``), like every other error of every command,
@@ -92,6 +96,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
+        if name in _SOURCE_READERS:  # a source may be a backend URL: pull's search and connection options
+            from launchtrace.cli._query import add_query_arguments
+
+            add_query_arguments(p, title="when a source is jaeger+URL / tempo+URL (docs/sources.md)")
         _check_numbers(p)
         p.set_defaults(_module=module, _parser=p)
     return parser
@@ -109,7 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(module.run(args) or 0)
+        from launchtrace.cli._sources import backend_reading
+
+        with backend_reading(args):
+            return int(module.run(args) or 0)
     except UserError as exc:
         from launchtrace.otlp.problems import one_line
 

@@ -1,7 +1,8 @@
 """Shared pieces of the fleet commands (``baseline build``, ``alert``): where traces come from, and progress.
 
-``--from`` takes a file or folder (``--from spans/``), or a backend and its URL (``--from jaeger URL``,
-``--from tempo URL``) with the search options of ``launchtrace pull``.
+``--from`` takes sources as every reading command names them (docs/sources.md): files and folders
+(``--from spans/``), or one backend URL (``--from 'jaeger+http://jaeger:16686?service=sim'``) with the search
+options of ``launchtrace pull``; the earlier ``--from jaeger URL`` still works, with a warning.
 
 Example::
 
@@ -24,8 +25,6 @@ from launchtrace.spans import SpanData
 
 __all__ = ["Progress", "add_source_arguments", "open_stream", "source_kind"]
 
-BACKENDS = ("jaeger", "tempo")
-
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     from launchtrace.cli._query import add_query_arguments
@@ -36,20 +35,25 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         required=True,
         metavar="SOURCE",
-        help="a trace file or folder (repeatable paths), or 'jaeger URL' / 'tempo URL'",
+        help="trace files or folders, or one jaeger+URL / tempo+URL (docs/sources.md)",
     )
     add_query_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress and no speed line on stderr")
 
 
 def source_kind(args: argparse.Namespace) -> tuple[str, list[str]]:
-    """``("file", paths)`` or ``("jaeger" | "tempo", [url])``."""
-    spec = list(args.source_spec)
-    if spec[0] in BACKENDS:
-        if len(spec) != 2:
-            raise UserError(f"--from {spec[0]}: expected one URL after it")
-        return spec[0], spec[1:]
-    return "file", spec
+    """``("file", paths)`` or ``("jaeger" | "tempo", [url])``; a backend URL's options are set on ``args``."""
+    from launchtrace.cli._sources import backend_args, old_kind_spelling
+    from launchtrace.sources.named import parse_backend
+
+    spec = args.source_spec = old_kind_spelling(list(args.source_spec))
+    named = [b for b in map(parse_backend, spec) if b is not None]
+    if not named:
+        return "file", spec
+    if len(spec) != 1:
+        raise UserError("--from: one backend URL, or files and folders (not both)")
+    vars(args).update(vars(backend_args(named[0], args)))  # the URL's options over the command line's
+    return named[0].kind, [named[0].url]
 
 
 def open_stream(args: argparse.Namespace) -> TraceStream:

@@ -14,9 +14,9 @@ TOKEN_ENV = "LAUNCHTRACE_TOKEN"
 BASIC_AUTH_ENV = "LAUNCHTRACE_BASIC_AUTH"
 
 
-def add_query_arguments(parser: argparse.ArgumentParser) -> None:
-    """The search and connection options (also used by ``baseline build`` and ``alert``)."""
-    what = parser.add_argument_group("what to pull")
+def add_query_arguments(parser: argparse.ArgumentParser, title: str = "what to pull") -> None:
+    """The search and connection options (also used by ``baseline build``, ``alert`` and the analyzers)."""
+    what = parser.add_argument_group(title)
     what.add_argument("--trace-id", action="append", default=[], help="a trace id (hex or base64); repeatable")
     what.add_argument("--service", default="", help="search: service name")
     what.add_argument("--operation", default="", help="search: span name")

@@ -25,7 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from launchtrace.cli._analyzer import add_format
     from launchtrace.cli._fleet import add_source_arguments
 
-    parser.add_argument("--baseline", help="a baseline file (.pb); without it, each group is compared with its peers")
+    parser.add_argument(
+        "--baseline",
+        metavar="BASELINE",
+        help="a baseline file (.pb, from baseline build), or a source of traces to build it from (files, a folder, "
+        "jaeger+URL / tempo+URL: docs/sources.md); without it, each group is compared with its peers",
+    )
     add_source_arguments(parser)
     parser.add_argument(
         "--group-by", help="resource attributes of a group (default: the baseline's, else service.version,host.name)"
@@ -106,7 +111,9 @@ def _traceql_latency(args: argparse.Namespace, group_by: tuple[str, ...], option
         raise UserError("--traceql-latency needs a window: --since (and --until)")
     if args.traceql_step < 1:
         raise UserError(f"--traceql-step must be at least 1, got {args.traceql_step}")
-    args.source = args.source_spec[1]
+    from launchtrace.cli._fleet import source_kind
+
+    args.source = source_kind(args)[1][0]  # the backend's base URL (its options are set on args)
     log = ProblemLog()
     start, end = parse_time(args.since), parse_time(args.until) if args.until else parse_time("now")
     q = kernel_latency_query(args.service, group_by)
@@ -121,19 +128,39 @@ def _traceql_latency(args: argparse.Namespace, group_by: tuple[str, ...], option
     return peer_latency_from_series(rows, group_by, options)
 
 
+def _baseline_from_traces(args: argparse.Namespace):
+    """A baseline built on the fly from the traces ``--baseline`` names (as ``baseline build`` would)."""
+    from launchtrace.analysis.fleet.baseline import BaselineBuilder
+    from launchtrace.cli._fleet import Progress, open_stream
+    from launchtrace.cli.baseline import DEFAULT_GROUP_BY, group_keys
+
+    builder = BaselineBuilder(group_keys(args.group_by or DEFAULT_GROUP_BY), scalars=not args.ignore_scalars)
+    stream = open_stream(argparse.Namespace(**{**vars(args), "source_spec": [args.baseline]}))
+    with Progress(stream, quiet=True):
+        builder.add_stream(stream)
+    if not stream.traces:
+        raise UserError(f"--baseline {args.baseline}: no launchtrace traces to build a baseline from")
+    return BaselineBuilder.from_proto(builder.to_proto())  # exactly what baseline build then alert would compare
+
+
 def run(args: argparse.Namespace) -> int:
     from launchtrace.analysis.fleet.alerts import against_baseline, among_peers
     from launchtrace.analysis.fleet.baseline import BaselineBuilder
     from launchtrace.baselines import read_baseline
     from launchtrace.cli._analyzer import write_json, write_text
-    from launchtrace.cli._fleet import Progress, open_stream
+    from launchtrace.cli._fleet import Progress, open_stream, source_kind
     from launchtrace.cli.baseline import DEFAULT_GROUP_BY, group_keys
     from launchtrace.render import alerts as R
 
     options = _options(args)
-    if args.traceql_latency and (args.baseline or args.source_spec[0] != "tempo"):
-        raise UserError("--traceql-latency needs --from tempo URL and no --baseline")
-    baseline = BaselineBuilder.from_proto(read_baseline(args.baseline)) if args.baseline else None
+    if args.traceql_latency and (args.baseline or source_kind(args)[0] != "tempo"):
+        raise UserError("--traceql-latency needs --from tempo+URL and no --baseline")
+    if args.baseline and args.baseline.endswith(".pb"):
+        baseline = BaselineBuilder.from_proto(read_baseline(args.baseline))
+    elif args.baseline:
+        baseline = _baseline_from_traces(args)
+    else:
+        baseline = None
     group_by = group_keys(args.group_by) if args.group_by else (baseline.group_by if baseline else None)
     group_by = group_by or group_keys(DEFAULT_GROUP_BY)
     scalars = baseline.scalars if baseline else not args.ignore_scalars

@@ -1,4 +1,8 @@
-"""``launchtrace check-static TRACE --scope NAME``: same topology every time? Exit 1 if not."""
+"""``launchtrace check-static TRACE [--scope NAME]``: same topology every time? Exit 1 if not.
+
+Without ``--scope`` it checks the outermost repeating step (:func:`launchtrace.steps.default_scope`), or, in a
+zero-code program whose top level is a repeating sequence of timers, each repetition
+(:func:`launchtrace.steps.infer_steps`), and says which it picked."""
 
 from __future__ import annotations
 
@@ -11,13 +15,16 @@ from launchtrace.model import TraceData
 from launchtrace.render.diff_text import plural
 from launchtrace.render.escape import terminal_lines
 from launchtrace.sources.loading import load_traces
+from launchtrace.steps import default_scope, infer_steps, occurrences
 
 HELP = "check that every occurrence of a scope launches the same topology (CUDA-graph capturable)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("traces", nargs="+", help="trace files or folders")
-    parser.add_argument("--scope", required=True, help="the scope name to check")
+    parser.add_argument(
+        "--scope", help="the scope name to check (default: the outermost repeating one, or inferred steps)"
+    )
     add_format(parser)
 
 
@@ -27,9 +34,31 @@ def scope_names(traces: list[TraceData], limit: int = 20) -> list[str]:
     return sorted(names)[:limit]
 
 
+def _default(traces: list[TraceData]) -> tuple[str, list | None, str]:
+    """The scope to check when none is named: ``(name, steps or None, sentence saying which)``."""
+    occs = occurrences(traces)
+    inferred = infer_steps(occs)
+    if inferred is not None:
+        steps = [[r for o in step for r in o.records] for step in inferred.steps]
+        how = (
+            f"no --scope given: checking the inferred step {inferred.name!r} ({len(steps)} occurrences; {inferred.how})"
+        )
+        return inferred.name, steps, how
+    name, how = default_scope(occs)
+    if name is None:
+        names = ", ".join(repr(n) for n in scope_names(traces)) or "none"
+        raise UserError(f"{how} (scopes seen: {names})")
+    return name, None, how
+
+
 def run(args: argparse.Namespace) -> int:
     traces = load_traces(args.traces)
-    report = check_static(traces, args.scope)
+    picked = ""
+    if args.scope is None:
+        scope, steps, picked = _default(traces)
+        report = check_static(traces, scope, steps)
+    else:
+        report = check_static(traces, args.scope)
     if report.occurrences == 0:
         names = ", ".join(repr(n) for n in scope_names(traces)) or "none"
         raise UserError(f"scope {args.scope!r} not found in {', '.join(args.traces)}; scopes seen: {names}")
@@ -37,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         write_json(
             {
                 "scope": report.scope,
+                "picked": picked or None,
                 "occurrences": report.occurrences,
                 "static": report.static,
                 "findings": [
@@ -60,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
             verdict = "only one occurrence: nothing to compare"
         else:
             verdict = "static (same topology every time)" if report.static else "NOT static"
-        lines = [f"scope {report.scope!r}: {plural(report.occurrences, 'occurrence')}, {verdict}"]
+        lines = [picked] if picked else []
+        lines.append(f"scope {report.scope!r}: {plural(report.occurrences, 'occurrence')}, {verdict}")
         for f in report.findings:
             name = f" {f.name}" if f.name else ""
             warn = "" if f.breaks else " (warning)"

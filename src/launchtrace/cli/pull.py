@@ -7,8 +7,12 @@ rest is still written, and the exit code is 2 when anything had to be skipped.
 
 Example::
 
-    launchtrace pull --from tempo http://tempo:3200 --query '{ resource.service.name = "sim" }' \\
+    launchtrace pull tempo+http://tempo:3200 --query '{ resource.service.name = "sim" }' \\
         --since 1h --limit 50 --header X-Scope-OrgID=team-a --out sim.jsonl
+    launchtrace pull 'jaeger+http://127.0.0.1:16686?service=sim&since=1h' --out sim.jsonl
+
+A source is named as in every reading command (docs/sources.md); the earlier ``--from jaeger URL`` still works,
+with a warning.
 """
 
 from __future__ import annotations
@@ -35,8 +39,14 @@ SHOWN_PROBLEMS = 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--from", dest="kind", choices=("file", "jaeger", "tempo"), required=True)
-    parser.add_argument("source", help="a file path, or the backend's base URL (http://jaeger:16686)")
+    parser.add_argument(
+        "source",
+        nargs="?",
+        help="a file, a folder, or jaeger+URL / tempo+URL (jaeger+http://127.0.0.1:16686?service=sim&since=1h)",
+    )
+    parser.add_argument(
+        "--from", dest="kind", metavar="SOURCE", help="the source, as an option (the earlier '--from KIND URL' warns)"
+    )
     parser.add_argument("--out", required=True, help="OTLP JSON Lines file to write ('-' for stdout)")
     add_query_arguments(parser)
     parser.add_argument("--strict", action="store_true", help="stop at the first problem (exit 2)")
@@ -156,7 +166,7 @@ def _pull_tempo(args: argparse.Namespace) -> ReadResult:
     return source.search(_search_query(args), strict=args.strict, progress=_progress(args.quiet))
 
 
-_PULLERS: dict[str, Callable[[argparse.Namespace], ReadResult]] = {
+PULLERS: dict[str, Callable[[argparse.Namespace], ReadResult]] = {
     "file": _pull_file,
     "jaeger": _pull_jaeger,
     "tempo": _pull_tempo,
@@ -220,8 +230,41 @@ def _made_writable(result: ReadResult, strict: bool) -> ReadResult:
     )
 
 
+def _named_source(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with ``kind`` and ``source`` set from the source's name (or the earlier ``--from KIND``)."""
+    from launchtrace.cli._sources import backend_args, deprecated
+    from launchtrace.sources.named import BACKENDS, parse_backend
+
+    if args.kind in ("file", *BACKENDS):  # the earlier spelling: --from KIND SOURCE
+        if not args.source:
+            raise UserError(f"--from {args.kind}: expected the source after it")
+        new = args.source if args.kind == "file" else f"{args.kind}+{args.source}"
+        deprecated(f"--from {args.kind} {args.source}", new)
+        return args
+    if args.kind and args.source:
+        raise UserError(f"two sources: --from {args.kind} and {args.source}; name one")
+    text = args.kind or args.source
+    if not text:
+        raise UserError("name a source: a file, a folder, or jaeger+URL / tempo+URL")
+    backend = parse_backend(text)
+    if backend is None:
+        args.kind, args.source = "file", text
+        return args
+    return backend_args(backend, args)
+
+
+def _check_found(result: ReadResult, asked: list[str]) -> None:
+    """Trace ids were asked for and none came back: one error line (exit 2), not an empty file. Some missing
+    among others found are warnings, listed with the rest."""
+    if asked and not result.spans:
+        more = f" (nor the {len(asked) - 1} other ids asked)" if len(asked) > 1 else ""
+        raise UserError(f"{result.source}: trace {asked[0]} not found{more}")
+
+
 def run(args: argparse.Namespace) -> int:
-    result = _made_writable(_PULLERS[args.kind](args), args.strict)
+    args = _named_source(args)
+    result = _made_writable(PULLERS[args.kind](args), args.strict)
+    _check_found(result, args.trace_id)
     write_jsonl(result, args.out)
     _summary(result, args.out)
     return 2 if result.errors else 0

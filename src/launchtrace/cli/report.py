@@ -12,7 +12,7 @@ import argparse
 from launchtrace.analysis.dataflow import build_dataflow
 from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.overview import overview
-from launchtrace.analysis.runs import views
+from launchtrace.analysis.runs import View, views
 from launchtrace.cli._analyzer import add_selection, selected_views, write_text
 from launchtrace.render.dot import render_dot
 from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
@@ -54,8 +54,11 @@ def run(args: argparse.Namespace) -> int:
         chosen = selected_views(traces, args)
         ov = overview(traces, [v.occurrence for v in chosen if v.occurrence is not None])
     else:
-        chosen = views(traces, occurrence="median")
         ov = overview(traces)
+        chosen = views(traces, occurrence="median")
+        if ov.inferred and ov.representative is not None and chosen:  # the median inferred step
+            rep, run = ov.representative, chosen[0].run
+            chosen = [View(f"{run.label}: {rep.name} #{rep.index}", rep.data, run, chosen[0].graphs, rep)]
     hazards = [h.reason for v in views(traces) for h in build_dataflow(v.data, v.graphs).hazards]
     svg, note = _graph(chosen[0] if chosen else None)
     page = render_report(traces, ov, diff=diff, graph_svg=svg, graph_note=note, hazards=hazards, title=args.title)

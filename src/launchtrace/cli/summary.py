@@ -21,6 +21,7 @@ from launchtrace.analysis.values import BadValues, non_finite, step_clock
 from launchtrace.cli._analyzer import add_format, write_json, write_text
 from launchtrace.render.escape import terminal, terminal_lines
 from launchtrace.sources.loading import load_traces
+from launchtrace.steps import infer_steps, occurrences, split_runs
 
 HELP = "per-kernel counts and time (per launch and per step) and time per scope, over traces"
 
@@ -135,7 +136,9 @@ def _stats_of(b: BadValues) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     traces = load_traces(args.traces)
-    rows = with_replay_counts(kernel_stats(traces), traces)  # count what each capture_launch ran
+    inferred = [i for i in (infer_steps(occurrences(run)) for run in split_runs(traces)) if i is not None]
+    steps = [[r for o in step for r in o.records] for i in inferred for step in i.steps] if inferred else None
+    rows = with_replay_counts(kernel_stats(traces, steps), traces)  # count what each capture_launch ran
     if args.top > 0:
         rows = rows[: args.top]
     scopes = scope_stats(traces)
@@ -151,11 +154,13 @@ def run(args: argparse.Namespace) -> int:
                 "scopes": [_jsonable(r) for r in scopes],
                 "loads": _jsonable(loads),
                 "non_finite": [_bad_json(b) for b in bad],
+                "inferred_steps": [{"unit": list(i.unit), "steps": len(i.steps), "how": i.how} for i in inferred],
             },
             None,
         )
         return 0
     lines = [f"{_plural(len(traces), 'trace')}, {_plural(records, 'record')}"]
+    lines += [i.how for i in inferred]
     if loads.count:
         lines.append(loads.line())
     lines += _kernel_lines(rows)

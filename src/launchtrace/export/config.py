@@ -26,6 +26,7 @@ __all__ = [
     "ENV",
     "FOLD_MODES",
     "LAUNCHTRACE_BUSY_DEFER",
+    "LAUNCHTRACE_DEPRECATED_CODE_ATTRIBUTES",
     "LAUNCHTRACE_DEVICE_TIMING",
     "LAUNCHTRACE_EXPORT_INTERVAL",
     "LAUNCHTRACE_FILE",
@@ -76,6 +77,7 @@ LAUNCHTRACE_DEVICE_TIMING = "LAUNCHTRACE_DEVICE_TIMING"
 LAUNCHTRACE_SAMPLE_EVERY = "LAUNCHTRACE_SAMPLE_EVERY"
 LAUNCHTRACE_JOIN_ACTIVE_SPAN = "LAUNCHTRACE_JOIN_ACTIVE_SPAN"
 LAUNCHTRACE_SERVICE_NAME = "LAUNCHTRACE_SERVICE_NAME"
+LAUNCHTRACE_DEPRECATED_CODE_ATTRIBUTES = "LAUNCHTRACE_DEPRECATED_CODE_ATTRIBUTES"
 # Standard OpenTelemetry variables.
 OTEL_EXPORTER_OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
@@ -181,6 +183,10 @@ class ExportConfig:
       whose resource and sampler are used instead of the ones built from the environment; its span
       processors are not (launchtrace builds and sends its spans itself). Anything else is refused.
     - ``max_attribute_length``: strings longer than this are cut (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``).
+    - ``deprecated_code_attributes``: write the deprecated ``code.filepath``, ``code.lineno``,
+      ``code.function`` and ``code.namespace`` beside the stable ``code.file.path``, ``code.line.number`` and
+      ``code.function.name`` (``LAUNCHTRACE_DEPRECATED_CODE_ATTRIBUTES``; off by default: only for backends that
+      read nothing newer than semconv 1.32).
     """
 
     file_path: str = ""
@@ -205,6 +211,7 @@ class ExportConfig:
     service_name: str | None = None
     max_attribute_length: int = 2048
     join_active_span: bool = True
+    deprecated_code_attributes: bool = False
     tracer_provider: Any = None
 
     def __post_init__(self) -> None:
@@ -316,6 +323,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "service_name": (lambda v: v is None or (isinstance(v, str) and v != ""), "a non-empty string or None"),
     "max_attribute_length": (_positive_int, "a positive int"),
     "join_active_span": (_is_bool, "a bool"),
+    "deprecated_code_attributes": (_is_bool, "a bool"),
     "tracer_provider": (
         lambda v: v is None or _is_sdk_provider(v),
         "an opentelemetry.sdk.trace.TracerProvider (launchtrace uses its resource and sampler; it builds "
@@ -346,6 +354,7 @@ ENV: dict[str, tuple[tuple[str, ...], Callable[[str], Any]]] = {
     "max_attribute_length": ((OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT,), int),
     "service_name": ((LAUNCHTRACE_SERVICE_NAME,), str.strip),
     "join_active_span": ((LAUNCHTRACE_JOIN_ACTIVE_SPAN,), _parse_bool),
+    "deprecated_code_attributes": ((LAUNCHTRACE_DEPRECATED_CODE_ATTRIBUTES,), _parse_bool),
 }
 """Field -> (environment variables in order of precedence, parser)."""
 

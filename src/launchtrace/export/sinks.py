@@ -7,11 +7,10 @@ reason); the next batch that gets through logs again with the number of spans dr
 - :class:`FileSink` appends one OTLP/JSON ``TracesData`` per line (the OTLP file exporter format, which the
   Collector's ``otlpjsonfile`` receiver reads). A failed write (full disk, read-only folder) is rolled back so
   the file never holds half a line.
-- :class:`OtlpSink` sends through the opentelemetry-exporter-otlp span exporters, so the standard
-  ``OTEL_EXPORTER_OTLP_*`` variables (endpoint, headers, certificates, compression, timeout, insecure) and
-  their retry and reconnection logic apply unchanged; only the translation step is replaced: the bytes come
-  from :mod:`launchtrace.otlp.encode_proto` (compiled where built; its cost is in docs/export.md) instead of the
-  SDK's encoder, and go through the gRPC channel as they are (no message objects on either side of the call).
+- :class:`OtlpSink` encodes requests with :mod:`launchtrace.otlp.encode_proto` (compiled where built; its cost
+  is in docs/export.md) and sends the bytes as they are through :mod:`launchtrace.export.otlpsend`, which reads
+  the standard ``OTEL_EXPORTER_OTLP_*`` variables (endpoint, headers, certificates, compression, timeout,
+  insecure) and retries as the SDK's OTLP exporters do, over grpcio and requests' public API.
 
 Example::
 
@@ -33,6 +32,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from launchtrace.export.otlpsend import make_sender
 from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
 from launchtrace.spans import SpanData
 
@@ -47,8 +47,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 EXPORT_THREAD_PREFIX = "launchtrace-export"
-"""Threads whose name starts with this are the export worker's; the SDK exporters' own per-attempt log lines
-from them are silenced (this module logs once and counts instead)."""
+"""Threads whose name starts with this are the export worker's (and its OTLP senders')."""
 
 MAX_SPANS_PER_REQUEST = 2048
 """OTLP requests are split to at most this many spans (about 2.4 MB of launch spans with 31 attributes)."""
@@ -61,8 +60,6 @@ GRPC_IN_FLIGHT = 2
 """OTLP/gRPC requests on the wire at once (one channel, HTTP/2 streams): while the receiver decodes one, the next
 arrives. Two moved more spans per second than one into ``launchtrace collect`` (``docs/export.md``, "Speed");
 HTTP keeps one (a ``requests`` session is not documented as safe to share between threads)."""
-
-_GRPC_EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,109 +236,10 @@ def _write_all(fd: int, data: bytes) -> None:
 # ------------------------------------------------------------------------------------------------------ OTLP
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Payload:
-    """An encoded ExportTraceServiceRequest and the number of spans in it (what the exporters call data)."""
+    """An encoded ExportTraceServiceRequest and the number of spans in it."""
 
     data: bytes
     count: int
-
-
-def _grpc_exporter_class() -> type:
-    """The SDK's gRPC span exporter with its translation step replaced by pre-encoded bytes."""
-    import grpc
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
-    class BytesGrpcSpanExporter(OTLPSpanExporter):
-        """Sends ``_Payload`` bytes as they are: same channel, credentials, headers, retries as the SDK's."""
-
-        rejected: list[tuple[int, str]]
-
-        def _initialize_channel_and_stub(self) -> None:
-            super()._initialize_channel_and_stub()
-            raw = self._channel.unary_unary(
-                _GRPC_EXPORT_METHOD,
-                request_serializer=None,  # the request is already bytes
-                response_deserializer=ExportTraceServiceResponse.FromString,
-            )
-            exporter = self
-
-            class _Stub:
-                @staticmethod
-                def Export(request: bytes, **kwargs: Any) -> Any:
-                    response = raw(request, **kwargs)
-                    partial = response.partial_success
-                    if partial.rejected_spans:
-                        exporter.rejected.append((partial.rejected_spans, partial.error_message))
-                    return response
-
-            self.rejected = []
-            self._client = _Stub()
-
-        def _translate_data(self, data: Any) -> bytes:  # type: ignore[override]
-            return data.data
-
-        def _count_data(self, data: Any) -> int:  # type: ignore[override]
-            return data.count
-
-    del grpc
-    return BytesGrpcSpanExporter
-
-
-_QUIET_LOGGERS = (
-    "opentelemetry.exporter.otlp.proto.grpc.exporter",
-    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
-    "opentelemetry.exporter.otlp.common.http",
-)
-
-
-class _FromExportThread(logging.Filter):
-    """Drops the SDK exporters' per-attempt records logged from our worker thread (we log once and count)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.threadName and record.threadName.startswith(EXPORT_THREAD_PREFIX):
-            logger.debug("launchtrace: exporter said: %s", record.getMessage())
-            return False
-        return True
-
-
-_QUIET_FILTER = _FromExportThread()
-
-
-def _quiet_sdk_exporter_logs() -> None:
-    for name in _QUIET_LOGGERS:
-        lg = logging.getLogger(name)
-        if _QUIET_FILTER not in lg.filters:
-            lg.addFilter(_QUIET_FILTER)
-
-
-def _session_keeping_its_ca(exporter_kwargs: dict[str, Any]) -> Any:
-    """A ``requests.Session`` for the SDK's HTTP exporter that keeps the CA it is given, or ``None``.
-
-    The exporter sets ``session.verify`` to ``OTEL_EXPORTER_OTLP_(TRACES_)CERTIFICATE``, but ``requests`` lets
-    ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` from the environment win over ``session.verify``, so with
-    either set (common: distributions and CI images set them) the OTLP certificate was silently ignored and
-    TLS to a private CA failed. Only used when a certificate is configured and no credential-provider session
-    is (``OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER``).
-    """
-    configured = (
-        exporter_kwargs.get("certificate_file")
-        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE")
-        or os.environ.get("OTEL_EXPORTER_OTLP_CERTIFICATE")
-    )
-    if not configured or "session" in exporter_kwargs:
-        return None
-    if os.environ.get("OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER"):
-        return None
-    import requests
-
-    class _Session(requests.Session):
-        def merge_environment_settings(self, url, proxies, stream, verify, cert):  # type: ignore[no-untyped-def]
-            merged = super().merge_environment_settings(url, proxies, stream, verify, cert)
-            if verify is None and isinstance(self.verify, str):
-                merged["verify"] = self.verify  # the configured CA, not the environment's bundle
-            return merged
-
-    return _Session()
 
 
 class _Outstanding:
@@ -371,10 +269,11 @@ class _Outstanding:
 class OtlpSink:
     """Sends spans over OTLP/gRPC (``protocol="grpc"``) or OTLP/HTTP protobuf (``"http/protobuf"``).
 
-    ``endpoint`` ``None`` lets the SDK exporter resolve it from ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` /
-    ``OTEL_EXPORTER_OTLP_ENDPOINT`` as it always does (for HTTP the base endpoint gets ``/v1/traces``
-    appended; an explicit HTTP endpoint is used as given, as in the SDK). ``exporter_kwargs`` pass through to
-    the SDK exporter (``headers``, ``timeout``, ``compression``, ``insecure``, ``credentials``...).
+    ``endpoint`` ``None`` resolves it from ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    as the SDK exporters do (for HTTP the base endpoint gets ``/v1/traces`` appended; an explicit HTTP endpoint is
+    used as given). ``exporter_kwargs`` are the SDK exporters' settings, passed to
+    :func:`launchtrace.export.otlpsend.make_sender` (``headers``, ``timeout``, ``compression``, ``insecure``,
+    ``credentials``, ``certificate_file``...).
     ``in_flight``: requests sent at once by :meth:`write` (default :data:`GRPC_IN_FLIGHT` for gRPC, 1 for HTTP).
     """
 
@@ -397,18 +296,8 @@ class OtlpSink:
         self.in_flight = in_flight
         self.protocol = protocol
         self._encoder = ProtoEncoder()
-        _quiet_sdk_exporter_logs()
-        if protocol == "grpc":
-            self._exporter = _grpc_exporter_class()(endpoint=endpoint, **exporter_kwargs)
-            where = endpoint or self._exporter._endpoint
-        else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            session = _session_keeping_its_ca(exporter_kwargs)
-            if session is not None:
-                exporter_kwargs = {**exporter_kwargs, "session": session}
-            self._exporter = OTLPSpanExporter(endpoint=endpoint, **exporter_kwargs)
-            where = self._exporter._endpoint
+        self._sender = make_sender(protocol, endpoint, **exporter_kwargs)
+        where = self._sender.description
         self.endpoint = where
         self.description = f"OTLP {protocol} {where}"
         self._acct = _Accounting(self.description)
@@ -492,29 +381,13 @@ class OtlpSink:
                 batch.finish()
 
     def _send(self, payload: _Payload) -> None:
-        from opentelemetry.sdk.trace.export import SpanExportResult
-
-        try:
-            if self.protocol == "grpc":
-                ok = self._exporter._export(payload) is SpanExportResult.SUCCESS
-                reason: object = "see the DEBUG log of launchtrace.export.sinks"
-            else:
-                result = self._exporter._client.export(payload.data)
-                ok, reason = result.success, result.reason or result.error or result.status_code
-        except Exception as exc:  # the SDK exporter failed in a way it does not handle itself
-            logger.debug("launchtrace: exporter raised", exc_info=True)
-            ok, reason = False, exc
-        if ok:
-            self._acct.ok(payload.count)
-            rejected = getattr(self._exporter, "rejected", None)
-            while rejected:
-                try:
-                    n, message = rejected.pop(0)
-                except IndexError:  # another sender took the last one
-                    break
-                self._acct.rejected(n, message)
-        else:
-            self._acct.failed(payload.count, reason)
+        result = self._sender.send(payload.data)
+        if not result.ok:
+            self._acct.failed(payload.count, result.reason)
+            return
+        self._acct.ok(payload.count)
+        if result.rejected:
+            self._acct.rejected(result.rejected, result.message)
 
     def stats(self) -> SinkStats:
         return self._acct.stats()
@@ -522,7 +395,7 @@ class OtlpSink:
     def shutdown(self) -> None:
         """Close the channel or session and abort retries in progress; the sender thread ends."""
         try:
-            self._exporter.shutdown()
+            self._sender.shutdown()
         except Exception:  # never raise into the user's program at exit
-            logger.debug("launchtrace: exporter shutdown failed", exc_info=True)
+            logger.debug("launchtrace: OTLP sender shutdown failed", exc_info=True)
         self._closing = True  # the sender threads end once nothing is queued

@@ -16,7 +16,9 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 from launchtrace import conventions as C
@@ -26,19 +28,17 @@ __all__ = ["device_time_attributes", "record_attributes", "scope_attributes", "s
 
 
 @lru_cache(maxsize=4096)
-def site_attributes(site: Site, limit: int = C.MAX_VALUE_LENGTH) -> tuple:
-    """The ``code.*`` attributes of a call site, in both the older and the current OpenTelemetry names."""
+def site_attributes(site: Site, limit: int = C.MAX_VALUE_LENGTH, deprecated: bool = False) -> tuple:
+    """The ``code.*`` attributes of a call site: the stable OpenTelemetry names (``code.function.name`` fully
+    qualified, ``module.function``); with ``deprecated`` the older names as well, for backends that read only
+    those (``code.filepath``, ``code.lineno``, ``code.function``, ``code.namespace``)."""
     file, function = C.bounded(site.file, limit), C.bounded(site.function, limit)
-    attrs = [
-        (C.CODE_FILEPATH, file),
-        (C.CODE_LINENO, site.line),
-        (C.CODE_FUNCTION, function),
-        (C.CODE_FILE_PATH, file),
-        (C.CODE_LINE_NUMBER, site.line),
-        (C.CODE_FUNCTION_NAME, function),
-    ]
-    if site.module:
-        attrs.append((C.CODE_NAMESPACE, C.bounded(site.module, limit)))
+    qualified = C.bounded(f"{site.module}.{site.function}", limit) if site.module else function
+    attrs = [(C.CODE_FILE_PATH, file), (C.CODE_LINE_NUMBER, site.line), (C.CODE_FUNCTION_NAME, qualified)]
+    if deprecated:
+        attrs += [(C.CODE_FILEPATH, file), (C.CODE_LINENO, site.line), (C.CODE_FUNCTION, function)]
+        if site.module:
+            attrs.append((C.CODE_NAMESPACE, C.bounded(site.module, limit)))
     return tuple(attrs)
 
 
@@ -46,10 +46,38 @@ def _int64(value: Any) -> Any:
     return C.scalar_value(value)
 
 
+_WRITE = {"int": int, "int64": _int64, "str": str, "bool": bool}
+"""How each kind of :data:`launchtrace.conventions.RECORD_FIELDS` is written."""
+
+
+def _compile(table: tuple) -> tuple[Callable[[Any], tuple], tuple]:
+    """A table's fields read in one call (``attrgetter``), and per field ``(key, writer, default)``."""
+    getter = attrgetter(*(field for _, field, _, _ in table))
+    return getter, tuple((key, _WRITE[kind], default) for key, _, kind, default in table)
+
+
+_RECORD_TABLE = _compile(C.RECORD_FIELDS)
+_THREAD_TABLE = _compile(C.THREAD_FIELDS)
+
+
+def _table_attributes(attrs: list, item: Any, table: tuple) -> None:
+    """The attributes of a compiled table's rows (:data:`launchtrace.conventions.RECORD_FIELDS`) whose field
+    differs from its default (``...``: always written)."""
+    getter, rows = table
+    for (key, write, default), value in zip(rows, getter(item)):
+        if default is ... or value != default:
+            attrs.append((key, write(value)))
+
+
 def record_attributes(
-    rec: LaunchRecord, limit: int = C.MAX_VALUE_LENGTH, seq: bool = True, device_time: bool = True
+    rec: LaunchRecord,
+    limit: int = C.MAX_VALUE_LENGTH,
+    seq: bool = True,
+    device_time: bool = True,
+    deprecated_code: bool = False,
 ) -> tuple:
     """The attributes of the span of one record (times, parentage and status are not attributes).
+    ``deprecated_code``: the older ``code.*`` names too (:func:`site_attributes`).
 
     ``seq=False`` and ``device_time=False`` leave out ``launchtrace.seq`` (with a graph replay's ordinal,
     ``launchtrace.graph.replay``) and the device times: what remains
@@ -62,39 +90,14 @@ def record_attributes(
         module = kernel.rpartition(".")[0]
         if module:
             attrs.append((C.MODULE, module))
-    if rec.block_dim is not None:
-        attrs.append((C.BLOCK_DIM, rec.block_dim))
-    if rec.max_blocks:
-        attrs.append((C.MAX_BLOCKS, rec.max_blocks))
-    if rec.device:
-        attrs.append((C.DEVICE, rec.device))
-    if rec.stream is not None:
-        attrs.append((C.STREAM, _int64(rec.stream)))
-    if rec.api:
-        attrs.append((C.API, rec.api))
-    if rec.internal:
-        attrs.append((C.INTERNAL, True))
-    if rec.adjoint:
-        attrs.append((C.ADJOINT, True))
-    if rec.captured:
-        attrs.append((C.CAPTURED, True))
-    if rec.graph_id is not None:
-        attrs.append((C.GRAPH_ID, _int64(rec.graph_id)))
-    if rec.graph_launches is not None:
-        attrs.append((C.GRAPH_LAUNCHES, rec.graph_launches))
-    if rec.module_hash:
-        attrs.append((C.MODULE_HASH, rec.module_hash))
-    if rec.repeat != 1:
-        attrs.append((C.REPEAT, rec.repeat))
+    _table_attributes(attrs, rec, _RECORD_TABLE)
     attrs.append((C.BYTES, rec.nbytes))
     if seq:
         attrs.append((C.SEQ, rec.seq))
         if rec.graph_replay:
             attrs.append((C.GRAPH_REPLAY, rec.graph_replay))
-    attrs.append((C.THREAD_ID, rec.thread))
-    if rec.thread_name:
-        attrs.append((C.THREAD_NAME, rec.thread_name))
-    attrs.extend(site_attributes(rec.site, limit))
+    _table_attributes(attrs, rec, _THREAD_TABLE)
+    attrs.extend(site_attributes(rec.site, limit, deprecated_code))
     if rec.params:
         attrs.append((C.PARAMS, tuple(rec.params)))
     array_keys = tuple(C.encode_key(k) for k, _ in rec.arrays)
@@ -166,7 +169,9 @@ def _array_attributes(attrs: list, label: str, ptr: int, buf: Any, limit: int) -
         attrs.append((C.arg_attr(label, C.ARG_NAME), buf.name))
 
 
-def scope_attributes(begin: ScopeRecord, end: ScopeRecord, limit: int = C.MAX_VALUE_LENGTH) -> tuple:
+def scope_attributes(
+    begin: ScopeRecord, end: ScopeRecord, limit: int = C.MAX_VALUE_LENGTH, deprecated_code: bool = False
+) -> tuple:
     """The attributes a scope span carries about the scope itself (its summary counters are added later).
 
     The user's own attributes (``launchtrace.scope("step", step=3)``) keep their names, listed under
@@ -176,11 +181,9 @@ def scope_attributes(begin: ScopeRecord, end: ScopeRecord, limit: int = C.MAX_VA
     if begin.internal:
         attrs.append((C.SCOPE_INTERNAL, True))
     attrs.append((C.SEQ, begin.seq))
-    attrs.append((C.THREAD_ID, begin.thread))
-    if begin.thread_name:
-        attrs.append((C.THREAD_NAME, begin.thread_name))
+    _table_attributes(attrs, begin, _THREAD_TABLE)
     if begin.site is not None:
-        attrs.extend(site_attributes(begin.site, limit))
+        attrs.extend(site_attributes(begin.site, limit, deprecated_code))
     user = end.attributes or begin.attributes
     ours = C.LOAD_ATTRIBUTES  # a module load's (issue 23): under their own names
     attrs.extend((k, v) for k, v in user if k in ours)

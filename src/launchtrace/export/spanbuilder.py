@@ -241,6 +241,7 @@ class SpanBuilder:
         self._sampler = TraceSampler(sampler, self.config.sampler_arg, self.config.sample_every)
         self._join = self.config.join_active_span
         self._limit = self.config.max_attribute_length
+        self._old_code = self.config.deprecated_code_attributes
         self._include_internal = self.config.include_internal
         self._step_max = self.config.step_max_spans
         self._step_window_ns = int(self.config.step_window_s * 1e9)
@@ -515,7 +516,7 @@ class SpanBuilder:
     def _record_attributes(self, rec: LaunchRecord, key: int) -> tuple:
         static = self._attrs.get(key)
         if static is None:
-            static = record_attributes(rec, self._limit, seq=False, device_time=False)
+            static = record_attributes(rec, self._limit, seq=False, device_time=False, deprecated_code=self._old_code)
             if key > 0:
                 self._attrs[key] = static
         if rec.probes:  # device times differ per launch, like the sequence number
@@ -543,7 +544,7 @@ class SpanBuilder:
             return
         incomplete = end is None
         final = end if end is not None else begin
-        attrs = scope_attributes(begin, final, self._limit) + self._summary(node)
+        attrs = scope_attributes(begin, final, self._limit, self._old_code) + self._summary(node)
         if incomplete:
             attrs += ((C.SCOPE_INCOMPLETE, True),)
         if node.external_parent is not None:
@@ -703,7 +704,7 @@ class SpanBuilder:
         for index, (rec, stats) in enumerate(zip(run.sequence, run.stats)):
             device = run.device_stats[index] if run.device_stats else None
             attrs = (
-                *record_attributes(rec, self._limit, device_time=False),
+                *record_attributes(rec, self._limit, device_time=False, deprecated_code=self._old_code),
                 (C.FOLD_POSITION, index),
                 (C.FOLD_DURATION_COUNT, stats.count),
                 (C.FOLD_DURATION_MIN, stats.min),

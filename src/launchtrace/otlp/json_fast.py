@@ -68,7 +68,6 @@ from launchtrace._lazy import lazy_module
 from launchtrace.otlp import jsonkeys
 from launchtrace.otlp.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, decode_id
 from launchtrace.otlp.json_codec import KIND_NAMES, STATUS_NAMES, _dec_attrs, _dec_bytes, _enum, _int, _new_span
-from launchtrace.otlp.jsoncheck import duplicate_key
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
 
 if TYPE_CHECKING:
@@ -262,10 +261,8 @@ class FastLineDecoder:
         if self.compiled is not None:
             spans = self.compiled.decode(line)
             if spans is not None:
-                return spans  # it takes no line with a key given twice in one object
+                return spans
         line = bytes(line)  # the same object when it is bytes; a view of a read buffer is copied here, once
-        if self.compiled is not None and duplicate_key(line) is not None:
-            return None  # the general path reads it, and warns: this path would keep the last silently
         return self.decode_python(line)
 
     def decode_python(self, line: bytes) -> list[SpanData] | None:

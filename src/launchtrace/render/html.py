@@ -4,8 +4,9 @@ Sections, top to bottom (the order a Warp engineer asks the questions in):
 
 1. header: service, host, pids, devices, versions, wall time, device operations, spans, folded and dropped;
 2. step durations: one point per occurrence of each outermost scope (warm-up and outliers show at a glance;
-   click a point to show that step in the timeline); the catch-all ``launchtrace.step`` roots (work outside
-   every scope) are counted under the chart, not plotted, so they never squash the steps;
+   click a point to show that step in the timeline); the catch-all ``<no scope>`` steps (work outside every
+   scope) are counted under the chart, not plotted, so they never squash the steps, and a step's point leaves
+   out the compile/load inside it (said under the chart, shown on hover);
 3. kernel time: per scope (a selector; "all" by default), a bar per kernel of its share of the time and a
    table of count, total, p50, p95 and share (in the manner of Holistic Trace Analysis' kernel breakdown);
 4. timeline of a chosen step (median and slowest by default, any occurrence from a selector, or the whole
@@ -50,12 +51,13 @@ from launchtrace.analysis.runs import Occurrence, merge_run
 from launchtrace.model import TraceData
 from launchtrace.render.escape import html_text, json_for_script
 from launchtrace.render.timeline import TimelineItem, timeline_items
+from launchtrace.steps import NO_SCOPE, STEP_ROOT
 
 __all__ = ["MAX_TIMELINE_ITEMS", "render_report"]
 
 MAX_TIMELINE_ITEMS = 50_000  # beyond this a browser struggles; later steps are listed, not embedded
 MAX_VALUE_LINES = 20
-STEP_ROOT = "launchtrace.step"  # the catch-all root of work outside every scope (export.spanbuilder)
+CATCH_ALL = (NO_SCOPE, STEP_ROOT)  # the steps of work outside every scope (launchtrace.steps)
 
 
 def _asset(name: str) -> str:
@@ -274,7 +276,7 @@ def _apart_note(apart: Sequence[Occurrence]) -> str:
         return ""
     total = sum(o.duration_ns for o in apart) / 1e6
     return (
-        f'<p class="note" id="steps-apart">Not plotted: {len(apart):,} {html_text(STEP_ROOT)} root(s), the work '
+        f'<p class="note" id="steps-apart">Not plotted: {len(apart):,} {html_text(NO_SCOPE)} step(s), the work '
         f"outside every scope ({total:,.1f} ms in all; in the timeline's step list).</p>"
     )
 
@@ -315,7 +317,7 @@ def render_report(
     ``diff`` a ``TraceDiff`` against the baseline; ``graph_svg`` the SVG bytes of the representative step's
     dataflow graph (``None``: the section says why, from ``graph_note``); ``hazards`` one line each."""
     views, defaults, left_out = _views(traces, ov)
-    plotted = [o for o in ov.steps if o.name != STEP_ROOT] or list(ov.steps)  # the catch-all root apart
+    plotted = [o for o in ov.steps if o.name not in CATCH_ALL] or list(ov.steps)  # the catch-all steps apart
     apart = [o for o in ov.steps if o not in plotted]
     steps = [_step_point(o) for o in plotted]
     data = {"views": views, "defaults": defaults, "steps": steps, "kernels": _kernels(ov)}
@@ -339,6 +341,7 @@ def render_report(
         "timeline.</p>"
         + _apart_note(apart)
         + _load_note(plotted)
+        + (f'<p class="note">{html_text(ov.inferred)}.</p>' if ov.inferred else "")
         + '<div id="steps-chart" class="chart"></div></section>',
         '<section id="kernels"><h2>Kernel time</h2><label>scope <select id="kernel-scope"></select></label>'
         '<div id="kernel-chart" class="chart"></div><div id="kernel-table"></div></section>',

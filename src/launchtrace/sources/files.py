@@ -39,7 +39,6 @@ from typing import BinaryIO
 from launchtrace._lazy import lazy_module
 from launchtrace.errors import UserError
 from launchtrace.otlp.json_fast import FastLineDecoder
-from launchtrace.otlp.jsoncheck import CHECK_FROM_BYTES, check, duplicate_key, fault_text
 from launchtrace.otlp.problems import Problem, Severity
 from launchtrace.sources.report import ProblemLog, ReadResult
 from launchtrace.spans import SpanData
@@ -50,7 +49,12 @@ _documents = lazy_module("launchtrace.sources.documents")  # whole JSON document
 _structure = lazy_module("launchtrace.sources.structure")  # read_file(check=True)
 orjson = lazy_module("orjson")  # documents, and lines the compiled reader has no answer for
 
-__all__ = ["SpanFile", "read_spans"]
+__all__ = ["MAX_JSON_BYTES", "SpanFile", "read_spans"]
+
+MAX_JSON_BYTES = 64 << 20
+"""A line, or a whole-file document, that the fast readers did not take is parsed by orjson only up to this size:
+orjson builds the whole value before it can say it is broken (a 100 MiB line of small numbers cost 1.35 GB), so
+a longer one is refused, named, unread. The fast readers take valid OTLP lines of any size first."""
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
@@ -179,18 +183,6 @@ class SpanFile:
                 where = f"{self.name}:byte {offset}"
                 yield self._decoded(where, _proto.decode_traces_bytes(body, where=where))
 
-    def _warn_duplicates(self, text: bytes, where: str) -> None:
-        """A warning for a key given twice in one object (parsing kept the last without a word).
-
-        Only for what the compiled reader left to the general path: it takes no line with a repeated key.
-        """
-        found = duplicate_key(text)
-        if found is not None:
-            offset, key = found
-            self.log.add(
-                Problem(where, f"duplicate key {key!r} at byte {offset}: the last value is kept", Severity.WARNING)
-            )
-
     def _decoded(self, where: str, result: tuple[list[SpanData], list[Problem]]) -> tuple[str, list[SpanData]]:
         spans, problems = result
         for p in problems:
@@ -231,13 +223,11 @@ class SpanFile:
                 yield from self._lines([whole] if one_line else io.BytesIO(whole), 1)
                 return
             self.format = _document_format(doc) + suffix
-            self._warn_duplicates(whole, self.name)
             yield self._decoded(
                 self.name, _documents.spans_from_document(doc, where=self.name, id_encoding=self.id_encoding)
             )
             return
         kind = _document_format(first_obj)
-        self._warn_duplicates(first, f"{self.name}:1")
         self.format = ("otlp-jsonl" if kind == "otlp-json" else f"{kind}-lines") + suffix
         yield self._decoded(
             f"{self.name}:1",
@@ -254,16 +244,14 @@ class SpanFile:
                     line = bytes(line)
                     if not line or line.isspace():  # as `not line.strip()`, without copying a line of megabytes
                         continue
-                    fault = check(line) if len(line) >= CHECK_FROM_BYTES else None
-                    if fault is not None:  # said without building the line: no objects several times its size
-                        obj, problem = None, Problem(where, fault_text(fault))
+                    if len(line) > MAX_JSON_BYTES:  # orjson would build objects several times its size first
+                        obj, problem = None, Problem(where, _too_long(len(line)))
                     else:
                         try:
                             obj = orjson.loads(line)
                         except orjson.JSONDecodeError as exc:
                             obj, problem = None, Problem(where, _json_error(line, exc))
                         else:
-                            self._warn_duplicates(line, where)
                             result = _documents.spans_from_document(obj, where=where, id_encoding=self.id_encoding)
             if spans is not None:
                 yield where, spans
@@ -342,9 +330,14 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _too_long(size: int) -> str:
+    limit = MAX_JSON_BYTES >> 20
+    return f"a JSON value of {size / 2**20:.0f} MiB, over the {limit} MiB that one is read up to; not read"
+
+
 def _loads_or_none(text: bytes) -> object | None:
-    """``text`` parsed, or ``None`` when it is not one JSON value (long texts checked first, unbuilt)."""
-    if len(text) >= CHECK_FROM_BYTES and check(text) is not None:
+    """``text`` parsed, or ``None`` when it is not one JSON value or longer than :data:`MAX_JSON_BYTES`."""
+    if len(text) > MAX_JSON_BYTES:
         return None
     try:
         return orjson.loads(text)

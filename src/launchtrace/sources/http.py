@@ -41,7 +41,6 @@ import urllib3.connection
 from requests.adapters import HTTPAdapter
 
 from launchtrace.errors import UserError
-from launchtrace.otlp.jsoncheck import CHECK_FROM_BYTES, check, fault_text
 
 __all__ = ["DEFAULT_MAX_ANSWER_BYTES", "HttpAnswer", "HttpClient", "HttpOptions", "parse_size"]
 
@@ -102,9 +101,6 @@ class HttpAnswer:
 
     def json(self) -> Any:
         """The body parsed as JSON; a body that is not JSON is a ``UserError`` naming the URL."""
-        fault = check(self.body) if len(self.body) >= CHECK_FROM_BYTES else None
-        if fault is not None:  # said without building a long body (orjson builds it all first)
-            raise UserError(f"{self.url}: answer is {fault_text(fault)}: {_snippet(self.body)}")
         try:
             return orjson.loads(self.body)
         except orjson.JSONDecodeError as exc:

@@ -66,10 +66,14 @@ class JaegerSource:
     # -- building blocks that add to a caller's ProblemLog
     def fetch_trace(self, trace_id: str, log: ProblemLog) -> list[SpanData]:
         hex_id = parse_trace_id(trace_id).hex()
+        # raw: the trace as stored, without query-time adjusters (clock skew, ...), which on the memory store
+        # would also change the stored trace (it hands out references)
         if self.api == "classic":
-            answer = self.client.get(f"/api/traces/{hex_id}", allow=frozenset({200, 404}))
+            answer = self.client.get(f"/api/traces/{hex_id}", params={"raw": "true"}, allow=frozenset({200, 404}))
         else:
-            answer = self.client.get(f"/api/v3/traces/{hex_id}", allow=frozenset({200, 404}))
+            answer = self.client.get(
+                f"/api/v3/traces/{hex_id}", params={"raw_traces": "true"}, allow=frozenset({200, 404})
+            )
         if answer.status == 404:
             log.add(Problem(answer.url, f"trace {hex_id} not found: {_error_message(answer)}", Severity.WARNING))
             return []
@@ -88,6 +92,7 @@ class JaegerSource:
             "query.start_time_max": rfc3339_nano(end),
             "query.search_depth": query.limit,
             "query.num_traces": query.limit,
+            "query.raw_traces": "true",
         }
         if query.operation:
             params["query.operation_name"] = query.operation

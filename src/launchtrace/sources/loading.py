@@ -36,26 +36,32 @@ def _first_time(trace: TraceData) -> int:
 
 def _traces_of_file(path: Path) -> list[TraceData]:
     from launchtrace.sources.files import read_spans
+
+    return _traces_of(read_spans(path), str(path))  # read_spans raises UserError naming the file
+
+
+def _traces_of(result, where: str) -> list[TraceData]:
+    """The rebuilt traces of one source's :class:`~launchtrace.sources.report.ReadResult`."""
     from launchtrace.sources.rebuild import TRACE_ID, rebuild
 
-    result = read_spans(path)  # raises UserError naming the file when it cannot be read
     first = next((str(p) for p in result.problems), "")
     rebuilt = rebuild(result.spans)
     if not rebuilt.traces:
-        raise UserError(f"{path}: no launchtrace spans in this file" + (f" ({first})" if first else ""))
+        raise UserError(f"{where}: no launchtrace spans in this source" + (f" ({first})" if first else ""))
     if result.errors:
-        _log.warning("%s: %d problem(s) while reading, first: %s", path, result.errors, first)
+        _log.warning("%s: %d problem(s) while reading, first: %s", where, result.errors, first)
     traces = []
     for trace_id, data in rebuilt.traces.items():
         data.attributes.setdefault(TRACE_ID, trace_id)
-        data.attributes.setdefault("source", str(path))
+        data.attributes.setdefault("source", where)
         traces.append(data)
     traces.sort(key=_first_time)  # one trace per outermost scope: keep them in the order they ran
     return traces
 
 
 def load_traces(spec: str | os.PathLike | Sequence[str | os.PathLike]) -> list[TraceData]:
-    """Every trace in ``spec`` (a file, a folder, or a list of those), in file order then trace order.
+    """Every trace in ``spec`` (a file, a folder, a backend URL such as ``jaeger+http://host:16686?service=sim``,
+    or a list of those: :mod:`launchtrace.sources.named`), in the order given, then trace order.
 
     Raises :class:`~launchtrace.errors.UserError` naming the file when it is missing, unreadable or holds
     no trace.
@@ -64,11 +70,16 @@ def load_traces(spec: str | os.PathLike | Sequence[str | os.PathLike]) -> list[T
 
         before = load_traces(["run1.jsonl", "run2.jsonl"])
     """
+    from launchtrace.sources.named import parse_backend, read_backend
     from launchtrace.sources.stream import trace_files
 
     specs = [spec] if isinstance(spec, (str, os.PathLike)) else list(spec)
     out: list[TraceData] = []
     for one in specs:
+        backend = parse_backend(one) if isinstance(one, str) else None
+        if backend is not None:
+            out.extend(_traces_of(read_backend(backend), str(backend)))
+            continue
         for path in trace_files(one):
             out.extend(_traces_of_file(path))
     return out

@@ -226,14 +226,13 @@ class _TraceRebuilder:
             kind=str(d[C.SCOPE_KIND]),
             parent_id=self._parent_scope(span),
             attributes=user,
-            thread=_int(d.get(C.THREAD_ID, 0)),
-            thread_name=str(d.get(C.THREAD_NAME, "")),
             start_ns=span.start_ns,
             end_ns=0 if incomplete else span.end_ns,
             error=_error(span),
             internal=bool(d.get(C.SCOPE_INTERNAL, False)),
             site=_site(d),
             seq=_int(d.get(C.SEQ, 0)),
+            **_table_fields(d, _THREAD_TABLE),
         )
 
     def _expand(self, span: SpanData, d: dict[str, Any]) -> list[tuple[tuple[int, int], LaunchRecord]]:
@@ -360,8 +359,13 @@ def _site(d: Mapping[str, Any]) -> Site | None:
     if file is None:
         return None
     line = d.get(C.CODE_LINE_NUMBER, d.get(C.CODE_LINENO, 0))
-    function = d.get(C.CODE_FUNCTION_NAME, d.get(C.CODE_FUNCTION, ""))
-    return _shared_site(str(file), _int(line), str(function), str(d.get(C.CODE_NAMESPACE, "")))
+    module = d.get(C.CODE_NAMESPACE)
+    if module is not None:  # the deprecated pair: function and module apart
+        function = d.get(C.CODE_FUNCTION, d.get(C.CODE_FUNCTION_NAME, ""))
+        return _shared_site(str(file), _int(line), str(function), str(module))
+    qualified = str(d.get(C.CODE_FUNCTION_NAME, d.get(C.CODE_FUNCTION, "")))
+    module, _, function = qualified.rpartition(".")  # the stable name: "module.function"
+    return _shared_site(str(file), _int(line), function, module)
 
 
 @lru_cache(maxsize=8192)
@@ -392,6 +396,17 @@ def _ints(value: Any) -> tuple[int, ...]:
 
 def _value(value: Any) -> Any:
     return tuple(_value(v) for v in value) if isinstance(value, list | tuple) else value
+
+
+def _scalar(value: Any) -> Any:
+    """A scalar argument; a vector or matrix one comes back from Jaeger's classic API as a JSON string (Warp
+    has no string scalars, so such a string is always that)."""
+    if isinstance(value, str) and value.startswith("["):
+        try:
+            return _value(json.loads(value))
+        except ValueError:
+            return value
+    return _value(value)
 
 
 def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None) -> LaunchRecord:
@@ -432,40 +447,40 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
             )
         )
     scalars = tuple(
-        (C.decode_key(text), _value(d.get(C.scalar_attr(label)))) for text, label in zip(scalar_keys, scalar_labels)
+        (C.decode_key(text), _scalar(d.get(C.scalar_attr(label)))) for text, label in zip(scalar_keys, scalar_labels)
     )
-    stream, block_dim, graph_id = d.get(C.STREAM), d.get(C.BLOCK_DIM), d.get(C.GRAPH_ID)
+    fields = _table_fields(d, _RECORD_TABLE)  # every field that is one attribute of its own
     return LaunchRecord(
         op=str(d[C.OP]),
         kernel=str(d.get(C.KERNEL, "")),
         dim=_ints(d.get(C.DIM, ())),
-        stream=None if stream is None else _int(stream),
+        stream=fields.pop("stream", None),
         arrays=tuple(arrays),
         scalars=scalars,
         site=_site(d) or UNKNOWN_SITE,
         params=params,
         buffers=tuple(buffers) if len(buffers) == len(arrays) else (),
-        block_dim=None if block_dim is None else _int(block_dim),
-        max_blocks=_int(d.get(C.MAX_BLOCKS, 0)),
-        device=str(d.get(C.DEVICE, "")),
-        thread=_int(d.get(C.THREAD_ID, 0)),
-        thread_name=str(d.get(C.THREAD_NAME, "")),
         start_ns=start,
         end_ns=end,
         scope_id=scope_id,
-        graph_id=None if graph_id is None else _int(graph_id),
-        captured=bool(d.get(C.CAPTURED, False)),
-        adjoint=bool(d.get(C.ADJOINT, False)),
-        api=str(d.get(C.API, "")),
-        internal=bool(d.get(C.INTERNAL, False)),
         error=error,
         seq=_int(d.get(C.SEQ, 0)),
-        repeat=_int(d.get(C.REPEAT, 1)),
-        module_hash=str(d.get(C.MODULE_HASH, "")),
         probes=tuple(probes),
         graph_replay=_int(d.get(C.GRAPH_REPLAY, 0)),
-        graph_launches=None if (launches := d.get(C.GRAPH_LAUNCHES)) is None else _int(launches),
+        **fields,
     )
+
+
+_READ = {"int": _int, "int64": _int, "str": str, "bool": bool}
+"""How each kind of :data:`launchtrace.conventions.RECORD_FIELDS` is read back (the writer's inverse)."""
+_RECORD_TABLE = tuple((key, field, _READ[kind]) for key, field, kind, _ in C.RECORD_FIELDS + C.THREAD_FIELDS)
+_THREAD_TABLE = tuple((key, field, _READ[kind]) for key, field, kind, _ in C.THREAD_FIELDS)
+
+
+def _table_fields(d: Mapping[str, Any], table: tuple) -> dict[str, Any]:
+    """The fields of ``table`` whose attribute is present (absent ones keep the record model's default,
+    which is what the exporter leaves out)."""
+    return {field: read(d[key]) for key, field, read in table if key in d}
 
 
 @lru_cache(maxsize=8192)

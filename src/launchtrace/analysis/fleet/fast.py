@@ -33,10 +33,10 @@ from collections.abc import Callable, Sequence
 
 from launchtrace import conventions as C
 from launchtrace.analysis.fleet.occurrences import Occurrence
-from launchtrace.analysis.segments import NO_SCOPE
 from launchtrace.model import TraceData
 from launchtrace.sources.rebuild import rebuild
 from launchtrace.spans import STATUS_ERROR, SpanData
+from launchtrace.steps import NO_SCOPE, occurrences
 
 __all__ = [
     "MAX_SIGNATURES",
@@ -242,8 +242,8 @@ def root_step(root: SpanData) -> tuple[TraceData, str] | None:
     if result.malformed or len(result.traces) != 1:
         return None
     trace = next(iter(result.traces.values()))
-    scope = next(iter(trace.scopes.values()), None)
-    return trace, NO_SCOPE if scope is None or scope.internal else scope.name
+    steps = occurrences([trace])  # the one step rule, on the root alone: its records fall in this step
+    return trace, steps[0].name if steps else NO_SCOPE
 
 
 class Signatures:

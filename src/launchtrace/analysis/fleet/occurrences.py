@@ -1,10 +1,11 @@
 """One scope occurrence (a step) of one run, as the fleet analyses see it.
 
-A trace is cut into segments exactly as ``launchtrace diff`` cuts it (:func:`launchtrace.analysis.diff.segments`):
-each occurrence of a top-level scope is one step. For each step this module computes what baselines keep and
-alerts compare: its topology fingerprint (unowned buffers by the order they first appear in, as the diff compares
-them, so equal steps of two processes have equal fingerprints), its record count, its foreign buffers, its
-duration, and per kernel and per position the time spent.
+A trace is cut into steps by the one rule every command uses (:func:`launchtrace.steps.occurrences`, through
+:func:`launchtrace.analysis.segments.segments`): each occurrence of a top-level scope is one step. For each
+step this module computes what baselines keep and alerts compare: its topology fingerprint (unowned
+buffers by the order they first appear in, as the diff compares them, so equal steps of two processes have
+equal fingerprints), its record count, its foreign buffers, its duration, and per kernel and per position
+the time spent.
 
 Example::
 
@@ -21,9 +22,11 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from launchtrace import folds as fold_rules
 from launchtrace.analysis.segments import segments, unowned_by_order
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.sources.rebuild import TRACE_ID
+from launchtrace.steps import RUN_KEYS, run_id
 from launchtrace.topology import topology_key
 
 __all__ = [
@@ -38,13 +41,11 @@ __all__ = [
 
 MAX_POSITIONS = 256
 """Positions of a step timed one by one (the rest count only in the kernel and scope totals)."""
-RUN_KEYS = ("host.name", "process.pid", "service.instance.id")
-"""Resource attributes that tell one run (process) from another."""
 
 
 def run_key(attributes: dict[str, Any]) -> str:
-    """The run (process) a trace came from: ``host.name/process.pid/service.instance.id``."""
-    return "/".join(str(attributes.get(k, "")) for k in RUN_KEYS)
+    """The run (process) a trace came from, as a string: :func:`launchtrace.steps.run_id` (the one rule)."""
+    return run_id(attributes)
 
 
 def _plain(value: Any) -> Any:
@@ -158,7 +159,7 @@ def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool =
             start_ns=start,
             duration_ns=duration,
             fingerprint=topology_digest(records, scalars=scalars),
-            launches=sum(max(1, r.repeat) for r in raw),
+            launches=sum(fold_rules.launches(r) for r in raw),
             foreign_buffers=len(foreign),
             records=records,
             kernel_ns=kernel_ns,

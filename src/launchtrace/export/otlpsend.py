@@ -1,0 +1,371 @@
+"""Sends encoded OTLP trace requests over gRPC (grpcio) or HTTP (requests), with the OTLP exporter's settings and
+retry rule, and nothing of the OpenTelemetry SDK's exporters but their behaviour.
+
+Why our own: :class:`~launchtrace.export.sinks.OtlpSink` hands over bytes it has already encoded, which the SDK
+exporters' public API (``export(ReadableSpan...)``) cannot take; reaching into their private members pinned the
+SDK to one minor release. What is kept from them, as the OTLP exporter specification describes it:
+
+- settings from the keyword arguments, else ``OTEL_EXPORTER_OTLP_TRACES_*``, else ``OTEL_EXPORTER_OTLP_*``:
+  endpoint, headers, timeout (seconds, default 10), compression (``gzip``, ``deflate`` over HTTP), insecure
+  (gRPC), CA certificate, client key and certificate (mTLS);
+- retries: at most 6 attempts within ``timeout``; back-off ``2**n`` s with +-20 % jitter, or the receiver's own
+  delay (gRPC ``RetryInfo``, HTTP ``Retry-After``); retried are gRPC CANCELLED, DEADLINE_EXCEEDED,
+  RESOURCE_EXHAUSTED, ABORTED, OUT_OF_RANGE, UNAVAILABLE, DATA_LOSS and HTTP 429, 502, 503, 504 and connection
+  errors; ``shutdown()`` aborts a back-off at once;
+- after gRPC UNAVAILABLE the channel is made again, so a restarted receiver is reached without waiting out the
+  channel's own reconnect back-off;
+- the response's partial success (spans the receiver rejected) is returned for counting.
+
+A configured CA file is passed to ``requests`` per request, so ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` from
+the environment cannot override it (they win over ``Session.verify``).
+
+Example::
+
+    sender = make_sender("grpc", "http://127.0.0.1:4317", timeout=5)
+    result = sender.send(request_bytes)  # SendResult(ok=True, reason='', rejected=0, message='')
+    sender.shutdown()
+"""
+
+from __future__ import annotations
+
+import email.utils
+import gzip
+import logging
+import os
+import random
+import threading
+import time
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+from urllib.parse import unquote, urlparse
+
+from launchtrace._version import __version__
+
+__all__ = ["GrpcSender", "HttpSender", "SendResult", "make_sender"]
+
+logger = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 6
+DEFAULT_TIMEOUT_S = 10.0
+USER_AGENT = f"launchtrace/{__version__}"
+GRPC_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
+RETRYABLE_GRPC_NAMES = frozenset(
+    {"CANCELLED", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "OUT_OF_RANGE", "UNAVAILABLE", "DATA_LOSS"}
+)
+
+
+class SendResult(NamedTuple):
+    """One request's outcome: delivered or not (with why), and spans the receiver rejected (partial success)."""
+
+    ok: bool
+    reason: str = ""
+    rejected: int = 0
+    message: str = ""
+
+
+class _Retry(Exception):
+    """A retryable failure of one attempt: why, and the receiver's own delay (``None``: the back-off)."""
+
+    def __init__(self, reason: str, delay: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.delay = delay
+
+
+# -- settings -----------------------------------------------------------------------------------------------
+def env_setting(name: str) -> str | None:
+    """``OTEL_EXPORTER_OTLP_TRACES_<name>``, else ``OTEL_EXPORTER_OTLP_<name>``, else ``None`` (blank is unset)."""
+    for variable in (f"OTEL_EXPORTER_OTLP_TRACES_{name}", f"OTEL_EXPORTER_OTLP_{name}"):
+        value = os.environ.get(variable, "").strip()
+        if value:
+            return value
+    return None
+
+
+def parse_headers(raw: Mapping[str, str] | Sequence[tuple[str, str]] | str | None) -> dict[str, str]:
+    """Headers given as a mapping, pairs, or the variables' ``k=v,k2=v2`` form (values URL-decoded)."""
+    if raw is None:
+        raw = env_setting("HEADERS") or ""
+    if isinstance(raw, Mapping):
+        return {str(k).strip().lower(): str(v) for k, v in raw.items()}
+    if not isinstance(raw, str):
+        return {str(k).strip().lower(): str(v) for k, v in raw}
+    headers: dict[str, str] = {}
+    for part in raw.split(","):
+        key, sep, value = part.partition("=")
+        if sep and key.strip():
+            headers[unquote(key).strip().lower()] = unquote(value).strip()
+        elif part.strip():
+            logger.warning("launchtrace: ignoring an OTLP header without '=' (%d characters)", len(part))
+    return headers
+
+
+def resolve_timeout(timeout: float | None) -> float:
+    if timeout is not None:
+        return float(timeout)
+    raw = env_setting("TIMEOUT")
+    try:
+        return float(raw) if raw is not None else DEFAULT_TIMEOUT_S
+    except ValueError:
+        logger.warning("launchtrace: ignoring OTEL_EXPORTER_OTLP_TIMEOUT=%r; using %s s", raw, DEFAULT_TIMEOUT_S)
+        return DEFAULT_TIMEOUT_S
+
+
+def resolve_compression(compression: Any) -> str:
+    """``"gzip"``, ``"deflate"`` or ``"none"``; also takes ``grpc.Compression`` members."""
+    value = compression if compression is not None else env_setting("COMPRESSION")
+    name = str(getattr(value, "name", value) or "none").strip().lower()
+    name = {"nocompression": "none"}.get(name, name)
+    if name not in ("gzip", "deflate", "none"):
+        logger.warning("launchtrace: unknown OTLP compression %r; sending uncompressed", value)
+        return "none"
+    return name
+
+
+def _file(path: str | None) -> bytes | None:
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class _Sender:
+    """The retry loop shared by both protocols; subclasses make one attempt."""
+
+    description = ""
+
+    def __init__(
+        self,
+        headers: Any = None,
+        timeout: float | None = None,
+        compression: Any = None,
+        certificate_file: str | None = None,
+        client_key_file: str | None = None,
+        client_certificate_file: str | None = None,
+    ) -> None:
+        """The settings both protocols share, each from its argument or else the variables."""
+        self.timeout = resolve_timeout(timeout)
+        self.header_map = parse_headers(headers)
+        self.compression = resolve_compression(compression)
+        self.ca_file = certificate_file or env_setting("CERTIFICATE")
+        self.key_file = client_key_file or env_setting("CLIENT_KEY")
+        self.cert_file = client_certificate_file or env_setting("CLIENT_CERTIFICATE")
+        self._closed = threading.Event()
+
+    def send(self, data: bytes) -> SendResult:
+        """Deliver ``data`` (an encoded ``ExportTraceServiceRequest``), retrying within the timeout; never raises."""
+        deadline = time.monotonic() + self.timeout
+        result = SendResult(False, "shut down")
+        for attempt in range(MAX_ATTEMPTS):
+            if self._closed.is_set():
+                return SendResult(False, "shut down")
+            try:
+                return self._attempt(data, max(deadline - time.monotonic(), 0.001))
+            except _Retry as retry:
+                result, delay = SendResult(False, retry.reason), retry.delay
+            except Exception as exc:  # a client failure it does not report as a status: not retried
+                logger.debug("launchtrace: OTLP send to %s raised", self.description, exc_info=True)
+                return SendResult(False, repr(exc))
+            wait = delay if delay is not None else 2**attempt * random.uniform(0.8, 1.2)
+            if attempt + 1 == MAX_ATTEMPTS or wait > deadline - time.monotonic():
+                return result
+            logger.debug("launchtrace: retrying OTLP send to %s in %.2fs (%s)", self.description, wait, result.reason)
+            if self._closed.wait(wait):
+                return SendResult(False, "shut down")
+        return result
+
+    def _attempt(self, data: bytes, timeout: float) -> SendResult:
+        """One try: the final result (delivered, or failed and not retryable), or :class:`_Retry`."""
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        self._closed.set()
+
+
+def _rejected(body: bytes) -> tuple[int, str]:
+    """The partial success of an ``ExportTraceServiceResponse`` (0 rejected when empty or unreadable)."""
+    if not body:
+        return 0, ""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    try:
+        partial = ExportTraceServiceResponse.FromString(body).partial_success
+    except Exception:  # a receiver answering something else: delivered, nothing known about rejections
+        return 0, ""
+    return partial.rejected_spans, partial.error_message
+
+
+# -- gRPC -------------------------------------------------------------------------------------------------------
+class GrpcSender(_Sender):
+    """OTLP/gRPC over one grpcio channel, sending request bytes as they are (no message objects)."""
+
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        *,
+        insecure: bool | None = None,
+        credentials: Any = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+        **shared: Any,
+    ) -> None:
+        import grpc
+
+        super().__init__(**shared)
+        url = endpoint or env_setting("ENDPOINT") or "http://localhost:4317"
+        parsed = urlparse(url if "//" in url else f"//{url}")
+        self.target = parsed.netloc or url
+        if parsed.scheme == "https":
+            insecure = False
+        elif insecure is None:
+            raw = env_setting("INSECURE")
+            insecure = raw.lower() == "true" if raw is not None else parsed.scheme == "http"
+        self.description = url
+        self.metadata = tuple(self.header_map.items())
+        self.grpc_compression = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate}.get(
+            self.compression, grpc.Compression.NoCompression
+        )
+        self._options = (("grpc.primary_user_agent", USER_AGENT), *channel_options)
+        self._credentials = None
+        if not insecure:
+            self._credentials = credentials or grpc.ssl_channel_credentials(
+                root_certificates=_file(self.ca_file),
+                private_key=_file(self.key_file),
+                certificate_chain=_file(self.cert_file),
+            )
+        self._lock = threading.Lock()
+        self._channel, self._call = self._open()
+
+    def _open(self) -> tuple[Any, Callable[..., Any]]:
+        import grpc
+
+        if self._credentials is None:
+            channel = grpc.insecure_channel(self.target, options=self._options, compression=self.grpc_compression)
+        else:
+            channel = grpc.secure_channel(
+                self.target, self._credentials, options=self._options, compression=self.grpc_compression
+            )
+        return channel, channel.unary_unary(GRPC_METHOD, request_serializer=None, response_deserializer=None)
+
+    def _reopen(self, call: Callable[..., Any]) -> None:
+        """A new channel after UNAVAILABLE, once per failed channel (the senders share it)."""
+        with self._lock:
+            if call is not self._call or self._closed.is_set():
+                return
+            old = self._channel
+            self._channel, self._call = self._open()
+        old.close()
+
+    def _attempt(self, data: bytes, timeout: float) -> SendResult:
+        import grpc
+
+        call = self._call
+        try:
+            body = call(data, metadata=self.metadata, timeout=timeout)
+        except grpc.RpcError as error:
+            code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
+            reason = f"{code.name}: {error.details() if hasattr(error, 'details') else ''}"
+            if code.name not in RETRYABLE_GRPC_NAMES:
+                return SendResult(False, reason)
+            if code is grpc.StatusCode.UNAVAILABLE:
+                self._reopen(call)
+            raise _Retry(reason, _retry_info_delay(error)) from None
+        rejected, message = _rejected(body)
+        return SendResult(True, "", rejected, message)
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        with self._lock:
+            channel = self._channel
+        channel.close()
+
+
+def _retry_info_delay(error: Any) -> float | None:
+    """The server's ``google.rpc.RetryInfo`` delay in seconds, if it sent one."""
+    try:
+        raw = dict(error.trailing_metadata() or ()).get("google.rpc.retryinfo-bin")
+    except Exception:
+        return None
+    if raw is None:
+        return None
+    from google.rpc.error_details_pb2 import RetryInfo
+
+    try:
+        delay = RetryInfo.FromString(raw).retry_delay
+    except Exception:
+        return None
+    return delay.seconds + delay.nanos / 1e9
+
+
+# -- HTTP -------------------------------------------------------------------------------------------------------
+class HttpSender(_Sender):
+    """OTLP/HTTP protobuf over one ``requests`` session (not shared between threads: one request at a time)."""
+
+    def __init__(self, endpoint: str | None = None, *, session: Any = None, **shared: Any) -> None:
+        import requests
+
+        super().__init__(**shared)
+        url = endpoint or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+        if not url:
+            base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or "http://localhost:4318"
+            url = base.rstrip("/") + "/v1/traces"
+        self.url = self.description = url
+        self.headers = {"Content-Type": "application/x-protobuf", "User-Agent": USER_AGENT}
+        if self.compression != "none":
+            self.headers["Content-Encoding"] = self.compression
+        self.headers.update(self.header_map)
+        self.verify = self.ca_file  # per request: the environment's CA bundle cannot win over it
+        self.cert = (self.cert_file, self.key_file) if self.cert_file and self.key_file else self.cert_file
+        self._session = session or requests.Session()
+
+    def _attempt(self, data: bytes, timeout: float) -> SendResult:
+        import requests
+
+        if self.compression == "gzip":
+            data = gzip.compress(data, mtime=0)
+        elif self.compression == "deflate":
+            data = zlib.compress(data)
+        try:
+            response = self._session.post(
+                self.url, data=data, headers=self.headers, timeout=timeout, verify=self.verify, cert=self.cert
+            )
+        except requests.exceptions.SSLError as exc:
+            return SendResult(False, f"TLS: {exc}")
+        except requests.exceptions.ConnectionError as exc:
+            raise _Retry(f"connection failed: {type(exc).__name__}") from None
+        except requests.exceptions.RequestException as exc:
+            return SendResult(False, f"{type(exc).__name__}: {exc}")
+        if 200 <= response.status_code < 300:
+            rejected, message = _rejected(response.content)
+            return SendResult(True, "", rejected, message)
+        reason = f"HTTP {response.status_code} {response.reason}"
+        if response.status_code not in RETRYABLE_HTTP:
+            return SendResult(False, reason)
+        raise _Retry(reason, _retry_after(response.headers.get("Retry-After")))
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self._session.close()
+
+
+def _retry_after(value: str | None) -> float | None:
+    """``Retry-After`` as seconds: a number, or an HTTP date (RFC 9110); None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def make_sender(protocol: str, endpoint: str | None, **settings: Any) -> GrpcSender | HttpSender:
+    """The sender for ``protocol`` (``grpc`` or ``http/protobuf``); ``settings`` as the SDK exporters name them."""
+    if protocol == "grpc":
+        return GrpcSender(endpoint, **settings)
+    return HttpSender(endpoint, **settings)
