@@ -81,7 +81,16 @@ def _first_hour(tmp: Path, out: Path) -> int:
     _launchtrace("report", str(trace), "--out", str(page_path), "--title", "springs.py (zero-code)")
     with Page.open(page_path, tmp, width=1280, height=900) as page:
         page.eval("document.querySelectorAll('.graph').forEach(g => g.style.maxHeight = '560px')")
-        _select_view(page, "forward#0")
+        loaded = page.eval(  # the step that holds the compile (step #0), whatever its steps are called
+            "JSON.parse(document.getElementById('launchtrace-data').textContent).views"
+            ".find(v => v.items.some(i => i.n === 'warp.module.load')).id"
+        )
+        _select_view(page, loaded)
+        # the dataflow at full size, scrolled to where the forward pass meets the adjoint launches
+        page.eval(
+            "(() => { const g = document.querySelector('#dataflow .graph'); "
+            "g.scrollLeft = g.scrollWidth * 0.45; g.scrollTop = (g.scrollHeight - g.clientHeight) * 0.35; })()"
+        )
         _zoom_past_the_load(page)
         shots = {
             "first-hour-header-steps.png": _clip(page, "#header", "#steps"),

@@ -205,6 +205,10 @@ def test_report_keeps_the_catch_all_root_off_the_step_chart_and_shows_values(run
     values = html.split('<section id="values"')[1].split("</section>")[0]
     assert "NaN first written by __main__.blowup at step 3" in values and "array x" in values
     assert any(row["k"].endswith(" (adjoint)") for row in data["kernels"]["all"])
+    bars = [item for view in data["views"] for item in view["items"] if item["k"] == "launch"]
+    assert any(b["n"] == "__main__.repulsion (adjoint)" for b in bars) and any(
+        b["n"] == "__main__.repulsion" for b in bars
+    )
 
 
 def test_the_package_docstring_example_exports(tmp_path):
