@@ -239,3 +239,28 @@ def test_the_package_docstring_example_exports(tmp_path):
     spans = file_spans(tmp_path / "launches.jsonl")
     assert [s.name for s in spans if s.attribute(C.OP) == "launch"] == ["__main__.integrate"]
     assert any(s.name == "step" for s in spans)
+
+
+def _rec(thread: int, start: int, end: int):
+    from launchtrace.model import UNKNOWN_SITE, LaunchRecord
+
+    return LaunchRecord("launch", "m.k", (1,), None, (), (), UNKNOWN_SITE, thread=thread, start_ns=start, end_ns=end)
+
+
+def test_the_launch_that_held_a_load_starts_where_the_load_ended_even_a_drain_later():
+    from launchtrace.capture.materialize import _start_after_loads
+    from launchtrace.model import ScopeRecord
+
+    pending: dict[int, int] = {}
+    load = ScopeRecord(id=1, name="warp.module.load", kind="load", thread=1, start_ns=60, end_ns=100)
+    first = [("record", _rec(1, 10, 20)), ("scope_end", load), ("record", _rec(2, 50, 200))]
+    _start_after_loads(first, pending)
+    assert [item.start_ns for kind, item in first if kind == "record"] == [10, 50]  # before it; another thread
+    assert pending == {1: 100}
+    later = [("record", _rec(1, 50, 250)), ("record", _rec(1, 300, 310))]  # the next drain
+    _start_after_loads(later, pending)
+    assert [(item.start_ns, item.end_ns) for _, item in later] == [(100, 250), (300, 310)]
+    assert pending == {}
+    alone = [("scope_end", load), ("record", _rec(1, 150, 160))]  # a load outside any launch (wp.load_module)
+    _start_after_loads(alone, pending)
+    assert alone[1][1].start_ns == 150 and pending == {}
