@@ -263,7 +263,7 @@ class LaunchRecord:
 class ScopeRecord:
     """One scope: a ``wp.Tape`` scope, a ``wp.ScopedTimer`` or a ``launchtrace.scope``.
 
-    ``parent_id`` nests scopes per thread. ``internal`` marks Warp's own timers ("Module X load"), kept out of
+    ``parent_id`` nests scopes per thread. ``internal`` marks Warp's own timers ("Compile x86"), kept out of
     exports by default. ``end_ns`` is 0 while the scope is still open. ``remote_parent``: for an outermost
     scope opened inside a span of the application's own tracing, that span's ``(trace_id, span_id,
     trace_flags)`` (16 and 8 bytes, an int), else ``None``.
