@@ -1,5 +1,6 @@
 """Traces cut into segments (each occurrence of a scope, or a run of records outside every scope), and what
 tells one run from another: the part of :mod:`launchtrace.analysis.diff` that the fleet commands need too.
+Both are views of the one rule in :mod:`launchtrace.steps` (a segment is a step that holds records).
 
 Its own module so that ``baseline build`` and ``alert``, which cut traces exactly as ``launchtrace diff`` does,
 do not import the diff's alignment and timing statistics at start-up. :mod:`launchtrace.analysis.diff` exports

@@ -105,6 +105,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _pullers() -> dict:
+    """``pull``'s reader per backend kind, imported when a command first reads a backend URL."""
+    from launchtrace.cli import pull
+
+    return pull.PULLERS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     only = argv[0] if argv and argv[0] in COMMANDS else None
@@ -119,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from launchtrace.cli._sources import backend_reading
 
-        with backend_reading(args):
+        with backend_reading(args, _pullers):
             return int(module.run(args) or 0)
     except UserError as exc:
         from launchtrace.otlp.problems import one_line
