@@ -264,3 +264,39 @@ def test_the_launch_that_held_a_load_starts_where_the_load_ended_even_a_drain_la
     alone = [("scope_end", load), ("record", _rec(1, 150, 160))]  # a load outside any launch (wp.load_module)
     _start_after_loads(alone, pending)
     assert alone[1][1].start_ns == 150 and pending == {}
+
+
+def test_the_report_page_in_chromium_elides_from_the_left_and_fits_the_graph_on_click(runs, tmp_path):
+    """Real headless Chromium (tests/chromium_cdp.py): zoomed out, a short bar keeps the end of its kernel's
+    name ('...repulsion (adjoint)'); zoomed in, tick labels are distinct; a click fits the graph to the width."""
+    from chromium_cdp import CHROMIUM, Page
+
+    if CHROMIUM is None:  # CI installs it (README's test command)
+        pytest.fail("chromium is not installed")
+    page_path = tmp_path / "report.html"
+    assert _cli("report", str(runs["nan"]), "--out", str(page_path)).returncode == 0
+    with Page.open(page_path, tmp_path) as page:
+        box = page.eval(
+            "(() => { document.querySelector('.timeline').scrollIntoView(); "
+            "const s = document.querySelector('.timeline .tl-body').getBoundingClientRect(); "
+            "return [s.left, s.top, s.width, s.height]; })()"
+        )
+        seen: list = []
+        for _ in range(12):  # zoom in step by step: bars go from empty, to elided, to whole names
+            page.wheel(box[0] + box[2] * 0.3, box[1] + box[3] / 2, -250)
+            seen += page.eval(
+                "[...document.querySelectorAll('.timeline .bar.launch')].filter(b => b.style.display !== 'none')"
+                ".map(b => [b.textContent, b.dataset.label, b.getBoundingClientRect().width])"
+            )
+        elided = [(text, full) for text, full, _ in seen if text.startswith("...")]
+        assert elided, sorted({(text, round(w)) for text, _, w in seen})[:20]
+        assert all(full.endswith(text[3:]) and len(text) >= 8 for text, full in elided), elided
+        assert all(text in ("", full) or text.startswith("...") for text, full, _ in seen)
+        ticks = page.eval("[...document.querySelector('.timeline .axis').children].map(t => t.textContent)")
+        assert len(ticks) >= 3 and len(set(ticks)) == len(ticks), ticks
+        graph = "document.querySelector('#dataflow .graph')"
+        natural = page.eval(f"{graph}.querySelector('img').getBoundingClientRect().width")
+        page.eval(f"{graph}.scrollIntoView(); {graph}.click()")
+        fitted = page.eval(f"{graph}.querySelector('img').getBoundingClientRect().width")
+        assert page.eval(f"{graph}.classList.contains('fit')") and fitted < natural
+        assert not page.errors
