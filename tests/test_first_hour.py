@@ -121,7 +121,7 @@ def test_summary_names_the_kernel_step_and_array_of_the_first_nan(runs):
     values = done.stdout.split("values (--value-stats):")[1]
     first = values.strip().splitlines()[0]
     assert "NaN first written by __main__.blowup at step 3" in first
-    assert "array x" in first and "springs.py:" in first
+    assert "array State.x#" in first and "(parameter x)" in first and "springs.py:" in first  # allocation label
     as_json = json.loads(_cli("summary", "--format", "json", str(runs["nan"])).stdout)
     bad = as_json["non_finite"][0]
     assert (bad["kernel"], bad["step"], bad["param"], bad["what"]) == ("__main__.blowup", 3, "x", "NaN")
@@ -203,7 +203,7 @@ def test_report_keeps_the_catch_all_root_off_the_step_chart_and_shows_values(run
     assert all(s["ld"] == 0 for s in data["steps"] if s is not first)
     assert "compile/load</dt><dd>" in html and "1 compiled" in html
     values = html.split('<section id="values"')[1].split("</section>")[0]
-    assert "NaN first written by __main__.blowup at step 3" in values and "array x" in values
+    assert "NaN first written by __main__.blowup at step 3" in values and "(parameter x)" in values
     assert any(row["k"].endswith(" (adjoint)") for row in data["kernels"]["all"])
     bars = [item for view in data["views"] for item in view["items"] if item["k"] == "launch"]
     assert any(b["n"] == "__main__.repulsion (adjoint)" for b in bars) and any(

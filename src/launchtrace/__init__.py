@@ -16,6 +16,10 @@ Without changing the program: ``launchtrace run program.py`` (see ``docs/zero-co
 alone patches Warp for in-process analysis (:func:`trace_launches`) and exports nothing.
 
 Names are imported lazily so that ``import launchtrace`` stays cheap for the CLI readers.
+
+PYTEST_DONT_REWRITE: the package ships a pytest plugin (``launchtrace.pytest_plugin``), so pytest marks it for
+assertion rewriting and would warn in every session where it was imported before pytest (``launchtrace run -m
+pytest``); this marker says there is nothing here to rewrite.
 """
 
 from __future__ import annotations

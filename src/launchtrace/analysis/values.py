@@ -10,7 +10,7 @@ Example::
     from launchtrace.analysis.values import non_finite
     bad = non_finite(traces)
     if bad:
-        print(bad[0].line())  # NaN first written by __main__.blowup at step 3: array x, from springs.py:88
+        print(bad[0].line())  # NaN first written by __main__.blowup at step 3: array State.x#4 (springs.py:69) ...
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def step_clock(traces: Sequence[TraceData]) -> StepClock:
 @dataclasses.dataclass(frozen=True, slots=True)
 class BadValues:
     """One launch whose written array held NaN or Inf right after it ran: ``kernel`` (adjoint marked),
-    ``array`` (the owner's name where known, else the kernel parameter), ``param``, ``step`` (see
+    ``array`` (the owner's label where :func:`launchtrace.own` gave one, else the allocation's label, else the
+    kernel parameter), ``param``, ``step`` (see
     :class:`StepClock`; ``None`` before the first step), ``scope`` (the record's scope path), ``site``
     (``file:line``), ``what`` (``NaN`` or ``Inf``) and the ``stats`` measured."""
 
@@ -114,7 +115,8 @@ def non_finite(traces: Sequence[TraceData]) -> list[BadValues]:
                     continue
                 param = rec.arg_name(probe.key)
                 buffer = rec.buffer(probe.key)
-                owner = buffer.owner if buffer is not None and buffer.owner else param
+                named = (buffer.owner or buffer.alloc) if buffer is not None else None  # own() label, else allocation
+                owner = named or param
                 bad = BadValues(
                     kernel=C.kernel_title(rec.kernel, rec.adjoint),
                     array=owner,

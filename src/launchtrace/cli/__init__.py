@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "pull": "pull",
     "summary": "summary",
     "diff": "diff",
+    "snapshot": "snapshot",
     "check-static": "check_static",
     "dataflow": "dataflow",
     "graph": "graph",

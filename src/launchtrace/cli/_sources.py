@@ -74,6 +74,14 @@ def _defaults() -> argparse.Namespace:
     return defaults
 
 
+def limit_note(result: ReadResult, args: argparse.Namespace) -> str | None:
+    """A search that came back with ``--limit`` traces may have left some out: say so (Jaeger and Tempo answer
+    no more than asked, silently)."""
+    if args.kind == "file" or args.trace_id or len(result.traces()) < args.limit:
+        return None
+    return f"  the search stopped at --limit {args.limit} traces: there may be more (raise --limit, or narrow --since)"
+
+
 Pullers = Callable[[], Mapping[str, Callable[[argparse.Namespace], ReadResult]]]
 """What gives ``pull``'s reader per backend kind (``launchtrace.cli.pull.PULLERS``), handed in by the command
 dispatcher so that this module, which ``pull`` imports, does not import ``pull``."""
@@ -85,7 +93,12 @@ def read(name: BackendName, args: argparse.Namespace, pullers: Pullers) -> ReadR
     for key, value in vars(args).items():
         if hasattr(base, key):
             setattr(base, key, value)
-    return pullers()[name.kind](backend_args(name, base))
+    merged = backend_args(name, base)
+    result = pullers()[name.kind](merged)
+    note = limit_note(result, merged)
+    if note:
+        print(f"launchtrace: warning: {name}: {note.lstrip()}", file=sys.stderr)
+    return result
 
 
 @contextlib.contextmanager

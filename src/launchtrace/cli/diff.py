@@ -31,12 +31,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--against", nargs="+", metavar="B", help="the runs to compare against the baseline (files or folders)"
     )
     parser.add_argument("--scope", help="compare occurrences of this scope only")
+    parser.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="hold every occurrence of the snapshot's scope in the trace(s) A against this topology snapshot "
+        "(launchtrace snapshot, or the pytest plugin's files)",
+    )
     parser.add_argument("--ignore-scalars", action="store_true", help="do not compare scalar arguments")
     parser.add_argument("--ignore-streams", action="store_true", help="do not compare streams")
     parser.add_argument(
         "--raw-pointers",
         action="store_true",
-        help="compare unowned buffers by address (default: by the order they first appear in, per segment)",
+        help="compare unowned buffers as recorded: by allocation with its slot, else by address (default: by "
+        "allocation site and order met, else by the order they first appear in, per segment)",
     )
     parser.add_argument(
         "--alpha", type=probability, default=DEFAULT_ALPHA, help="significance level (default %(default)s)"
@@ -66,6 +73,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.snapshot:
+        from launchtrace.cli.snapshot import diff_against_snapshot
+
+        return diff_against_snapshot(args)
     if args.against:
         a_specs, b_specs = args.traces, args.against
     elif len(args.traces) == 2:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from launchtrace.cli._output import make_parent
 from launchtrace.cli._query import BASIC_AUTH_ENV, TOKEN_ENV, add_query_arguments
+from launchtrace.cli._sources import limit_note
 from launchtrace.errors import UserError
 from launchtrace.otlp.problems import Severity
 from launchtrace.sources.report import ReadResult, plural
@@ -267,4 +268,7 @@ def run(args: argparse.Namespace) -> int:
     _check_found(result, args.trace_id)
     write_jsonl(result, args.out)
     _summary(result, args.out)
+    note = limit_note(result, args)
+    if note:
+        print(note, file=sys.stderr)
     return 2 if result.errors else 0
