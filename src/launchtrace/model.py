@@ -59,6 +59,7 @@ class ScopeKind(str, Enum):
     TIMER = "timer"  # wp.ScopedTimer
     USER = "user"  # launchtrace.scope(...)
     STEP = "step"  # a synthetic root for launches outside any scope (export only)
+    LOAD = "load"  # Warp compiling or loading a module (warp.module.load): host time, never a launch's
 
     def __str__(self) -> str:
         return self.value
@@ -281,7 +282,7 @@ class LaunchRecord:
 class ScopeRecord:
     """One scope: a ``wp.Tape`` scope, a ``wp.ScopedTimer`` or a ``launchtrace.scope``.
 
-    ``parent_id`` nests scopes per thread. ``internal`` marks Warp's own timers ("Module X load"), kept out of
+    ``parent_id`` nests scopes per thread. ``internal`` marks Warp's own timers ("Compile x86"), kept out of
     exports by default. ``end_ns`` is 0 while the scope is still open. ``remote_parent``: for an outermost
     scope opened inside a span of the application's own tracing, that span's ``(trace_id, span_id,
     trace_flags)`` (16 and 8 bytes, an int), else ``None``.

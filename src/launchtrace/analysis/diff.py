@@ -52,6 +52,7 @@ from launchtrace.analysis.verdicts import (
     compare_runs,
     warmup_steps,
 )
+from launchtrace.conventions import kernel_title
 from launchtrace.folds import fold_share, record_total
 from launchtrace.model import TraceData
 from launchtrace.topology import ChangeKind, DiffEntry, diff_records
@@ -195,7 +196,7 @@ def step_series(
     nested: dict[tuple[int, int], list[tuple[str, float]]] = {}  # (trace, top scope) -> [(path, ns)]
     for t, trace in enumerate(traces):
         for sid, sc in trace.scopes.items():
-            if sc.internal or sc.end_ns <= 0:
+            if sc.internal or sc.end_ns <= 0 or sc.kind == "load":  # a module load is no group of its own
                 continue
             top = top_scope(trace, sid, scope)
             if top is None or top == sid:
@@ -228,7 +229,7 @@ def step_series(
                     add(("scope", seg.name, path), occ, ns, 1, 0)
         for rec in timed:
             ns, launches, folded = _record_total(rec)
-            add(("kernel", seg.name, rec.kernel), occ, float(ns), launches, folded)
+            add(("kernel", seg.name, kernel_title(rec.kernel, rec.adjoint)), occ, float(ns), launches, folded)
     return steps, values, counts
 
 

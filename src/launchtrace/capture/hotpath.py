@@ -275,8 +275,9 @@ def _is_clean_exit(error: BaseException) -> bool:
     return isinstance(error, GeneratorExit)
 
 
-def emit_scope_end(sid: int, error: BaseException | None = None) -> None:
-    """Close scope ``sid`` on this thread (and any scope left open inside it)."""
+def emit_scope_end(sid: int, error: BaseException | None = None, attributes: tuple = ()) -> None:
+    """Close scope ``sid`` on this thread (and any scope left open inside it). ``attributes``: what became
+    known only at the end (a module load's ``compiled`` / ``cached``), added to the scope's own."""
     loc = _local.st
     stack = loc.stack
     if sid not in stack:
@@ -289,6 +290,9 @@ def emit_scope_end(sid: int, error: BaseException | None = None) -> None:
         top = stack.pop()
         if queues:
             err = None if error is None or top != sid else f"{type(error).__name__}: {error}"
-            bus.offer((bus.SCOPE_END, bus.next_seq(), loc.tid, top, t1, err))
+            if attributes and top == sid:
+                bus.offer((bus.SCOPE_END, bus.next_seq(), loc.tid, top, t1, err, attributes))
+            else:
+                bus.offer((bus.SCOPE_END, bus.next_seq(), loc.tid, top, t1, err))
         if top == sid:
             break

@@ -325,6 +325,8 @@ class Materializer:
         self._templates: dict[tuple, tuple] = {}  # see _launch_flat: key -> (record, code, caller)
         self._templates_version: Any = -1
         self._templates_since = 0
+        self._load_ends: dict[int, int] = {}  # thread -> end of a module load its next record may contain
+        self._loaded = False  # a module load ended in this drain
 
     def _intern_buffer(
         self,
@@ -412,6 +414,9 @@ class Materializer:
                     out.append(("record", event[F_DECODE](event)))
             except Exception:
                 _log.warning("launchtrace: could not materialise a capture event; skipped", exc_info=True)
+        if self._load_ends or self._loaded:
+            self._loaded = False
+            _start_after_loads(out, self._load_ends)
         return out
 
     _probe_run = -1  # the drain whose wait deadline for device timing is _probe_deadline
@@ -446,10 +451,15 @@ class Materializer:
         return scope
 
     def scope_end(self, e: tuple) -> ScopeRecord:
-        _, seq, tid, sid, t1, error = e
+        _, seq, tid, sid, t1, error = e[:6]
         begun = self.open_scopes.pop(sid, None)
         if begun is None:  # subscribed after it began
             begun = ScopeRecord(id=sid, name="<unknown>", kind="user", thread=tid, start_ns=t1, seq=seq)
+        if begun.kind == "load":  # the launch it ran inside starts where it ended (_start_after_loads)
+            self._loaded = True
+        if len(e) > 6:  # attributes known only at the end (a module load's result)
+            extra = tuple((str(k), _normalise(v)) for k, v in e[6])
+            return dataclasses.replace(begun, end_ns=t1, error=error, attributes=begun.attributes + extra)
         return dataclasses.replace(begun, end_ns=t1, error=error)  # the begin, ended
 
     # -- records -----------------------------------------------------------------------------------------------
@@ -974,6 +984,20 @@ _BUILDERS = {
     "primitive": _build_primitive,
     "graph_launch": _build_graph_launch,
 }
+
+
+def _start_after_loads(out: list[tuple[str, object]], load_ends: dict[int, int]) -> None:
+    """A module load runs inside the launch that needed it (Warp loads on first use): that launch's record
+    starts where the load ended, so its time is the launch's own and the load is its ``warp.module.load``
+    scope's (``launchtrace.capture.tapeload``). The first record on the load's thread after the load's end
+    event settles it, in this drain or a later one; only drains after a load pay for this walk."""
+    for i, (kind, item) in enumerate(out):
+        if kind == "scope_end" and item.kind == "load":  # type: ignore[attr-defined]
+            load_ends[item.thread] = item.end_ns  # type: ignore[attr-defined]
+        elif kind == "record" and item.thread in load_ends:  # type: ignore[attr-defined]
+            end = load_ends.pop(item.thread)  # type: ignore[attr-defined]
+            if item.start_ns < end <= item.end_ns:  # type: ignore[attr-defined]
+                out[i] = (kind, dataclasses.replace(item, start_ns=end))  # type: ignore[arg-type]
 
 
 def materialize(raw: list[tuple], materializer: Materializer | None = None) -> list[tuple[str, object]]:

@@ -13,7 +13,9 @@ Patched (Warp 1.19; see ``shared/notes/warp-internals.md``):
 - native primitives: ``array_scan``, ``radix_sort_pairs``, ``segmented_sort_pairs``, ``runlength_encode``,
   ``array_sum``, ``array_inner`` (every binding, fem's and optim's included) and the ``wp_bsr_*`` natives that
   ``warp.sparse`` calls through ``runtime.core``;
-- scopes: ``ScopedTimer.__enter__`` / ``__exit__`` and ``Tape.record_scope_begin`` / ``record_scope_end``;
+- scopes: ``ScopedTimer.__enter__`` / ``__exit__`` (Warp's module-load timer becomes a ``warp.module.load``
+  scope), ``Tape.record_scope_begin`` / ``record_scope_end``, and ``Tape.__enter__`` / ``__exit__`` /
+  ``backward`` (``tape.forward`` / ``tape.backward`` where no scope covers them: ``capture.tapeload``);
 - allocations: ``array._init_new`` (every Warp allocation of array memory: ``wp.empty/zeros/full/clone``,
   ``wp.array(data)``, gradients) and ``array._alloc_grad`` (which array a gradient belongs to), noted in
   :data:`launchtrace.allocations.ALLOCATIONS` so that unowned buffers get a run-stable identity.
@@ -32,7 +34,7 @@ from typing import Any
 from launchtrace import native
 from launchtrace import rawevent as ev
 from launchtrace.allocations import ALLOCATIONS, grad_parent, set_grad_parent
-from launchtrace.capture import bus, probes
+from launchtrace.capture import bus, probes, tapeload
 from launchtrace.capture import materialize as _materialize  # noqa: F401  (registers the bus's materialiser)
 from launchtrace.capture.hotpath import (
     _LIB_CACHE,
@@ -554,7 +556,13 @@ def _wrap_timer_enter(original: Callable) -> Callable:
     def __enter__(self: Any) -> Any:
         frame = sys._getframe(1)
         internal = is_warp_code(frame.f_code)
-        sid = emit_scope_begin(getattr(self, "name", "timer"), "timer", (), internal, frame)
+        name = getattr(self, "name", "timer")
+        load = tapeload.module_load_of(str(name)) if internal else None
+        if load is not None:  # Warp compiling or loading a module: its own scope, never a launch's time
+            sid = emit_scope_begin(tapeload.MODULE_LOAD_SPAN, "load", load, False, frame)
+            self.__dict__["_launchtrace_load"] = True
+        else:
+            sid = emit_scope_begin(name, "timer", (), internal, frame)
         self.__dict__["_launchtrace_scope"] = sid
         st = tstate()
         st.in_timer += 1
@@ -579,7 +587,8 @@ def _wrap_timer_exit(original: Callable) -> Callable:
             st.in_timer -= 1
             sid = self.__dict__.pop("_launchtrace_scope", None)
             if sid is not None:
-                emit_scope_end(sid, exc_value)
+                loaded = self.__dict__.pop("_launchtrace_load", False)
+                emit_scope_end(sid, exc_value, tapeload.load_result(self) if loaded else ())
 
     return wraps_like(original, __exit__)
 
@@ -740,6 +749,9 @@ def patch_warp() -> PatchSet:
     patches.set_attr(wutils.ScopedTimer, "__exit__", _wrap_timer_exit(wutils.ScopedTimer.__dict__["__exit__"]))
     patches.set_attr(tape_mod.Tape, "record_scope_begin", _wrap_tape_scope_begin(tape_mod.Tape.record_scope_begin))
     patches.set_attr(tape_mod.Tape, "record_scope_end", _wrap_tape_scope_end(tape_mod.Tape.record_scope_end))
+    patches.set_attr(tape_mod.Tape, "__enter__", tapeload.wrap_tape_enter(tape_mod.Tape.__dict__["__enter__"]))
+    patches.set_attr(tape_mod.Tape, "__exit__", tapeload.wrap_tape_exit(tape_mod.Tape.__dict__["__exit__"]))
+    patches.set_attr(tape_mod.Tape, "backward", tapeload.wrap_tape_backward(tape_mod.Tape.__dict__["backward"]))
 
     core = getattr(ctx.runtime, "core", None)
     for name in SPARSE_NATIVES:

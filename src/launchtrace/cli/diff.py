@@ -1,16 +1,19 @@
 """``launchtrace diff A B`` / ``launchtrace diff A1 A2 A3 --against B1 B2 B3``: an aligned topology diff and
-timing verdicts over per-step totals; exit 1 when the topology differs."""
+timing verdicts over per-step totals, and (``--value-stats`` runs) the launches whose outputs became
+non-finite in B; exit 1 when the topology differs or values became non-finite."""
 
 from __future__ import annotations
 
 import argparse
 
 from launchtrace.analysis.diff import diff_traces
+from launchtrace.analysis.values import BadValues, became_non_finite
 from launchtrace.analysis.verdicts import DEFAULT_ALPHA, DEFAULT_MIN_CHANGE, DEFAULT_MIN_RUNS, DEFAULT_MIN_STEPS
 from launchtrace.cli._analyzer import add_format, write_json, write_text
 from launchtrace.cli._numbers import at_least, fraction, probability
 from launchtrace.errors import UserError
 from launchtrace.render.diff_text import diff_as_json, diff_as_markdown, diff_as_text
+from launchtrace.render.escape import terminal_lines
 from launchtrace.sources.loading import load_traces
 
 HELP = "diff two traces (or sets of runs): inserted, removed and changed launches, timing verdicts"
@@ -80,9 +83,10 @@ def run(args: argparse.Namespace) -> int:
         a_specs, b_specs = args.traces[:1], args.traces[1:]
     else:
         raise UserError(f"give A and B, or A1 A2 ... --against B1 B2 ... (got {len(args.traces)} inputs)")
+    a_traces, b_traces = load_traces(a_specs), load_traces(b_specs)
     result = diff_traces(
-        load_traces(a_specs),
-        load_traces(b_specs),
+        a_traces,
+        b_traces,
         scope=args.scope,
         ignore_scalars=args.ignore_scalars,
         ignore_streams=args.ignore_streams,
@@ -92,10 +96,25 @@ def run(args: argparse.Namespace) -> int:
         min_runs=args.min_runs,
         min_steps=args.min_steps,
     )
+    bad = became_non_finite(a_traces, b_traces)
     if args.format == "json":
-        write_json(diff_as_json(result), args.out)
+        out = diff_as_json(result)
+        out["became_non_finite"] = [_bad_json(b) for b in bad]
+        write_json(out, args.out)
     elif args.format == "markdown":
-        write_text(diff_as_markdown(result), args.out)
+        write_text(diff_as_markdown(result) + _bad_text(bad, "- "), args.out)
     else:
-        write_text(diff_as_text(result), args.out)
-    return 0 if result.equal else 1
+        write_text(diff_as_text(result) + _bad_text(bad, "  "), args.out)
+    return 0 if result.equal and not bad else 1
+
+
+def _bad_text(bad: list[BadValues], bullet: str) -> str:
+    if not bad:
+        return ""
+    lines = ["", f"values: {len(bad)} launch output(s) non-finite in B and not in A:"]
+    lines += [f"{bullet}{b.line()}" for b in bad]
+    return terminal_lines(lines)
+
+
+def _bad_json(b: BadValues) -> dict:
+    return {"kernel": b.kernel, "array": b.array, "param": b.param, "step": b.step, "site": b.site, "what": b.what}

@@ -147,10 +147,12 @@ def start_metrics(exporters: tuple[str, ...] | None = None, *, prometheus: str |
 
 
 def flush(timeout: float = 10.0) -> bool:
-    """Export everything captured so far; whether it finished within ``timeout`` seconds. Never raises."""
+    """Export everything captured so far; whether it finished within ``timeout`` seconds (``False``, and a
+    warning, when no export was started: :func:`start_export`). Never raises."""
     pipeline = _pipeline
     if pipeline is None:
-        return True
+        logger.warning("launchtrace: flush() with no export running: nothing is exported (call start_export)")
+        return False
     return pipeline.flush(timeout)
 
 

@@ -162,7 +162,8 @@ class ExportConfig:
       budget is cut). ``True`` / ``False`` are read as ``always`` / ``off``. ``fold_min_repeats``: the shortest
       run folded.
     - ``step_max_spans`` / ``step_window_s``: bounds of the synthetic "step" roots for unscoped launches.
-    - ``include_internal``: export Warp's own timer scopes too ("Module X load", "Compile x86"): host-side
+    - ``include_internal``: export Warp's own timer scopes too ("Compile x86", ...; "Module X load" is always
+      exported, as a ``warp.module.load`` span): host-side
       bookkeeping, not device work, so left out by default. The device work Warp issues itself (adjoint
       launches, ``warp.fem`` / ``warp.sparse`` launches, the fill in ``wp.zeros``) is exported either way,
       marked ``launchtrace.internal``.

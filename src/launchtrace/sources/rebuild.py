@@ -219,6 +219,7 @@ class _TraceRebuilder:
             self._warn(f"scope {span.name!r} was still open when exported")
         keys = _tuple(d.get(C.SCOPE_ATTRIBUTE_KEYS, ()))
         user = tuple((k, d.get(C.scope_user_attr(k))) for k in keys)
+        user += tuple((k, d[k]) for k in C.LOAD_ATTRIBUTES if k in d)  # a module load's (issue 23)
         return ScopeRecord(
             id=_int(d[C.SCOPE_ID]),
             name=span.name,
