@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
                 "scope": report.scope,
                 "occurrences": report.occurrences,
                 "static": report.static,
+                "warmup": report.warmup,
+                "notes": list(report.notes),
                 "findings": [
                     {
                         "reason": str(f.reason),
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             verdict = "only one occurrence: nothing to compare"
         else:
             verdict = "static (same topology every time)" if report.static else "NOT static"
-        lines = [f"scope {report.scope!r}: {plural(report.occurrences, 'occurrence')}, {verdict}"]
+        lines = [f"scope {report.scope!r}: {plural(report.occurrences, 'occurrence')}, {verdict}", *report.notes]
         for f in report.findings:
             name = f" {f.name}" if f.name else ""
             warn = "" if f.breaks else " (warning)"
