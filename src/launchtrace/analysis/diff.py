@@ -455,7 +455,7 @@ def diff_traces(
         if not result.equal:
             print(result.counts)
         for row in result.timing:
-            print(row.group, row.verdict.direction, row.verdict.reason)
+            print(row.group, row.verdict.verdict, row.verdict.reason)
     """
     a = [a] if isinstance(a, TraceData) else list(a)
     b = [b] if isinstance(b, TraceData) else list(b)

@@ -28,11 +28,24 @@ rests on (``basis``):
   low steps were hit by interference too cannot vouch for its low quantile), and ``min_abs_change`` relative
   to A's value (small values drift most between runs). Below it the reason says "one
   run each: a change under X% cannot be told from this run's step-to-step noise".
-- ``"insufficient"``: fewer than ``min_steps`` steps on a side (or no positive values): no verdict.
+- ``"insufficient"``: fewer than ``min_steps`` steps on a side (or no positive values): no test.
 
-The t distribution, Welch's test and the Mann-Whitney U test are hand-written (``scipy`` is a 35 MB wheel the
-analyzer does not need at run time) and checked against ``scipy.stats`` in ``tests/test_analysis_verdicts.py``,
-the bootstrap interval against ``scipy.stats.bootstrap``.
+**Four answers** (:attr:`Verdict.verdict`, one of :data:`ANSWERS`):
+
+- ``slower`` / ``faster``: the test is significant at ``alpha`` and the change is at least ``min_change`` (one
+  run per side: at least the one-run bound);
+- ``same``: equivalence shown: the interval lies within +-``min_change`` (with one run per side, the steps'
+  interval widened by the one-run bound, since the steps cannot see the drift between runs: at the default 5 %
+  one run per side is never enough to say ``same``);
+- ``inconclusive``: anything else (too few steps, too few runs, an interval reaching past +-``min_change``);
+  the reason says why and :attr:`Verdict.decide` what would decide it ("3 runs per side would tell a 21 %
+  change; about 9 would decide this one"), from the runs' own spread, or with one run per side from
+  :data:`RUN_DRIFT_SD`.
+
+The bootstrap p-value counts resamples that cross "no change"; when none does it cannot resolve below
+``1 / (resamples + 1)`` (about 0.0005), so its tail is then extrapolated from the normal distribution fitted to the
+resampled log ratios: a multiple-comparison correction over many tests (the fleet's) must not be made
+impossible by that floor.
 
 Example::
 
@@ -43,12 +56,12 @@ Example::
     a = [steps[skip:]]                                       # one run
     b = [[3.1, 3.0, 3.2, 3.1, 3.3, 3.0, 3.1]]                # one run of the changed program
     v = compare_runs(a, b)
-    print(v.direction, f"{v.effect:+.0%}", v.basis, v.reason)
+    print(v.verdict, f"{v.effect:+.0%}", v.basis, v.reason)
     # slower +50% steps-one-run one run each: p10 step +50.0% (99% CI +42.9% .. +55.0%), bootstrap over
-    # steps p=0.0005, beyond the 25% one run can tell from drift
+    # steps p=4.3e-76 (no resample crossed: normal tail), beyond the 25% one run can tell from drift
 
     v = compare_runs([[2.0, 2.1], [2.2, 2.1], [2.0, 2.0]], [[3.0, 3.1], [3.2, 3.1], [2.9, 3.0]])
-    print(v.basis, v.significant, v.p_value)                 # runs True 0.000121...
+    print(v.basis, v.verdict, v.p_value)                     # runs slower 0.000121...
 """
 
 from __future__ import annotations
@@ -124,7 +137,9 @@ class Verdict:
     ``effect``: relative change of B against A (``0.5``: B takes 1.5x as long; NaN when not computable).
     ``ci_low`` / ``ci_high``: its confidence interval at level ``1 - alpha`` (NaN when none). ``p_value``: of
     the test used, or None when none ran. ``significant``: the change is real and large enough to report;
-    ``direction`` is then ``"slower"`` or ``"faster"``, else ``"none"``. ``basis``: ``"runs"``,
+    ``direction`` is then ``"slower"`` or ``"faster"``, else ``"none"``. ``verdict``: ``slower``, ``faster``,
+    ``same`` or ``inconclusive`` (see the module docstring); ``decide``: for ``inconclusive``, what would decide
+    it, else ``""``. ``basis``: ``"runs"``,
     ``"steps-one-run"`` or ``"insufficient"`` (see the module docstring). ``n_runs_*`` / ``n_steps_*``: what
     each side held. ``detectable_change``: the smallest change this comparison can tell from noise (one run per
     side), else None. ``reason``: one line for people.
@@ -484,8 +499,10 @@ def _by_steps(
     detectable = max(drift, min_change)
     tested = p < alpha
     significant = tested and abs(effect) >= detectable
+    tail = " (no resample crossed: normal tail)" if len(ratios) and p < 1.0 / (len(ratios) + 1) else ""
     what = (
-        f"{_qname(q)} step {_pct(effect)} ({_level(alpha)} CI {_pct(lo)} .. {_pct(hi)}), bootstrap over steps p={p:.2g}"
+        f"{_qname(q)} step {_pct(effect)} ({_level(alpha)} CI {_pct(lo)} .. {_pct(hi)}), bootstrap over steps "
+        f"p={p:.2g}{tail}"
     )
     # the steps' interval says nothing of the drift between two runs: widened by what one run cannot tell
     wide_lo, wide_hi = (1.0 + lo) / (1.0 + drift) - 1.0, (1.0 + hi) * (1.0 + drift) - 1.0
