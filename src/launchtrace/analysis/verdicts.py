@@ -117,6 +117,7 @@ stays with the program's own cost (``docs/diff.md`` has the measurements). ``qua
 _BOOTSTRAP = 2000
 _BATCH_VALUES = 2_000_000  # resampled values held at once (16 MB of indices)
 _WORK_VALUES = 40_000_000  # resampled values in all, per side (a few seconds)
+_TINY_P = 1e-300  # an extrapolated tail is never exactly 0
 _SEED = 20261201  # a fixed seed: the same inputs always give the same interval
 
 Direction = str  # "slower" | "faster" | "none"
@@ -341,6 +342,11 @@ def _pct(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x * 100:+.1f}%"
 
 
+def _p(p: float) -> str:
+    """``=0.0012``, or ``<1e-15`` past what a double's tail means."""
+    return "<1e-15" if p < 1e-15 else f"={p:.2g}"
+
+
 def _share(x: float) -> str:
     """``0.05`` -> ``5%``, ``0.005`` -> ``0.5%``."""
     return f"{x * 100:.3g}%"
@@ -472,7 +478,7 @@ def _bootstrap_p(ratios: np.ndarray) -> float:
     sd = float(np.std(ratios))
     if sd == 0.0:
         return 0.0
-    return min(floor, math.erfc(abs(float(np.mean(ratios))) / sd / math.sqrt(2.0)))
+    return max(_TINY_P, min(floor, math.erfc(abs(float(np.mean(ratios))) / sd / math.sqrt(2.0))))
 
 
 def _by_steps(
@@ -502,7 +508,7 @@ def _by_steps(
     tail = " (no resample crossed: normal tail)" if len(ratios) and p < 1.0 / (len(ratios) + 1) else ""
     what = (
         f"{_qname(q)} step {_pct(effect)} ({_level(alpha)} CI {_pct(lo)} .. {_pct(hi)}), bootstrap over steps "
-        f"p={p:.2g}{tail}"
+        f"p{_p(p)}{tail}"
     )
     # the steps' interval says nothing of the drift between two runs: widened by what one run cannot tell
     wide_lo, wide_hi = (1.0 + lo) / (1.0 + drift) - 1.0, (1.0 + hi) * (1.0 + drift) - 1.0
