@@ -84,7 +84,7 @@ def test_alert_reports_exactly_the_three_changed_builds(fleet, tmp_path: Path) -
     drift = by_reason["topology_drift"]
     assert drift["kernel"].endswith(".relax") and any("dim (2048,) -> (1024,)" in e for e in drift["evidence"])
     foreign = by_reason["new_foreign_buffers"]
-    assert any("buffer scratch sim.scratch -> <unowned #0>" in e for e in foreign["evidence"])
+    assert any("buffer scratch sim.scratch -> Sim.step.scratch" in e for e in foreign["evidence"])
     slow = [a for a in report["alerts"] if a["reason"] == "latency_regression"]
     assert {a["kernel"] for a in slow} >= {"", "__main__.work"}  # the scope and the heavier kernel
     assert all(

@@ -30,6 +30,7 @@ __all__ = [
     "ADJOINT",
     "API",
     "ARG_ACCESS",
+    "ARG_ALLOC",
     "ARG_BYTES",
     "ARG_DTYPE",
     "ARG_FIELDS",
@@ -172,6 +173,7 @@ ARG_DTYPE = "dtype"  # string: "float32", "vec3f"
 ARG_BYTES = "bytes"  # int
 ARG_FOREIGN = "foreign"  # bool: no owner covers the pointer although owners are registered
 ARG_ACCESS = "access"  # "r" | "w" | "rw"
+ARG_ALLOC = "alloc"  # string: unowned: the allocation's label, "State.x#1 (springs.py:41)" (run-stable identity)
 ARG_FIELDS = (
     ARG_PTR,
     ARG_OWNER,
@@ -182,6 +184,7 @@ ARG_FIELDS = (
     ARG_FOREIGN,
     ARG_ACCESS,
     ARG_NAME,
+    ARG_ALLOC,
 )
 
 # --- optional measurements (off by default: value_stats, device_timing settings) ---------------------------

@@ -89,6 +89,9 @@ class BufferArg:
     was registered at all, so an unowned pointer in a program that labels its buffers stands out).
     ``access`` is ``"r"``, ``"w"`` or ``"rw"`` where known (Warp's input/output split refined by what the code
     generator knows), else ``""``.
+    ``alloc``: for an unowned pointer inside an allocation the capture saw, that allocation's label
+    (``"State.x#1 (springs.py:41)"``, see :mod:`launchtrace.allocations`), and ``offset`` the byte offset in it;
+    ``None`` otherwise (owned, or allocated before capture began, or memory Warp did not allocate).
     """
 
     key: Any  # int | str, see ArgKey
@@ -101,6 +104,22 @@ class BufferArg:
     offset: int | None = None
     foreign: bool = False
     access: str = ""
+    alloc: str | None = None
+
+    @property
+    def label(self) -> str:
+        """What to call the buffer: the owner label, else the allocation label, else the pointer in hex
+        (``"+<offset>"`` appended for an offset inside the buffer)."""
+        name = self.owner if self.owner is not None else self.alloc
+        if name is None:
+            return f"0x{self.ptr:x}" if self.ptr else "null"
+        if not self.offset:
+            return name
+        if self.owner is None:  # "State.x (springs.py:41)" -> "State.x+16 (springs.py:41)"
+            head, sep, tail = name.rpartition(" (")
+            if sep:
+                return f"{head}+{self.offset} ({tail}"
+        return f"{name}+{self.offset}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -203,13 +203,16 @@ def occurrences(traces: Sequence[TraceData], scope: str | None = None) -> list[O
 
 def topology_groups(occs: Sequence[Occurrence]) -> list[list[Occurrence]]:
     """``occs`` grouped by name and launch topology (as :func:`launchtrace.topology.topology_key` with owners,
-    not raw pointers; a folded record's repetition count is part of its key, never expanded), in first-seen
-    order: identical steps fall in one group."""
+    unowned buffers as the diff compares them (:func:`~launchtrace.analysis.segments.unowned_by_order`), not raw
+    pointers; a folded record's repetition count is part of its key, never expanded), in first-seen order:
+    identical steps fall in one group."""
+    from launchtrace.analysis.segments import unowned_by_order
     from launchtrace.topology import topology_key
 
     groups: dict[tuple, list[Occurrence]] = {}
     for occ in occs:
-        key = (occ.name, tuple((topology_key(r, raw=False), max(1, r.repeat)) for r in occ.data.records))
+        records = unowned_by_order(occ.data.records)
+        key = (occ.name, tuple((topology_key(r, raw=False), max(1, r.repeat)) for r in records))
         groups.setdefault(key, []).append(occ)
     return list(groups.values())
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from launchtrace.allocations import identity_of
 from launchtrace.model import LaunchRecord, TraceData
+from launchtrace.topology import AllocRef, slotless
 
 __all__ = ["NO_SCOPE", "Segment", "run_key", "segments", "split_runs", "top_scope", "unowned_by_order"]
 
@@ -83,13 +85,21 @@ def segments(traces: Sequence[TraceData], scope: str | None = None) -> list[Segm
 
 
 def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...]:
-    """``records`` with the pointer of every unowned array argument replaced by ``"<unowned #k>"``, ``k`` the
-    order in which that pointer first appears in ``records`` (owned arguments and null arrays unchanged).
+    """``records`` with every unowned array argument made comparable across processes (owned arguments and
+    null arrays unchanged):
 
-    What stays comparable across processes: which launches share an unowned buffer, not where the allocator
-    put it. Two runs of one program give equal sequences; a launch that now writes another buffer does not.
+    - one whose allocation the capture saw (``BufferArg.alloc``) becomes an
+      :class:`~launchtrace.topology.AllocRef` of its site's name (``"State.x"``,
+      :func:`~launchtrace.topology.slotless`), ``#k`` appended for the k-th distinct allocation of that site
+      met in ``records`` (k > 0);
+    - any other pointer becomes ``"<unowned #k>"``, ``k`` the order in which it first appears in ``records``.
+
+    What stays comparable across processes: which launches share an unowned buffer and where the program
+    allocated it, not where the allocator put it, nor whether it reused a freed address. Two runs of one program
+    give equal sequences; a launch that now writes another buffer does not.
     """
     names: dict[int, str] = {}
+    sites: dict[str, dict[str, int]] = {}  # site name -> allocation identity -> order met in
     out = []
     for rec in records:
         bufs = rec.buffers
@@ -98,7 +108,10 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
         changed = False
         for i, (key, ptr) in enumerate(rec.arrays):
             buf = bufs[i] if aligned else rec.buffer(key)
-            if ptr and (buf is None or buf.owner is None):
+            if ptr and buf is not None and buf.owner is None and buf.alloc is not None:
+                arrays.append((key, _by_site(sites, buf.alloc, buf.offset or 0)))
+                changed = True
+            elif ptr and (buf is None or buf.owner is None):
                 name = names.get(ptr)
                 if name is None:
                     name = names[ptr] = f"<unowned #{len(names)}>"
@@ -108,6 +121,14 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
                 arrays.append((key, ptr))
         out.append(dataclasses.replace(rec, arrays=tuple(arrays)) if changed else rec)
     return tuple(out)
+
+
+def _by_site(sites: dict[str, dict[str, int]], alloc: str, offset: int) -> AllocRef:
+    identity = identity_of(alloc) or alloc
+    base = slotless(identity)
+    seen = sites.setdefault(base, {})
+    k = seen.setdefault(identity, len(seen))
+    return AllocRef(base if k == 0 else f"{base}#{k}", offset)
 
 
 def run_key(trace: TraceData) -> tuple:

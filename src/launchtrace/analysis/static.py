@@ -8,7 +8,12 @@ pointer). Each difference becomes a :class:`Finding` in the seed's terms:
 - ``varying dims``, ``varying scalars`` (by parameter name), ``varying streams``;
 - ``varying buffers``: an owned argument points at another buffer or offset;
 - ``buffer allocated per call``: a pointer no owner covers that changes between occurrences (a temporary
-  allocated inside the scope: the graph would replay a freed address);
+  allocated inside the scope: the graph would replay a freed address). Where the capture saw the
+  allocations (:mod:`launchtrace.allocations`), an unowned buffer is its allocation's identity, not its
+  address: a temporary freed and allocated again by the same statement every time is the same buffer,
+  wherever the allocator put it, and one that two calls alternate between (``tmp = wp.zeros(n)`` in a loop:
+  the new one is allocated before the old one is dropped) is too; only a site that hands every occurrence an
+  allocation never seen before (kept alive: the program holds one per call) is reported;
 - ``foreign buffer``: a pointer no owner covers in a program that labels its buffers (shared through a
   module global or allocated elsewhere) -- a warning on its own, since it is stable, but two producers
   running side by side would share it;
@@ -37,7 +42,7 @@ from enum import Enum
 
 from launchtrace.analysis.segments import segments
 from launchtrace.model import LaunchRecord, TraceData
-from launchtrace.topology import ChangeKind, diff_records, format_value
+from launchtrace.topology import AllocRef, ChangeKind, diff_records, format_value, slotless
 
 __all__ = ["Finding", "Reason", "StaticReport", "check_static"]
 
@@ -104,8 +109,20 @@ _FIELD_REASON = {
 
 
 def _buffer_reason(before: object, after: object) -> Reason:
-    unowned = isinstance(before, int) and isinstance(after, int)
+    if type(before) is AllocRef and type(after) is AllocRef:
+        return Reason.ALLOCATED if slotless(before.identity) == slotless(after.identity) else Reason.BUFFERS
+    unowned = isinstance(before, (int, AllocRef)) and isinstance(after, (int, AllocRef))
     return Reason.ALLOCATED if unowned else Reason.BUFFERS
+
+
+def _reallocated(before: object, after: object) -> bool:
+    """Whether two values of one argument are two allocations of one statement (same site, other slot)."""
+    return (
+        type(before) is AllocRef
+        and type(after) is AllocRef
+        and before[1] == after[1]
+        and slotless(before.identity) == slotless(after.identity)
+    )
 
 
 def _jit_replay(rec: LaunchRecord) -> bool:
@@ -123,6 +140,7 @@ def _findings(occ: Sequence[Sequence[LaunchRecord]]) -> tuple[Finding, ...]:
         else:
             found[key] = [reason, pos, rec.kernel, name, 1, example, str(rec.site), breaks]
 
+    slots: dict[tuple, list] = {}  # (position, name) -> [record, example, identities of the later occurrences]
     for later in occ[1:]:
         for e in diff_records(occ[0], later, scalars=True, streams=True):
             if e.kind != ChangeKind.CHANGED:
@@ -137,8 +155,19 @@ def _findings(occ: Sequence[Sequence[LaunchRecord]]) -> tuple[Finding, ...]:
                 if f.field == "buffer" and jit:
                     note(Reason.JIT_INPUT, e.index_a, e.record, f.name, example, breaks=False)
                     continue
+                if f.field == "buffer" and _reallocated(f.before, f.after):
+                    held = slots.setdefault((e.index_a, f.name), [e.record, f"{format_value(f.before)} -> ", []])
+                    held[2].append(f.after)
+                    continue
                 reason = _buffer_reason(f.before, f.after) if f.field == "buffer" else _FIELD_REASON[f.field]
                 note(reason, e.index_a, e.record, f.name, example)
+    for (pos, name), (rec, example, after) in slots.items():
+        # A new allocation in every later occurrence, never one seen before: one per call, kept alive.
+        if len(after) == len(occ) - 1 and len(set(after)) == len(after):
+            found[(Reason.ALLOCATED, pos, name)] = [
+                Reason.ALLOCATED, pos, rec.kernel, name, len(after), example + format_value(after[0]), str(rec.site),
+                True,
+            ]  # fmt: skip
     for records in occ:
         for pos, rec in enumerate(records):
             for b in rec.buffers:

@@ -13,7 +13,10 @@ Patched (Warp 1.19; see ``shared/notes/warp-internals.md``):
 - native primitives: ``array_scan``, ``radix_sort_pairs``, ``segmented_sort_pairs``, ``runlength_encode``,
   ``array_sum``, ``array_inner`` (every binding, fem's and optim's included) and the ``wp_bsr_*`` natives that
   ``warp.sparse`` calls through ``runtime.core``;
-- scopes: ``ScopedTimer.__enter__`` / ``__exit__`` and ``Tape.record_scope_begin`` / ``record_scope_end``.
+- scopes: ``ScopedTimer.__enter__`` / ``__exit__`` and ``Tape.record_scope_begin`` / ``record_scope_end``;
+- allocations: ``array._init_new`` (every Warp allocation of array memory: ``wp.empty/zeros/full/clone``,
+  ``wp.array(data)``, gradients) and ``array._alloc_grad`` (which array a gradient belongs to), noted in
+  :data:`launchtrace.allocations.ALLOCATIONS` so that unowned buffers get a run-stable identity.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from typing import Any
 
 from launchtrace import native
 from launchtrace import rawevent as ev
+from launchtrace.allocations import ALLOCATIONS, grad_parent, set_grad_parent
 from launchtrace.capture import bus, probes
 from launchtrace.capture.hotpath import (
+    _LIB_CACHE,
     _USER_MODULE,
     ARR,
     FLAT,
@@ -593,6 +598,63 @@ def _wrap_tape_scope_end(original: Callable) -> Callable:
     return wraps_like(original, record_scope_end)
 
 
+# -- allocations ------------------------------------------------------------------------------------------------
+
+
+def note_allocation(array: Any, frame: Any) -> None:
+    """Tell the allocation registry about ``array``'s new memory, allocated from ``frame``'s call chain: the
+    site is the first frame outside Warp and launchtrace, with its caller (see :mod:`launchtrace.allocations`)."""
+    ptr = array.ptr
+    if not ptr:
+        return
+    library = _LIB_CACHE  # is_library_code's cache, read inline: this runs on every allocation
+    f = frame
+    while f is not None:
+        code = f.f_code
+        hit = library.get(id(code))
+        if hit is None or hit[0] is not code:
+            if not is_library_code(code):
+                break
+        elif not hit[1]:
+            break
+        f = f.f_back
+    site = None
+    if f is not None:
+        back = f.f_back
+        if back is not None and not is_library_code(back.f_code):
+            site = ALLOCATIONS.site(f.f_code, f.f_lineno, back.f_code, back.f_lineno)
+        else:
+            site = ALLOCATIONS.site(f.f_code, f.f_lineno, None, 0)
+    ALLOCATIONS.allocated(array, ptr, array.capacity or 0, site, grad_parent())
+
+
+def _wrap_init_new(original: Callable) -> Callable:
+    """``array._init_new`` noting each allocation (a failure to note it is logged once, never raised)."""
+
+    def _init_new(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        try:
+            note_allocation(self, sys._getframe(1))
+        except Exception:
+            _warn_once("allocation")
+        return result
+
+    return wraps_like(original, _init_new)
+
+
+def _wrap_alloc_grad(original: Callable) -> Callable:
+    """``array._alloc_grad`` marking the allocation inside it as the gradient of ``self``."""
+
+    def _alloc_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
+        previous = set_grad_parent(self)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            set_grad_parent(previous)
+
+    return wraps_like(original, _alloc_grad)
+
+
 # -- the patch table --------------------------------------------------------------------------------------------
 
 PUBLIC_ENTRIES = (
@@ -662,6 +724,9 @@ def patch_warp() -> PatchSet:
     for cls in (wtypes.array, wtypes.noncontiguous_array_base):
         patches.set_attr(cls, "fill_", wrap(cls.__dict__["fill_"], "fill", extract_fill))
         patches.set_attr(cls, "zero_", wrap(cls.__dict__["zero_"], "zero", extract_zero))
+    for name, wrapper in (("_init_new", _wrap_init_new), ("_alloc_grad", _wrap_alloc_grad)):
+        if callable(wtypes.array.__dict__.get(name)):
+            patches.set_attr(wtypes.array, name, wrapper(wtypes.array.__dict__[name]))
     patches.set_attr(wutils.ScopedTimer, "__enter__", _wrap_timer_enter(wutils.ScopedTimer.__dict__["__enter__"]))
     patches.set_attr(wutils.ScopedTimer, "__exit__", _wrap_timer_exit(wutils.ScopedTimer.__dict__["__exit__"]))
     patches.set_attr(tape_mod.Tape, "record_scope_begin", _wrap_tape_scope_begin(tape_mod.Tape.record_scope_begin))

@@ -156,6 +156,8 @@ def _array_attributes(attrs: list, label: str, ptr: int, buf: Any, limit: int) -
     attrs.append((C.arg_attr(label, C.ARG_BYTES), buf.nbytes))
     if buf.owner is not None:
         attrs.append((C.arg_attr(label, C.ARG_OWNER), C.bounded(buf.owner, limit)))
+    elif buf.alloc is not None:
+        attrs.append((C.arg_attr(label, C.ARG_ALLOC), C.bounded(buf.alloc, limit)))
     if buf.offset is not None:
         attrs.append((C.arg_attr(label, C.ARG_OFFSET), buf.offset))
     if buf.foreign:

@@ -59,7 +59,7 @@ def lane_of_record(rec: LaunchRecord) -> str:
 
 
 def _owner(b) -> str:
-    return b.owner + (f"+{b.offset}" if b.offset else "") if b.owner is not None else f"0x{b.ptr:x}"
+    return b.label  # owner (+offset), else the allocation's name, else the pointer
 
 
 def record_details(rec: LaunchRecord) -> tuple[tuple[str, str], ...]:

@@ -405,7 +405,7 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
     probes: list = [] if start_ns is None else [DeviceTime(_int(start_ns), _int(d.get(C.DEVICE_TIME_END, start_ns)))]
     for text, label in zip(array_keys, array_labels):
         key = C.decode_key(text)
-        n_ptr, n_owner, n_offset, n_shape, n_dtype, n_bytes, n_foreign, n_access, n_name = _arg_names(label)
+        n_ptr, n_owner, n_offset, n_shape, n_dtype, n_bytes, n_foreign, n_access, n_name, n_alloc = _arg_names(label)
         ptr = _int(d.get(n_ptr, 0))
         arrays.append((key, ptr))
         n_mean, n_std, n_min, n_max, n_skipped = _stats_names(label)
@@ -416,6 +416,7 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
             continue
         offset = d.get(n_offset)
         owner = d.get(n_owner)
+        alloc = d.get(n_alloc)
         buffers.append(
             BufferArg(
                 key,
@@ -428,6 +429,7 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
                 None if offset is None else _int(offset),
                 bool(d.get(n_foreign, False)),
                 str(d.get(n_access, "")),
+                None if alloc is None else str(alloc),
             )
         )
     scalars = tuple(
