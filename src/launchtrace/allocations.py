@@ -9,7 +9,8 @@ it (:meth:`AllocationRegistry.locate`). An allocation's identity is made of:
 
 - its *site*: the first frame outside Warp and launchtrace (file, line), and the frame that called it, so that a
   factory (``def make(n): return wp.zeros(n)``) called from two places gives two identities;
-- its *slot* at that site: the smallest number not held by a live allocation of the same site. A temporary freed
+- its *slot* at that statement: the smallest number not held by a live allocation of the same statement (code
+  and line, whoever called it: two ``State`` objects alive at once are ``State.x`` and ``State.x#1``). A temporary freed
   and allocated again every step keeps slot 0 (it plays the same part every time, wherever the allocator put
   it); an allocation kept alive per step takes 0, 1, 2, ... (a real per-call allocation stays visible);
 - its *name*, read lazily from the allocating statement (:mod:`launchtrace.allocsite`): ``State.x`` for
@@ -43,24 +44,23 @@ from typing import Any
 
 from launchtrace import rawevent
 
-__all__ = ["ALLOCATIONS", "AllocSite", "Allocation", "AllocationRegistry", "grad_parent", "identity_of"]
+__all__ = ["ALLOCATIONS", "AllocSite", "Allocation", "AllocationRegistry", "SlotPool", "grad_parent", "identity_of"]
 
 _NEVER = 1 << 62
 _ticks = itertools.count(1)
 
 
-class AllocSite:
-    """One allocating place: the user frame's code and line, and its caller's (``None`` at the top level).
+class SlotPool:
+    """The slots of one allocating statement (code and line): the smallest number no live allocation made by
+    it holds. Shared by every :class:`AllocSite` of that statement, whoever called it, so that two live arrays
+    allocated by one statement (two ``State`` objects: ``self.x = ...`` ran twice) never share a name."""
 
-    ``free`` / ``next`` hand out slots: the smallest number no live allocation of this site holds."""
+    __slots__ = ("code", "free", "lock", "next")
 
-    __slots__ = ("back_code", "back_line", "code", "free", "line", "lock", "name", "next")
-
-    def __init__(self, code: Any, line: int, back_code: Any, back_line: int) -> None:
-        self.code, self.line, self.back_code, self.back_line = code, line, back_code, back_line
+    def __init__(self, code: Any) -> None:
+        self.code = code  # kept alive: its id is part of the pool's key
         self.free: list[int] = []  # a heap of released slots
         self.next = 0
-        self.name: str | None = None  # computed on first use (allocsite.site_name), "" when none is found
         self.lock = threading.Lock()
 
     def take(self) -> int:
@@ -74,6 +74,25 @@ class AllocSite:
     def release(self, slot: int) -> None:
         # Runs in a weakref callback (any thread, possibly inside the collector): no lock, one C call.
         heapq.heappush(self.free, slot)
+
+
+class AllocSite:
+    """One allocating place: the user frame's code and line, and its caller's (``None`` at the top level): the
+    caller names what a factory's ``return wp.zeros(n)`` allocates. Slots come from the statement's
+    :class:`SlotPool`."""
+
+    __slots__ = ("back_code", "back_line", "code", "line", "name", "pool")
+
+    def __init__(self, code: Any, line: int, back_code: Any, back_line: int, pool: SlotPool) -> None:
+        self.code, self.line, self.back_code, self.back_line = code, line, back_code, back_line
+        self.pool = pool
+        self.name: str | None = None  # computed on first use (allocsite), "" when none is found
+
+    def take(self) -> int:
+        return self.pool.take()
+
+    def release(self, slot: int) -> None:
+        heapq.heappush(self.pool.free, slot)  # as SlotPool.release, one call less in a weakref callback
 
 
 class Allocation:
@@ -125,6 +144,7 @@ class AllocationRegistry:
         self._starts_dirty = False
         self._longest = 0
         self._sites: dict[tuple, AllocSite] = {}
+        self._pools: dict[tuple, SlotPool] = {}  # (id(code), line) -> the statement's slots
         self._refs: dict[int, tuple[weakref.ref, Allocation]] = {}  # id(weak ref to the array) -> (it, entry)
         self._dead: list[Allocation] = []  # died, not yet pruned
         self._version = 0
@@ -189,7 +209,12 @@ class AllocationRegistry:
         if hit is None or hit.code is not code or hit.back_code is not back_code:
             if len(self._sites) >= self.max_sites:
                 self._sites.clear()
-            hit = self._sites[key] = AllocSite(code, line, back_code, back_line)
+                self._pools.clear()
+            pool_key = (id(code), line)
+            pool = self._pools.get(pool_key)
+            if pool is None or pool.code is not code:
+                pool = self._pools[pool_key] = SlotPool(code)
+            hit = self._sites[key] = AllocSite(code, line, back_code, back_line, pool)
         return hit
 
     def clear(self) -> None:
@@ -199,6 +224,7 @@ class AllocationRegistry:
             self._by_start = {}
             self._starts = []
             self._sites = {}
+            self._pools = {}
             self._refs = {}
             self._dead = []
             self._version = next(_ticks)

@@ -209,13 +209,23 @@ class _Labels:
     """The owner registry and the allocation registry as one source of answers for the launch templates
     (:meth:`Materializer._launch_flat`): its version moves when either one's does."""
 
-    __slots__ = ()
+    __slots__ = ("_owners_seq", "_owners_version")
+
+    def __init__(self) -> None:
+        self._owners_version: Any = None
+        self._owners_seq = 0
 
     def changed(self) -> tuple[int, int]:
         return (OWNERS.changed(), ALLOCATIONS.changed())
 
     def last_change_seq(self) -> int:
-        return max(OWNERS.last_change_seq(), ALLOCATIONS.last_change_seq())
+        # The owner registry's answer walks its entries: asked again only when it changed, not at every
+        # allocation (which moves this object's version far more often than own() does).
+        version = OWNERS.changed()
+        if version != self._owners_version:
+            self._owners_seq = OWNERS.last_change_seq()
+            self._owners_version = version
+        return max(self._owners_seq, ALLOCATIONS.last_change_seq())
 
 
 LABELS = _Labels()
