@@ -126,8 +126,9 @@ Answer = str  # "slower" | "faster" | "same" | "inconclusive"
 ANSWERS = ("slower", "faster", "same", "inconclusive")
 RUN_DRIFT_SD = 0.05
 """The run-to-run spread (standard deviation of the log p10 step) assumed when one run per side cannot measure
-it, only to say how many runs would decide an inconclusive row: the zoo's A/A runs on the 2-core shared machine
-(``benchmarks/zoo_verdicts.py``, ``docs/diff.md``) moved a kernel's p10 step by a few percent between quiet runs."""
+it, only to say how many runs would decide an inconclusive row. Quiet zoo runs spread less (the ``timers``
+program's three runs per side: 0.6-1.0 %, ``docs/diff.md``); 5 % leaves room for noisier programs and machines,
+so the advice errs towards more runs."""
 _MAX_RUNS_ADVICE = 100
 
 
