@@ -10,9 +10,10 @@ the kernel's ``quantile`` step to the reference's. The median ignores the few ke
 - at least :data:`MIN_KERNELS` kernels to judge from (with one or two, a kernel change and a whole-run change
   look the same, and nothing is assumed);
 - the factor is at least :data:`DRIFT_THRESHOLD` away from 1;
-- at least :data:`AGREEMENT` of the kernels moved with it: each one's ratio within half the factor's own
-  distance from 1 (on the log scale: ``|log r - log f| <= |log f| / 2``; for 1.42x, between 1.19x and 1.69x).
-  Kernels slowed by different amounts (a code change touching several kernels) are not one factor.
+- at least :data:`AGREEMENT` of the kernels moved with it, and every one of them when there are fewer than
+  :data:`ALL_BELOW` (two changed kernels of three are not "every kernel"): each one's ratio within half the
+  factor's own distance from 1 (on the log scale: ``|log r - log f| <= |log f| / 2``; for 1.42x, between 1.19x
+  and 1.69x). Kernels slowed by different amounts (a code change touching several kernels) are not one factor.
 
 Kernel and scope verdicts are then judged on the run's values divided by its factor (relative to the run), and
 the drift itself is reported as its own finding. Pure: plain floats in, a :class:`Drift` out.
@@ -32,14 +33,16 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-__all__ = ["AGREEMENT", "DRIFT_THRESHOLD", "MIN_KERNELS", "NO_DRIFT", "Drift", "speed_factor"]
+__all__ = ["AGREEMENT", "ALL_BELOW", "DRIFT_THRESHOLD", "MIN_KERNELS", "NO_DRIFT", "Drift", "speed_factor"]
 
 DRIFT_THRESHOLD = 0.10
 """A whole run moved by less than this is not called drift (and its values are left as they are)."""
 MIN_KERNELS = 3
 """Kernels needed to tell a whole-run change from a kernel change."""
-AGREEMENT = 2.0 / 3.0
+AGREEMENT = 0.75
 """The share of kernels that must have moved with the factor (within half its distance from 1, log scale)."""
+ALL_BELOW = 5
+"""With fewer kernels than this, all of them must have moved with the factor."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -100,5 +103,6 @@ def speed_factor(
     mid = n // 2
     median = logs[mid] if n % 2 else (logs[mid - 1] + logs[mid]) / 2.0
     agreeing = sum(1 for x in logs if abs(x - median) <= abs(median) / 2.0)
-    applies = n >= min_kernels and abs(median) >= math.log1p(threshold) and agreeing >= agreement * n
+    needed = n if n < ALL_BELOW else math.ceil(agreement * n)
+    applies = n >= min_kernels and abs(median) >= math.log1p(threshold) and agreeing >= needed
     return Drift(math.exp(median), n, agreeing, applies, math.exp(logs[0]), math.exp(logs[-1]))
