@@ -175,6 +175,32 @@ def test_one_run_per_host_keeps_the_absolute_floor() -> None:
     assert "judged as one run" in alerts[0].summary
 
 
+def test_the_absolute_floor_holds_over_runs_too() -> None:
+    """Three runs per host (the run-level test): a 16 us kernel 12 % slower on one host (+2 us per step, every
+    run) is significant over runs, but under 50 us per step: no alert; an 800 us kernel 12 % slower (+96 us) fires."""
+    from launchtrace.analysis.fleet.alerts import _Comparison, _judge
+    from launchtrace.analysis.fleet.baseline import GroupAcc
+
+    rng = np.random.default_rng(9)
+
+    def runs(level: float, n: int) -> list[list[float]]:
+        return [list(level * rng.lognormal(0, 0.005) * rng.lognormal(0, 0.01, 30)) for _ in range(n)]
+
+    class Make:
+        group = GroupAcc(("h2",), "svc")
+
+        def where(self) -> str:
+            return "hosts h2"
+
+        def __call__(self, reason, scope, kernel, summary, evidence, exemplars, values):
+            return (reason, kernel)
+
+    others = [(f"m.other{i}", 300_000.0, 1.0) for i in range(4)]
+    kernels = [("m.tiny", 16_000.0, 1.12), ("m.big", 800_000.0, 1.12), *others]
+    comparisons = [_Comparison("step", k, runs(level, 6), runs(level * f, 3), "", Make()) for k, level, f in kernels]
+    assert _judge(comparisons, AlertOptions()) == [("latency_regression", "m.big")]
+
+
 def test_fail_on_makes_chosen_verdicts_change_the_exit_status(tmp_path, capsys) -> None:
     """Two real runs of one Warp program, three steps each: topology equal, every timing row
     ``inconclusive`` (too few steps). Exit 0 by default and with ``--fail-on slower``; 1 with

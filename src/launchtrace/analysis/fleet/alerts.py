@@ -21,9 +21,10 @@ steps dropped with :func:`~launchtrace.analysis.verdicts.warmup_steps`); only "s
    busy machine, a lower CPU clock), the group's values are divided by the factor before its kernels and
    scopes are judged (``AlertOptions.absolute``: not divided), and from :data:`HOST_SLOWDOWN_ALERT` on it is
    one ``host_slowdown`` alert of severity ``info``, never a ``latency_regression``.
-2. **The same floors as ``launchtrace diff``**: a change must exceed ``min_change`` (relative) and, judged from
-   fewer than ``min_runs`` runs per side, the one-run bound (25 %, the steps' spread, and
-   :data:`MIN_ABS_CHANGE_NS` per step).
+2. **The same floors as ``launchtrace diff``**: a change must exceed ``min_change`` (relative) and
+   :data:`MIN_ABS_CHANGE_NS` per step (over runs too: a few microseconds on a tiny kernel are no page, and the
+   time between a baseline and a window moves them), and, judged from fewer than ``min_runs`` runs per side,
+   the one-run bound (25 %, the steps' spread).
 3. **Benjamini-Hochberg over the group's comparisons** (false discovery rate ``alpha``): the p-values are sorted
    and the ``k`` smallest fire when the k-th is at most ``k / m * alpha``. Unlike dividing ``alpha`` among
    ``m`` tests, the strongest change always needs only ``alpha / m``, and the bootstrap's p-value extrapolates
@@ -316,7 +317,8 @@ def _judge(comparisons: list[_Comparison], options: AlertOptions) -> list[Alert]
             if threshold == 0.0 or v.p_value is None or v.p_value > threshold:
                 continue
             v = _compare(c, min(threshold * (1 + 1e-9), 0.999), options)  # the interval at the corrected level
-            if v.significant and v.direction == "slower":
+            # the absolute floor holds whatever the basis: +2 us on a 16 us kernel is no page, even over runs
+            if v.significant and v.direction == "slower" and v.effect * _level(c.a) >= options.min_abs_change_ns:
                 out.append(_latency_alert(c, v, threshold, len(family), factor, options))
     return out
 
