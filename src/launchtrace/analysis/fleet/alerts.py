@@ -21,10 +21,10 @@ steps dropped with :func:`~launchtrace.analysis.verdicts.warmup_steps`); only "s
    busy machine, a lower CPU clock), the group's values are divided by the factor before its kernels and
    scopes are judged (``AlertOptions.absolute``: not divided), and from :data:`HOST_SLOWDOWN_ALERT` on it is
    one ``host_slowdown`` alert of severity ``info``, never a ``latency_regression``.
-2. **The same floors as ``launchtrace diff``**: a change must exceed ``min_change`` (relative) and
-   :data:`MIN_ABS_CHANGE_NS` per step (over runs too: a few microseconds on a tiny kernel are no page, and the
-   time between a baseline and a window moves them), and, judged from fewer than ``min_runs`` runs per side,
-   the one-run bound (25 %, the steps' spread).
+2. **The same floors as ``launchtrace diff``**: a change must exceed ``min_change`` (relative); judged from
+   fewer than ``min_runs`` runs per side, the one-run bound (25 %, the steps' spread, and
+   :data:`MIN_ABS_CHANGE_NS` per step); over runs, :data:`RUNS_MIN_ABS_CHANGE_NS` per step (a few
+   microseconds on a tiny kernel are no page, and the time between a baseline and a window moves them).
 3. **Benjamini-Hochberg over the group's comparisons** (false discovery rate ``alpha``): the p-values are sorted
    and the ``k`` smallest fire when the k-th is at most ``k / m * alpha``. Unlike dividing ``alpha`` among
    ``m`` tests, the strongest change always needs only ``alpha / m``, and the bootstrap's p-value extrapolates
@@ -64,6 +64,7 @@ __all__ = [
     "HOST_SLOWDOWN_ALERT",
     "MIN_ABS_CHANGE_NS",
     "REASONS",
+    "RUNS_MIN_ABS_CHANGE_NS",
     "SEVERITY",
     "Alert",
     "AlertOptions",
@@ -80,6 +81,10 @@ MIN_ABS_CHANGE_NS = 50_000.0
 """Judged as one run, a kernel or scope must slow by at least this much per step (``launchtrace diff``'s floor,
 :data:`launchtrace.analysis.diff.ONE_RUN_MIN_DELTA_NS`): a 10 us kernel moves by more than its own time between
 processes."""
+RUNS_MIN_ABS_CHANGE_NS = 10_000.0
+"""Judged over runs, a kernel or scope must still slow by at least this much per step: the runs' spread is
+measured, the time between a baseline and a window is not, and it moves tiny kernels most (a 16 us kernel
++12 % over three runs per host fired in 1 of 3 runs of ``tests/test_fleet_alerts.py`` without it)."""
 HOST_SLOWDOWN_ALERT = 0.25
 """A host-wide slowdown is its own ``host_slowdown`` alert from this factor on (1.25x); a smaller one (at least
 ``min_change``, every kernel together) is still divided out before the kernels are judged, and named in their
@@ -106,6 +111,7 @@ class AlertOptions:
     scopes: tuple[str, ...] = ()
     absolute: bool = False
     min_abs_change_ns: float = MIN_ABS_CHANGE_NS
+    runs_min_abs_change_ns: float = RUNS_MIN_ABS_CHANGE_NS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,8 +323,9 @@ def _judge(comparisons: list[_Comparison], options: AlertOptions) -> list[Alert]
             if threshold == 0.0 or v.p_value is None or v.p_value > threshold:
                 continue
             v = _compare(c, min(threshold * (1 + 1e-9), 0.999), options)  # the interval at the corrected level
-            # the absolute floor holds whatever the basis: +2 us on a 16 us kernel is no page, even over runs
-            if v.significant and v.direction == "slower" and v.effect * _level(c.a) >= options.min_abs_change_ns:
+            # an absolute floor over runs too: +2 us on a 16 us kernel is no page (one run: compare_runs' own floor)
+            floor = options.min_abs_change_ns if v.basis == "steps-one-run" else options.runs_min_abs_change_ns
+            if v.significant and v.direction == "slower" and v.effect * _level(c.a) >= floor:
                 out.append(_latency_alert(c, v, threshold, len(family), factor, options))
     return out
 
