@@ -1,4 +1,5 @@
-"""``launchtrace alert``: which build or host launches differently or runs slower; exit 1 when anything fires.
+"""``launchtrace alert``: which build or host launches differently or runs slower; exit 1 when an alert of
+severity ``warning`` fires (a ``host_slowdown``, severity ``info``, alone exits 0 unless ``--fail-on-info``).
 
 Exit codes: 0 nothing fired, 1 alerts fired, 2 bad input (one line on stderr), 3 alerts fired but
 ``--alertmanager`` did not take them after ``--retries`` retries with backoff.
@@ -44,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--alpha",
         type=probability,
         default=A.DEFAULT_ALPHA,
-        help="false-alarm level of one group's latency comparisons together (default %(default)s)",
+        help="false discovery rate of one group's latency comparisons (Benjamini-Hochberg; default %(default)s)",
     )
     parser.add_argument(
         "--min-change",
@@ -63,6 +64,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at_least(2),
         default=A.DEFAULT_MIN_STEPS,
         help="steps per side before any latency verdict (default %(default)s)",
+    )
+    parser.add_argument(
+        "--absolute",
+        action="store_true",
+        help="judge raw times (default: a host slower in every kernel is one host_slowdown alert, and its kernels "
+        "are judged relative to that factor)",
+    )
+    parser.add_argument(
+        "--fail-on-info", action="store_true", help="exit 1 also when only info alerts (host_slowdown) fire"
     )
     parser.add_argument(
         "--traceql-latency",
@@ -86,7 +96,9 @@ def _options(args: argparse.Namespace):
         raise UserError(f"--min-change must be >= 0, got {args.min_change}")
     if args.min_runs < 2 or args.min_steps < 2:
         raise UserError("--min-runs and --min-steps must be at least 2")
-    return AlertOptions(args.alpha, args.min_change, args.min_runs, args.min_steps, tuple(args.scope))
+    return AlertOptions(
+        args.alpha, args.min_change, args.min_runs, args.min_steps, tuple(args.scope), absolute=args.absolute
+    )
 
 
 EXIT_QUIET, EXIT_FIRED, EXIT_BAD_INPUT, EXIT_FIRED_NOT_DELIVERED = 0, 1, 2, 3
@@ -136,7 +148,8 @@ def _retry_after(header: str | None, default: float) -> float:
 
 
 def _traceql_latency(args: argparse.Namespace, group_by: tuple[str, ...], options) -> list:
-    """Latency outliers among peers from Tempo's TraceQL metrics (median launch duration per group and kernel)."""
+    """Latency outliers among peers from Tempo's TraceQL metrics (median launch duration per group and kernel;
+    Tempo answers in seconds, the alerts compare nanoseconds as everywhere else)."""
     from launchtrace.analysis.fleet.alerts import peer_latency_from_series
     from launchtrace.cli import pull
     from launchtrace.sources.query import parse_time
@@ -158,7 +171,7 @@ def _traceql_latency(args: argparse.Namespace, group_by: tuple[str, ...], option
         print(f"warning: {problem}", file=sys.stderr)
     rows = [
         (tuple(s.labels.get(f"resource.{k}", "") for k in group_by), args.service, s.labels.get(KERNEL_LABEL, ""),
-         [v for _, v in s.samples])
+         [v * 1e9 for _, v in s.samples])
         for s in series
     ]  # fmt: skip
     return peer_latency_from_series(rows, group_by, options)
@@ -251,4 +264,4 @@ def run(args: argparse.Namespace) -> int:
                 f"posted {len(payload)} alert(s) to {args.alertmanager} ({tries} {'try' if tries == 1 else 'tries'})",
                 file=sys.stderr,
             )
-    return EXIT_FIRED if alerts else EXIT_QUIET
+    return EXIT_FIRED if any(a.severity == "warning" or args.fail_on_info for a in alerts) else EXIT_QUIET

@@ -1,6 +1,11 @@
 """``launchtrace diff A B`` / ``launchtrace diff A1 A2 A3 --against B1 B2 B3``: an aligned topology diff and
-timing verdicts over per-step totals, and (``--value-stats`` runs) the launches whose outputs became
-non-finite in B; exit 1 when the topology differs or values became non-finite."""
+timing verdicts over per-step totals (``slower``, ``faster``, ``same`` or ``inconclusive``), and
+(``--value-stats`` runs) the launches whose outputs became non-finite in B.
+
+Exit status: 1 when the topology differs, when values became non-finite, or when a timing row's verdict is one
+of ``--fail-on`` (none by default: timing alone never fails unless asked, e.g. ``--fail-on slower`` for a CI
+gate on timing); 0 otherwise; 2 for bad arguments or input. Run-level drift (a run slower in every kernel)
+never changes it."""
 
 from __future__ import annotations
 
@@ -8,7 +13,13 @@ import argparse
 
 from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.values import BadValues, became_non_finite
-from launchtrace.analysis.verdicts import DEFAULT_ALPHA, DEFAULT_MIN_CHANGE, DEFAULT_MIN_RUNS, DEFAULT_MIN_STEPS
+from launchtrace.analysis.verdicts import (
+    ANSWERS,
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_CHANGE,
+    DEFAULT_MIN_RUNS,
+    DEFAULT_MIN_STEPS,
+)
 from launchtrace.cli._analyzer import add_format, write_json, write_text
 from launchtrace.cli._numbers import at_least, fraction, probability
 from launchtrace.errors import UserError
@@ -68,8 +79,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MIN_STEPS,
         help="steps per side (after warm-up) before any timing verdict (default %(default)s)",
     )
+    parser.add_argument(
+        "--fail-on",
+        type=verdict_list,
+        default=(),
+        metavar="VERDICTS",
+        help="also exit 1 when a timing row says one of these (comma-separated: slower, faster, same, "
+        "inconclusive; e.g. slower for a CI gate on timing); default: timing never changes the exit status",
+    )
+    parser.add_argument(
+        "--absolute",
+        action="store_true",
+        help="judge raw times (default: a run that ran slower or faster in every kernel is divided by its factor "
+        "first, so kernels are judged relative to their run)",
+    )
     parser.add_argument("--out", help="write here instead of stdout")
     add_format(parser, ("text", "json", "markdown"))
+
+
+def verdict_list(text: str) -> tuple[str, ...]:
+    """``slower,inconclusive`` -> ``("slower", "inconclusive")``; a word outside the four is an error."""
+    words = tuple(w.strip() for w in text.split(",") if w.strip())
+    bad = [w for w in words if w not in ANSWERS]
+    if bad or not words:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of {', '.join(ANSWERS)}")
+    return words
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
         min_change=args.min_change,
         min_runs=args.min_runs,
         min_steps=args.min_steps,
+        absolute=args.absolute,
     )
     bad = became_non_finite(a_traces, b_traces)
     if args.format == "json":
@@ -105,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
         write_text(diff_as_markdown(result) + _bad_text(bad, "- "), args.out)
     else:
         write_text(diff_as_text(result) + _bad_text(bad, "  "), args.out)
-    return 0 if result.equal and not bad else 1
+    failing = any(t.verdict.verdict in args.fail_on for t in result.timing)
+    return 0 if result.equal and not bad and not failing else 1
 
 
 def _bad_text(bad: list[BadValues], bullet: str) -> str:

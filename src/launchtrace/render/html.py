@@ -189,7 +189,7 @@ def _timing_table(rows: Sequence[Any]) -> str:
     body = []
     for t in rows:
         v = t.verdict
-        call = v.direction if v.significant else "same"
+        call = v.verdict  # slower, faster, same or inconclusive
         q = "median" if t.quantile == 0.5 else f"p{t.quantile * 100:g}"
         cells = [
             html_text(t.group),
