@@ -77,7 +77,7 @@ class FoldedRun:
 
 _RECORD_FIELDS = operator.attrgetter(
     "op", "kernel", "dim", "stream", "arrays", "scalars", "params", "block_dim", "max_blocks", "device", "thread",
-    "thread_name", "graph_id", "captured", "adjoint", "api", "internal", "repeat", "module_hash",
+    "thread_name", "graph_id", "graph_launches", "captured", "adjoint", "api", "internal", "repeat", "module_hash",
 )  # fmt: skip
 _BUFFER_FIELDS = operator.attrgetter(
     "key", "name", "ptr", "shape", "dtype", "nbytes", "owner", "offset", "foreign", "access", "alloc"
