@@ -24,7 +24,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,22 +104,42 @@ def base_config(ports: dict[str, int]) -> dict[str, Any]:
     }
 
 
+class PortTaken(RuntimeError):
+    """Jaeger could not bind a port picked for it (another process took it in between)."""
+
+
 class Jaeger:
     """One Jaeger process with its config; ``with Jaeger(folder) as j: j.query_url, j.otlp_grpc, ...``."""
 
     PORTS = ("otlp_grpc", "otlp_http", "query_http", "query_grpc", "health", "metrics", "prom_exporter")
 
-    def __init__(self, folder: Path, config: dict[str, Any] | None = None, binary: str | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        config: dict[str, Any] | None = None,
+        binary: str | None = None,
+        make_config: Callable[[dict[str, int]], dict[str, Any]] = base_config,
+    ) -> None:
+        """``config``: a fixed config (its ports are the caller's business); else ``make_config(ports)``."""
         self.folder = folder
         self.folder.mkdir(parents=True, exist_ok=True)
         self.binary = binary or jaeger_binary()
-        self.ports = {name: free_port() for name in self.PORTS}
-        self.config = copy.deepcopy(config) if config is not None else base_config(self.ports)
+        self.make_config = make_config
+        self.own_config = config is None
         self.config_path = self.folder / "jaeger.yaml"
-        self.config_path.write_text(json.dumps(self.config, indent=1))  # JSON is YAML
         self.log = self.folder / "jaeger.log"
         self.proc: subprocess.Popen | None = None
         self.env: dict[str, str] = {}  # added to its environment (a config may read ${env:...})
+        self.config = copy.deepcopy(config) if config is not None else {}
+        self.pick_ports()
+
+    def pick_ports(self) -> None:
+        """Free loopback ports, and the config (or environment) that names them. Called again when another
+        process took one of them between picking and Jaeger's bind."""
+        self.ports = {name: free_port() for name in self.PORTS}
+        if self.own_config:
+            self.config = self.make_config(self.ports)
+            self.config_path.write_text(json.dumps(self.config, indent=1))  # JSON is YAML
 
     @property
     def query_url(self) -> str:
@@ -135,6 +155,17 @@ class Jaeger:
         return f"http://127.0.0.1:{self.ports['otlp_http']}/v1/traces"
 
     def start(self) -> Jaeger:
+        """Start and wait until healthy; fresh ports and another try (three in all) when a port was taken."""
+        for attempt in range(3):
+            try:
+                return self._start_once()
+            except PortTaken:
+                if attempt == 2:
+                    raise
+                self.pick_ports()
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> Jaeger:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         env.update(self.env)
         self.proc = subprocess.Popen(
@@ -149,7 +180,10 @@ class Jaeger:
         url = f"http://127.0.0.1:{self.ports['health']}/status"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"jaeger exited {self.proc.returncode}: {self.log.read_text()[-3000:]}")
+                log = self.log.read_text()
+                if "address already in use" in log:
+                    raise PortTaken(log[-3000:])
+                raise RuntimeError(f"jaeger exited {self.proc.returncode}: {log[-3000:]}")
             try:
                 if "StatusOK" in requests.get(url, timeout=1).text:
                     return self

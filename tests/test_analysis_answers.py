@@ -9,12 +9,11 @@ import math
 
 import numpy as np
 import pytest
+import scipy.stats as scipy_stats  # the test extra's scipy checks the hand-written statistics
 
 from launchtrace.analysis.drift import speed_factor
 from launchtrace.analysis.fleet.alerts import AlertOptions, _benjamini_hochberg, peer_latency_from_series
 from launchtrace.analysis.verdicts import ANSWERS, compare_runs, runs_to_tell, student_t_ppf
-
-scipy_stats = pytest.importorskip("scipy.stats", reason="scipy (test extra) checks the hand-written statistics")
 
 
 def _run(rng: np.random.Generator, level: float, n: int = 30, sd: float = 0.02) -> np.ndarray:

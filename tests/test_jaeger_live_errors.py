@@ -8,7 +8,6 @@ be, so that what it acknowledged can still be counted in the store after it is g
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -65,9 +64,7 @@ def test_jaeger_stopped_mid_export_loses_nothing_it_acknowledged(
         bare.step()
     expected = bare.result()
 
-    front = Jaeger(tmp_path / "front")
-    front.config = front_config(front.ports, jaeger.otlp_grpc)
-    front.config_path.write_text(json.dumps(front.config))
+    front = Jaeger(tmp_path / "front", make_config=lambda ports: front_config(ports, jaeger.otlp_grpc))
     front.start()
     sim = warp_programs.Sim()
     cfg = ExportConfig.resolve(

@@ -10,7 +10,6 @@ import pytest
 import tinygrad_programs as tp
 
 tp.configure_env("CPU")
-tinygrad = pytest.importorskip("tinygrad")
 
 import numpy as np
 from tinygrad import Tensor
