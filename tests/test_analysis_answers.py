@@ -221,3 +221,19 @@ def test_fail_on_makes_chosen_verdicts_change_the_exit_status(tmp_path, capsys) 
     with pytest.raises(SystemExit) as bad:
         main(["diff", str(a), str(b), "--fail-on", "worse"])
     assert bad.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("run", "host"),
+    [
+        ("runs/b.jsonl/pid/h4/123", "h4"),
+        ("pid/h1/9", "h1"),
+        ("instance/abc", "abc"),
+        ("/tmp/x.jsonl", "x.jsonl"),
+        ("pid//12", "?"),
+    ],
+)
+def test_alert_evidence_names_the_host_of_each_run_id(run: str, host: str) -> None:
+    from launchtrace.analysis.fleet.alerts import _host_of
+
+    assert _host_of(run) == host

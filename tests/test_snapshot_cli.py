@@ -56,6 +56,23 @@ def test_the_format_has_no_pointers_or_absolute_paths_and_reads_back() -> None:
     assert compare(parse_snapshot(text, "x.json"), doc, SnapshotOptions()) == []
 
 
+def test_allocation_names_do_not_depend_on_what_the_process_kept_alive_before() -> None:
+    """The process-wide slot (``Sim.x#1`` while an earlier test's ``Sim`` is alive) is renumbered within the
+    snapshot: the same block gives the same snapshot whatever ran before it."""
+
+    def block(first_slot: int) -> list[LaunchRecord]:
+        allocs = (f"Sim.x#{first_slot} (sim.py:4)", f"Sim.x#{first_slot + 1} (sim.py:4)")
+        recs = [_rec("m.k", (0x1000, 0x2000)), _rec("m.k", (0x2000, 0x1000))]
+        return [
+            dataclasses.replace(r, buffers=tuple(dataclasses.replace(b, alloc=a) for b, a in zip(r.buffers, order)))
+            for r, order in zip(recs, (allocs, allocs[::-1]))
+        ]
+
+    fresh, after_others = (build_snapshot(block(k), name="step") for k in (0, 3))
+    assert render_snapshot(fresh) == render_snapshot(after_others)
+    assert fresh["launches"][0]["buffers"] == {"a0": "Sim.x", "a1": "Sim.x#1"}
+
+
 def test_sites_are_shown_not_compared_and_tolerance_is_relative() -> None:
     stored = build_snapshot([_rec("m.k", (1,), 0.01, line=10)], name="s")
     moved = build_snapshot([_rec("m.k", (1,), 0.01, line=99)], name="s")

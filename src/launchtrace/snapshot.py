@@ -34,7 +34,7 @@ from typing import Any
 
 from launchtrace.allocations import identity_of
 from launchtrace.model import BufferArg, LaunchRecord, ScopeRecord, Site
-from launchtrace.topology import ChangeKind, DiffEntry, Locator, diff_records, format_value
+from launchtrace.topology import ChangeKind, DiffEntry, Locator, diff_records, format_value, slotless
 
 __all__ = [
     "FORMAT_VERSION",
@@ -88,6 +88,16 @@ class UnownedNames:
 
     def __init__(self) -> None:
         self._names: dict[Any, str] = {}
+        self._sites: dict[str, dict[str, int]] = {}  # site name -> allocation identity -> order met in
+
+    def allocation(self, identity: str) -> str:
+        """An allocation's name in this snapshot: its site's name (``Sim.x``), ``#k`` added for the k-th other
+        allocation of that site met here. Not the process-wide slot, which depends on what earlier tests left
+        alive."""
+        base = slotless(identity)
+        seen = self._sites.setdefault(base, {})
+        k = seen.setdefault(identity, len(seen))
+        return base if k == 0 else f"{base}#{k}"
 
     def name(self, identity: Any) -> str:
         found = self._names.get(identity)
@@ -101,8 +111,9 @@ def buffer_label(buf: BufferArg | None, ptr: int, owners: Locator | None, unowne
 
     In order: the ``owners`` the test named (``launch_topology(..., owners={"sim": sim})``), the label
     :func:`launchtrace.own` gave at capture (``BufferArg.owner``), the capture's run-stable allocation identity
-    of an unowned buffer (``BufferArg.alloc``: the allocating statement's target and its slot, ``Sim.step.tmp``,
-    stable under address reuse; see :mod:`launchtrace.allocations`), else ``<unowned #k>`` numbered by the first
+    of an unowned buffer (``BufferArg.alloc``: the allocating statement's target, ``Sim.step.tmp``, with ``#k``
+    for the k-th other allocation of that statement met in the snapshot; stable under address reuse, see
+    :mod:`launchtrace.allocations` and :meth:`UnownedNames.allocation`), else ``<unowned #k>`` numbered by the first
     appearance of the address in the snapshot (memory allocated before the capture began, or not by Warp).
     Offsets into a labelled buffer are kept: ``sim.x+128``.
     """
@@ -115,7 +126,7 @@ def buffer_label(buf: BufferArg | None, ptr: int, owners: Locator | None, unowne
     if buf is not None and buf.owner is not None:
         return format_value((buf.owner, buf.offset or 0))
     if buf is not None and buf.alloc is not None:  # "State.x#1 (sim.py:41)": the identity, without the line
-        return format_value((identity_of(buf.alloc), buf.offset or 0))
+        return format_value((unowned.allocation(identity_of(buf.alloc) or buf.alloc), buf.offset or 0))
     return unowned.name(ptr)
 
 

@@ -28,7 +28,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Mapping
-from typing import TextIO
+from typing import Any, TextIO
 
 from launchtrace.cli._output import make_parent
 from launchtrace.errors import UserError
@@ -164,14 +164,15 @@ def run(args: argparse.Namespace) -> int:
         f"launchtrace: {stats.exported} spans -> {pipeline.sink.description} ({stats.folded_records} records folded "
         f"into {stats.summary_spans} summary spans, {stats.dropped} dropped)",
     )
-    if code == _INTERRUPTED:
+    if code is _INTERRUPTED:
         _die_of_sigint()
         return 130
     return code
 
 
-_INTERRUPTED = -int(signal.SIGINT)
-"""What :func:`_run_program` returns for a program ended by Ctrl-C (``KeyboardInterrupt``)."""
+_INTERRUPTED: Any = object()
+"""What :func:`_run_program` returns for a program ended by Ctrl-C (``KeyboardInterrupt``): not an int, so that
+a program's own ``sys.exit(-2)`` is never taken for one."""
 
 
 def _claim_output(path: str) -> int:
@@ -274,7 +275,8 @@ def _print_program_traceback() -> None:
 
 
 def _run_program(target: str, program_args: list[str], *, as_module: bool) -> int:
-    """Run the program as ``python script.py args`` would; its exit status (1 with a traceback if it raised)."""
+    """Run the program as ``python script.py args`` would; its exit status (1 with a traceback if it raised), or
+    :data:`_INTERRUPTED` when Ctrl-C ended it."""
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
     sys.argv = [target, *program_args]
     if as_module:

@@ -406,13 +406,24 @@ def _num(x: float | None) -> float | None:
 # ---------------------------------------------------------------------------------------------------------
 
 
+def _host_of(run: str) -> str:
+    """The host in a run id (:func:`launchtrace.steps.run_id`: ``[<file>/]pid/<host>/<pid>``, else
+    ``[<file>/]instance/<id>``, else the file): the host, the instance, or the file's base name."""
+    parts = run.split("/")
+    for marker in ("pid", "instance"):
+        if marker in parts[:-1]:
+            i = len(parts) - 1 - parts[::-1].index(marker, 1)
+            return parts[i + 1] or "?"
+    return parts[-1] or "?"
+
+
 def hosts_and_builds(group_by: tuple[str, ...], groups: Sequence[GroupAcc]) -> str:
     """``hosts h1 (2 runs), h2 (1 run); builds 1.1`` for evidence: hosts from the runs' keys
-    (``host.name/pid/instance``), builds from the groups' ``service.version`` when the grouping holds it."""
+    (:func:`_host_of`), builds from the groups' ``service.version`` when the grouping holds it."""
     hosts: dict[str, int] = {}
     for g in groups:
         for run in sorted(g.runs):
-            host = run.split("/", 1)[0] or "?"
+            host = _host_of(run)
             hosts[host] = hosts.get(host, 0) + 1
     shown = ", ".join(f"{h} ({n} run{'s' if n != 1 else ''})" for h, n in sorted(hosts.items())[:MAX_HOSTS])
     shown += f" and {len(hosts) - MAX_HOSTS} more" if len(hosts) > MAX_HOSTS else ""
