@@ -30,11 +30,13 @@ from another stage would count in both: the remainder below would then come out 
 
 - ``hot path``: the ``capture`` mode minus ``bare`` (the compiled wrapper ``_fastlaunch`` calls the original
   ``wp.launch`` inside itself, so its inclusive cost would hold the bare launch too);
-- ``materialize``: functions of ``launchtrace/capture/_fastmat``;
-- ``record/span objects``: ``launchtrace/_slots`` (the compiled ``LaunchRecord``/``SpanData`` constructors, used
+- ``materialize``: functions defined in ``launchtrace/capture/_fastmat.c`` (by the source file callgrind reads
+  from the debug information, so an extension's PLT stubs, named after the libpython function they jump to,
+  are not counted as its own);
+- ``record/span objects``: ``launchtrace/_slots.c`` (the compiled ``LaunchRecord``/``SpanData`` constructors, used
   by both materialize and span build), where entered from outside the stages above;
-- ``span build``: ``launchtrace/export/_fastbuild``;
-- ``encode``: ``launchtrace/otlp/_protoenc`` and ``launchtrace/otlp/_jsonenc``;
+- ``span build``: ``launchtrace/export/_fastbuild.c``;
+- ``encode``: ``launchtrace/otlp/_protoenc.c`` and ``launchtrace/otlp/_jsonenc.c``;
 - ``write``: libc's ``write``/``send`` family and CPython's ``_io`` file writes;
 - ``GIL handoff``: CPython's ``take_gil``/``drop_gil`` (the worker and the program trading the GIL);
 - ``gc``: CPython's cycle collector (``gc_collect_main``);
@@ -224,8 +226,9 @@ class Profile:
         self.summary = 0
         self.self_cost: dict[str, int] = defaultdict(int)
         self.edges: dict[tuple[str, str], int] = defaultdict(int)
+        self.files: dict[str, str] = {}  # function -> its source file (``???`` for PLT stubs, no debug info)
         names: dict[str, dict[str, str]] = {"ob": {}, "fl": {}, "fn": {}}
-        ob = fn = cob = cfn = ""
+        ob = fn = cob = cfn = fl = ""
         pending_call = False
         for line in path.read_text(errors="replace").splitlines():
             if not line:
@@ -236,6 +239,7 @@ class Profile:
                 if pending_call:
                     self.edges[(f"{ob}:{fn}", f"{cob}:{cfn}")] += cost
                     pending_call = False
+                    cob = ob  # a call's cob= holds for that call only
                 else:
                     self.self_cost[f"{ob}:{fn}"] += cost
                 continue
@@ -254,10 +258,13 @@ class Profile:
                 if key == "fn":
                     fn = name
                     cob = ob
+                    self.files.setdefault(f"{ob}:{fn}", fl)
                 else:
                     cfn = name
             elif key in ("fl", "fi", "fe", "cfi", "cfl"):
-                self._name(names["fl"], value)
+                name = self._name(names["fl"], value)
+                if key == "fl":
+                    fl = name
             elif key == "calls":
                 pending_call = True
         self.total = sum(self.self_cost.values())
@@ -291,16 +298,18 @@ _IO_WRITE = {
 }  # fmt: skip
 
 
-def stage_of(func: str) -> str | None:
-    """The stage a function belongs to (``object:function``), or None: the mapping the docstring states."""
-    obj, _, name = func.partition(":")
-    if obj.startswith("launchtrace/capture/_fastmat"):
+def stage_of(func: str, file: str = "") -> str | None:
+    """The stage a function belongs to (``object:function``, defined in source ``file``), or None: the mapping
+    the docstring states. launchtrace's functions go by the source file they are defined in, so the PLT stubs
+    of an extension (named after the libpython function they jump to, and without a source file) are not its."""
+    name = func.partition(":")[2]
+    if file.startswith("launchtrace/capture/_fastmat"):
         return "materialize"
-    if obj.startswith("launchtrace/_slots"):
+    if file.startswith("launchtrace/_slots"):
         return "record/span objects"
-    if obj.startswith("launchtrace/export/_fastbuild"):
+    if file.startswith("launchtrace/export/_fastbuild"):
         return "span build"
-    if obj.startswith(("launchtrace/otlp/_protoenc", "launchtrace/otlp/_jsonenc")):
+    if file.startswith(("launchtrace/otlp/_protoenc", "launchtrace/otlp/_jsonenc")):
         return "encode"
     if name in _IO_WRITE:
         return "write"
@@ -314,9 +323,10 @@ def stage_of(func: str) -> str | None:
 def stage_costs(profile: Profile) -> dict[str, int]:
     """Per stage, the inclusive cost of the calls entering its functions from functions of no stage."""
     out: dict[str, int] = defaultdict(int)
+    files = profile.files
     for (caller, callee), cost in profile.edges.items():
-        s = stage_of(callee)
-        if s is not None and stage_of(caller) is None:
+        s = stage_of(callee, files.get(callee, ""))
+        if s is not None and stage_of(caller, files.get(caller, "")) is None:
             out[s] += cost
     return out
 
@@ -475,7 +485,9 @@ def main() -> None:
     parser.add_argument("--wall", action="store_true", help="also wall-clock ratios (mode / bare), alternating")
     parser.add_argument("--pairs", type=int, default=5, help="pairs for --wall")
     parser.add_argument("--keep", help="keep callgrind's dumps in this folder")
-    parser.add_argument("--parse", help="no run: read the dumps a --keep run left in this folder (same options)")
+    parser.add_argument(
+        "--parse", help="no callgrind run: read the dumps a --keep run left in this folder (same options; --wall runs)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--warm-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", default="", help=argparse.SUPPRESS)
@@ -503,7 +515,8 @@ def main() -> None:
     }
     folder = args.parse or args.keep or tempfile.mkdtemp(prefix="bench_instr_")
     os.makedirs(folder, exist_ok=True)
-    collect, endpoint = start_collect(folder) if "otlp" in args.modes and not args.parse else (None, None)
+    need_collect = "otlp" in args.modes and (args.wall or not args.parse)
+    collect, endpoint = start_collect(folder) if need_collect else (None, None)
     try:
         t0 = time.perf_counter()
         profiles = read_dumps(args, folder) if args.parse else run_callgrind(args, endpoint, folder)
@@ -523,7 +536,8 @@ def main() -> None:
         if not (args.keep or args.parse):
             shutil.rmtree(folder, ignore_errors=True)
     report(args, results, wall, meta)
-    print(f"\n(callgrind run: {meta['callgrind_s']} s)")
+    if not args.parse:
+        print(f"\n(callgrind run: {meta['callgrind_s']} s)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "results": results, "wall": wall}, f, indent=1)
