@@ -142,18 +142,23 @@ def test_timing_compares_per_step_totals_with_warm_up_left_out() -> None:
     base = _stepped(_steps(40, 100_000, 200_000, first=900_000_000))
     same = diff_traces(base, _stepped(_steps(40, 100_000, 200_000, first=800_000_000, seed=7), "r2"))
     assert not any(t.verdict.significant for t in same.timing)
+    # one run each cannot rule out the drift between runs (25 %): not "same", but "inconclusive", and why
+    assert {t.verdict.verdict for t in same.timing} == {"inconclusive"}
+    assert all("3 runs per side would tell" in t.verdict.decide for t in same.timing)
     assert [(w.side, w.scope, w.steps) for w in same.warmup] == [("A", "step", 1), ("B", "step", 1)]
     row = next(t for t in same.timing if t.group == "kernel m.a in step")
     assert row.verdict.n_steps_a == 39 and row.verdict.basis == "steps-one-run"  # the warm-up step left out
     slow = diff_traces(base, _stepped(_steps(40, 100_000, 400_000, first=800_000_000), "r2"))
     by_group = {t.group: t for t in slow.timing}
     assert by_group["kernel m.b in step"].verdict.direction == "slower"
+    assert by_group["kernel m.b in step"].verdict.verdict == "slower"
     assert 0.9 < by_group["kernel m.b in step"].verdict.effect < 1.1
     assert not by_group["kernel m.a in step"].verdict.significant
     assert by_group["scope step"].verdict.direction == "slower"  # the step holds the slower kernel
     assert slow.equal  # timing never makes topologies unequal
     few = diff_traces(_stepped(_steps(3, 100_000, 200_000)), _stepped(_steps(3, 900_000, 900_000), "r2"))
     assert all(t.verdict.basis == "insufficient" for t in few.timing)
+    assert all(t.verdict.verdict == "inconclusive" and "at least 5 steps" in t.verdict.decide for t in few.timing)
 
 
 def test_a_small_change_is_not_called_from_one_run_each() -> None:
@@ -164,6 +169,7 @@ def test_a_small_change_is_not_called_from_one_run_each() -> None:
     row = next(t for t in diff_traces(a, b).timing if t.group == "kernel m.a in step")
     assert row.verdict.p_value < 0.01 and not row.verdict.significant
     assert "cannot be told from this run's step-to-step noise" in row.verdict.reason
+    assert row.verdict.verdict == "inconclusive"  # never "same": +10 % is past +-5 %
 
 
 def test_several_runs_per_side_are_compared_run_against_run() -> None:
@@ -173,6 +179,7 @@ def test_several_runs_per_side_are_compared_run_against_run() -> None:
     assert (result.runs_a, result.runs_b) == (3, 3)
     row = next(t for t in result.timing if t.group == "kernel m.a in step")
     assert row.verdict.basis == "runs" and row.verdict.n_runs_a == 3 and row.verdict.direction == "slower"
+    assert row.verdict.verdict == "slower"
     assert row.verdict.detectable_change is None  # the run-level test sees the drift itself
     assert result.equal and {s.run for s in result.segments} == {0, 1, 2}
     assert all(s.occurrence < 10 for s in result.segments)  # occurrences count within each run
@@ -273,3 +280,43 @@ def test_a_step_whose_records_are_cut_in_two_is_one_step() -> None:
     assert by_group["scope step"].verdict.n_steps_a == 6 and by_group["scope step"].launches_a == 6
     assert by_group["kernel m.b in step"].verdict.n_steps_a == 6
     assert by_group["scope step"].median_a_ns == 500_000
+
+
+def _kernels_step(factor: float, kernels: int = 6, steps: int = 30, seed: int = 0) -> list[dict[str, int]]:
+    """Steps of ``kernels`` kernels (200 us .. 700 us, a few percent of step noise), all ``factor`` as slow."""
+    return [
+        {
+            f"m.k{i}": int((200_000 + 100_000 * i) * factor * (1 + ((k * 31 + i * 7 + seed) % 9) / 300))
+            for i in range(kernels)
+        }
+        for k in range(steps)
+    ]
+
+
+def test_a_run_slow_in_every_kernel_is_drift_and_kernels_are_judged_relative() -> None:
+    """Run B ran 1.4x slower in every kernel (a busy machine): one drift finding, no kernel reported slower;
+    with one kernel also 2x as costly, that kernel alone is slower (relative to its run); --absolute judges
+    raw times and reports every kernel."""
+    a = _stepped(_kernels_step(1.0), "a")
+    b = _stepped(_kernels_step(1.4, seed=3), "b")
+    result = diff_traces(a, b)
+    assert [(d.side, d.run, round(d.drift.factor, 1), d.applied) for d in result.drift] == [("B", 0, 1.4, True)]
+    assert "run B1 ran 1.40x slower in every kernel" in result.drift[0].describe()
+    assert "environment, not a kernel change" in result.drift[0].describe()
+    assert not [t.group for t in result.timing if t.verdict.verdict in ("slower", "faster")]
+    steps = _kernels_step(1.4, seed=3)
+    for s in steps:
+        s["m.k2"] *= 2
+    changed = diff_traces(a, _stepped(steps, "b"))
+    kernels = {t.name: t.verdict.verdict for t in changed.timing if t.kind == "kernel"}
+    assert kernels["m.k2"] == "slower" and [k for k, v in kernels.items() if v == "slower"] == ["m.k2"]
+    raw = diff_traces(a, b, absolute=True)
+    assert raw.drift[0].applied is False
+    assert {t.name for t in raw.timing if t.kind == "kernel" and t.verdict.verdict == "slower"} == {
+        f"m.k{i}" for i in range(6)
+    }
+    text = diff_as_text(result)
+    assert "timing: drift: run B1 ran 1.40x slower in every kernel" in text
+    data = diff_as_json(result)
+    assert data["drift"][0]["factor"] == pytest.approx(1.4, abs=0.01) and data["verdicts"]["slower"] == 0
+    assert {row["verdict"] for row in data["timing"]} <= {"slower", "faster", "same", "inconclusive"}

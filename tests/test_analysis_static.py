@@ -91,3 +91,27 @@ def test_a_launch_issued_only_sometimes_is_varying_launches() -> None:
 def test_a_missing_scope_has_no_occurrences() -> None:
     report = check_static(run_program("base", 2), "nope")
     assert (report.occurrences, report.static) == (0, False)
+
+
+def test_leading_occurrences_unlike_all_the_rest_are_skipped_as_warm_up_and_said() -> None:
+    """The first step also initialises (one more launch): skipped as warm-up, named, and the scope is static;
+    a scope that never settles skips nothing."""
+
+    def body(sim, k, keep):
+        if k == 0:
+            wp.launch(scale, dim=N, inputs=[sim.v, 0.0], outputs=[sim.alt], device=DEVICE)
+        wp.launch(add, dim=N, inputs=[sim.x, sim.v], outputs=[sim.out], device=DEVICE)
+
+    report = check_static(_trace(body), "step")
+    assert (report.static, report.warmup, report.findings) == (True, 1, ())
+    assert report.notes == (
+        "skipped the first 1 occurrence as warm-up (unlike every later occurrence; #0: 2 launches, "
+        "then 1 launches every time)",
+    )
+
+    def unsettled(sim, k, keep):
+        wp.launch(add, dim=N - k, inputs=[sim.x, sim.v], outputs=[sim.out], device=DEVICE)
+
+    never = check_static(_trace(unsettled), "step")
+    assert (never.static, never.warmup, never.notes) == (False, 0, ())
+    assert {f.occurrences for f in never.findings} == {STEPS - 1}

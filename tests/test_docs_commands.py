@@ -1,4 +1,5 @@
-"""Every command shown in README.md and the guide (docs/guide/*.md) runs, and prints what the page shows, by shape.
+"""Every command shown in README.md, the guide (docs/guide/*.md) and docs/traces.md runs, and prints what the page
+shows, by shape.
 
 The page convention is in ``tests/console_blocks.py`` (```console blocks, ``$ `` lines, ``...`` for a partial
 output, ``# exit code N``). The commands of one page run in order in one fresh directory that holds the
@@ -22,7 +23,8 @@ from tests import console_blocks as B
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "guide"
-PAGES = [ROOT / "README.md", *sorted(GUIDE.glob("*.md"))]
+# README, the guide, and the reference pages that show commands as ```console blocks (the rest show plain blocks)
+PAGES = [ROOT / "README.md", *sorted(GUIDE.glob("*.md")), ROOT / "docs" / "traces.md"]
 
 
 def _env() -> dict[str, str]:

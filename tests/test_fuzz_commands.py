@@ -1,5 +1,5 @@
 """Property-based fuzzing (hypothesis) of every command that takes a trace file: ``pull --from file``,
-``diff``, ``check-static``, ``graph``, ``report``, ``chrome-trace``, ``summary``, ``dataflow``.
+``diff``, ``check-static``, ``graph``, ``report``, ``chrome-trace``, ``summary``, ``dataflow``, ``snapshot``.
 
 Inputs are a real Warp run's export and the upstream fixtures with parts broken (wrong types, deleted and
 duplicated nodes, hostile values), gzip and truncation of those, and random bytes. The contract: the command
@@ -66,6 +66,7 @@ def commands(path: Path, good: Path, out: Path) -> dict[str, list[str]]:
         "chrome-trace": ["chrome-trace", str(path), "--out", str(out / "chrome.json")],
         "summary": ["summary", str(path)],
         "dataflow": ["dataflow", str(path)],
+        "snapshot": ["snapshot", str(path), "--scope", "step", "--out", str(out / "step.json")],
     }
 
 

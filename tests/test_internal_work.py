@@ -99,9 +99,11 @@ def check_each_record_once(run: Exported) -> None:
     """Every record the bus saw is exported once (by seq), and the launches are exactly Warp's log lines."""
     ops = run.op_spans()
     assert [s.attribute(C.SEQ) for s in ops] == [r.seq for r in run.records]
-    assert [s.name.rsplit(".", 1)[1] for s in ops if s.attribute(C.OP) == "launch"] == run.logged
+    launches = [s for s in ops if s.attribute(C.OP) == "launch"]
+    assert [s.name.removesuffix(C.ADJOINT_SUFFIX).rsplit(".", 1)[1] for s in launches] == run.logged
+    assert all(s.name.endswith(C.ADJOINT_SUFFIX) == bool(s.attribute(C.ADJOINT)) for s in launches)
     for span, rec in zip(ops, run.records):
-        assert span.name == rec.kernel and bool(span.attribute(C.INTERNAL)) == rec.internal
+        assert span.name == C.kernel_title(rec.kernel, rec.adjoint) and bool(span.attribute(C.INTERNAL)) == rec.internal
 
 
 # -- Tape.backward -------------------------------------------------------------------------------------------
@@ -128,7 +130,7 @@ def test_tape_backward_exports_each_adjoint_launch_once_under_the_users_scope_an
     assert run.logged == ["scale", "square_sum", "square_sum", "scale"]  # forward, then the adjoints reversed
     ops = run.op_spans()
     adjoint = [s for s in ops if s.attribute(C.ADJOINT)]
-    assert [s.name.rsplit(".", 1)[1] for s in adjoint] == ["square_sum", "scale"]
+    assert [s.name.rsplit(".", 1)[1] for s in adjoint] == ["square_sum (adjoint)", "scale (adjoint)"]
     assert all(s.attribute(C.INTERNAL) is True for s in adjoint)
     forward = [s for s in ops if not s.attribute(C.INTERNAL)]
     assert [s.name.rsplit(".", 1)[1] for s in forward] == ["scale", "square_sum"]
@@ -282,13 +284,14 @@ def test_analyzers_count_internal_records_in_topology_and_summary(tmp_path: Path
             ("inserted", i, kernel) for i, kernel in backward_work
         ]
 
-    # summary: per kernel, the adjoint launches and Warp's fills count with the user's
+    # summary: per kernel, the adjoint launches (rows of their own) and Warp's fills count with the user's
     assert main(["summary", path["train"], "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["kernels"]
     counts = {(row["kernel"], row["op"]): row["count"] for row in rows}
-    assert counts == Counter((r.kernel, str(r.op)) for r in runs["train"].records)
+    assert counts == Counter((C.kernel_title(r.kernel, r.adjoint), str(r.op)) for r in runs["train"].records)
+    assert any(kernel.endswith(C.ADJOINT_SUFFIX) for kernel, _ in counts)
     launches: Counter = Counter()
     for (kernel, op), n in counts.items():
         if op == "launch":
-            launches[kernel.rsplit(".", 1)[1]] += n
+            launches[kernel.removesuffix(C.ADJOINT_SUFFIX).rsplit(".", 1)[1]] += n
     assert launches == Counter(runs["train"].logged)  # forward and adjoint, as Warp's log counts them

@@ -104,7 +104,8 @@ def exported(jaeger, warp_cpu, tmp_path_factory):
     finally:
         capture.uninstrument()
     total = sum(stats.exported for _, _, stats in out.values())
-    jaeger.wait_for_spans(total)
+    jaeger.wait_for_spans(total)  # accepted by its receivers ...
+    jaeger.wait_stored()  # ... and through its batch processor into the store
     return out
 
 
@@ -190,6 +191,7 @@ def test_launchtrace_run_into_jaeger_matches_a_run_into_a_file(jaeger, tmp_path:
     assert proc.returncode == 0, proc.stderr
     proc = run_cli("run", "--out", str(tmp_path / "file.jsonl"), str(program), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    jaeger.wait_stored()
     written = load_traces(tmp_path / "file.jsonl")
     pulled = tmp_path / "pulled.jsonl"
     source = f"jaeger+{jaeger.query_url}?service={service}&since=1h"
@@ -246,3 +248,24 @@ def test_the_applications_span_is_the_parent_of_the_step_in_one_jaeger_trace(jae
     assert {s.trace_id for s in spans} == {req.trace_id}
     (trace,) = load_traces(out)
     assert [s.name for s in trace.scopes.values()] == ["step"]
+
+
+def test_a_search_cut_at_its_limit_says_there_may_be_more(exported, jaeger, tmp_path: Path, capsys) -> None:
+    service, _, _ = exported["grpc"]
+    out = tmp_path / "cut.jsonl"
+    assert main(["pull", f"jaeger+{jaeger.query_url}?service={service}&since=1h&limit=3", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "in 3 traces" in err and "stopped at --limit 3 traces: there may be more" in err
+    assert len(load_traces(out)) == 3
+    assert main(["pull", f"jaeger+{jaeger.query_url}?service={service}&since=1h&limit=6", "--out", str(out)]) == 0
+    assert "in 6 traces" in capsys.readouterr().err  # all of them; at the limit, so still said
+
+
+def test_an_attribute_search_keeps_only_the_matching_traces(exported, jaeger, tmp_path: Path, capsys) -> None:
+    """Jaeger 2.12's HTTP API ignores ``query.attributes``; pull filters the answer itself."""
+    service, _, _ = exported["grpc"]
+    out = tmp_path / "i3.jsonl"
+    assert main(["pull", f"jaeger+{jaeger.query_url}?service={service}&since=1h&attribute=i=3", "--out", str(out)]) == 0
+    assert "in 1 trace from" in capsys.readouterr().err
+    (trace,) = load_traces(out)
+    assert [dict(s.attributes) for s in trace.scopes.values() if s.name == "step"] == [{"i": 3}]

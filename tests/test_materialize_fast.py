@@ -115,8 +115,10 @@ def test_generated_constructors_equal_the_dataclass():
     assert type(made) is LaunchRecord
     assert made == LaunchRecord(**values)
     assert made.repeat == 1 and made.module_hash == ""
-    buf = make_buffer_arg(0, "x", 16, (4,), "float32", 16, "sim.x", 0, False, "r")
+    buf = make_buffer_arg(0, "x", 16, (4,), "float32", 16, "sim.x", 0, False, "r", None)
     assert buf == BufferArg(0, "x", 16, (4,), "float32", 16, "sim.x", 0, False, "r")
+    made_alloc = make_buffer_arg(0, "x", 16, (4,), "float32", 16, None, 8, False, "r", "State.x (s.py:4)")
+    assert made_alloc == BufferArg(0, "x", 16, (4,), "float32", 16, None, 8, False, "r", "State.x (s.py:4)")
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.kernel = "other"  # type: ignore[misc]
 

@@ -80,7 +80,7 @@ def test_strict_and_bad_arguments_are_one_line_errors_without_traceback(tmp_path
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"resourceSpans": [\n')
     out = tmp_path / "out.jsonl"
-    out.write_text("previous content\n")
+    out.write_text('{"resourceSpans": []}\n')  # a previous pull's spans (a file of anything else is refused)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     for argv, expected in (
         (["--strict"], f"launchtrace pull: error: {bad}:1: "),
@@ -95,7 +95,7 @@ def test_strict_and_bad_arguments_are_one_line_errors_without_traceback(tmp_path
         )
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith(expected) and proc.stderr.count("\n") == 1, proc.stderr
-    assert out.read_text() == "previous content\n", "nothing already written is lost"
+    assert out.read_text() == '{"resourceSpans": []}\n', "nothing already written is lost"
 
 
 def test_jaeger_search_with_token_from_env_and_headers(tmp_path, capsys, monkeypatch):
@@ -144,12 +144,12 @@ def test_tempo_many_trace_ids_show_progress(tmp_path, capsys):
 
 def test_backend_down_is_one_line_and_keeps_the_old_output(tmp_path, capsys):
     out = tmp_path / "keep.jsonl"
-    out.write_text("old\n")
+    out.write_text('{"resourceSpans": []}\n')  # the spans of an earlier pull
     url = f"http://127.0.0.1:{free_port()}"
     assert pull("jaeger+" + url, "--trace-id", "1", "--retries", "0", "--out", str(out)) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"launchtrace pull: error: {url}/api/v3/traces/{'0' * 31}1: cannot connect (")
-    assert err.count("\n") == 1 and out.read_text() == "old\n"
+    assert err.count("\n") == 1 and out.read_text() == '{"resourceSpans": []}\n'
 
 
 def test_jaeger_by_ids_shows_progress_and_options_for_other_sources_are_refused(tmp_path, capsys):

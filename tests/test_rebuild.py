@@ -244,7 +244,8 @@ def test_real_warp_program_round_trips_through_otlp_json(instrumented, fold):
         launchtrace.disown(owned)
     captured = [e for k, e in events if k == "record" and not e.internal]
     scopes = {e.id: e for k, e in events if k == "scope_end" and not e.internal}
-    assert len(captured) == 25 * 5 and len(scopes) == 21
+    # 21 of the program's scopes, and Warp's module load where this process had not loaded it yet
+    assert len(captured) == 25 * 5 and len([s for s in scopes.values() if s.kind != "load"]) == 21
     assert any(b.owner and b.owner.startswith("sim.") for r in captured for b in r.buffers)
 
     spans = through_json(export(events, fold=fold))

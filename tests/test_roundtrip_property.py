@@ -58,15 +58,17 @@ def buffers(draw, keys: list, ptrs: list[int]) -> tuple:
     out = []
     for key, ptr in zip(keys, ptrs):
         owned = draw(st.booleans())
+        alloc = None if owned else draw(st.sampled_from([None, "State.x (s.py:4)", "ünï.tmp#2.grad (t.py:9)"]))
         out.append(
             BufferArg(
                 key, draw(st.sampled_from(["x", "y", "state.pos", ""])), ptr,
                 draw(st.lists(st.integers(0, 64), max_size=3).map(tuple)),
                 draw(st.sampled_from(["float32", "vec3f", ""])), draw(st.integers(0, 2**40)),
                 owner=draw(st.sampled_from(["sim.x", "sim.y", "ünï"])) if owned else None,
-                offset=draw(st.integers(0, 4096)) if owned else None,
+                offset=draw(st.integers(0, 4096)) if owned or alloc else None,
                 foreign=not owned and draw(st.booleans()),
                 access=draw(st.sampled_from(["", "r", "w", "rw"])),
+                alloc=alloc,
             )
         )  # fmt: skip
     return tuple(out)

@@ -87,7 +87,7 @@ def run(*args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess:
 
 def test_run_exports_to_out_sets_argv_and_keeps_the_exit_code(tmp_path: Path, program: Path, setup_work) -> None:
     out = tmp_path / "spans.jsonl"
-    out.write_text("stale line\n")  # --out empties the file first
+    out.write_text('{"resourceSpans": []}\n')  # a previous run's spans: --out empties the file first
     argv_file = tmp_path / "argv.txt"
     proc = run("--out", str(out), "--no-fold", str(program), str(argv_file), "3", cwd=tmp_path)
     assert proc.returncode == 3, proc.stderr
@@ -192,8 +192,9 @@ def test_run_a_module_with_dash_m(tmp_path: Path) -> None:
 
 
 def test_run_out_in_a_missing_folder_creates_it(tmp_path: Path, program: Path, setup_work) -> None:
-    """One rule for every command that writes a file: its missing folders are created."""
-    out = tmp_path / "new" / "deeper" / "s.jsonl"
+    """One rule for every command that writes a file: its last missing folder level is created (a deeper missing
+    path is refused: tests/test_misuse.py)."""
+    out = tmp_path / "new" / "s.jsonl"
     proc = run("--out", str(out), str(program), str(tmp_path / "argv.txt"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     check_launches(file_spans(out), setup_work)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
+from launchtrace import capture
 from launchtrace.cli import main
 from launchtrace.cli._fleet import source_kind
 from launchtrace.cli._sources import backend_args
@@ -78,7 +79,10 @@ def test_every_analyzer_takes_a_folder_and_refuses_a_bare_url(tmp_path: Path, ca
     folder = tmp_path / "runs"
     folder.mkdir()
     demo = tmp_path / "demo.jsonl"
-    assert main(["demo", "--out", str(demo)]) == 0
+    try:
+        assert main(["demo", "--out", str(demo)]) == 0
+    finally:
+        capture.uninstrument()  # the demo, run in this process, leaves Warp instrumented as a program would
     shutil.copy(demo, folder / "a.jsonl")
     capsys.readouterr()
     assert main(["summary", str(folder), "--format", "json"]) == 0

@@ -689,3 +689,25 @@ def test_device_timed_launches_fold_and_keep_their_device_time_statistics():
     launches = [s for s in single if s.attribute(C.OP)]
     assert [s.attribute(C.DEVICE_TIME_DURATION) for s in launches] == device_ns
     assert [s.attribute(C.DEVICE_TIME_START) for s in launches] == [0, 2000, 4000, 6000]
+
+
+def test_a_module_load_outside_every_scope_is_in_the_step_root_and_restarts_its_window():
+    """Warp's compile of a module (a warp.module.load scope, kind load) outside every scope joins the thread's
+    step root instead of making a trace of its own per module, and the step's window starts after it: the
+    launch that waited seconds for the compile is in the same step (issue 23)."""
+    ev = Events()
+    ev.launch("wp.fill")
+    ev.begin("warp.module.load", kind="load")
+    ev.t += 4_000_000_000  # a four-second compile, longer than the one-second window
+    feed_during = ev.t - 2_000_000_000
+    ev.end()
+    ev.launch("sim.k")
+    builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x", step_window_s=1.0), resource=RESOURCE)
+    assert builder.feed(ev.events[:2], now_ns=feed_during)[-1].name == "wp.fill"  # mid-compile: step stays open
+    spans = builder.feed(ev.events[2:], now_ns=ev.t) + builder.flush(now_ns=ev.t)
+    names = [s.name for s in spans]
+    assert names.count(STEP_SPAN_NAME) == 1 and "warp.module.load" in names
+    step = next(s for s in spans if s.name == STEP_SPAN_NAME)
+    load = next(s for s in spans if s.name == "warp.module.load")
+    assert load.parent_span_id == step.span_id and load.trace_id == step.trace_id
+    assert step.start_ns <= load.start_ns and load.end_ns <= step.end_ns

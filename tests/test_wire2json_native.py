@@ -51,6 +51,10 @@ DOUBLES = st.one_of(
     st.integers(0, 2**64 - 1).map(lambda b: struct.unpack("<d", struct.pack("<Q", b))[0]),
 )
 IDS = st.one_of(st.sampled_from([b"", b"\x00" * 8, b"\xff" * 16]), st.binary(max_size=17))
+# a span's own ids are valid: the walk leaves a span without them to protobuf, which the collector refuses (issue 25)
+TRACE_IDS = st.binary(min_size=16, max_size=16).filter(any)
+SPAN_IDS = st.binary(min_size=8, max_size=8).filter(any)
+T_ID, S_ID = b"\x01" * 16, b"\x02" * 8
 
 
 def _any_value(children: st.SearchStrategy) -> st.SearchStrategy:
@@ -123,7 +127,7 @@ def requests(draw: st.DrawFn) -> ExportTraceServiceRequest:
                 ss.scope.dropped_attributes_count = draw(UINT32)
             for _ in range(draw(st.integers(0, 3))):
                 span = ss.spans.add(
-                    trace_id=draw(IDS), span_id=draw(IDS), parent_span_id=draw(IDS), trace_state=draw(TEXT),
+                    trace_id=draw(TRACE_IDS), span_id=draw(SPAN_IDS), parent_span_id=draw(IDS), trace_state=draw(TEXT),
                     flags=draw(UINT32), name=draw(TEXT), kind=draw(st.one_of(st.integers(0, 5), INT32)),
                     start_time_unix_nano=draw(UINT64), end_time_unix_nano=draw(UINT64),
                     dropped_attributes_count=draw(UINT32), dropped_events_count=draw(UINT32),
@@ -228,7 +232,9 @@ def _field(tag: int, payload: bytes) -> bytes:
 
 
 def _in_span(span_bytes: bytes) -> bytes:
-    return _field(0x0A, _field(0x12, _field(0x12, span_bytes)))
+    """A request of one span with valid ids and ``span_bytes`` after them."""
+    ids = _field(0x0A, T_ID) + _field(0x12, S_ID)
+    return _field(0x0A, _field(0x12, _field(0x12, ids + span_bytes)))
 
 
 @pytest.mark.parametrize(
@@ -243,6 +249,7 @@ def _in_span(span_bytes: bytes) -> bytes:
         pytest.param(_field(0x0A, _field(0x12, b"\x12\x05ab")) + b"abc", False, id="nested-overrun"),
         pytest.param(_in_span(b"\x4a\x04\x12\x02\x10\x02"), True, id="bool-2"),
         pytest.param(_in_span(b"\xa8\x01\x05"), True, id="unknown-field"),
+        pytest.param(_field(0x0A, _field(0x12, _field(0x12, b"\x2a\x01a"))), True, id="span-without-ids"),
         pytest.param(_in_span(b"\x2b\x2c"), True, id="group"),
         pytest.param(_in_span(b"\x2a\x01a\x2a\x01b"), True, id="name-twice"),
         pytest.param(_in_span(b"\x4a\x06\x12\x04\x08\x01\x18\x02"), True, id="two-oneof-members"),
@@ -274,7 +281,8 @@ def test_nesting_past_the_limit_is_left_to_protobuf() -> None:
         outer.array_value.values.append(v)
         v = outer
         req = ExportTraceServiceRequest()
-        req.resource_spans.add().scope_spans.add().spans.add().attributes.add(key="k").value.CopyFrom(v)
+        span = req.resource_spans.add().scope_spans.add().spans.add(trace_id=T_ID, span_id=S_ID)
+        span.attributes.add(key="k").value.CopyFrom(v)
         check_bytes(req.SerializeToString())
         if depth < 10:
             assert w2j.count(req.SerializeToString()) == 1
@@ -289,7 +297,7 @@ def test_strings_are_escaped_as_orjson_escapes_them() -> None:
         for left in range(9):
             for text in ("a" * left + ch + "b" * (8 - left), "\u00e9" * (left % 2) + "x" * left + ch + "y" * 9):
                 req = ExportTraceServiceRequest()
-                span = req.resource_spans.add().scope_spans.add().spans.add(name=text)
+                span = req.resource_spans.add().scope_spans.add().spans.add(trace_id=T_ID, span_id=S_ID, name=text)
                 span.attributes.add(key="k").value.string_value = text
                 line, _ = w2j.transcode(req.SerializeToString())
                 assert line == transcode._fast_line(req), repr(text)
@@ -319,7 +327,8 @@ def test_doubles_are_written_as_orjson_writes_them() -> None:
 @given(DOUBLES)
 def test_double_attribute_matches_json_format(x: float) -> None:
     req = ExportTraceServiceRequest()
-    req.resource_spans.add().scope_spans.add().spans.add().attributes.add(key="x").value.double_value = x
+    span = req.resource_spans.add().scope_spans.add().spans.add(trace_id=T_ID, span_id=S_ID)
+    span.attributes.add(key="x").value.double_value = x
     check_bytes(req.SerializeToString())
     assert w2j.transcode(req.SerializeToString()) is not None
 

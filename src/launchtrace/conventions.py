@@ -28,8 +28,10 @@ from launchtrace.model import LaunchRecord, Site
 
 __all__ = [
     "ADJOINT",
+    "ADJOINT_SUFFIX",
     "API",
     "ARG_ACCESS",
+    "ARG_ALLOC",
     "ARG_BYTES",
     "ARG_DTYPE",
     "ARG_FIELDS",
@@ -82,6 +84,10 @@ __all__ = [
     "GRAPH_REPLAY",
     "INTERNAL",
     "KERNEL",
+    "LOAD_ATTRIBUTES",
+    "LOAD_DEVICE",
+    "LOAD_MODULE",
+    "LOAD_RESULT",
     "MAX_BLOCKS",
     "MAX_VALUE_LENGTH",
     "METRIC_LAUNCHES",
@@ -121,6 +127,7 @@ __all__ = [
     "bounded",
     "decode_key",
     "encode_key",
+    "kernel_title",
     "scalar_attr",
     "scalar_value",
     "scope_user_attr",
@@ -206,6 +213,7 @@ ARG_DTYPE = "dtype"  # string: "float32", "vec3f"
 ARG_BYTES = "bytes"  # int
 ARG_FOREIGN = "foreign"  # bool: no owner covers the pointer although owners are registered
 ARG_ACCESS = "access"  # "r" | "w" | "rw"
+ARG_ALLOC = "alloc"  # string: unowned: the allocation's label, "State.x#1 (springs.py:41)" (run-stable identity)
 ARG_FIELDS = (
     ARG_PTR,
     ARG_OWNER,
@@ -216,6 +224,7 @@ ARG_FIELDS = (
     ARG_FOREIGN,
     ARG_ACCESS,
     ARG_NAME,
+    ARG_ALLOC,
 )
 
 # --- optional measurements (off by default: value_stats, device_timing settings) ---------------------------
@@ -228,7 +237,7 @@ DEVICE_TIME_END = "launchtrace.device_time.end_ns"  # int: when it finished (hos
 DEVICE_TIME_DURATION = "launchtrace.device_time.duration_ns"  # int: elapsed between the two CUDA events
 
 # --- scope spans --------------------------------------------------------------------------------------------
-SCOPE_KIND = "launchtrace.scope.kind"  # "tape" | "timer" | "user" | "step": marks a scope span
+SCOPE_KIND = "launchtrace.scope.kind"  # "tape" | "timer" | "user" | "step" | "load": marks a scope span
 SCOPE_ID = "launchtrace.scope.id"  # int: the scope's id in the capture (unique per process)
 SCOPE_FINGERPRINT = "launchtrace.scope.fingerprint"  # hex: topology of everything that ran under the scope
 SCOPE_LAUNCHES = "launchtrace.scope.launches"  # int: records under the scope (nested scopes included)
@@ -238,6 +247,15 @@ SCOPE_JOINED = "launchtrace.scope.joined"  # bool: a root whose parent is the ap
 SCOPE_INTERNAL = "launchtrace.scope.internal"  # bool: one of Warp's own timers
 SCOPE_ATTRIBUTE_KEYS = "launchtrace.scope.attribute_keys"  # string[]: which attributes the user passed
 STEP_INDEX = "launchtrace.step.index"  # int: n-th synthetic step root of this name
+
+# --- module loads and Tape passes (issue 23; scope spans of kind "load" / "tape") ---------------------------
+# span names: "warp.module.load" (kind "load"), "tape.forward" / "tape.backward" (kind "tape", where no other
+# scope covers the Tape pass): launchtrace.capture.tapeload
+LOAD_MODULE = "launchtrace.load.module"  # string: the Warp module loaded ("__main__", "warp.fem.utils", ...)
+LOAD_DEVICE = "launchtrace.load.device"  # string: the device it was loaded for ("cpu", "cuda:0")
+LOAD_RESULT = "launchtrace.load.result"  # string: "compiled" (built now), "cached" (kernel cache hit), "error"
+LOAD_ATTRIBUTES = (LOAD_MODULE, LOAD_DEVICE, LOAD_RESULT)  # written under their own names, not as user ones
+ADJOINT_SUFFIX = " (adjoint)"  # appended to an adjoint launch's span name and to its rows and titles
 
 # --- folded summary spans -----------------------------------------------------------------------------------
 FOLD_COUNT = "launchtrace.fold.count"  # int: repetitions of the sequence; marks a summary span
@@ -297,6 +315,13 @@ def scalar_attr(label: str) -> str:
 
 
 _RESERVED_PREFIXES = (PREFIX, "code.", "thread.", "exception.")
+
+
+def kernel_title(kernel: str, adjoint: bool = False) -> str:
+    """What people read for a record's kernel: its name, with :data:`ADJOINT_SUFFIX` for an adjoint launch
+    (span names, summary rows, report, graph titles), so ``repulsion``'s forward and adjoint launches are two
+    rows, not one."""
+    return kernel + ADJOINT_SUFFIX if adjoint else kernel
 
 
 def scope_user_attr(key: object) -> str:

@@ -59,6 +59,7 @@ class ScopeKind(str, Enum):
     TIMER = "timer"  # wp.ScopedTimer
     USER = "user"  # launchtrace.scope(...)
     STEP = "step"  # a synthetic root for launches outside any scope (export only)
+    LOAD = "load"  # Warp compiling or loading a module (warp.module.load): host time, never a launch's
 
     def __str__(self) -> str:
         return self.value
@@ -89,6 +90,9 @@ class BufferArg:
     was registered at all, so an unowned pointer in a program that labels its buffers stands out).
     ``access`` is ``"r"``, ``"w"`` or ``"rw"`` where known (Warp's input/output split refined by what the code
     generator knows), else ``""``.
+    ``alloc``: for an unowned pointer inside an allocation the capture saw, that allocation's label
+    (``"State.x#1 (springs.py:41)"``, see :mod:`launchtrace.allocations`), and ``offset`` the byte offset in it;
+    ``None`` otherwise (owned, or allocated before capture began, or memory Warp did not allocate).
     """
 
     key: Any  # int | str, see ArgKey
@@ -101,6 +105,22 @@ class BufferArg:
     offset: int | None = None
     foreign: bool = False
     access: str = ""
+    alloc: str | None = None
+
+    @property
+    def label(self) -> str:
+        """What to call the buffer: the owner label, else the allocation label, else the pointer in hex
+        (``"+<offset>"`` appended for an offset inside the buffer)."""
+        name = self.owner if self.owner is not None else self.alloc
+        if name is None:
+            return f"0x{self.ptr:x}" if self.ptr else "null"
+        if not self.offset:
+            return name
+        if self.owner is None:  # "State.x (springs.py:41)" -> "State.x+16 (springs.py:41)"
+            head, sep, tail = name.rpartition(" (")
+            if sep:
+                return f"{head}+{self.offset} ({tail}"
+        return f"{name}+{self.offset}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -262,7 +282,7 @@ class LaunchRecord:
 class ScopeRecord:
     """One scope: a ``wp.Tape`` scope, a ``wp.ScopedTimer`` or a ``launchtrace.scope``.
 
-    ``parent_id`` nests scopes per thread. ``internal`` marks Warp's own timers ("Module X load"), kept out of
+    ``parent_id`` nests scopes per thread. ``internal`` marks Warp's own timers ("Compile x86"), kept out of
     exports by default. ``end_ns`` is 0 while the scope is still open. ``remote_parent``: for an outermost
     scope opened inside a span of the application's own tracing, that span's ``(trace_id, span_id,
     trace_flags)`` (16 and 8 bytes, an int), else ``None``.

@@ -26,6 +26,7 @@ COMPILED = (
     "_slots",
     "capture/_fastlaunch",
     "capture/_fastmat",
+    "capture/_tinyhook",
     "export/_fastbuild",
     "otlp/_jsonread",
     "otlp/_jsonenc",

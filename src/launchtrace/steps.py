@@ -9,7 +9,8 @@ A *run* is one process's traces in one source. :func:`run_key` tells runs apart:
 A *step* is one :class:`Occurrence` of an outermost scope (:func:`occurrences`):
 
 - the records of a trace belong to their outermost scope that is not internal (Warp's own timers such as
-  "Module X load" are never steps), named ``scope`` when one is asked for;
+  "Compile x86" are never steps, nor is a ``warp.module.load`` scope, kind ``load``), named ``scope`` when one
+  is asked for;
 - the records under no such scope form ``<no scope>`` occurrences, one per unbroken run of them in issue order
   (a scoped record in between cuts them);
 - a scope occurrence that holds no record is still a step (a timer around host work), but readers that compare
@@ -142,7 +143,7 @@ def outermost_scopes(trace: TraceData, scope: str | None = None) -> dict[int, in
             found = top[sid]
         for cid in reversed(chain):  # outermost first: an outer match wins
             sc = trace.scopes[cid]
-            if found is None and not sc.internal and (scope is None or sc.name == scope):
+            if found is None and not sc.internal and sc.kind != "load" and (scope is None or sc.name == scope):
                 found = cid
             top[cid] = found
     return top

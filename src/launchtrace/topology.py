@@ -24,11 +24,13 @@ from collections.abc import Hashable, Iterable, Sequence
 from enum import Enum
 from typing import Any, Protocol
 
+from launchtrace.allocations import identity_of
 from launchtrace.model import BufferArg, LaunchRecord
 
 __all__ = [
     "ALLOCATED",
     "FOREIGN",
+    "AllocRef",
     "Change",
     "ChangeKind",
     "DiffEntry",
@@ -43,6 +45,7 @@ __all__ = [
     "format_value",
     "replays",
     "resolve_pointer",
+    "slotless",
     "topology_key",
     "topology_keys",
 ]
@@ -81,6 +84,29 @@ def replays(records: Iterable[LaunchRecord], graph_id: int | None = None) -> lis
     return sorted(found, key=lambda r: r.seq)
 
 
+class AllocRef(tuple):
+    """An unowned buffer by its allocation identity: ``(identity, offset)``, e.g. ``("State.x#1", 0)`` (see
+    :mod:`launchtrace.allocations`). A tuple, so it compares, hashes, prints and fingerprints like an owner's
+    ``(label, offset)``; its own type, so that analyses tell an allocation from an owner."""
+
+    __slots__ = ()
+
+    def __new__(cls, identity: str, offset: int = 0) -> AllocRef:
+        return tuple.__new__(cls, (identity, offset))
+
+    @property
+    def identity(self) -> str:
+        return self[0]
+
+
+def slotless(identity: str) -> str:
+    """An allocation identity without its slots (``"State.x#2.grad"`` -> ``"State.x.grad"``): the site's name,
+    the same for every allocation the site makes."""
+    if "#" not in identity:
+        return identity
+    return ".".join(part.split("#", 1)[0] if "#" in part else part for part in identity.split("."))
+
+
 class Locator(Protocol):
     """Anything with ``locate(ptr) -> (label, offset) | None``, e.g. an ownership ``BufferSet``."""
 
@@ -102,8 +128,11 @@ def resolve_pointer(
     buf: BufferArg | None = None,
 ) -> Any:
     """What an array argument stands for in a topology: ``(label, offset)``, ``"<foreign>"``,
-    ``"<allocated>"``, ``0`` for a null array, or (``raw=True`` and nothing else known) the raw pointer.
+    ``"<allocated>"``, ``0`` for a null array, an :class:`AllocRef` for an unowned buffer whose allocation the
+    capture saw, or (``raw=True`` and nothing else known) the raw pointer.
     ``buf``: the argument's :class:`~launchtrace.model.BufferArg` when the caller has it at hand."""
+    if type(ptr) is AllocRef:  # already resolved (launchtrace.analysis.segments.unowned_by_order)
+        return ptr
     if not ptr:
         return 0
     if ignore is not None and ignore.locate(ptr) is not None:
@@ -113,15 +142,18 @@ def resolve_pointer(
         return (loc[0], loc[1]) if loc is not None else FOREIGN
     if buf is None and record.buffers:
         buf = record.buffer(key)
-    if buf is not None and buf.owner is not None:
-        return (buf.owner, buf.offset or 0)
+    if buf is not None:
+        if buf.owner is not None:
+            return (buf.owner, buf.offset or 0)
+        if buf.alloc is not None:
+            return AllocRef(identity_of(buf.alloc), buf.offset or 0)
     return ptr if raw else FOREIGN
 
 
 def _arrays(record: LaunchRecord, buffers: Locator | None, ignore: Locator | None, raw: bool) -> tuple:
     arrays = record.arrays
     bufs = record.buffers
-    if buffers is None and ignore is None and raw and not any(b.owner for b in bufs):
+    if buffers is None and ignore is None and raw and not any(b.owner or b.alloc for b in bufs):
         return tuple(arrays)  # nothing to resolve: (key, pointer) as recorded (a null array is already 0)
     if len(bufs) == len(arrays):  # the usual case: one BufferArg per array, in the same order
         return tuple((k, resolve_pointer(record, k, p, buffers, ignore, raw, b)) for (k, p), b in zip(arrays, bufs))
@@ -141,8 +173,8 @@ def topology_key(
 
     Each array becomes ``(key, where)``: ``where`` is ``(label, offset)`` when ``buffers`` locates the pointer
     and ``"<foreign>"`` when it does not; ``"<allocated>"`` when ``ignore`` locates it; with ``buffers=None``
-    the owner recorded at capture (``BufferArg.owner`` / ``.offset``), else the raw pointer (``"<foreign>"``
-    with ``raw=False``).
+    the owner recorded at capture (``BufferArg.owner`` / ``.offset``), else the allocation's identity
+    (``BufferArg.alloc``, as an :class:`AllocRef`), else the raw pointer (``"<foreign>"`` with ``raw=False``).
 
     Example::
 

@@ -174,7 +174,7 @@ def region_of(buf: BufferArg) -> Region | None:
         return Region(f"owner:{buf.owner}", offset, offset + size, label)
     if not buf.ptr:
         return None
-    label = f"0x{buf.ptr:x}" + (" (foreign)" if buf.foreign else "")
+    label = buf.label + (" (foreign)" if buf.foreign else "")  # the allocation's name where capture saw it
     return Region("ptr", int(buf.ptr), int(buf.ptr) + size, label)
 
 

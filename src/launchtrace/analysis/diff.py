@@ -33,6 +33,7 @@ import math
 from collections.abc import Sequence
 
 from launchtrace._lazy import lazy_module
+from launchtrace.analysis.drift import Drift, speed_factor
 from launchtrace.analysis.segments import (
     NO_SCOPE,
     Segment,
@@ -43,6 +44,7 @@ from launchtrace.analysis.segments import (
     unowned_by_order,
 )
 from launchtrace.analysis.verdicts import (
+    ANSWERS,
     DEFAULT_ALPHA,
     DEFAULT_MIN_CHANGE,
     DEFAULT_MIN_RUNS,
@@ -52,6 +54,7 @@ from launchtrace.analysis.verdicts import (
     compare_runs,
     warmup_steps,
 )
+from launchtrace.conventions import kernel_title
 from launchtrace.folds import fold_share, record_total
 from launchtrace.model import TraceData
 from launchtrace.topology import ChangeKind, DiffEntry, diff_records
@@ -61,6 +64,7 @@ np = lazy_module("numpy")  # only some functions need it: importing this module 
 __all__ = [
     "NO_SCOPE",
     "ONE_RUN_MIN_DELTA_NS",
+    "RunDrift",
     "Segment",
     "SegmentDiff",
     "TimingChange",
@@ -141,6 +145,24 @@ class WarmUp:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class RunDrift:
+    """One run that ran slower or faster in every kernel at once (:mod:`launchtrace.analysis.drift`): ``side``
+    ``"A"`` / ``"B"``, ``run`` (0-based index on that side), the ``drift`` against A's runs (their median per
+    kernel), and whether its values were divided by the factor before the verdicts (``applied``: False with
+    ``absolute=True``)."""
+
+    side: str
+    run: int
+    drift: Drift
+    applied: bool = True
+
+    def describe(self) -> str:
+        """``run B1 ran 1.42x slower in every kernel (...): environment, not a kernel change``."""
+        text = self.drift.describe(f"run {self.side}{self.run + 1}") + ": environment, not a kernel change"
+        return text if self.applied else text + " (not corrected: --absolute)"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class TraceDiff:
     """The result of :func:`diff_traces`: the topology ``segments``, one :class:`TimingChange` per kernel and
     scope group (``timing``), the warm-up left out, and how many runs each side held."""
@@ -151,6 +173,14 @@ class TraceDiff:
     warmup: tuple[WarmUp, ...] = ()
     runs_a: int = 0
     runs_b: int = 0
+    drift: tuple[RunDrift, ...] = ()
+
+    def verdict_counts(self) -> dict[str, int]:
+        """How many timing rows gave each answer: ``{"slower": n, "faster": n, "same": n, "inconclusive": n}``."""
+        out = dict.fromkeys(ANSWERS, 0)
+        for t in self.timing:
+            out[t.verdict.verdict] += 1
+        return out
 
     @property
     def equal(self) -> bool:
@@ -195,7 +225,7 @@ def step_series(
     nested: dict[tuple[int, int], list[tuple[str, float]]] = {}  # (trace, top scope) -> [(path, ns)]
     for t, trace in enumerate(traces):
         for sid, sc in trace.scopes.items():
-            if sc.internal or sc.end_ns <= 0:
+            if sc.internal or sc.end_ns <= 0 or sc.kind == "load":  # a module load is no group of its own
                 continue
             top = top_scope(trace, sid, scope)
             if top is None or top == sid:
@@ -228,7 +258,7 @@ def step_series(
                     add(("scope", seg.name, path), occ, ns, 1, 0)
         for rec in timed:
             ns, launches, folded = _record_total(rec)
-            add(("kernel", seg.name, rec.kernel), occ, float(ns), launches, folded)
+            add(("kernel", seg.name, kernel_title(rec.kernel, rec.adjoint)), occ, float(ns), launches, folded)
     return steps, values, counts
 
 
@@ -271,15 +301,49 @@ def _pooled(runs: list[list[float]], q: float) -> float:
     return float(np.quantile(pooled, q)) if pooled else math.nan
 
 
+def _levels(series: dict[GroupKey, list[float]], q: float) -> dict[str, float]:
+    """A run's ``q`` step per kernel (over every step scope), the input of its speed factor."""
+    return {
+        f"{key[1]}\x00{key[2]}": float(np.quantile(values, q))
+        for key, values in series.items()
+        if key[0] == "kernel" and values
+    }
+
+
+def _drifts(
+    series_a: list[dict[GroupKey, list[float]]], series_b: list[dict[GroupKey, list[float]]], q: float, absolute: bool
+) -> list[RunDrift]:
+    """Each run's speed factor against A's runs (the median of their levels, per kernel); unless ``absolute``,
+    the values of each run whose factor applies are divided by it, in place."""
+    levels_a = [_levels(s, q) for s in series_a]
+    reference: dict[str, float] = {}
+    for name in dict.fromkeys(k for lv in levels_a for k in lv):
+        values = sorted(lv[name] for lv in levels_a if name in lv)
+        mid = len(values) // 2
+        reference[name] = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2.0
+    out = []
+    for side, runs in (("A", series_a), ("B", series_b)):
+        for r, series in enumerate(runs):
+            drift = speed_factor(reference, _levels(series, q))
+            if not drift.applies:
+                continue
+            out.append(RunDrift(side, r, drift, applied=not absolute))
+            if not absolute:
+                runs[r] = {key: [v / drift.factor for v in values] for key, values in series.items()}
+    return out
+
+
 def _timing(
     runs_a: Sequence[Sequence[TraceData]],
     runs_b: Sequence[Sequence[TraceData]],
     scope: str | None,
     opts: dict,
     cache: dict,
-) -> tuple[list[TimingChange], list[WarmUp]]:
+    absolute: bool = False,
+) -> tuple[list[TimingChange], list[WarmUp], list[RunDrift]]:
     series_a, counts_a, warm_a = _run_series(runs_a, "A", scope, cache)
     series_b, counts_b, warm_b = _run_series(runs_b, "B", scope, cache)
+    drifts = _drifts(series_a, series_b, opts["quantile"], absolute)
     keys = list(dict.fromkeys([k for s in series_a for k in s] + [k for s in series_b for k in s]))
     rows = []
     for key in keys:
@@ -305,7 +369,7 @@ def _timing(
                 verdict=verdict,
             )
         )
-    return rows, warm_a + warm_b
+    return rows, warm_a + warm_b, drifts
 
 
 def _topology(
@@ -351,6 +415,7 @@ def diff_traces(
     one_run_min_delta_ns: float = ONE_RUN_MIN_DELTA_NS,
     raw_pointers: bool = False,
     timing: bool = True,
+    absolute: bool = False,
 ) -> TraceDiff:
     """Diff trace set ``a`` (before) against ``b`` (after); see the module docstring.
 
@@ -358,6 +423,11 @@ def diff_traces(
     run k of A against run k of B, the timing compares the runs of one side against the other's (see
     :mod:`launchtrace.analysis.verdicts` for ``alpha``, ``min_change``, ``min_runs``, ``min_steps`` and
     ``quantile``; ``one_run_min_delta_ns`` is its ``min_abs_change``). ``timing=False`` skips the timing.
+
+    Run-level drift (:mod:`launchtrace.analysis.drift`): a run that ran slower or faster in every kernel at once
+    is listed in :attr:`TraceDiff.drift`, and its per-step values are divided by its speed factor before the
+    verdicts, so that kernels and scopes are judged relative to their run; ``absolute=True`` judges the raw
+    times (the drift is still listed). The per-step values shown in the rows are the ones judged.
 
     Unowned buffers are compared by the order they first appear in in each segment (:func:`unowned_by_order`):
     two runs allocate at other addresses, so their raw pointers say nothing; ``raw_pointers=True`` compares the
@@ -369,7 +439,7 @@ def diff_traces(
         if not result.equal:
             print(result.counts)
         for row in result.timing:
-            print(row.group, row.verdict.direction, row.verdict.reason)
+            print(row.group, row.verdict.verdict, row.verdict.reason)
     """
     a = [a] if isinstance(a, TraceData) else list(a)
     b = [b] if isinstance(b, TraceData) else list(b)
@@ -391,7 +461,7 @@ def diff_traces(
         "quantile": quantile,
         "min_abs_change": one_run_min_delta_ns,
     }
-    rows, warm = _timing(runs_a, runs_b, scope, opts, cache) if timing else ([], [])
+    rows, warm, drifts = _timing(runs_a, runs_b, scope, opts, cache, absolute) if timing else ([], [], [])
     return TraceDiff(
         segments=tuple(out),
         timing=tuple(rows),
@@ -406,8 +476,10 @@ def diff_traces(
             ("min_steps", min_steps),
             ("quantile", quantile),
             ("one_run_min_delta_ns", one_run_min_delta_ns),
+            ("absolute", absolute),
         ),
         warmup=tuple(warm),
         runs_a=len(runs_a),
         runs_b=len(runs_b),
+        drift=tuple(drifts),
     )

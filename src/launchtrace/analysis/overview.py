@@ -9,7 +9,10 @@ graph and statistics from one traversal):
 - ``kernels``: per outermost scope name (and ``"all"``), the per-kernel rows of
   :func:`launchtrace.analysis.stats.kernel_stats` with graph replays counted as what they ran, and each row's
   share of the scope's kernel time;
-- ``representative``, ``median`` and ``slowest``: the steps the timeline and the graph show by default.
+- ``representative``, ``median`` and ``slowest``: the steps the timeline and the graph show by default;
+- ``loads``: compile/load time (:func:`launchtrace.analysis.loads.module_loads`), never in a kernel's row;
+- ``values``: the launches whose outputs held NaN/Inf (:func:`launchtrace.analysis.values.non_finite`) and
+  how their steps were counted.
 
 Example::
 
@@ -26,9 +29,11 @@ from typing import Any
 
 from launchtrace import conventions as C
 from launchtrace import folds as fold_rules
+from launchtrace.analysis.loads import Loads, module_loads
 from launchtrace.analysis.replays import with_replay_counts
 from launchtrace.analysis.runs import Occurrence, common_scope, occurrences, pick
 from launchtrace.analysis.stats import kernel_stats
+from launchtrace.analysis.values import BadValues, non_finite, step_clock
 from launchtrace.model import TraceData
 from launchtrace.steps import infer_steps, split_runs
 
@@ -76,6 +81,9 @@ class Overview:
     median: Occurrence | None
     slowest: Occurrence | None
     chosen: tuple[Occurrence, ...] = ()  # steps the user chose (--scope / --trace / --occurrence), shown instead
+    loads: Loads = dataclasses.field(default_factory=Loads)
+    values: tuple[BadValues, ...] = ()
+    values_steps: str = ""  # how the steps in ``values`` were counted
     inferred: str = ""  # how the steps were inferred (a zero-code run's repeating timers), else ""
 
 
@@ -138,5 +146,8 @@ def overview(traces: Sequence[TraceData], chosen: Sequence[Occurrence] = ()) -> 
         median=median,
         slowest=pick(common, "slowest") if common else None,
         chosen=tuple(chosen),
+        loads=module_loads(traces),
+        values=tuple(non_finite(traces)),
+        values_steps=step_clock(traces).how,
         inferred=inferred.how if inferred is not None else "",
     )

@@ -1,12 +1,14 @@
 """Runs and steps: which traces came from one process, and which scope occurrence to look at.
 
 A program's spans arrive as many traces (one per outermost scope occurrence, and one per thread's unscoped
-work), but a *run* is one process: every trace whose resource says the same ``service.instance.id``,
-``process.pid`` and ``host.name``. :func:`merge_run` puts all of a run's records on one time axis in the
-process-wide issue order (``seq``), so analyses see every thread at once (a race between a writer thread and
-a reader thread is two traces until then).
+work), but a *run* is one process: the traces of one :func:`launchtrace.steps.run_key` (the one rule every
+command uses: file, then ``service.instance.id``, else ``host.name`` and ``process.pid``).
+:func:`merge_run` puts all of a run's records on one time axis in the process-wide issue order (``seq``), so
+analyses see every thread at once (a race between a writer thread and a reader thread is two traces until
+then).
 
-A *step* is one occurrence of a scope (:class:`Occurrence`). :func:`occurrences` lists them; the
+A *step* is one occurrence of an outermost scope (:class:`launchtrace.steps.Occurrence`, cut and numbered by
+:func:`launchtrace.steps.occurrences`, as ``diff`` and the fleet cut them). :func:`occurrences` lists them; the
 *representative* step is the occurrence of median duration of the run's most common outermost scope (so the
 demo's 60 ``step`` occurrences win over its one allocation step); :func:`select` turns the command line's
 ``--scope NAME``, ``--trace ID`` and ``--occurrence N|median|slowest`` into the occurrences to show, the one
@@ -117,13 +119,16 @@ def occurrences(traces: Sequence[TraceData], scope: str | None = None) -> list[O
 
 def topology_groups(occs: Sequence[Occurrence]) -> list[list[Occurrence]]:
     """``occs`` grouped by name and launch topology (as :func:`launchtrace.topology.topology_key` with owners,
-    not raw pointers; a folded record's repetition count is part of its key, never expanded), in first-seen
-    order: identical steps fall in one group."""
+    unowned buffers as the diff compares them (:func:`~launchtrace.analysis.segments.unowned_by_order`), not raw
+    pointers; a folded record's repetition count is part of its key, never expanded), in first-seen order:
+    identical steps fall in one group."""
+    from launchtrace.analysis.segments import unowned_by_order
     from launchtrace.topology import topology_key
 
     groups: dict[tuple, list[Occurrence]] = {}
     for occ in occs:
-        key = (occ.name, tuple((topology_key(r, raw=False), fold_rules.launches(r)) for r in occ.data.records))
+        records = unowned_by_order(occ.data.records)
+        key = (occ.name, tuple((topology_key(r, raw=False), fold_rules.launches(r)) for r in records))
         groups.setdefault(key, []).append(occ)
     return list(groups.values())
 

@@ -1,5 +1,6 @@
 """Traces cut into segments (each occurrence of a scope, or a run of records outside every scope), and what
 tells one run from another: the part of :mod:`launchtrace.analysis.diff` that the fleet commands need too.
+Both are views of the one rule in :mod:`launchtrace.steps` (a segment is a step that holds records).
 
 Its own module so that ``baseline build`` and ``alert``, which cut traces exactly as ``launchtrace diff`` does,
 do not import the diff's alignment and timing statistics at start-up. :mod:`launchtrace.analysis.diff` exports
@@ -17,8 +18,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from launchtrace.allocations import identity_of
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.steps import NO_SCOPE, Occurrence, occurrences, run_key, split_runs
+from launchtrace.topology import AllocRef, slotless
 
 __all__ = ["NO_SCOPE", "Segment", "run_key", "segments", "split_runs", "top_scope", "unowned_by_order"]
 
@@ -53,13 +56,21 @@ def segments(traces: Sequence[TraceData], scope: str | None = None) -> list[Segm
 
 
 def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...]:
-    """``records`` with the pointer of every unowned array argument replaced by ``"<unowned #k>"``, ``k`` the
-    order in which that pointer first appears in ``records`` (owned arguments and null arrays unchanged).
+    """``records`` with every unowned array argument made comparable across processes (owned arguments and
+    null arrays unchanged):
 
-    What stays comparable across processes: which launches share an unowned buffer, not where the allocator
-    put it. Two runs of one program give equal sequences; a launch that now writes another buffer does not.
+    - one whose allocation the capture saw (``BufferArg.alloc``) becomes an
+      :class:`~launchtrace.topology.AllocRef` of its site's name (``"State.x"``,
+      :func:`~launchtrace.topology.slotless`), ``#k`` appended for the k-th distinct allocation of that site
+      met in ``records`` (k > 0);
+    - any other pointer becomes ``"<unowned #k>"``, ``k`` the order in which it first appears in ``records``.
+
+    What stays comparable across processes: which launches share an unowned buffer and where the program
+    allocated it, not where the allocator put it, nor whether it reused a freed address. Two runs of one program
+    give equal sequences; a launch that now writes another buffer does not.
     """
     names: dict[int, str] = {}
+    sites: dict[str, dict[str, int]] = {}  # site name -> allocation identity -> order met in
     out = []
     for rec in records:
         bufs = rec.buffers
@@ -68,7 +79,10 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
         changed = False
         for i, (key, ptr) in enumerate(rec.arrays):
             buf = bufs[i] if aligned else rec.buffer(key)
-            if ptr and (buf is None or buf.owner is None):
+            if ptr and buf is not None and buf.owner is None and buf.alloc is not None:
+                arrays.append((key, _by_site(sites, buf.alloc, buf.offset or 0)))
+                changed = True
+            elif ptr and (buf is None or buf.owner is None):
                 name = names.get(ptr)
                 if name is None:
                     name = names[ptr] = f"<unowned #{len(names)}>"
@@ -78,3 +92,11 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
                 arrays.append((key, ptr))
         out.append(dataclasses.replace(rec, arrays=tuple(arrays)) if changed else rec)
     return tuple(out)
+
+
+def _by_site(sites: dict[str, dict[str, int]], alloc: str, offset: int) -> AllocRef:
+    identity = identity_of(alloc) or alloc
+    base = slotless(identity)
+    seen = sites.setdefault(base, {})
+    k = seen.setdefault(identity, len(seen))
+    return AllocRef(base if k == 0 else f"{base}#{k}", offset)

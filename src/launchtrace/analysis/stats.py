@@ -30,6 +30,7 @@ import numpy as np
 
 from launchtrace import folds as fold_rules
 from launchtrace.analysis.verdicts import mann_whitney_u
+from launchtrace.conventions import kernel_title
 from launchtrace.model import LaunchRecord, TraceData
 
 __all__ = ["KernelStats", "ScopeStats", "kernel_stats", "mann_whitney_u", "percentiles", "scope_stats"]
@@ -111,9 +112,10 @@ def kernel_stats(
     seen: set[tuple[int, int, int]] = set()
     for t, trace in enumerate(traces):
         for rec in trace.records:
-            g = groups.get((rec.kernel, str(rec.op)))
+            title = kernel_title(rec.kernel, rec.adjoint)  # forward and adjoint launches: two rows
+            g = groups.get((title, str(rec.op)))
             if g is None:
-                g = groups[(rec.kernel, str(rec.op))] = _Group()
+                g = groups[(title, str(rec.op))] = _Group()
             fold = rec.fold
             if fold is not None:
                 g.nbytes += rec.nbytes * fold_rules.launches(rec)
@@ -151,7 +153,8 @@ def kernel_stats(
             totals: dict[str, float] = {}
             for rec in step:
                 if rec.end_ns > 0:
-                    totals[rec.kernel] = totals.get(rec.kernel, 0.0) + fold_rules.record_total(rec)[0]
+                    title = kernel_title(rec.kernel, rec.adjoint)
+                    totals[title] = totals.get(title, 0.0) + fold_rules.record_total(rec)[0]
             for name, ns in totals.items():
                 per_step.setdefault(name, []).append(ns)
     rows = []
@@ -224,8 +227,8 @@ def scope_stats(traces: Iterable[TraceData], *, internal: bool = False) -> list[
     kinds: dict[str, str] = {}
     for trace in traces:
         for scope in sorted(trace.scopes.values(), key=lambda s: (s.start_ns, s.seq)):
-            if (scope.internal and not internal) or scope.end_ns <= 0:
-                continue
+            if (scope.internal and not internal) or scope.end_ns <= 0 or scope.kind == "load":
+                continue  # a module load is host time of its own: analysis.overview.module_loads
             path = "/".join(trace.scope_path(scope.id))
             durations.setdefault(path, []).append(scope.duration_ns)
             kinds.setdefault(path, str(scope.kind))

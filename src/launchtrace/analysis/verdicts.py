@@ -28,11 +28,24 @@ rests on (``basis``):
   low steps were hit by interference too cannot vouch for its low quantile), and ``min_abs_change`` relative
   to A's value (small values drift most between runs). Below it the reason says "one
   run each: a change under X% cannot be told from this run's step-to-step noise".
-- ``"insufficient"``: fewer than ``min_steps`` steps on a side (or no positive values): no verdict.
+- ``"insufficient"``: fewer than ``min_steps`` steps on a side (or no positive values): no test.
 
-The t distribution, Welch's test and the Mann-Whitney U test are hand-written (``scipy`` is a 35 MB wheel the
-analyzer does not need at run time) and checked against ``scipy.stats`` in ``tests/test_analysis_verdicts.py``,
-the bootstrap interval against ``scipy.stats.bootstrap``.
+**Four answers** (:attr:`Verdict.verdict`, one of :data:`ANSWERS`):
+
+- ``slower`` / ``faster``: the test is significant at ``alpha`` and the change is at least ``min_change`` (one
+  run per side: at least the one-run bound);
+- ``same``: equivalence shown: the interval lies within +-``min_change`` (with one run per side, the steps'
+  interval widened by the one-run bound, since the steps cannot see the drift between runs: at the default 5 %
+  one run per side is never enough to say ``same``);
+- ``inconclusive``: anything else (too few steps, too few runs, an interval reaching past +-``min_change``);
+  the reason says why and :attr:`Verdict.decide` what would decide it ("3 runs per side would tell a 21 %
+  change; about 9 would decide this one"), from the runs' own spread, or with one run per side from
+  :data:`RUN_DRIFT_SD`.
+
+The bootstrap p-value counts resamples that cross "no change"; when none does it cannot resolve below
+``1 / (resamples + 1)`` (about 0.0005), so its tail is then extrapolated from the normal distribution fitted to the
+resampled log ratios: a multiple-comparison correction over many tests (the fleet's) must not be made
+impossible by that floor.
 
 Example::
 
@@ -43,12 +56,12 @@ Example::
     a = [steps[skip:]]                                       # one run
     b = [[3.1, 3.0, 3.2, 3.1, 3.3, 3.0, 3.1]]                # one run of the changed program
     v = compare_runs(a, b)
-    print(v.direction, f"{v.effect:+.0%}", v.basis, v.reason)
+    print(v.verdict, f"{v.effect:+.0%}", v.basis, v.reason)
     # slower +50% steps-one-run one run each: p10 step +50.0% (99% CI +42.9% .. +55.0%), bootstrap over
-    # steps p=0.0005, beyond the 25% one run can tell from drift
+    # steps p=4.3e-76 (no resample crossed: normal tail), beyond the 25% one run can tell from drift
 
     v = compare_runs([[2.0, 2.1], [2.2, 2.1], [2.0, 2.0]], [[3.0, 3.1], [3.2, 3.1], [2.9, 3.0]])
-    print(v.basis, v.significant, v.p_value)                 # runs True 0.000121...
+    print(v.basis, v.verdict, v.p_value)                     # runs slower 0.000121...
 """
 
 from __future__ import annotations
@@ -62,6 +75,7 @@ from launchtrace._lazy import lazy_module
 np = lazy_module("numpy")  # only some functions need it: importing this module stays cheap (baseline build)
 
 __all__ = [
+    "ANSWERS",
     "DEFAULT_ALPHA",
     "DEFAULT_MIN_CHANGE",
     "DEFAULT_MIN_RUNS",
@@ -69,9 +83,11 @@ __all__ = [
     "DEFAULT_QUANTILE",
     "ONE_RUN_DRIFT_FLOOR",
     "ONE_RUN_SPREAD_FACTOR",
+    "RUN_DRIFT_SD",
     "Verdict",
     "compare_runs",
     "mann_whitney_u",
+    "runs_to_tell",
     "student_t_ppf",
     "student_t_sf",
     "warmup_steps",
@@ -101,10 +117,19 @@ stays with the program's own cost (``docs/diff.md`` has the measurements). ``qua
 _BOOTSTRAP = 2000
 _BATCH_VALUES = 2_000_000  # resampled values held at once (16 MB of indices)
 _WORK_VALUES = 40_000_000  # resampled values in all, per side (a few seconds)
+_TINY_P = 1e-300  # an extrapolated tail is never exactly 0
 _SEED = 20261201  # a fixed seed: the same inputs always give the same interval
 
 Direction = str  # "slower" | "faster" | "none"
 Basis = str  # "runs" | "steps-one-run" | "insufficient"
+Answer = str  # "slower" | "faster" | "same" | "inconclusive"
+ANSWERS = ("slower", "faster", "same", "inconclusive")
+RUN_DRIFT_SD = 0.05
+"""The run-to-run spread (standard deviation of the log p10 step) assumed when one run per side cannot measure
+it, only to say how many runs would decide an inconclusive row. Quiet zoo runs spread less (the ``timers``
+program's three runs per side: 0.6-1.0 %, ``docs/diff.md``); 5 % leaves room for noisier programs and machines,
+so the advice errs towards more runs."""
+_MAX_RUNS_ADVICE = 100
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -114,7 +139,9 @@ class Verdict:
     ``effect``: relative change of B against A (``0.5``: B takes 1.5x as long; NaN when not computable).
     ``ci_low`` / ``ci_high``: its confidence interval at level ``1 - alpha`` (NaN when none). ``p_value``: of
     the test used, or None when none ran. ``significant``: the change is real and large enough to report;
-    ``direction`` is then ``"slower"`` or ``"faster"``, else ``"none"``. ``basis``: ``"runs"``,
+    ``direction`` is then ``"slower"`` or ``"faster"``, else ``"none"``. ``verdict``: ``slower``, ``faster``,
+    ``same`` or ``inconclusive`` (see the module docstring); ``decide``: for ``inconclusive``, what would decide
+    it, else ``""``. ``basis``: ``"runs"``,
     ``"steps-one-run"`` or ``"insufficient"`` (see the module docstring). ``n_runs_*`` / ``n_steps_*``: what
     each side held. ``detectable_change``: the smallest change this comparison can tell from noise (one run per
     side), else None. ``reason``: one line for people.
@@ -133,6 +160,8 @@ class Verdict:
     n_steps_b: int
     detectable_change: float | None
     reason: str
+    verdict: Answer = "inconclusive"
+    decide: str = ""
 
 
 # --- distributions ------------------------------------------------------------------------------------------
@@ -314,6 +343,16 @@ def _pct(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x * 100:+.1f}%"
 
 
+def _p(p: float) -> str:
+    """``=0.0012``, or ``<1e-15`` past what a double's tail means."""
+    return "<1e-15" if p < 1e-15 else f"={p:.2g}"
+
+
+def _share(x: float) -> str:
+    """``0.05`` -> ``5%``, ``0.005`` -> ``0.5%``."""
+    return f"{x * 100:.3g}%"
+
+
 def _level(alpha: float) -> str:
     return f"{(1 - alpha) * 100:.4g}%"
 
@@ -347,6 +386,50 @@ def _resampled_quantiles(values: np.ndarray, q: float, rng: np.random.Generator,
     return np.concatenate(out)
 
 
+def _half_width(var_a: float, var_b: float, n: int, alpha: float) -> float:
+    """Half the width (log scale) of Welch's interval at level ``1 - alpha`` with ``n`` runs per side whose log
+    quantile steps vary by ``var_a`` and ``var_b`` (Welch's degrees of freedom for those variances)."""
+    se2 = (var_a + var_b) / n
+    if se2 <= 0:
+        return 0.0
+    df = se2 * se2 / ((var_a / n) ** 2 / (n - 1) + (var_b / n) ** 2 / (n - 1))
+    return student_t_ppf(1.0 - alpha / 2.0, df) * math.sqrt(se2)
+
+
+def runs_to_tell(var_a: float, var_b: float, target: float, alpha: float) -> int | None:
+    """The fewest runs per side (at most 100) whose run-level interval reaches no further than ``target`` on
+    either side (log scale), given the variances of the two sides' log quantile steps; None when even 100 would
+    not do."""
+    if not target > 0 or not (math.isfinite(var_a) and math.isfinite(var_b)):
+        return None
+    if _half_width(var_a, var_b, _MAX_RUNS_ADVICE, alpha) > target:
+        return None
+    lo, hi = 2, _MAX_RUNS_ADVICE  # the half width falls with n: the first n that is narrow enough
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _half_width(var_a, var_b, mid, alpha) <= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _advice(var_a: float, var_b: float, diff: float, min_change: float, alpha: float, runs: int, measured: bool) -> str:
+    """What would decide an inconclusive row: what ``runs`` runs per side would tell, and how many would bring
+    this interval within reach of an answer (``same`` when the change is under ``min_change``, else ``slower`` /
+    ``faster``)."""
+    edge = math.log1p(min_change)
+    target = max(edge - abs(diff) if abs(diff) < edge else abs(diff), edge / 2.0)
+    n = runs_to_tell(var_a, var_b, target, alpha)
+    sd = math.sqrt((var_a + var_b) / 2.0)
+    spread = f"runs spread {sd:.1%} here" if measured else f"if runs spread {sd:.0%}, as in the zoo"
+    told = math.expm1(_half_width(var_a, var_b, runs, alpha))
+    head = f"{runs} runs per side would tell a {told:.0%} change"
+    if n is None:
+        return f"{head}; more than {_MAX_RUNS_ADVICE} would be needed to decide this one ({spread})"
+    return f"{head}; about {max(n, runs)} would decide this one ({spread})"
+
+
 def _by_runs(a: list[np.ndarray], b: list[np.ndarray], q: float, alpha: float, min_change: float) -> tuple:
     la = [math.log(float(_quantile(r, q))) for r in a]
     lb = [math.log(float(_quantile(r, q))) for r in b]
@@ -362,21 +445,45 @@ def _by_runs(a: list[np.ndarray], b: list[np.ndarray], q: float, alpha: float, m
     significant = p < alpha and abs(effect) >= min_change
     what = f"{len(a)} vs {len(b)} runs: {_pct(effect)} ({_level(alpha)} CI {_pct(lo)} .. {_pct(hi)})"
     test = f"Welch t-test on the runs' log {_qname(q)} steps p={p:.2g}"
+    decide = ""
     if significant:
-        reason = f"{what}, {test}"
-    elif p < alpha:
-        reason = f"{what}, {test}: real but under the {min_change:.0%} worth reporting"
+        answer, reason = _call(effect, True), f"{what}, {test}"
+    elif -min_change <= lo and hi <= min_change:
+        answer, reason = "same", f"{what}, {test}: the interval lies within +-{_share(min_change)}"
     else:
-        reason = f"{what}, {test}: not significant"
-    return effect, lo, hi, p, significant, None, reason
+        answer = "inconclusive"
+        va, vb = float(np.var(la, ddof=1)), float(np.var(lb, ddof=1))
+        decide = _advice(va, vb, diff, min_change, alpha, max(len(a), len(b)) + 1, measured=True)
+        if p < alpha:
+            edge = _share(min_change)
+            why = f"real but under the {edge} worth reporting, and the interval reaches past +-{edge}"
+        else:
+            why = f"not significant, and the interval reaches past +-{_share(min_change)}"
+        reason = f"{what}, {test}: {why}; {decide}"
+    return effect, lo, hi, p, significant, None, reason, answer, decide
 
 
 def _qname(q: float) -> str:
     return "median" if q == 0.5 else f"p{q * 100:g}"
 
 
+def _bootstrap_p(ratios: np.ndarray) -> float:
+    """The percentile bootstrap's two-sided p-value: how often a resample crosses "no change". When none does,
+    the count cannot resolve below ``1 / (resamples + 1)`` (about 0.0005), a floor that a multiple-comparison
+    correction over 20 or more tests could never get under: the tail is then taken from the normal distribution
+    fitted to the resampled log ratios (their mean over their spread), never above that floor."""
+    crossing = min(int(np.count_nonzero(ratios <= 0.0)), int(np.count_nonzero(ratios >= 0.0)))
+    floor = 1.0 / (len(ratios) + 1)
+    if crossing:
+        return min(1.0, (2 * crossing + 1) / (len(ratios) + 1))
+    sd = float(np.std(ratios))
+    if sd == 0.0:
+        return 0.0
+    return max(_TINY_P, min(floor, math.erfc(abs(float(np.mean(ratios))) / sd / math.sqrt(2.0))))
+
+
 def _by_steps(
-    a: np.ndarray, b: np.ndarray, q: float, alpha: float, min_change: float, min_abs: float, who: str
+    a: np.ndarray, b: np.ndarray, q: float, alpha: float, min_change: float, min_abs: float, who: str, min_runs: int
 ) -> tuple:
     qa, qb = float(_quantile(a, q)), float(_quantile(b, q))
     effect = qb / qa - 1.0
@@ -390,26 +497,41 @@ def _by_steps(
     if len(ratios):
         qlo, qhi = np.quantile(ratios, [alpha / 2.0, 1.0 - alpha / 2.0])
         lo, hi = math.expm1(float(qlo)), math.expm1(float(qhi))
-        # the percentile bootstrap's two-sided p-value: how often a resample crosses "no change"
-        crossing = min(int(np.count_nonzero(ratios <= 0.0)), int(np.count_nonzero(ratios >= 0.0)))
-        p = min(1.0, (2 * crossing + 1) / (len(ratios) + 1))
+        p = _bootstrap_p(ratios)
     else:
         lo = hi = p = math.nan
     low_a, low_b = float(np.min(a)), float(np.min(b))
     spread = max(qa / low_a - 1.0, qb / low_b - 1.0) if min(low_a, low_b) > 0 else math.inf
-    detectable = max(ONE_RUN_DRIFT_FLOOR, ONE_RUN_SPREAD_FACTOR * spread, min_change, min_abs / qa)
+    drift = max(ONE_RUN_DRIFT_FLOOR, ONE_RUN_SPREAD_FACTOR * spread, min_abs / qa)  # what one run cannot see
+    detectable = max(drift, min_change)
     tested = p < alpha
     significant = tested and abs(effect) >= detectable
+    tail = " (no resample crossed: normal tail)" if len(ratios) and p < 1.0 / (len(ratios) + 1) else ""
     what = (
-        f"{_qname(q)} step {_pct(effect)} ({_level(alpha)} CI {_pct(lo)} .. {_pct(hi)}), bootstrap over steps p={p:.2g}"
+        f"{_qname(q)} step {_pct(effect)} ({_level(alpha)} CI {_pct(lo)} .. {_pct(hi)}), bootstrap over steps "
+        f"p{_p(p)}{tail}"
     )
+    # the steps' interval says nothing of the drift between two runs: widened by what one run cannot tell
+    wide_lo, wide_hi = (1.0 + lo) / (1.0 + drift) - 1.0, (1.0 + hi) * (1.0 + drift) - 1.0
+    decide = ""
     if significant:
-        reason = f"{who}: {what}, beyond the {detectable:.0%} one run can tell from drift"
-    elif abs(effect) >= detectable:
-        reason = f"{who}: {what}: the steps do not show it at alpha {alpha:g}"
+        answer, reason = _call(effect, True), f"{who}: {what}, beyond the {detectable:.0%} one run can tell from drift"
+    elif -min_change <= wide_lo and wide_hi <= min_change:
+        answer = "same"
+        reason = f"{who}: {what}; with the {drift:.0%} drift between runs still within +-{_share(min_change)}"
     else:
-        reason = f"{who}: a change under {detectable:.0%} cannot be told from this run's step-to-step noise ({what})"
-    return effect, lo, hi, p, significant, detectable, reason
+        answer = "inconclusive"
+        var = RUN_DRIFT_SD**2
+        decide = _advice(var, var, math.log1p(effect), min_change, alpha, min_runs, measured=False)
+        if abs(effect) >= detectable:
+            why = f"the steps do not show it at alpha {alpha:g}"
+            reason = f"{who}: {what}: {why}; {decide}"
+        else:
+            reason = (
+                f"{who}: a change under {detectable:.0%} cannot be told from this run's step-to-step noise "
+                f"({what}); {decide}"
+            )
+    return effect, lo, hi, p, significant, detectable, reason, answer, decide
 
 
 def compare_runs(
@@ -454,21 +576,29 @@ def compare_runs(
     a, b = _clean(a_runs), _clean(b_runs)
     na, nb = sum(len(r) for r in a), sum(len(r) for r in b)
     counts = (len(a), len(b), na, nb)
+    nan = math.nan
     if na < min_steps or nb < min_steps:
+        decide = f"at least {min_steps} steps per side (after warm-up) would give a verdict"
         reason = f"too few steps for a verdict: {na} vs {nb} (needs {min_steps} per side)"
-        return Verdict(math.nan, math.nan, math.nan, None, False, "none", "insufficient", *counts, None, reason)
+        return Verdict(
+            nan, nan, nan, None, False, "none", "insufficient", *counts, None, reason, "inconclusive", decide
+        )
     pooled_a, pooled_b = np.concatenate(a), np.concatenate(b)
     if not (float(_quantile(pooled_a, quantile)) > 0 and float(_quantile(pooled_b, quantile)) > 0):
         reason = "no positive durations to compare"
-        return Verdict(math.nan, math.nan, math.nan, None, False, "none", "insufficient", *counts, None, reason)
+        decide = "positive per-step durations on both sides"
+        return Verdict(
+            nan, nan, nan, None, False, "none", "insufficient", *counts, None, reason, "inconclusive", decide
+        )
     by_runs = len(a) >= min_runs and len(b) >= min_runs
     if by_runs and all(float(_quantile(r, quantile)) > 0 for r in (*a, *b)):
-        effect, lo, hi, p, significant, detectable, reason = _by_runs(a, b, quantile, alpha, min_change)
+        effect, lo, hi, p, significant, detectable, reason, answer, decide = _by_runs(a, b, quantile, alpha, min_change)
         basis = "runs"
     else:
         who = "one run each" if len(a) == 1 and len(b) == 1 else f"{len(a)} vs {len(b)} runs, steps pooled"
-        effect, lo, hi, p, significant, detectable, reason = _by_steps(
-            pooled_a, pooled_b, quantile, alpha, min_change, min_abs_change, who
+        effect, lo, hi, p, significant, detectable, reason, answer, decide = _by_steps(
+            pooled_a, pooled_b, quantile, alpha, min_change, min_abs_change, who, min_runs
         )
         basis = "steps-one-run"
-    return Verdict(effect, lo, hi, p, significant, _call(effect, significant), basis, *counts, detectable, reason)
+    direction = _call(effect, significant)
+    return Verdict(effect, lo, hi, p, significant, direction, basis, *counts, detectable, reason, answer, decide)

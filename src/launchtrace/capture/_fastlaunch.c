@@ -363,12 +363,7 @@ static Py_ssize_t values_size(Launcher *self, PyObject *seq) {
  * tracked tuple, as before. Subscription.drain_raw turns Events into tuples (expand() below) before anyone reads them,
  * so every consumer still sees the flat tuple; an Event also reads like one (len, [i]) for code that peeks at the
  * queue. */
-/* A queued event that is not a tuple: the same items in plain memory, outside the cycle collector
- * (Subscription.drain_raw turns each into its tuple). */
-typedef struct {
-    PyObject_VAR_HEAD
-    PyObject *items[1];
-} Event;
+typedef LtEvent Event; /* the layout: _rawevent.h */
 
 static PyTypeObject EventType;
 
@@ -394,7 +389,9 @@ static PyObject *Event_item(Event *self, Py_ssize_t i) {
     return self->items[i];
 }
 
-/* The event's items as a tuple, left out of the cycle collector when every item is (a launch's always are). */
+/* The event's items as a tuple, left out of the cycle collector when every item is (a launch's always are;
+ * capture/_tinyhook.c's tinygrad events hold the call and its run, which the collector tracks: their tuple stays
+ * tracked, as a tuple made in Python would be). */
 static PyObject *event_tuple(Event *e) {
     PyObject *t = PyTuple_New(Py_SIZE(e));
     if (t == NULL) return NULL;
@@ -1195,6 +1192,9 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     if (m == NULL) return NULL;
     if (lt_add_type(m, "Event", &EventType) < 0) return NULL;
     if (lt_add_type(m, "Launcher", &LauncherType) < 0) return NULL;
+    static LtCaptureAPI api = {&EventType, note_event, wake_waiters};
+    PyObject *capsule = PyCapsule_New(&api, LT_CAPTURE_API_NAME, NULL);
+    if (lt_module_add(m, "_C_API", capsule) < 0) return NULL;
     PyObject *fields = lt_record_fields(); /* the layout it builds: launchtrace.rawevent checks it */
     if (lt_module_add(m, "RECORD_FIELDS", fields) < 0) return NULL;
     return m;

@@ -268,18 +268,31 @@ def emit_scope_begin(name: str, kind: str, attributes: tuple, internal: bool, fr
     return sid
 
 
-def emit_scope_end(sid: int, error: BaseException | None = None) -> None:
-    """Close scope ``sid`` on this thread (and any scope left open inside it)."""
+def _is_clean_exit(error: BaseException) -> bool:
+    """``sys.exit()`` / ``sys.exit(0)`` leaving a scope, or a generator closed inside one: not a failure."""
+    if isinstance(error, SystemExit):
+        return error.code is None or error.code == 0
+    return isinstance(error, GeneratorExit)
+
+
+def emit_scope_end(sid: int, error: BaseException | None = None, attributes: tuple = ()) -> None:
+    """Close scope ``sid`` on this thread (and any scope left open inside it). ``attributes``: what became
+    known only at the end (a module load's ``compiled`` / ``cached``), added to the scope's own."""
     loc = _local.st
     stack = loc.stack
     if sid not in stack:
         return
     t1 = time_ns()
     queues = bus.queues()
+    if error is not None and _is_clean_exit(error):
+        error = None
     while stack:
         top = stack.pop()
         if queues:
             err = None if error is None or top != sid else f"{type(error).__name__}: {error}"
-            bus.offer((bus.SCOPE_END, bus.next_seq(), loc.tid, top, t1, err))
+            if attributes and top == sid:
+                bus.offer((bus.SCOPE_END, bus.next_seq(), loc.tid, top, t1, err, attributes))
+            else:
+                bus.offer((bus.SCOPE_END, bus.next_seq(), loc.tid, top, t1, err))
         if top == sid:
             break

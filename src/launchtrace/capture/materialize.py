@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from launchtrace import native
+from launchtrace.allocations import ALLOCATIONS
 from launchtrace.capture import bus, probes
 from launchtrace.capture.access import kernel_access
 from launchtrace.capture.hotpath import ARR, FLAT, HANDLES, STRUCT, is_internal_entry, is_warp_code
@@ -142,7 +143,7 @@ _copy_launch: Callable[..., LaunchRecord] = slot_copier(
 )
 _make_site: Callable[..., Site] = slot_constructor(Site, ("file", "line", "function", "module"))
 make_buffer_arg: Callable[..., BufferArg] = slot_constructor(
-    BufferArg, ("key", "name", "ptr", "shape", "dtype", "nbytes", "owner", "offset", "foreign", "access")
+    BufferArg, ("key", "name", "ptr", "shape", "dtype", "nbytes", "owner", "offset", "foreign", "access", "alloc")
 )
 
 
@@ -196,10 +197,61 @@ def _buffer_arg(
     offset: Any,
     foreign: bool,
     access: str,
+    alloc: str | None = None,
 ) -> BufferArg:
     """One array argument's :class:`BufferArg` from the captured fields, by ``make`` (the class itself on the
     general path, its fast :data:`make_buffer_arg` on the interned ones: the general path stays the reference)."""
-    return make(key, name, ptr, tuple(shape or ()), _dtype_name(dtype), int(nbytes), owner, offset, foreign, access)
+    return make(
+        key, name, ptr, tuple(shape or ()), _dtype_name(dtype), int(nbytes), owner, offset, foreign, access, alloc
+    )
+
+
+class _Labels:
+    """The owner registry and the allocation registry as one source of answers for the launch templates
+    (:meth:`Materializer._launch_flat`): its version moves when either one's does."""
+
+    __slots__ = ("_owners_seq", "_owners_version")
+
+    def __init__(self) -> None:
+        self._owners_version: Any = None
+        self._owners_seq = 0
+
+    def changed(self) -> tuple[int, int]:
+        return (OWNERS.changed(), ALLOCATIONS.changed())
+
+    def last_change_seq(self) -> int:
+        # The owner registry's answer walks its entries: asked again only when it changed, not at every
+        # allocation (which moves this object's version far more often than own() does).
+        version = OWNERS.changed()
+        if version != self._owners_version:
+            self._owners_seq = OWNERS.last_change_seq()
+            self._owners_version = version
+        return max(self._owners_seq, ALLOCATIONS.last_change_seq())
+
+
+LABELS = _Labels()
+
+
+def alloc_of(cache: dict, ptr: int, seq: int, kernel: str, param: str) -> tuple[str | None, int | None]:
+    """``(allocation label, byte offset)`` of an unowned ``ptr`` at ``seq``, or ``(None, None)``.
+
+    ``cache`` (``ptr -> (allocation, offset)``) answers without a search while the allocation it holds is
+    live at ``seq``: live allocations never overlap, so that one is the answer. ``kernel`` / ``param``: the
+    use, which names an allocation its statement does not (first use wins; ``kernel`` empty: Warp's own work,
+    such as the fill inside ``wp.zeros``, which names nothing)."""
+    hit = cache.get(ptr)
+    if hit is None or not hit[0].born <= seq < hit[0].died:
+        hit = ALLOCATIONS.locate(ptr, seq)
+        if hit is None:
+            return None, None
+        if len(cache) >= Materializer.max_interned:
+            cache.clear()
+        cache[ptr] = hit
+    entry, offset = hit
+    label = entry.label_text
+    if label is None:
+        label = ALLOCATIONS.label(entry, kernel.rpartition(".")[2], param, keep=bool(kernel))
+    return label, offset
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -269,9 +321,12 @@ class Materializer:
         self._owners_version = -1  # the owner registry's version the cached answers belong to
         self._owners_since = 0  # its last change seq: cached answers hold for records at or after it
         self._owners_cache: dict[int, tuple] = {}  # ptr -> (owner, offset, foreign)
+        self._allocs_cache: dict[int, tuple] = {}  # ptr -> (Allocation, offset): see alloc_of
         self._templates: dict[tuple, tuple] = {}  # see _launch_flat: key -> (record, code, caller)
-        self._templates_version = -1
+        self._templates_version: Any = -1
         self._templates_since = 0
+        self._load_ends: dict[int, int] = {}  # thread -> end of a module load its next record may contain
+        self._loaded = False  # a module load ended in this drain
 
     def _intern_buffer(
         self,
@@ -284,6 +339,7 @@ class Materializer:
         owner: Any,
         offset: Any,
         foreign: bool,
+        alloc: str | None = None,
     ) -> tuple:
         """The ``(BufferArg, (index, ptr))`` entry for array argument ``bkey[1]`` of ``layout``, built and
         interned under ``bkey`` (an intern miss of :meth:`_launch` or :meth:`_launch_flat_built`)."""
@@ -292,8 +348,9 @@ class Materializer:
             interned.clear()
         i = bkey[1]
         buf = _buffer_arg(
-            make_buffer_arg, i, layout.names[i], ptr, shape, dtype, nbytes, owner, offset, foreign, layout.modes[i]
-        )
+            make_buffer_arg, i, layout.names[i], ptr, shape, dtype, nbytes, owner, offset, foreign, layout.modes[i],
+            alloc,
+        )  # fmt: skip
         entry = interned[bkey] = (buf, (i, ptr))
         return entry
 
@@ -332,7 +389,7 @@ class Materializer:
             if hits is not None:  # the run of template hits from here, compiled (_launch_flat's hits)
                 try:
                     i = hits(
-                        raw, i, out, self._templates, OWNERS, self._templates_version, self._templates_since,
+                        raw, i, out, self._templates, LABELS, self._templates_version, self._templates_since,
                         THREAD_NAMES, _copy_launch, RECORD, FLAT,
                     )  # fmt: skip
                 except TypeError:  # wrong arguments (raised before appending anything): the Python path
@@ -357,6 +414,9 @@ class Materializer:
                     out.append(("record", event[F_DECODE](event)))
             except Exception:
                 _log.warning("launchtrace: could not materialise a capture event; skipped", exc_info=True)
+        if self._load_ends or self._loaded:
+            self._loaded = False
+            _start_after_loads(out, self._load_ends)
         return out
 
     _probe_run = -1  # the drain whose wait deadline for device timing is _probe_deadline
@@ -391,10 +451,15 @@ class Materializer:
         return scope
 
     def scope_end(self, e: tuple) -> ScopeRecord:
-        _, seq, tid, sid, t1, error = e
+        _, seq, tid, sid, t1, error = e[:6]
         begun = self.open_scopes.pop(sid, None)
         if begun is None:  # subscribed after it began
             begun = ScopeRecord(id=sid, name="<unknown>", kind="user", thread=tid, start_ns=t1, seq=seq)
+        if begun.kind == "load":  # the launch it ran inside starts where it ended (_start_after_loads)
+            self._loaded = True
+        if len(e) > 6:  # attributes known only at the end (a module load's result)
+            extra = tuple((str(k), _normalise(v)) for k, v in e[6])
+            return dataclasses.replace(begun, end_ns=t1, error=error, attributes=begun.attributes + extra)
         return dataclasses.replace(begun, end_ns=t1, error=error)  # the begin, ended
 
     # -- records -----------------------------------------------------------------------------------------------
@@ -451,19 +516,23 @@ class Materializer:
                 head = v[0]
                 if head is ARR:
                     _, ptr, shape, dtype, nbytes, dev, _indexed = v
-                    owner = offset = None
+                    owner = offset = alloc = None
                     foreign = False
                     if ptr:
                         owner, offset, foreign = self._owner_of(registry, ptr, seq)
+                        if owner is None:
+                            alloc, offset = alloc_of(self._allocs_cache, ptr, seq, info.name, layout.names[i])
                     if not arg_device and dev is not None:
                         arg_device = _device_name_cached(dev)
-                    bkey = (layout, i, ptr, shape, dtype, nbytes, owner, offset, foreign)
+                    bkey = (layout, i, ptr, shape, dtype, nbytes, owner, offset, foreign, alloc)
                     try:
                         entry = interned.get(bkey)
                     except TypeError:  # an unhashable shape or dtype: the general path
                         return None
                     if entry is None:
-                        entry = self._intern_buffer(bkey, layout, ptr, shape, dtype, nbytes, owner, offset, foreign)
+                        entry = self._intern_buffer(
+                            bkey, layout, ptr, shape, dtype, nbytes, owner, offset, foreign, alloc
+                        )
                     arrays.append(entry[1])
                     buffers.append(entry[0])
                     continue
@@ -564,8 +633,9 @@ class Materializer:
 
         - the key holds every other part of the event, and each value's type (``1``, ``1.0`` and ``True`` are
           equal in Python but not in a span); a float zero never enters the cache (``0.0 == -0.0``);
-        - owner answers: templates are dropped when the owner registry changes, and used only for events at
-          or after its last change (as :meth:`_owner_of` caches answers);
+        - owner and allocation answers: templates are dropped when the owner registry or the allocation
+          registry changes (:data:`LABELS`), and used only for events at or after their last change (as
+          :meth:`_owner_of` caches answers);
         - access modes can become known between drains (Warp's code generator ran): templates last one drain;
         - code objects are keyed by identity and kept, so a reused ``id`` cannot match.
         """
@@ -573,10 +643,10 @@ class Materializer:
         if e[R_ERROR] is not None:  # an error: unique, and rare
             return self._launch_flat_built(e)
         seq = e[SEQ]
-        version = OWNERS.changed()
+        version = LABELS.changed()
         if version != self._templates_version:
             self._templates_version = version
-            self._templates_since = OWNERS.last_change_seq()
+            self._templates_since = LABELS.last_change_seq()
             self._templates.clear()
         if seq < self._templates_since:
             return self._launch_flat_built(e)
@@ -625,17 +695,19 @@ class Materializer:
             if v is ARR:
                 ptr, shape, dtype_id, nbytes, device_id = flat[j + 1 : j + 6]
                 j += 6
-                owner = offset = None
+                owner = offset = alloc = None
                 foreign = False
                 if ptr:
                     owner, offset, foreign = self._owner_of(registry, ptr, seq)
+                    if owner is None:
+                        alloc, offset = alloc_of(self._allocs_cache, ptr, seq, info.name, layout.names[i])
                 if not arg_device:
                     arg_device = _device_name_cached(handles[device_id])
-                bkey = (layout, i, ptr, shape, dtype_id, nbytes, owner, offset, foreign)
+                bkey = (layout, i, ptr, shape, dtype_id, nbytes, owner, offset, foreign, alloc)
                 entry = interned.get(bkey)
                 if entry is None:
                     dtype = handles[dtype_id]
-                    entry = self._intern_buffer(bkey, layout, ptr, shape, dtype, nbytes, owner, offset, foreign)
+                    entry = self._intern_buffer(bkey, layout, ptr, shape, dtype, nbytes, owner, offset, foreign, alloc)
                 arrays.append(entry[1])
                 buffers.append(entry[0])
             else:
@@ -704,11 +776,12 @@ def unflatten(e: tuple) -> tuple:
 class _Args:
     """Accumulates the ``arrays`` / ``scalars`` / ``buffers`` of one record."""
 
-    __slots__ = ("arrays", "buffers", "device", "params", "registry", "scalars", "seq")
+    __slots__ = ("arrays", "buffers", "device", "kernel", "params", "registry", "scalars", "seq")
 
-    def __init__(self, params: tuple, seq: int) -> None:
+    def __init__(self, params: tuple, seq: int, kernel: str = "") -> None:
         self.params = params
         self.seq = seq
+        self.kernel = kernel  # names an allocation by its first use (alloc_of)
         self.arrays: list[tuple] = []
         self.scalars: list[tuple] = []
         self.buffers: list[BufferArg] = []
@@ -733,23 +806,24 @@ class _Args:
         """Add one argument; ``access`` ``None`` means: look the argument's name up in ``syntax``."""
         if type(value) is tuple and value and value[0] is ARR:
             _, ptr, shape, dtype, nbytes, device, _indexed = value
-            owner = offset = None
+            owner = offset = alloc = None
             foreign = False
             registry = self.registry
+            name = self.name(key)
             if ptr:
                 hit = registry.locate(ptr, self.seq)
                 if hit is not None:
                     owner, offset = hit
                 else:
                     foreign = bool(registry.any_at(self.seq))
+                    alloc, offset = alloc_of({}, ptr, self.seq, self.kernel, name)
             if not self.device and device is not None:
                 self.device = _device_name(device)
-            name = self.name(key)
             if access is None:
                 access = (syntax or {}).get(name) or (syntax or {}).get(name.split(".")[0], "")
             self.arrays.append((key, ptr))
             self.buffers.append(
-                _buffer_arg(BufferArg, key, name, ptr, shape, dtype, nbytes, owner, offset, foreign, access)
+                _buffer_arg(BufferArg, key, name, ptr, shape, dtype, nbytes, owner, offset, foreign, access, alloc)
             )
         elif type(value) is tuple and value and value[0] is STRUCT:
             for field, inner in value[1]:
@@ -763,7 +837,7 @@ def _build_launch(payload: tuple, seq: int, caller: Any, common: dict) -> Launch
     info = _kernel_info(kernel)
     access = info.access_of(kernel)
     syntax = info.syntax
-    args = _Args(info.params, seq)
+    args = _Args(info.params, seq, info.name)
     for i, value in enumerate(values):
         if access is not None and i < len(access):  # Warp's code generator tracked it: best
             mode = access[i]
@@ -815,7 +889,7 @@ def _build_launch_cmd(payload: tuple, seq: int, caller: Any, common: dict) -> La
 
 def _build_copy(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
     dest, src, dest_offset, src_offset, count, stream, dest_size = payload
-    args = _Args(COPY_PARAMS, seq)
+    args = _Args(COPY_PARAMS, seq, "" if common.get("internal") else "wp.copy")
     args.add(0, dest, "w")
     args.add(1, src, "r")
     args.scalars.extend(((2, dest_offset), (3, src_offset), (4, count)))
@@ -839,7 +913,7 @@ def _build_copy(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRe
 
 def _build_fill(payload: tuple, seq: int, caller: Any, common: dict, zero: bool = False) -> LaunchRecord:
     arr, value, size = payload
-    args = _Args(FILL_PARAMS, seq)
+    args = _Args(FILL_PARAMS, seq, "" if common.get("internal") else "wp.fill")
     args.add(0, arr, "w")
     args.scalars.append((1, _normalise(value)))
     kernel = "wp.zero" if zero else "wp.fill"
@@ -864,7 +938,7 @@ def _build_zero(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRe
 
 def _build_primitive(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
     name, params, values = payload
-    args = _Args(tuple(params), seq)
+    args = _Args(tuple(params), seq, name)
     for i, value in enumerate(values):
         args.add(i, value)
     size = max((b.shape[0] for b in args.buffers if b.shape), default=0)
@@ -910,6 +984,20 @@ _BUILDERS = {
     "primitive": _build_primitive,
     "graph_launch": _build_graph_launch,
 }
+
+
+def _start_after_loads(out: list[tuple[str, object]], load_ends: dict[int, int]) -> None:
+    """A module load runs inside the launch that needed it (Warp loads on first use): that launch's record
+    starts where the load ended, so its time is the launch's own and the load is its ``warp.module.load``
+    scope's (``launchtrace.capture.tapeload``). The first record on the load's thread after the load's end
+    event settles it, in this drain or a later one; only drains after a load pay for this walk."""
+    for i, (kind, item) in enumerate(out):
+        if kind == "scope_end" and item.kind == "load":  # type: ignore[attr-defined]
+            load_ends[item.thread] = item.end_ns  # type: ignore[attr-defined]
+        elif kind == "record" and item.thread in load_ends:  # type: ignore[attr-defined]
+            end = load_ends.pop(item.thread)  # type: ignore[attr-defined]
+            if item.start_ns < end <= item.end_ns:  # type: ignore[attr-defined]
+                out[i] = (kind, dataclasses.replace(item, start_ns=end))  # type: ignore[arg-type]
 
 
 def materialize(raw: list[tuple], materializer: Materializer | None = None) -> list[tuple[str, object]]:

@@ -293,7 +293,7 @@ def _decode(static: _Static, parts: list, var_vals: Any, seq: int, owners: Any) 
         buffers.append(
             make_buffer_arg(
                 key_i, name, ptr, (int(buf.size),), _dtype(buf.dtype), int(buf.nbytes), owner, owner_offset,
-                foreign, static.roles[i],
+                foreign, static.roles[i], None,
             )
         )  # fmt: skip
         if offset or buf._base is not None:

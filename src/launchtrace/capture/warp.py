@@ -13,7 +13,12 @@ Patched (Warp 1.19; see ``shared/notes/warp-internals.md``):
 - native primitives: ``array_scan``, ``radix_sort_pairs``, ``segmented_sort_pairs``, ``runlength_encode``,
   ``array_sum``, ``array_inner`` (every binding, fem's and optim's included) and the ``wp_bsr_*`` natives that
   ``warp.sparse`` calls through ``runtime.core``;
-- scopes: ``ScopedTimer.__enter__`` / ``__exit__`` and ``Tape.record_scope_begin`` / ``record_scope_end``.
+- scopes: ``ScopedTimer.__enter__`` / ``__exit__`` (Warp's module-load timer becomes a ``warp.module.load``
+  scope), ``Tape.record_scope_begin`` / ``record_scope_end``, and ``Tape.__enter__`` / ``__exit__`` /
+  ``backward`` (``tape.forward`` / ``tape.backward`` where no scope covers them: ``capture.tapeload``);
+- allocations: ``array._init_new`` (every Warp allocation of array memory: ``wp.empty/zeros/full/clone``,
+  ``wp.array(data)``, gradients) and ``array._alloc_grad`` (which array a gradient belongs to), noted in
+  :data:`launchtrace.allocations.ALLOCATIONS` so that unowned buffers get a run-stable identity.
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ from typing import Any
 
 from launchtrace import native
 from launchtrace import rawevent as ev
-from launchtrace.capture import bus, probes
+from launchtrace.allocations import ALLOCATIONS, grad_parent, set_grad_parent
+from launchtrace.capture import bus, probes, tapeload
 from launchtrace.capture import materialize as _materialize  # noqa: F401  (registers the bus's materialiser)
 from launchtrace.capture.hotpath import (
+    _LIB_CACHE,
     _USER_MODULE,
     ARR,
     FLAT,
@@ -549,7 +556,13 @@ def _wrap_timer_enter(original: Callable) -> Callable:
     def __enter__(self: Any) -> Any:
         frame = sys._getframe(1)
         internal = is_warp_code(frame.f_code)
-        sid = emit_scope_begin(getattr(self, "name", "timer"), "timer", (), internal, frame)
+        name = getattr(self, "name", "timer")
+        load = tapeload.module_load_of(str(name)) if internal else None
+        if load is not None:  # Warp compiling or loading a module: its own scope, never a launch's time
+            sid = emit_scope_begin(tapeload.MODULE_LOAD_SPAN, "load", load, False, frame)
+            self.__dict__["_launchtrace_load"] = True
+        else:
+            sid = emit_scope_begin(name, "timer", (), internal, frame)
         self.__dict__["_launchtrace_scope"] = sid
         st = tstate()
         st.in_timer += 1
@@ -574,7 +587,8 @@ def _wrap_timer_exit(original: Callable) -> Callable:
             st.in_timer -= 1
             sid = self.__dict__.pop("_launchtrace_scope", None)
             if sid is not None:
-                emit_scope_end(sid, exc_value)
+                loaded = self.__dict__.pop("_launchtrace_load", False)
+                emit_scope_end(sid, exc_value, tapeload.load_result(self) if loaded else ())
 
     return wraps_like(original, __exit__)
 
@@ -600,6 +614,63 @@ def _wrap_tape_scope_end(original: Callable) -> Callable:
         return result
 
     return wraps_like(original, record_scope_end)
+
+
+# -- allocations ------------------------------------------------------------------------------------------------
+
+
+def note_allocation(array: Any, frame: Any) -> None:
+    """Tell the allocation registry about ``array``'s new memory, allocated from ``frame``'s call chain: the
+    site is the first frame outside Warp and launchtrace, with its caller (see :mod:`launchtrace.allocations`)."""
+    ptr = array.ptr
+    if not ptr:
+        return
+    library = _LIB_CACHE  # is_library_code's cache, read inline: this runs on every allocation
+    f = frame
+    while f is not None:
+        code = f.f_code
+        hit = library.get(id(code))
+        if hit is None or hit[0] is not code:
+            if not is_library_code(code):
+                break
+        elif not hit[1]:
+            break
+        f = f.f_back
+    site = None
+    if f is not None:
+        back = f.f_back
+        if back is not None and not is_library_code(back.f_code):
+            site = ALLOCATIONS.site(f.f_code, f.f_lineno, back.f_code, back.f_lineno)
+        else:
+            site = ALLOCATIONS.site(f.f_code, f.f_lineno, None, 0)
+    ALLOCATIONS.allocated(array, ptr, array.capacity or 0, site, grad_parent())
+
+
+def _wrap_init_new(original: Callable) -> Callable:
+    """``array._init_new`` noting each allocation (a failure to note it is logged once, never raised)."""
+
+    def _init_new(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        try:
+            note_allocation(self, sys._getframe(1))
+        except Exception:
+            _warn_once("allocation")
+        return result
+
+    return wraps_like(original, _init_new)
+
+
+def _wrap_alloc_grad(original: Callable) -> Callable:
+    """``array._alloc_grad`` marking the allocation inside it as the gradient of ``self``."""
+
+    def _alloc_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
+        previous = set_grad_parent(self)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            set_grad_parent(previous)
+
+    return wraps_like(original, _alloc_grad)
 
 
 # -- the patch table --------------------------------------------------------------------------------------------
@@ -671,10 +742,16 @@ def patch_warp() -> PatchSet:
     for cls in (wtypes.array, wtypes.noncontiguous_array_base):
         patches.set_attr(cls, "fill_", wrap(cls.__dict__["fill_"], "fill", extract_fill))
         patches.set_attr(cls, "zero_", wrap(cls.__dict__["zero_"], "zero", extract_zero))
+    for name, wrapper in (("_init_new", _wrap_init_new), ("_alloc_grad", _wrap_alloc_grad)):
+        if callable(wtypes.array.__dict__.get(name)):
+            patches.set_attr(wtypes.array, name, wrapper(wtypes.array.__dict__[name]))
     patches.set_attr(wutils.ScopedTimer, "__enter__", _wrap_timer_enter(wutils.ScopedTimer.__dict__["__enter__"]))
     patches.set_attr(wutils.ScopedTimer, "__exit__", _wrap_timer_exit(wutils.ScopedTimer.__dict__["__exit__"]))
     patches.set_attr(tape_mod.Tape, "record_scope_begin", _wrap_tape_scope_begin(tape_mod.Tape.record_scope_begin))
     patches.set_attr(tape_mod.Tape, "record_scope_end", _wrap_tape_scope_end(tape_mod.Tape.record_scope_end))
+    patches.set_attr(tape_mod.Tape, "__enter__", tapeload.wrap_tape_enter(tape_mod.Tape.__dict__["__enter__"]))
+    patches.set_attr(tape_mod.Tape, "__exit__", tapeload.wrap_tape_exit(tape_mod.Tape.__dict__["__exit__"]))
+    patches.set_attr(tape_mod.Tape, "backward", tapeload.wrap_tape_backward(tape_mod.Tape.__dict__["backward"]))
 
     core = getattr(ctx.runtime, "core", None)
     for name in SPARSE_NATIVES:

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "pull": "pull",
     "summary": "summary",
     "diff": "diff",
+    "snapshot": "snapshot",
     "check-static": "check_static",
     "dataflow": "dataflow",
     "graph": "graph",
@@ -105,6 +106,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _pullers() -> dict:
+    """``pull``'s reader per backend kind, imported when a command first reads a backend URL."""
+    from launchtrace.cli import pull
+
+    return pull.PULLERS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     only = argv[0] if argv and argv[0] in COMMANDS else None
@@ -117,9 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        from launchtrace.cli._output import guard_output
         from launchtrace.cli._sources import backend_reading
 
-        with backend_reading(args):
+        guard_output(args.command, args)
+        with backend_reading(args, _pullers):
             return int(module.run(args) or 0)
     except UserError as exc:
         from launchtrace.otlp.problems import one_line

@@ -78,9 +78,10 @@ def write_text(text: str, out: str | None) -> None:
     if out in (None, "-"):
         sys.stdout.write(text)
         return
-    path = Path(out)
+    from launchtrace.cli._output import make_parent  # only the last missing folder level, as every command
+
+    path = Path(make_parent("--out", out))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)

@@ -119,17 +119,25 @@ class Progress:
     def __exit__(self, *exc: object) -> None:
         if self.tty:
             print("\r\033[K", end="", file=sys.stderr)
-        if self.quiet or exc[0] is not None:
+        if exc[0] is not None:
             return
         s = self.stream
-        seconds = max(time.perf_counter() - self._start, 1e-9)
-        print(
-            f"{self.verb} {s.traces} traces ({s.spans} spans) in {seconds:.2f} s: "
-            f"{s.traces / seconds:,.0f} traces/s, {s.spans / seconds:,.0f} spans/s",
-            file=sys.stderr,
-        )
-        if s.log.errors or s.log.warnings:
-            first = s.log.problems[0] if s.log.problems else ""
-            print(f"  {s.log.summary()}; first: {first}", file=sys.stderr)
+        if not self.quiet:
+            seconds = max(time.perf_counter() - self._start, 1e-9)
+            print(
+                f"{self.verb} {s.traces} traces ({s.spans} spans) in {seconds:.2f} s: "
+                f"{s.traces / seconds:,.0f} traces/s, {s.spans / seconds:,.0f} spans/s",
+                file=sys.stderr,
+            )
+        if s.log.errors or s.log.warnings:  # problems in the input are no progress report: said even with --quiet
+            print(f"  {problems_line(s)}", file=sys.stderr)
         if s.late_spans:
             print(f"  {s.late_spans} spans arrived after their trace's root and were left out", file=sys.stderr)
+
+
+def problems_line(stream: TraceStream) -> str:
+    """The read's problem counts and the first problem, or ``""`` when there were none."""
+    if not (stream.log.errors or stream.log.warnings):
+        return ""
+    first = stream.log.problems[0] if stream.log.problems else ""
+    return f"{stream.log.summary()}; first: {first}"

@@ -7,7 +7,7 @@ URL's query wins over the same option on the command line), and turns the earlie
 
 Example::
 
-    with backend_reading(args):
+    with backend_reading(args, pullers):  # pullers: () -> launchtrace.cli.pull.PULLERS
         traces = load_traces(args.traces)  # files, folders and backend URLs alike
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from launchtrace.errors import UserError
 from launchtrace.sources.named import BACKENDS, BackendName, parse_backend, reading_backends
@@ -74,21 +74,37 @@ def _defaults() -> argparse.Namespace:
     return defaults
 
 
-def read(name: BackendName, args: argparse.Namespace) -> ReadResult:
-    """The spans the backend ``name`` selects, with ``args``'s connection and search options."""
-    from launchtrace.cli import pull
+def limit_note(result: ReadResult, args: argparse.Namespace) -> str | None:
+    """A search that came back with ``--limit`` traces may have left some out: say so (Jaeger and Tempo answer
+    no more than asked, silently)."""
+    if args.kind == "file" or args.trace_id or len(result.traces()) < args.limit:
+        return None
+    return f"  the search stopped at --limit {args.limit} traces: there may be more (raise --limit, or narrow --since)"
 
+
+Pullers = Callable[[], Mapping[str, Callable[[argparse.Namespace], ReadResult]]]
+"""What gives ``pull``'s reader per backend kind (``launchtrace.cli.pull.PULLERS``), handed in by the command
+dispatcher so that this module, which ``pull`` imports, does not import ``pull``."""
+
+
+def read(name: BackendName, args: argparse.Namespace, pullers: Pullers) -> ReadResult:
+    """The spans the backend ``name`` selects, with ``args``'s connection and search options."""
     base = _defaults()
     for key, value in vars(args).items():
         if hasattr(base, key):
             setattr(base, key, value)
-    return pull.PULLERS[name.kind](backend_args(name, base))
+    merged = backend_args(name, base)
+    result = pullers()[name.kind](merged)
+    note = limit_note(result, merged)
+    if note:
+        print(f"launchtrace: warning: {name}: {note.lstrip()}", file=sys.stderr)
+    return result
 
 
 @contextlib.contextmanager
-def backend_reading(args: argparse.Namespace) -> Iterator[None]:
+def backend_reading(args: argparse.Namespace, pullers: Pullers) -> Iterator[None]:
     """While the command runs, backend sources are read with its options (see :func:`read`)."""
-    with reading_backends(lambda name: read(name, args)):
+    with reading_backends(lambda name: read(name, args, pullers)):
         yield
 
 

@@ -1,4 +1,8 @@
-"""``launchtrace alert``: which build or host launches differently or runs slower; exit 1 when anything fires.
+"""``launchtrace alert``: which build or host launches differently or runs slower; exit 1 when an alert of
+severity ``warning`` fires (a ``host_slowdown``, severity ``info``, alone exits 0 unless ``--fail-on-info``).
+
+Exit codes: 0 nothing fired, 1 alerts fired, 2 bad input (one line on stderr), 3 alerts fired but
+``--alertmanager`` did not take them after ``--retries`` retries with backoff.
 
 Against a baseline (``--baseline base.pb``) or, without one, among the peers of the same window. Output as text,
 Markdown or JSON; ``--alertmanager URL`` also posts the alerts to a Prometheus Alertmanager.
@@ -41,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--alpha",
         type=probability,
         default=A.DEFAULT_ALPHA,
-        help="false-alarm level of one group's latency comparisons together (default %(default)s)",
+        help="false discovery rate of one group's latency comparisons (Benjamini-Hochberg; default %(default)s)",
     )
     parser.add_argument(
         "--min-change",
@@ -60,6 +64,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at_least(2),
         default=A.DEFAULT_MIN_STEPS,
         help="steps per side before any latency verdict (default %(default)s)",
+    )
+    parser.add_argument(
+        "--absolute",
+        action="store_true",
+        help="judge raw times (default: a host slower in every kernel is one host_slowdown alert, and its kernels "
+        "are judged relative to that factor)",
+    )
+    parser.add_argument(
+        "--fail-on-info", action="store_true", help="exit 1 also when only info alerts (host_slowdown) fire"
     )
     parser.add_argument(
         "--traceql-latency",
@@ -83,24 +96,60 @@ def _options(args: argparse.Namespace):
         raise UserError(f"--min-change must be >= 0, got {args.min_change}")
     if args.min_runs < 2 or args.min_steps < 2:
         raise UserError("--min-runs and --min-steps must be at least 2")
-    return AlertOptions(args.alpha, args.min_change, args.min_runs, args.min_steps, tuple(args.scope))
+    return AlertOptions(
+        args.alpha, args.min_change, args.min_runs, args.min_steps, tuple(args.scope), absolute=args.absolute
+    )
 
 
-def post_alerts(url: str, payload: list[dict], timeout: float) -> None:
-    """POST ``payload`` to ``url``/api/v2/alerts; ``UserError`` naming the URL when Alertmanager refuses it."""
+EXIT_QUIET, EXIT_FIRED, EXIT_BAD_INPUT, EXIT_FIRED_NOT_DELIVERED = 0, 1, 2, 3
+"""``alert``'s exit codes: nothing fired; alerts fired (and were delivered, if ``--alertmanager``); bad input or a
+source that could not be read; alerts fired but Alertmanager did not take them after every retry."""
+
+RETRY_FIRST_S, RETRY_MAX_S = 0.5, 8.0
+
+
+class NotDelivered(Exception):
+    """Alertmanager did not take the alerts after every try; the message names the URL and the last answer."""
+
+
+def post_alerts(url: str, payload: list[dict], timeout: float, retries: int = 0) -> int:
+    """POST ``payload`` to ``url``/api/v2/alerts, retrying ``retries`` times on no connection, 429 and 5xx with
+    exponential backoff (0.5 s doubling to 8 s, or the ``Retry-After`` Alertmanager gives, at most 8 s); the tries
+    made. :class:`NotDelivered` when every try failed, or at once for a refusal (4xx) no retry can change."""
+    import time
+
     import requests
 
     target = url.rstrip("/") + "/api/v2/alerts"
+    wait = RETRY_FIRST_S
+    for attempt in range(retries + 1):
+        try:
+            answer = requests.post(target, json=payload, timeout=timeout)
+        except requests.RequestException as exc:
+            problem = f"cannot post alerts: {type(exc).__name__}: {exc}"
+        else:
+            if answer.status_code < 300:
+                return attempt + 1
+            problem = f"Alertmanager answered {answer.status_code}: {answer.text.strip()[:200]}"
+            if answer.status_code < 500 and answer.status_code != 429:  # no retry changes a refusal
+                raise NotDelivered(f"{target}: {problem}")
+            wait = _retry_after(answer.headers.get("Retry-After"), wait)
+        if attempt < retries:
+            time.sleep(wait)
+            wait = min(wait * 2, RETRY_MAX_S)
+    raise NotDelivered(f"{target}: {problem} ({retries + 1} {'try' if retries == 0 else 'tries'})")
+
+
+def _retry_after(header: str | None, default: float) -> float:
     try:
-        answer = requests.post(target, json=payload, timeout=timeout)
-    except requests.RequestException as exc:
-        raise UserError(f"{target}: cannot post alerts: {type(exc).__name__}: {exc}") from None
-    if answer.status_code >= 300:
-        raise UserError(f"{target}: Alertmanager answered {answer.status_code}: {answer.text.strip()[:200]}")
+        return min(max(float(header), 0.0), RETRY_MAX_S) if header else default
+    except ValueError:
+        return default
 
 
 def _traceql_latency(args: argparse.Namespace, group_by: tuple[str, ...], options) -> list:
-    """Latency outliers among peers from Tempo's TraceQL metrics (median launch duration per group and kernel)."""
+    """Latency outliers among peers from Tempo's TraceQL metrics (median launch duration per group and kernel;
+    Tempo answers in seconds, the alerts compare nanoseconds as everywhere else)."""
     from launchtrace.analysis.fleet.alerts import peer_latency_from_series
     from launchtrace.cli import pull
     from launchtrace.sources.query import parse_time
@@ -122,7 +171,7 @@ def _traceql_latency(args: argparse.Namespace, group_by: tuple[str, ...], option
         print(f"warning: {problem}", file=sys.stderr)
     rows = [
         (tuple(s.labels.get(f"resource.{k}", "") for k in group_by), args.service, s.labels.get(KERNEL_LABEL, ""),
-         [v for _, v in s.samples])
+         [v * 1e9 for _, v in s.samples])
         for s in series
     ]  # fmt: skip
     return peer_latency_from_series(rows, group_by, options)
@@ -169,7 +218,10 @@ def run(args: argparse.Namespace) -> int:
     with Progress(stream, quiet=args.quiet):
         window.add_stream(stream)
     if not stream.traces:
-        raise UserError(f"{stream.label}: no launchtrace traces in the window")
+        from launchtrace.cli._fleet import problems_line
+
+        why = problems_line(stream)
+        raise UserError(f"{stream.label}: no launchtrace traces in the window" + (f" ({why})" if why else ""))
     if baseline is not None:
         try:
             alerts = against_baseline(baseline, window, options)
@@ -200,7 +252,16 @@ def run(args: argparse.Namespace) -> int:
         write_text(R.alerts_as_text(alerts, header), args.out)
     if args.alertmanager and alerts:
         payload = R.alertmanager_payload(alerts, starts_at_ns=window.end_ns, generator_url=args.generator_url)
-        post_alerts(args.alertmanager, payload, args.timeout)
+        try:
+            tries = post_alerts(args.alertmanager, payload, args.timeout, args.retries)
+        except NotDelivered as exc:
+            print(
+                f"launchtrace alert: error: {exc}; the alerts fired (exit {EXIT_FIRED_NOT_DELIVERED})", file=sys.stderr
+            )
+            return EXIT_FIRED_NOT_DELIVERED
         if not args.quiet:
-            print(f"posted {len(payload)} alert(s) to {args.alertmanager}", file=sys.stderr)
-    return 1 if alerts else 0
+            print(
+                f"posted {len(payload)} alert(s) to {args.alertmanager} ({tries} {'try' if tries == 1 else 'tries'})",
+                file=sys.stderr,
+            )
+    return EXIT_FIRED if any(a.severity == "warning" or args.fail_on_info for a in alerts) else EXIT_QUIET

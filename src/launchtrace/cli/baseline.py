@@ -50,14 +50,17 @@ def group_keys(text: str) -> tuple[str, ...]:
 def _build(args: argparse.Namespace) -> int:
     from launchtrace.analysis.fleet.baseline import BaselineBuilder
     from launchtrace.baselines import write_baseline
-    from launchtrace.cli._fleet import Progress, open_stream, source_kind
+    from launchtrace.cli._fleet import Progress, open_stream, problems_line, source_kind
 
     builder = BaselineBuilder(group_keys(args.group_by), scalars=not args.ignore_scalars)
     stream = open_stream(args)
     with Progress(stream, quiet=args.quiet):
         builder.add_stream(stream)
     if not stream.traces:
-        raise UserError(f"{stream.label}: no launchtrace traces to build a baseline from")
+        why = problems_line(stream)
+        raise UserError(
+            f"{stream.label}: no launchtrace traces to build a baseline from" + (f" ({why})" if why else "")
+        )
     kind, _ = source_kind(args)
     builder.add_source(stream.label, kind, stream.traces, stream.spans)
     baseline = builder.to_proto()

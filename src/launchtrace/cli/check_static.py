@@ -69,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
                 "picked": picked or None,
                 "occurrences": report.occurrences,
                 "static": report.static,
+                "warmup": report.warmup,
+                "notes": list(report.notes),
                 "findings": [
                     {
                         "reason": str(f.reason),
@@ -92,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
             verdict = "static (same topology every time)" if report.static else "NOT static"
         lines = [picked] if picked else []
         lines.append(f"scope {report.scope!r}: {plural(report.occurrences, 'occurrence')}, {verdict}")
+        lines += report.notes
         for f in report.findings:
             name = f" {f.name}" if f.name else ""
             warn = "" if f.breaks else " (warning)"

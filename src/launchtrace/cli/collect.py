@@ -97,10 +97,13 @@ def run(args: argparse.Namespace) -> int:
         collector.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    failed = f", {collector.spans_failed} not written (refused to their senders)" if collector.spans_failed else ""
     print(
         f"launchtrace collect: received {collector.spans_received} spans in {collector.requests_received} "
-        f"requests; wrote {collector.spans_written} to {args.out}",
+        f"requests; wrote {collector.spans_written} to {args.out}{failed}",
         file=sys.stderr,
         flush=True,
     )
+    for kind, n in sorted(collector.problems.items()):
+        print(f"launchtrace collect: {n} requests {kind}", file=sys.stderr, flush=True)
     return 1 if collector.write_errors else 0

@@ -2,7 +2,9 @@
 
 By default one picture per distinct topology of each run's steps (outermost scope occurrences): identical steps
 are drawn once, from their median-duration occurrence, titled with how many there were ("step: 60
-occurrences"). ``--scope`` / ``--trace`` / ``--occurrence`` draw the chosen occurrences instead.
+occurrences"). ``--scope NAME`` does the same for that scope's occurrences (a static scope gives one
+picture); ``--trace`` / ``--occurrence`` draw the chosen occurrences one by one. A picture holds at most
+``--max-nodes`` records (repeats collapsed first); the rest are listed in an index node.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.replays import captured_graphs
 from launchtrace.analysis.runs import View, group_runs, occurrences, pick, topology_groups
 from launchtrace.cli._analyzer import add_selection, safe_child, safe_name, selected_views
+from launchtrace.cli._numbers import at_least
 from launchtrace.errors import UserError
 from launchtrace.model import TraceData
-from launchtrace.render.dot import render_dot
+from launchtrace.render.dot import MAX_RECORDS, render_dot
 from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
 from launchtrace.sources.loading import load_traces
 from launchtrace.topology import ChangeKind
@@ -34,16 +37,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hide-readonly", action="store_true", help="hide buffers no record writes")
     parser.add_argument("--no-collapse", action="store_true", help="draw repeated sequences in full")
     parser.add_argument("--formats", default="svg,png", help="rendered formats besides DOT (default: svg,png)")
+    parser.add_argument(
+        "--max-nodes",
+        type=at_least(1),
+        default=MAX_RECORDS,
+        help="records drawn per picture at most; the rest are listed in an index node (default %(default)s)",
+    )
     parser.add_argument("--out", required=True, help="output folder")
     add_selection(parser)
 
 
-def _distinct_steps(traces: list[TraceData]) -> list[tuple[str, View]]:
-    """One (stem, view) per distinct topology of each run's outermost scope occurrences, titled with its count."""
+def _distinct_steps(traces: list[TraceData], scope: str | None = None) -> list[tuple[str, View]]:
+    """One (stem, view) per distinct topology of each run's outermost scope occurrences (of ``scope``'s
+    occurrences), titled with its count."""
     out = []
     for r, run in enumerate(group_runs(traces)):
         graphs = captured_graphs(run.traces)
-        for k, members in enumerate(topology_groups(occurrences(run.traces))):
+        occs = occurrences(run.traces, scope)
+        if scope is not None:
+            occs = [o for o in occs if o.name == scope]
+        for k, members in enumerate(topology_groups(occs)):
             chosen = pick(members, "median")
             n = len(members)
             title = f"{chosen.name}: {n} occurrence{'s' if n != 1 else ''}" + (
@@ -102,8 +115,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.traces and not args.diff:
         raise UserError("give trace files, or --diff A B")
     traces = load_traces(args.traces) if args.traces else []
-    chosen = args.scope is not None or args.trace is not None or args.occurrence is not None
-    if traces and chosen:
+    chosen = args.trace is not None or args.occurrence is not None
+    if traces and args.scope is not None and not chosen:  # one picture per distinct topology of the scope
+        found = _distinct_steps(traces, args.scope)
+        if not found:
+            selected_views(traces, args)  # raises the "no such scope" error with the names seen
+        for stem, view in found:
+            jobs.append((stem, view.data, {}, [], view.label, view.graphs))
+    elif traces and (chosen or args.scope is not None):
         for k, view in enumerate(selected_views(traces, args)):
             name = view.occurrence.name if view.occurrence else "run"
             jobs.append((f"{k}-{safe_name(name, 40)}", view.data, {}, [], view.label, view.graphs))
@@ -119,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
             status=status,
             removed=removed,
             title=title,
+            max_records=args.max_nodes,
         )
         for path in _write(out, stem, text, formats):
             print(path)

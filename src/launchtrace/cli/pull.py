@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import math
 import os
 import sys
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from launchtrace.cli._output import make_parent
 from launchtrace.cli._query import BASIC_AUTH_ENV, TOKEN_ENV, add_query_arguments
+from launchtrace.cli._sources import limit_note
 from launchtrace.errors import UserError
 from launchtrace.otlp.problems import Severity
 from launchtrace.sources.report import ReadResult, plural
@@ -192,10 +194,13 @@ def write_jsonl(result: ReadResult, out: str) -> int:
     target = Path(make_parent("--out", out))
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for line in lines:
-                f.write(line)
-                f.write("\n")
+        with os.fdopen(fd, "wb") as raw:
+            # a name ending in .gz is written compressed (what `run --out x.jsonl.gz` and `collect` do too)
+            f = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if out.endswith(".gz") else raw
+            with f:
+                for line in lines:
+                    f.write(line.encode("utf-8"))
+                    f.write(b"\n")
         os.replace(tmp, target)
     except OSError as exc:
         raise UserError(f"{out}: cannot write: {exc.strerror or exc}") from None
@@ -267,4 +272,7 @@ def run(args: argparse.Namespace) -> int:
     _check_found(result, args.trace_id)
     write_jsonl(result, args.out)
     _summary(result, args.out)
+    note = limit_note(result, args)
+    if note:
+        print(note, file=sys.stderr)
     return 2 if result.errors else 0

@@ -2,7 +2,8 @@
 
 Like ``opentelemetry-instrument``: the program runs in this process (``runpy``) with ``sys.argv`` set to the
 script and its arguments, its exit code is preserved, and pending spans are flushed at the end. Spans go to
-``--out`` (emptied first; its folder is created), else to ``LAUNCHTRACE_FILE`` or
+``--out`` (emptied first, locked against a second run given the same file; only its last folder level is
+created; refused when it is a script or any file that is not spans), else to ``LAUNCHTRACE_FILE`` or
 ``launchtrace-<date>-<time>-<pid>.jsonl`` in the working directory; when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
 the traces one) is set, over OTLP instead. ``service.name`` is the script's (or module's) name unless
 ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` name one. Python processes the program starts (``spawn``
@@ -17,13 +18,17 @@ Example::
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.machinery
 import importlib.util
+import logging
 import os
 import runpy
+import signal
 import sys
 import traceback
 from collections.abc import Mapping
+from typing import TextIO
 
 from launchtrace.cli._output import make_parent
 from launchtrace.errors import UserError
@@ -58,7 +63,10 @@ def _exit_code(exc: SystemExit) -> int:
         return 0
     if isinstance(code, int):
         return code
-    print(code, file=sys.stderr)
+    try:  # as Python prints it; a program that closed its stderr does not get a new error from us
+        print(code, file=sys.stderr)
+    except (OSError, ValueError, AttributeError, RuntimeError):
+        pass
     return 1
 
 
@@ -109,7 +117,7 @@ def _submodule_found(name: str) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from launchtrace import autorun
-    from launchtrace.export import start_export, stop_export
+    from launchtrace.export import exit_timeout, start_export, stop_export
 
     if args.module is None and args.script is None:
         raise UserError("give a script to run (launchtrace run script.py [args]) or -m module")
@@ -127,29 +135,128 @@ def run(args: argparse.Namespace) -> int:
         settings["value_stats"] = True
     if args.device_timing:
         settings["device_timing"] = True
+    claimed = None
     if args.out:
         settings["file_path"] = make_parent("--out", args.out)
+        claimed = _claim_output(settings["file_path"])
     service = default_service_name(target, as_module=args.module is not None)
     if service:
         settings["service_name"] = service
+    messages = _own_stderr()  # the program may close or reuse fd 2: our messages must not go into its data
+    _log_to(messages)
     try:
-        pipeline = start_export(truncate=bool(args.out), **settings)
+        pipeline = start_export(**settings)
     except (ValueError, OSError) as exc:
+        _release(claimed)
         raise UserError(str(exc)) from None
     if args.module is not None and "." in args.module and not _submodule_found(args.module):
         stop_export()
+        _release(claimed)
         if args.out and os.path.exists(settings["file_path"]) and os.path.getsize(settings["file_path"]) == 0:
             os.remove(settings["file_path"])
         raise UserError(f"-m {args.module}: no module named {args.module!r}")
     autorun.export_to_children(pipeline.config, settings)
     code = _run_program(target, program_args, as_module=args.module is not None)
-    stats = stop_export()
-    print(
+    stats = stop_export(exit_timeout())
+    _release(claimed)
+    _say(
+        messages,
         f"launchtrace: {stats.exported} spans -> {pipeline.sink.description} ({stats.folded_records} records folded "
         f"into {stats.summary_spans} summary spans, {stats.dropped} dropped)",
-        file=sys.stderr,
     )
+    if code == _INTERRUPTED:
+        _die_of_sigint()
+        return 130
     return code
+
+
+_INTERRUPTED = -int(signal.SIGINT)
+"""What :func:`_run_program` returns for a program ended by Ctrl-C (``KeyboardInterrupt``)."""
+
+
+def _claim_output(path: str) -> int:
+    """Lock and empty ``--out`` for this run: a second run given the same file is refused, not let truncate it."""
+    from launchtrace.export.fileopen import OutputBusy, claim
+
+    try:
+        return claim(path)
+    except OutputBusy as exc:
+        raise UserError(f"--out {exc.strerror}; give each run its own file") from None
+    except OSError as exc:
+        raise UserError(f"--out {path}: {exc.strerror or exc}") from None
+
+
+def _release(fd: int | None) -> None:
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _own_stderr() -> TextIO | None:
+    """A private handle on the stderr launchtrace was started with (``None`` if there was none)."""
+    try:
+        return os.fdopen(os.dup(2), "w", encoding="utf-8", errors="replace", closefd=True)
+    except OSError:
+        return None
+
+
+class _OwnStderrHandler(logging.Handler):
+    """launchtrace's warnings to the stderr ``run`` started with, where Python's last-resort handler would have
+    written them to whatever fd 2 is by then; where the program configured logging (root has handlers), the
+    records go there instead, as they always did."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(logging.WARNING)
+        self.stream = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if logging.getLogger().handlers:
+            return
+        try:
+            self.stream.write(self.format(record) + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _log_to(stream: TextIO | None) -> None:
+    if stream is not None:
+        logging.getLogger("launchtrace").addHandler(_OwnStderrHandler(stream))
+
+
+def _say(stream: TextIO | None, line: str) -> None:
+    """Our own message, never an error of the program's: a closed or full stderr just loses the line."""
+    if stream is None:
+        return
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            stream.close()
+        except (OSError, ValueError):
+            pass
+
+
+def _die_of_sigint() -> None:
+    """End as Python does after an unhandled ``KeyboardInterrupt``: ``atexit`` handlers, buffered output, then
+    death by SIGINT itself (exit status -2 to a parent, 130 in a shell), which shell loops test for."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except (OSError, ValueError):  # not the main thread, or no signals here: the 130 exit code then
+        pass
 
 
 _OUR_FILES = (os.path.dirname(os.path.abspath(__file__)), os.path.abspath(runpy.__file__), "<frozen runpy>")
@@ -160,7 +267,10 @@ def _print_program_traceback() -> None:
     etype, exc, tb = sys.exc_info()
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OUR_FILES):
         tb = tb.tb_next
-    traceback.print_exception(etype, exc, tb)
+    try:
+        traceback.print_exception(etype, exc, tb)
+    except (OSError, ValueError, AttributeError, RuntimeError):  # the program closed its stderr
+        pass
 
 
 def _run_program(target: str, program_args: list[str], *, as_module: bool) -> int:
@@ -181,7 +291,7 @@ def _run_program(target: str, program_args: list[str], *, as_module: bool) -> in
         return _exit_code(exc)
     except KeyboardInterrupt:
         _print_program_traceback()
-        return 130
+        return _INTERRUPTED
     except BaseException:  # the program's own error: report it as Python would, then still flush spans
         _print_program_traceback()
         return 1

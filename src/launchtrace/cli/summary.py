@@ -1,4 +1,7 @@
-"""``launchtrace summary TRACE``: per-kernel counts and durations, per launch and per step, and time per scope.
+"""``launchtrace summary TRACE``: per-kernel counts and durations, per launch and per step, time per scope,
+compile/load time on its own line, and where values first went non-finite (``--value-stats`` runs).
+
+Adjoint launches are rows of their own (``__main__.repulsion (adjoint)``).
 
 Figures that come from fold summaries (recorded statistics, not measured launch by launch) are marked ``*``
 and explained under the table; a per-launch p95 that no summary recorded is ``-``.
@@ -11,8 +14,10 @@ import dataclasses
 import math
 from typing import Any
 
+from launchtrace.analysis.loads import Loads, module_loads
 from launchtrace.analysis.replays import with_replay_counts
 from launchtrace.analysis.stats import KernelStats, ScopeStats, kernel_stats, scope_stats
+from launchtrace.analysis.values import BadValues, non_finite, step_clock
 from launchtrace.cli._analyzer import add_format, write_json, write_text
 from launchtrace.render.escape import terminal, terminal_lines
 from launchtrace.sources.loading import load_traces
@@ -69,7 +74,7 @@ def _kernel_lines(rows: list[KernelStats]) -> list[str]:
     return lines
 
 
-def _scope_lines(rows: list[ScopeStats]) -> list[str]:
+def _scope_lines(rows: list[ScopeStats], loads: Loads) -> list[str]:
     if not rows:
         return ["no scopes (wp.ScopedTimer, Tape scopes, launchtrace.scope) in these traces"]
     paths = [terminal(r.path) for r in rows]
@@ -83,14 +88,50 @@ def _scope_lines(rows: list[ScopeStats]) -> list[str]:
             f"{path:<{width}}  {terminal(r.kind):<6} {r.count:>7} {r.total_ns / 1e6:>10.3f} {_us(r.p50_ns):>10} "
             f"{_us(r.p95_ns):>10} {_us(r.max_ns):>11}"
         )
+    loaded = dict(loads.by_scope)
     for path, r in zip(paths, rows):
         if r.warmup:
             rest = (r.total_ns - r.warmup_ns) / max(1, r.count - r.warmup)
+            load_ns = loaded.get(r.path, 0)
+            why = f"{load_ns / 1e6:.1f} ms of it compile/load" if load_ns else "no compile/load in it"
             lines.append(
                 f"warm-up: the first {_plural(r.warmup, 'occurrence')} of {path!r} took {r.warmup_ns / 1e6:.1f} ms "
-                f"(the others {rest / 1e6:.2f} ms on average; the first compiles or loads kernels): included above"
+                f"(the others {rest / 1e6:.2f} ms on average; {why}): included above"
             )
     return lines
+
+
+def _value_lines(bad: list[BadValues], how: str) -> list[str]:
+    """The "values" section: the first launch whose output held NaN/Inf, and how many did."""
+    if not bad:
+        return []
+    launches = len({id(b.record) for b in bad})
+    lines = ["values (--value-stats):", f"  {bad[0].line()}"]
+    if launches > 1:
+        kernels = list(dict.fromkeys(b.kernel for b in bad))
+        more = ", ".join(kernels[:5]) + (f" and {len(kernels) - 5} more" if len(kernels) > 5 else "")
+        lines.append(f"  {launches} launches wrote non-finite values in all ({more})")
+    if bad[0].step is not None:
+        lines.append(f"  ({how})")
+    return lines
+
+
+def _bad_json(b: BadValues) -> dict[str, Any]:
+    stats = {k: v if not isinstance(v, float) or math.isfinite(v) else str(v) for k, v in _stats_of(b).items()}
+    return {
+        "kernel": b.kernel,
+        "array": b.array,
+        "param": b.param,
+        "step": b.step,
+        "scope": b.scope,
+        "site": b.site,
+        "what": b.what,
+        "stats": stats,
+    }
+
+
+def _stats_of(b: BadValues) -> dict[str, Any]:
+    return {"mean": b.stats.mean, "std": b.stats.std, "min": b.stats.min, "max": b.stats.max}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
     if args.top > 0:
         rows = rows[: args.top]
     scopes = scope_stats(traces)
+    loads = module_loads(traces)
+    bad = non_finite(traces)
     records = sum(len(t) for t in traces)
     if args.format == "json":
         write_json(
@@ -109,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
                 "records": records,
                 "kernels": [_jsonable(r) for r in rows],
                 "scopes": [_jsonable(r) for r in scopes],
+                "loads": _jsonable(loads),
+                "non_finite": [_bad_json(b) for b in bad],
                 "inferred_steps": [{"unit": list(i.unit), "steps": len(i.steps), "how": i.how} for i in inferred],
             },
             None,
@@ -116,8 +161,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     lines = [f"{_plural(len(traces), 'trace')}, {_plural(records, 'record')}"]
     lines += [i.how for i in inferred]
+    if loads.count:
+        lines.append(loads.line())
     lines += _kernel_lines(rows)
     lines.append("")
-    lines += _scope_lines(scopes)
+    lines += _scope_lines(scopes, loads)
+    if bad:
+        lines.append("")
+        lines += _value_lines(bad, step_clock(traces).how)
     write_text(terminal_lines(lines), None)
     return 0

@@ -42,11 +42,20 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-EXIT_FLUSH_TIMEOUT_S = 10.0
-"""How long process exit waits for the last spans to be written (a dead OTLP endpoint is given up then)."""
+EXIT_FLUSH_TIMEOUT_S = 2.0
+"""How long process exit (and a flushing signal, and ``launchtrace run``'s end) waits for the last spans to be
+written by default: a dead OTLP endpoint, or daemon threads still launching, are given up then and what was
+not written is counted as dropped. ``LAUNCHTRACE_EXIT_TIMEOUT`` (seconds, >= 0) changes it."""
+
+LAUNCHTRACE_EXIT_TIMEOUT = "LAUNCHTRACE_EXIT_TIMEOUT"
+
+FLUSH_SIGNALS = ("SIGTERM", "SIGHUP")
+"""Signals whose default action (death) is kept but preceded by a flush: SIGTERM (``kill``, service managers)
+and SIGHUP (the terminal closed). A handler the program installed is left alone."""
 
 _lock = threading.RLock()
 _settings: dict[str, Any] = {}
+_started_with: dict[str, Any] = {}  # the keyword settings of the running export (restarted after a failed exec)
 _pipeline: ExportPipeline | None = None
 _last_stats: ExportStats | None = None
 _hooks_installed = False
@@ -77,7 +86,10 @@ def start_export(*, instrument: bool = True, truncate: bool = False, **settings:
                 logger.warning("launchtrace: export already running; new settings ignored (stop_export first)")
             return _pipeline
         config = ExportConfig.resolve(**{**_settings, **settings})
+        _started_with.clear()
+        _started_with.update(settings)
         _install_hooks()
+        _import_before_the_worker()
         _pipeline = ExportPipeline(config, truncate=truncate).start()
         _flush_at_multiprocessing_exit()
     if instrument:
@@ -92,6 +104,17 @@ def start_export(*, instrument: bool = True, truncate: bool = False, **settings:
     if _metrics is None and os.environ.get("OTEL_METRICS_EXPORTER"):
         start_metrics()
     return _pipeline
+
+
+def _import_before_the_worker() -> None:
+    """Import here what the worker thread would import on its first drain, and what instrumenting imports.
+
+    Two threads importing modules that import each other can meet in a cycle; Python then breaks the deadlock by
+    handing one of them a partially initialized module ("cannot import name ... from partially initialized
+    module 'launchtrace.capture.materialize'"), seen in spawned children that start the export while their
+    main thread imports. Importing both here, in one thread, first, leaves the worker nothing to import."""
+    import launchtrace.capture
+    import launchtrace.capture.materialize  # noqa: F401
 
 
 def start_metrics(exporters: tuple[str, ...] | None = None, *, prometheus: str | None = None) -> Any:
@@ -124,10 +147,12 @@ def start_metrics(exporters: tuple[str, ...] | None = None, *, prometheus: str |
 
 
 def flush(timeout: float = 10.0) -> bool:
-    """Export everything captured so far; whether it finished within ``timeout`` seconds. Never raises."""
+    """Export everything captured so far; whether it finished within ``timeout`` seconds (``False``, and a
+    warning, when no export was started: :func:`start_export`). Never raises."""
     pipeline = _pipeline
     if pipeline is None:
-        return True
+        logger.warning("launchtrace: flush() with no export running: nothing is exported (call start_export)")
+        return False
     return pipeline.flush(timeout)
 
 
@@ -154,11 +179,33 @@ def stats() -> ExportStats:
     return _last_stats or ExportStats()
 
 
+def exit_timeout(environ: Any = None) -> float:
+    """Seconds the exit flush may take: ``LAUNCHTRACE_EXIT_TIMEOUT`` when it is a number >= 0, else
+    :data:`EXIT_FLUSH_TIMEOUT_S` (a bad value is warned about once, never raised)."""
+    global _warned_exit_timeout
+    raw = (os.environ if environ is None else environ).get(LAUNCHTRACE_EXIT_TIMEOUT, "").strip()
+    if not raw:
+        return EXIT_FLUSH_TIMEOUT_S
+    try:
+        value = float(raw)
+        if not value >= 0 or value == float("inf"):
+            raise ValueError("must be a number of seconds >= 0")
+    except ValueError as exc:
+        if not _warned_exit_timeout:
+            _warned_exit_timeout = True
+            logger.warning("ignoring %s=%r (%s); using the default", LAUNCHTRACE_EXIT_TIMEOUT, raw, exc)
+        return EXIT_FLUSH_TIMEOUT_S
+    return value
+
+
+_warned_exit_timeout = False
+
+
 def _at_exit() -> None:
     if _pipeline is None:
         return
     try:
-        final = stop_export(EXIT_FLUSH_TIMEOUT_S)
+        final = stop_export(exit_timeout())
     except Exception:  # never turn a clean exit into a traceback
         logger.debug("launchtrace: exit flush failed", exc_info=True)
         return
@@ -174,38 +221,94 @@ def _at_exit() -> None:
         )
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    """SIGTERM with its default action (death by the signal): flush first, then die of it all the same.
+_flushing_for_signal: int | None = None
 
-    The exit status stays the one the program would have had (killed by SIGTERM, ``-15`` to a parent) and, as
-    with the default action, no ``atexit`` handler runs.
+
+def _on_flush_signal(signum: int, frame: object) -> None:
+    """SIGTERM or SIGHUP with its default action (death by the signal): flush first, then die of it all the same.
+
+    The exit status stays the one the program would have had (killed by the signal, ``-15`` / ``-1`` to a
+    parent) and, as with the default action, no ``atexit`` handler runs. A second signal during the flush
+    (an impatient ``kill``, a service manager repeating itself) does not cut the write that is under way: it
+    is noted and the process dies once the flush, bounded by :func:`exit_timeout`, is over.
     """
+    global _flushing_for_signal
+    if _flushing_for_signal is not None:
+        return  # the flush under way finishes, then the process dies of the first signal
+    _flushing_for_signal = signum
+    name = signal.Signals(signum).name
     pipeline = _pipeline
     if pipeline is not None:
         try:
-            final = stop_export(EXIT_FLUSH_TIMEOUT_S)
+            final = stop_export(exit_timeout())
             logger.warning(
-                "launchtrace: SIGTERM: %d spans exported to %s before exiting, %d dropped",
+                "launchtrace: %s: %d spans exported to %s before exiting, %d dropped",
+                name,
                 final.exported,
                 final.sink,
                 final.dropped,
             )
         except Exception:  # the signal must still end the process
-            logger.debug("launchtrace: flush on SIGTERM failed", exc_info=True)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
+            logger.debug("launchtrace: flush on %s failed", name, exc_info=True)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
-def _install_sigterm_flush() -> None:
-    """Flush on SIGTERM, only where its action is still the default: a handler the program installed (before
-    or after this) is the program's to keep, and its clean exit flushes through ``atexit``."""
+def _install_signal_flush() -> None:
+    """Flush on SIGTERM and SIGHUP, only where the action is still the default: a handler the program installed
+    (before or after this) is the program's to keep, and its clean exit flushes through ``atexit``."""
     if threading.current_thread() is not threading.main_thread():
         return  # signal.signal works only there; the default action then stays
+    for name in FLUSH_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is None:
+            continue
+        try:
+            if signal.getsignal(signum) is signal.SIG_DFL:
+                signal.signal(signum, _on_flush_signal)
+        except (ValueError, OSError, AttributeError):  # an embedded interpreter's rules
+            logger.debug("launchtrace: cannot flush on %s here", name, exc_info=True)
+
+
+def _flush_before_exec(real: Any) -> Any:
+    """``os.execv`` / ``os.execve`` that first write what is pending: the new program image keeps nothing of
+    this one's memory, so records not yet exported would vanish silently (every other ``os.exec*`` goes through
+    these two). If the exec fails, the export simply goes on."""
+
+    def exec_after_flush(*args: Any, **kwargs: Any) -> Any:
+        pipeline = _pipeline
+        if pipeline is not None:
+            try:
+                pipeline.flush(exit_timeout(), final=True)
+            except Exception:  # never keep the program from exec'ing
+                logger.debug("launchtrace: flush before exec failed", exc_info=True)
+        try:
+            return real(*args, **kwargs)
+        except BaseException:
+            if pipeline is not None:
+                _restart_after_failed_exec()
+            raise
+
+    exec_after_flush.__wrapped__ = real  # type: ignore[attr-defined]
+    exec_after_flush.__name__ = real.__name__
+    exec_after_flush.__doc__ = real.__doc__
+    return exec_after_flush
+
+
+def _restart_after_failed_exec() -> None:
+    """The exec failed (no such program): the final flush ended the worker, so start a new one as before."""
     try:
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _on_sigterm)
-    except (ValueError, OSError, AttributeError):  # no SIGTERM here, or an embedded interpreter's rules
-        logger.debug("launchtrace: cannot flush on SIGTERM here", exc_info=True)
+        stop_export(exit_timeout())
+        start_export(instrument=False, **_started_with)
+    except Exception:
+        logger.debug("launchtrace: could not restart the export after a failed exec", exc_info=True)
+
+
+def _wrap_exec() -> None:
+    for name in ("execv", "execve"):
+        real = getattr(os, name, None)
+        if real is not None and not hasattr(real, "__wrapped__"):
+            setattr(os, name, _flush_before_exec(real))
 
 
 def _after_fork_in_child() -> None:
@@ -255,6 +358,7 @@ def _install_hooks() -> None:
         return
     _hooks_installed = True
     atexit.register(_at_exit)
-    _install_sigterm_flush()
+    _install_signal_flush()
+    _wrap_exec()
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_in_child)

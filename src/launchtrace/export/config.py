@@ -162,7 +162,8 @@ class ExportConfig:
       budget is cut). ``True`` / ``False`` are read as ``always`` / ``off``. ``fold_min_repeats``: the shortest
       run folded.
     - ``step_max_spans`` / ``step_window_s``: bounds of the synthetic "step" roots for unscoped launches.
-    - ``include_internal``: export Warp's own timer scopes too ("Module X load", "Compile x86"): host-side
+    - ``include_internal``: export Warp's own timer scopes too ("Compile x86", ...; "Module X load" is always
+      exported, as a ``warp.module.load`` span): host-side
       bookkeeping, not device work, so left out by default. The device work Warp issues itself (adjoint
       launches, ``warp.fem`` / ``warp.sparse`` launches, the fill in ``wp.zeros``) is exported either way,
       marked ``launchtrace.internal``.
@@ -258,7 +259,9 @@ class ExportConfig:
                 break
         if "endpoint" not in kwargs and "endpoint" not in values:
             generic = env.get(OTEL_EXPORTER_OTLP_ENDPOINT, "").strip()
-            if generic:
+            if generic and not _parses_as_url(generic):
+                _log.warning("ignoring %s=%r (not a URL); using the default", OTEL_EXPORTER_OTLP_ENDPOINT, generic)
+            elif generic:
                 values["endpoint"] = _signal_endpoint(generic, kwargs.get("protocol", values.get("protocol")))
         values.update(kwargs)
         if not values.get("file_path"):
@@ -271,6 +274,19 @@ def _signal_endpoint(base: str, protocol: str | None) -> str:
     if (protocol or DEFAULTS.protocol) == "grpc":
         return base
     return base.rstrip("/") + "/v1/traces"
+
+
+def _parses_as_url(text: str) -> bool:
+    """Whether the OTLP exporters can take ``text`` as their endpoint (``http://[::1`` or a port of ``x`` make them
+    raise ``ValueError`` inside the program)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text if "://" in text else f"http://{text}")
+        _ = parts.port
+    except ValueError:
+        return False
+    return bool(parts.hostname)
 
 
 def _positive_int(v: Any) -> bool:
@@ -302,7 +318,7 @@ def _is_sdk_provider(v: Any) -> bool:
 
 _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "file_path": (lambda v: isinstance(v, str), "a path string"),
-    "endpoint": (lambda v: v is None or (isinstance(v, str) and v != ""), "a URL or None"),
+    "endpoint": (lambda v: v is None or (isinstance(v, str) and v != "" and _parses_as_url(v)), "a URL or None"),
     "protocol": (lambda v: v in PROTOCOLS, f"one of {', '.join(PROTOCOLS)}"),
     "queue_capacity": (_positive_int, "a positive int"),
     "export_interval_s": (_positive_number, "a positive number of seconds"),

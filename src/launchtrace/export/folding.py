@@ -80,7 +80,7 @@ _RECORD_FIELDS = operator.attrgetter(
     "thread_name", "graph_id", "captured", "adjoint", "api", "internal", "repeat", "module_hash",
 )  # fmt: skip
 _BUFFER_FIELDS = operator.attrgetter(
-    "key", "name", "ptr", "shape", "dtype", "nbytes", "owner", "offset", "foreign", "access"
+    "key", "name", "ptr", "shape", "dtype", "nbytes", "owner", "offset", "foreign", "access", "alloc"
 )
 _SITE_FIELDS = operator.attrgetter("file", "line", "function", "module")
 

@@ -224,17 +224,21 @@ class ExportPipeline:
         if self._stopped or self._thread is None:
             return self.stats()
         deadline = time.monotonic() + timeout
-        done = self.flush(timeout, final=True)
+        # a quarter (at most 0.5 s) is kept for stopping a stuck sink and the worker: the whole stays in ``timeout``
+        done = self.flush(timeout - min(0.5, timeout / 4), final=True)
         self._stopping = True
         if not done:  # the sink is stuck (retrying a dead endpoint): abort its retries, then finish quickly
             logger.warning(
-                "launchtrace: export did not finish within %.1f s; stopping %s", timeout, self.sink.description
+                "launchtrace: export did not finish within %.1f s; stopping %s (what was not written is counted as "
+                "dropped; LAUNCHTRACE_EXIT_TIMEOUT sets the time at exit)",
+                timeout,
+                self.sink.description,
             )
             self.sink.shutdown()
         self._wake_worker()
-        self._thread.join(max(1.0, deadline - time.monotonic()))
+        self._thread.join(max(0.05, deadline - time.monotonic()))
         if self._thread.is_alive():
-            logger.warning("launchtrace: the export worker did not stop; its pending spans are lost")
+            logger.debug("launchtrace: the export worker did not stop; its pending spans are lost")
         self._stopped = True
         if self._probes_on:
             from launchtrace.capture import probes
@@ -388,7 +392,14 @@ class ExportPipeline:
         chunk = min(batch, DRAIN_CHUNK)
         sub, builder = self._sub, self._builder
         pending: list = []
+        # the final cycle takes what is queued now, not what threads still launching keep adding (exit would
+        # never end): later events stay queued and are counted as dropped when the pipeline stops
+        left = len(sub.queue) if final else -1
         while True:
+            if final:
+                if left <= 0:
+                    break
+                chunk = min(chunk, left)
             started = time.perf_counter()
             try:
                 events = sub.drain(max_items=chunk)
@@ -399,6 +410,9 @@ class ExportPipeline:
                 self._build(observe, events)
             pending += self._build(builder.feed, events)
             more = len(events) >= chunk or bool(sub.queue)
+            if final:
+                left -= len(events)
+                more = more and left > 0 and not self._stopping  # stopping: the exit timeout has run out
             if pending and (len(pending) >= batch or not more):
                 self._write(pending)
                 pending = []

@@ -123,6 +123,12 @@ class _Accounting:
                 reason,
             )
 
+    def lost(self, n: int) -> None:
+        """Spans given after the sink was closed (the exit flush ran out of time): counted, the caller says so."""
+        with self._lock:
+            self._dropped += n
+            self._batches += 1
+
     def rejected(self, n: int, reason: str) -> None:
         """Spans of an accepted request that the receiver rejected (OTLP partial success): not exported."""
         with self._lock:
@@ -140,16 +146,21 @@ class FileSink:
     """Appends OTLP JSON Lines to ``path``: one ``TracesData`` per line, per written batch.
 
     The file is opened on the first write with ``O_APPEND``, so processes sharing the path (a forked child)
-    interleave whole lines. Each line is written with one ``write`` call; if it fails part way, the file is
-    truncated back to where it was. ``truncate=True`` empties the file at once, at construction
-    (``launchtrace run --out``).
+    interleave whole lines; never through a symbolic link nor when another user owns it
+    (:mod:`launchtrace.export.fileopen`). A path ending in ``.gz`` (or ``compress=True``) gets each batch as one
+    gzip member: the file is a valid gzip stream (members concatenate, as ``gzip -d`` and every launchtrace
+    reader take them) that a crash or another process's batch never leaves half-written. Each line (or member) is
+    written with one ``write`` call; if it fails part way, the file is truncated back to where it was.
+    ``truncate=True`` empties the file at once, at construction.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, truncate: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, truncate: bool = False, compress: bool | None = None) -> None:
         self.path = os.fspath(path)
+        self.compressed = self.path.endswith(".gz") if compress is None else compress
         self.description = f"file {self.path}"
         self._truncate = truncate
         self._fd: int | None = None
+        self._closed = False
         self._acct = _Accounting(self.description)
         self._lock = threading.Lock()
         self._encoder = JsonLinesEncoder()
@@ -160,12 +171,14 @@ class FileSink:
                 logger.debug("launchtrace: cannot open %s yet: %s", self.path, exc)
 
     def _open(self) -> int:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        from launchtrace.export.fileopen import open_append  # no symbolic link, no other user's file
+
+        fd = open_append(self.path)
         if self._truncate:
-            flags |= os.O_TRUNC
+            os.ftruncate(fd, 0)
             self._truncate = False
-        self._fd = os.open(self.path, flags, 0o644)
-        return self._fd
+        self._fd = fd
+        return fd
 
     def write(self, spans: Sequence[SpanData]) -> None:
         if not spans:
@@ -173,8 +186,13 @@ class FileSink:
         with self._lock:
             try:
                 data = self._encoder.encode(spans)
+                if self.compressed:
+                    data = _gzip_member(data)
             except (TypeError, ValueError) as exc:  # an attribute value orjson cannot write
                 self._acct.failed(len(spans), f"cannot encode: {exc}")
+                return
+            if self._closed:  # the exit flush ran out of time: what comes after is dropped, and counted
+                self._acct.lost(len(spans))
                 return
             try:
                 fd = self._fd if self._fd is not None else self._open()
@@ -186,7 +204,7 @@ class FileSink:
             except OSError as exc:
                 self._acct.failed(len(spans), exc)
                 return
-        self._acct.ok(len(spans))
+            self._acct.ok(len(spans))  # under the lock: once shutdown() returns, the counts are the file's
 
     def stats(self) -> SinkStats:
         return self._acct.stats()
@@ -206,6 +224,7 @@ class FileSink:
         on network file systems (``docs/export.md``). :meth:`sync` is there for a caller that needs it."""
         with self._lock:
             fd, self._fd = self._fd, None
+            self._closed = True
         if fd is not None:
             os.close(fd)
 
@@ -215,6 +234,14 @@ class FileSink:
         self._acct = _Accounting(self.description)
         self._truncate = False
         self._fd = None
+        self._closed = False
+
+
+def _gzip_member(data: bytes) -> bytes:
+    """``data`` as one complete gzip member (level 6, no timestamp: equal batches give equal bytes)."""
+    import gzip
+
+    return gzip.compress(data, compresslevel=6, mtime=0)
 
 
 def _write_all(fd: int, data: bytes) -> None:

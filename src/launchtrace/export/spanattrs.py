@@ -159,6 +159,8 @@ def _array_attributes(attrs: list, label: str, ptr: int, buf: Any, limit: int) -
     attrs.append((C.arg_attr(label, C.ARG_BYTES), buf.nbytes))
     if buf.owner is not None:
         attrs.append((C.arg_attr(label, C.ARG_OWNER), C.bounded(buf.owner, limit)))
+    elif buf.alloc is not None:
+        attrs.append((C.arg_attr(label, C.ARG_ALLOC), C.bounded(buf.alloc, limit)))
     if buf.offset is not None:
         attrs.append((C.arg_attr(label, C.ARG_OFFSET), buf.offset))
     if buf.foreign:
@@ -185,6 +187,9 @@ def scope_attributes(
     if begin.site is not None:
         attrs.extend(site_attributes(begin.site, limit, deprecated_code))
     user = end.attributes or begin.attributes
+    ours = C.LOAD_ATTRIBUTES  # a module load's (issue 23): under their own names
+    attrs.extend((k, v) for k, v in user if k in ours)
+    user = tuple((k, v) for k, v in user if k not in ours)
     if user:
         attrs.append((C.SCOPE_ATTRIBUTE_KEYS, tuple(str(k) for k, _ in user)))
         for key, value in user:

@@ -187,6 +187,7 @@ class _Node:
         "span_id",
         "step_index",
         "trace",
+        "window_from",
     )
 
     def __init__(self, trace: _Trace, span_id: bytes, parent: _Node | None, folder: Folder) -> None:
@@ -203,6 +204,7 @@ class _Node:
         self.launches = 0
         self.records = 0  # records directly under a step root (its count bound)
         self.first_start = 0
+        self.window_from = 0  # a step root: when its step_window_s began (after a module load it holds)
         self.last_end = 0
         self.links: tuple = ()
         self.step_index = 0
@@ -299,8 +301,8 @@ class SpanBuilder:
                 continue
             handler(item)
         now = self._clock() if now_ns is None else now_ns
-        for thread, step in list(self._steps.items()):
-            if now - step.first_start >= self._step_window_ns:
+        for thread, step in list(self._steps.items()):  # (one holding a module load still open waits for it)
+            if not step.children and now - step.window_from >= self._step_window_ns:
                 del self._steps[thread]
                 self._close_step(step)
         return self._take()
@@ -348,6 +350,8 @@ class SpanBuilder:
             self._aliases[scope.id] = parent
             return
         span_id = self._span_id()
+        if parent is None and scope.kind == "load":  # a module load outside every scope: in the step root
+            parent = self._step_at(scope.thread, scope.start_ns)  # (not a trace of its own per module)
         if parent is None:
             step = self._steps.get(scope.thread)
             if step is not None:  # "consecutive" means in the thread's order: no run spans this scope
@@ -387,6 +391,10 @@ class SpanBuilder:
         if node is None:
             self.unknown_scope_ends += 1
             return
+        step = node.parent
+        if scope.kind == "load" and step is not None and step.begin is None:  # a load in a step root: the
+            step.window_from = max(step.window_from, scope.end_ns)  # step's window starts after the compile
+            step.last_end = max(step.last_end, scope.end_ns)
         self._close_scope(node, scope, scope.end_ns)
 
     # --- nodes --------------------------------------------------------------------------------------------
@@ -430,21 +438,25 @@ class SpanBuilder:
         return node
 
     def _step_for(self, rec: LaunchRecord) -> _Node:
-        step = self._steps.get(rec.thread)
-        if step is not None and (
-            step.records >= self._step_max or rec.start_ns - step.first_start >= self._step_window_ns
-        ):
-            del self._steps[rec.thread]
+        step = self._step_at(rec.thread, rec.start_ns)
+        step.records += 1
+        return step
+
+    def _step_at(self, thread: int, start_ns: int) -> _Node:
+        """The thread's open step root, or a new one from ``start_ns`` (the open one closed first when it holds
+        ``step_max_spans`` records or its window has passed)."""
+        step = self._steps.get(thread)
+        if step is not None and (step.records >= self._step_max or start_ns - step.window_from >= self._step_window_ns):
+            del self._steps[thread]
             self._close_step(step)
             step = None
         if step is None:
-            step = self._new_root(STEP_SPAN_NAME, self._span_id(), self._app_spans.get(rec.thread))
-            step.first_start = rec.start_ns
-            index = self._step_counts.get(rec.thread, 0)
-            self._step_counts[rec.thread] = index + 1
+            step = self._new_root(STEP_SPAN_NAME, self._span_id(), self._app_spans.get(thread))
+            step.first_start = step.window_from = start_ns
+            index = self._step_counts.get(thread, 0)
+            self._step_counts[thread] = index + 1
             step.step_index = index
-            self._steps[rec.thread] = step
-        step.records += 1
+            self._steps[thread] = step
         return step
 
     def _account(self, node: _Node, rec: LaunchRecord, key: Any) -> None:
@@ -677,13 +689,14 @@ class SpanBuilder:
         trace.used += 1
         attrs = self._record_attributes(rec, key)
         span_id = (self._rng.getrandbits(64) or 1).to_bytes(8, "big")
-        if rec.error is None and len(rec.kernel) <= self._limit:  # the common case, without _make's checks
+        name = rec.kernel + C.ADJOINT_SUFFIX if rec.adjoint else rec.kernel  # C.kernel_title, inlined
+        if rec.error is None and len(name) <= self._limit:  # the common case, without _make's checks
             span = make_span(
-                trace.id, span_id, node.span_id, rec.kernel, rec.start_ns, rec.end_ns, attrs, 0, "", (), (),
+                trace.id, span_id, node.span_id, name, rec.start_ns, rec.end_ns, attrs, 0, "", (), (),
                 self.resource, SCOPE_NAME, __version__,
             )  # fmt: skip
         else:
-            span = self._make(trace.id, span_id, node.span_id, rec.kernel, rec.start_ns, rec.end_ns, attrs, rec.error)
+            span = self._make(trace.id, span_id, node.span_id, name, rec.start_ns, rec.end_ns, attrs, rec.error)
         self._out.append(span)
 
     def _start_folding(self, trace: _Trace) -> None:

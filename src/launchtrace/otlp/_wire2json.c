@@ -790,6 +790,9 @@ static int span(Out *o, const uint8_t *p, size_t n, int depth) {
         default: return UNSURE;
         }
     }
+    /* a span without a 16-byte trace id and an 8-byte span id: the Python path decides (and refuses it) */
+    if (trace.n != 16 || span_id.n != 8)
+        return UNSURE;
     int nf = 0;
     TRY(PUTS(o, "{"));
     if (trace.n) {

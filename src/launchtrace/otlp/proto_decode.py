@@ -64,6 +64,11 @@ def _check_ids(trace_id: bytes, span_id: bytes, what: str) -> str | None:
     return None
 
 
+MAX_BAD_RUN = 10_000
+"""Spans skipped in a row after which the rest of a scope's list is skipped unread, in one problem (the same cap
+as :data:`launchtrace.otlp.json_codec.MAX_BAD_RUN`)."""
+
+
 def spans_from_message(msg: TracesData, *, where: str = "") -> tuple[list[SpanData], list[Problem]]:
     """The spans of a parsed ``TracesData`` message; spans with bad ids or enums are skipped with a problem."""
     spans: list[SpanData] = []
@@ -72,8 +77,14 @@ def spans_from_message(msg: TracesData, *, where: str = "") -> tuple[list[SpanDa
         resource = _attrs(rs.resource.attributes)
         for s, ss in enumerate(rs.scope_spans):
             scope_attrs = _attrs(ss.scope.attributes)
+            bad_run = 0  # spans skipped in a row: past MAX_BAD_RUN the rest of the list is skipped unread
             for i, sp in enumerate(ss.spans):
                 path = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
+                if bad_run >= MAX_BAD_RUN:
+                    rest = len(ss.spans) - i
+                    msg = f"{path}: {rest} more spans skipped unread after {MAX_BAD_RUN} in a row were not spans"
+                    problems.append(Problem(where, msg, skipped=rest))
+                    break
                 bad = _check_ids(sp.trace_id, sp.span_id, "span")
                 if bad is None and sp.parent_span_id and len(sp.parent_span_id) != SPAN_ID_BYTES:
                     bad = f"parent span id {sp.parent_span_id.hex()!r} is not 8 bytes"
@@ -82,8 +93,10 @@ def spans_from_message(msg: TracesData, *, where: str = "") -> tuple[list[SpanDa
                 if bad is None and not 0 <= sp.status.code <= 2:
                     bad = f"unknown status code {sp.status.code}"
                 if bad is not None:
+                    bad_run += 1
                     problems.append(Problem(where, f"{path}: span skipped: {bad}", skipped=1))
                     continue
+                bad_run = 0
                 links = []
                 for k, ln in enumerate(sp.links):
                     bad_link = _check_ids(ln.trace_id, ln.span_id, "link")

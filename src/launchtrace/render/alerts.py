@@ -2,7 +2,8 @@
 
 Labels sent to Alertmanager route and deduplicate: ``alertname`` (one per reason, ``LaunchtraceTopologyDrift``,
 ...), ``service``, ``group`` (``service.version=1.1,host.name=h3``), ``scope``, ``kernel`` (left out for a whole
-scope), ``reason``, ``severity``, and each group-by attribute with dots as underscores (``host_name``).
+scope), ``reason``, ``severity`` (``warning``; ``info`` for a ``host_slowdown``), and each group-by attribute
+with dots as underscores (``host_name``).
 Annotations: ``summary``, ``description`` (the evidence, one line each), ``exemplar_trace_ids`` (comma-separated
 hex) and ``against``. ``startsAt`` is the end of the window read, so the same input gives the same body.
 
@@ -28,13 +29,15 @@ ALERT_NAMES = {
     "new_foreign_buffers": "LaunchtraceNewForeignBuffers",
     "launch_count_change": "LaunchtraceLaunchCountChange",
     "latency_regression": "LaunchtraceLatencyRegression",
+    "host_slowdown": "LaunchtraceHostSlowdown",
 }
 _LABEL = re.compile(r"[^A-Za-z0-9_]")
 
 
 def _headline(a: Alert) -> str:
     kernel = f" kernel {a.kernel}" if a.kernel else ""
-    return f"FIRING {a.reason} [{a.service}] {a.group_label} scope {a.scope}{kernel}"
+    level = "" if a.severity == "warning" else f" ({a.severity})"
+    return f"FIRING {a.reason}{level} [{a.service}] {a.group_label} scope {a.scope}{kernel}"
 
 
 def alerts_as_text(alerts: Sequence[Alert], header: str = "") -> str:
@@ -73,6 +76,7 @@ def alerts_as_markdown(alerts: Sequence[Alert], header: str = "") -> str:
 def alert_as_dict(a: Alert) -> dict[str, Any]:
     return {
         "reason": a.reason,
+        "severity": a.severity,
         "service": a.service,
         "group": dict(zip(a.group_by, a.group)),
         "scope": a.scope,
@@ -105,7 +109,7 @@ def alertmanager_payload(alerts: Sequence[Alert], *, starts_at_ns: int, generato
             "group": a.group_label,
             "scope": a.scope,
             "reason": a.reason,
-            "severity": "warning",
+            "severity": a.severity,
         }
         if a.kernel:
             labels["kernel"] = a.kernel

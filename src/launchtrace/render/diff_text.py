@@ -127,7 +127,7 @@ def _warmup_line(warm: Sequence[WarmUp]) -> str:
 
 def _timing_line(t: TimingChange) -> str:
     v = t.verdict
-    call = v.direction if v.significant else "same"
+    call = v.verdict
     folded = []
     if t.folded_a or t.folded_b:
         folded.append(f" [launches from fold summaries, recorded totals used: {t.folded_a}/{t.folded_b}]")
@@ -142,9 +142,11 @@ def _quantile_name(t: TimingChange) -> str:
     return "median" if t.quantile == 0.5 else f"p{t.quantile * 100:g}"
 
 
+_ORDER = {"slower": 0, "faster": 1, "inconclusive": 2, "same": 3}
+
+
 def _timing_lines(result: TraceDiff, limit: int) -> list[str]:
     tested = [t for t in result.timing if t.verdict.basis != "insufficient"]
-    notable = [t for t in tested if t.verdict.significant]
     few = len(result.timing) - len(tested)
     steps = sorted({t.verdict.basis for t in tested})
     basis = {"runs": "run-level test", "steps-one-run": "steps within runs"}
@@ -154,11 +156,17 @@ def _timing_lines(result: TraceDiff, limit: int) -> list[str]:
     ]
     if result.warmup:
         lines.append(_warmup_line(result.warmup))
+    for d in result.drift:
+        lines.append(f"timing: drift: {d.describe()}")
+    if any(d.applied for d in result.drift):
+        lines.append("timing: kernels and scopes below are judged relative to their run's speed (--absolute: raw)")
+    counts = result.verdict_counts()
+    said = ", ".join(f"{n} {word}" for word, n in counts.items())
     lines.append(
-        f"timing: {plural(len(notable), 'significant change')} over {plural(len(tested), 'group')} with a verdict"
-        + (f" ({few} with too few steps)" if few else "")
+        f"timing: {said} over {plural(len(result.timing), 'group')}"
+        + (f" ({few} with too few steps: inconclusive)" if few else "")
     )
-    ordered = notable + [t for t in tested if not t.verdict.significant]
+    ordered = sorted(result.timing, key=lambda t: _ORDER[t.verdict.verdict])
     lines.extend(_timing_line(t) for t in ordered[:limit])
     if len(ordered) > limit:
         lines.append(f"  ... {len(ordered) - limit} more")
@@ -227,6 +235,8 @@ def _timing_json(t: TimingChange) -> dict[str, Any]:
         "ci_low": _jsonable(v.ci_low),
         "ci_high": _jsonable(v.ci_high),
         "p_value": _jsonable(v.p_value),
+        "verdict": v.verdict,
+        "decide": v.decide,
         "significant": v.significant,
         "direction": v.direction,
         "basis": v.basis,
@@ -240,11 +250,14 @@ def _timing_json(t: TimingChange) -> dict[str, Any]:
 
 
 def diff_as_json(result: TraceDiff) -> dict[str, Any]:
-    """A JSON-ready dict: ``equal``, ``counts``, ``options``, ``runs_a`` / ``runs_b``, ``segments`` (with
-    ``entries``), ``timing`` (one object per group, the verdict's fields inline) and ``warmup``."""
+    """A JSON-ready dict: ``equal``, ``counts``, ``verdicts`` (rows per answer), ``options``, ``runs_a`` /
+    ``runs_b``, ``segments`` (with ``entries``), ``timing`` (one object per group, the verdict's fields inline:
+    ``verdict`` is ``slower``, ``faster``, ``same`` or ``inconclusive``), ``drift`` (runs that ran slower or
+    faster in every kernel) and ``warmup``."""
     return {
         "equal": result.equal,
         "counts": result.counts,
+        "verdicts": result.verdict_counts(),
         "options": {k: _jsonable(v) for k, v in result.options},
         "runs_a": result.runs_a,
         "runs_b": result.runs_b,
@@ -260,6 +273,18 @@ def diff_as_json(result: TraceDiff) -> dict[str, Any]:
             for s in result.segments
         ],
         "timing": [_timing_json(t) for t in result.timing],
+        "drift": [
+            {
+                "side": d.side,
+                "run": d.run,
+                "factor": _jsonable(d.drift.factor),
+                "kernels": d.drift.kernels,
+                "agreeing": d.drift.agreeing,
+                "applied": d.applied,
+                "summary": d.describe(),
+            }
+            for d in result.drift
+        ],
         "warmup": [
             {
                 "side": w.side,
@@ -274,10 +299,21 @@ def diff_as_json(result: TraceDiff) -> dict[str, Any]:
     }
 
 
+_MD_PUNCTUATION = str.maketrans({c: "\\" + c for c in "`*_[]~"})
+
+
 def _md(text: object) -> str:
-    """Table-cell text: control characters escaped, pipes and markup neutralised."""
+    """Table-cell text: control characters escaped, pipes and HTML neutralised, and the characters that make
+    Markdown markup backslash-escaped (brackets: no link ``[x](javascript:...)`` or image ``![i](http://...)`` can
+    form; emphasis, strike-through, code), so a name from a trace renders as the text it is."""
     s = terminal(text).replace("\\", "\\\\").replace("|", "\\|").replace("&", "&amp;").replace("<", "&lt;")
-    return s.replace("`", "\\`")
+    return s.translate(_MD_PUNCTUATION)
+
+
+def _md_code(text: object) -> str:
+    """Text inside a Markdown code span, where backslashes are shown as they are: pipes escaped (a table reads them
+    first), a backtick, which would end the span, shown as a look-alike (U+02CB)."""
+    return terminal(text).replace("|", "\\|").replace("`", "\u02cb")
 
 
 def diff_as_markdown(result: TraceDiff, limit: int = 100) -> str:
@@ -298,7 +334,7 @@ def diff_as_markdown(result: TraceDiff, limit: int = 100) -> str:
             idx = e.index_a if e.index_a is not None else e.index_b
             where = f"#{segs[0].occurrence}" if len(segs) == 1 else f"{_ranges([s.occurrence for s in segs])}"
             lines.append(
-                f"| {_md(segs[0].name)} {where} | {e.kind} | {idx} | `{_md(e.record.kernel)}` "
+                f"| {_md(segs[0].name)} {where} | {e.kind} | {idx} | `{_md_code(e.record.kernel)}` "
                 f"| {_md(what)} | {_md(e.record.site)} |"
             )
         if len(rows) > limit:
@@ -314,11 +350,16 @@ def diff_as_markdown(result: TraceDiff, limit: int = 100) -> str:
         for t in timing:
             v = t.verdict
             p = "-" if v.p_value is None else f"{v.p_value:.2g}"
-            call = v.direction if v.significant else "same"
+            call = v.verdict
             lines.append(
                 f"| {_md(t.group)} | {format_ns(t.low_a_ns)} | {format_ns(t.low_b_ns)} | {_pct(v.effect)} "
                 f"| {_pct(v.ci_low)} .. {_pct(v.ci_high)} | {p} | {v.basis} | {call} |"
             )
         lines.append("")
-        lines.extend(f"- {_md(t.group)}: {_md(t.verdict.reason)}" for t in timing if t.verdict.significant)
+        lines.extend(f"- drift: {_md(d.describe())}" for d in result.drift)
+        lines.extend(
+            f"- {_md(t.group)}: {t.verdict.verdict}: {_md(t.verdict.reason)}"
+            for t in timing
+            if t.verdict.verdict != "same"
+        )
     return "\n".join(lines) + "\n"

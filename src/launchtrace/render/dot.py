@@ -8,7 +8,11 @@ sequence of records or scopes repeated back to back is drawn once inside a "repe
 coloured added / changed, and ``removed`` records are drawn in red in a cluster of their own. Work captured
 into a CUDA graph is drawn inside a purple "captured into graph G" cluster (it ran at each replay, not where it
 was recorded); a replay (``wp.capture_launch``) is a node saying which graph it ran, with a port per buffer
-its graph touches.
+its graph touches. A launch's title marks an adjoint launch (``repulsion (adjoint)``).
+
+Size: at most ``max_records`` record nodes are drawn (repeats collapse first, so a repeated step costs one
+block); the rest are listed in an index node by kernel and count, and the picture is capped at
+``MAX_INCHES`` so Graphviz never reaches its 32767-pixel limit.
 
 Node ids are generated here (``r12``, ``b3``, ``cluster_s4``); every string from the trace goes through
 :mod:`launchtrace.render.escape`, so markup or DOT syntax in a kernel, scope or attribute is inert text.
@@ -26,11 +30,16 @@ import dataclasses
 from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from launchtrace.analysis.dataflow import Dataflow, EdgeKind
+from launchtrace.conventions import kernel_title
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.render.escape import dot_html, dot_quoted
 from launchtrace.topology import find_repeats, topology_key
 
-__all__ = ["STATUS_COLORS", "render_dot"]
+__all__ = ["MAX_INCHES", "MAX_RECORDS", "STATUS_COLORS", "render_dot"]
+
+MAX_RECORDS = 120  # record nodes drawn at most; the rest go to an index node
+MAX_INCHES = 80  # the picture's largest side (Graphviz scales down beyond it): 5760 px at 72 dpi
+_INDEX_ROWS = 12
 
 STATUS_COLORS = {"added": "#b7e4a8", "changed": "#ffd27f", "removed": "#f4a6a6", "": "#e8e8e8"}
 _MAX_SCALARS = 6
@@ -129,11 +138,16 @@ class _Emitter:
         status: Mapping[int, str],
         collapse: bool,
         runs: Callable[[Sequence[Hashable]], list[Run]],
+        max_records: int = MAX_RECORDS,
     ) -> None:
         self.trace, self.flow, self.hide_readonly, self.status = trace, flow, hide_readonly, status
         self.collapse, self.runs = collapse, runs
+        self.max_records = max_records
+        self.drawn = 0
+        self.hidden: list[int] = []  # records past the cap: listed in the index node
         self.lines: list[str] = []
         self.rep: dict[int, int] = {}  # record index -> record drawn for it (itself or its first repetition)
+        self.repeats: dict[int, int] = {}  # a later repetition -> its first (drawn, unless past the cap)
         self.clusters = 0
 
     def emit_tree(self, tree: _Tree, indent: int) -> None:
@@ -161,7 +175,7 @@ class _Emitter:
                 for rep in range(1, run.count):
                     later = tree.children[run.start + rep * run.length : run.start + (rep + 1) * run.length]
                     for a, b in zip(first, [r for item in later for r in _records_under(item)]):
-                        self.rep[b] = a
+                        self.repeats[b] = a
             for item in block:
                 if isinstance(item, int):
                     self.emit_record(item, indent + (run.count > 1))
@@ -173,6 +187,10 @@ class _Emitter:
             self.lines.append("  " * (indent - 1) + "}")
 
     def emit_record(self, i: int, indent: int) -> None:
+        if self.drawn >= self.max_records:
+            self.hidden.append(i)
+            return
+        self.drawn += 1
         self.rep.setdefault(i, i)
         node = _record_node(f"r{i}", self.trace.records[i], self.status.get(i, ""), self.flow.accesses_of(i))
         self.lines.append("  " * indent + node)
@@ -181,7 +199,7 @@ class _Emitter:
 def _record_node(node_id: str, rec: LaunchRecord, status: str, accesses) -> str:
     color = STATUS_COLORS.get(status, STATUS_COLORS[""])
     rows = [
-        f'<TR><TD COLSPAN="2" BGCOLOR="{color}"><B>{dot_html(rec.kernel)}</B></TD></TR>',
+        f'<TR><TD COLSPAN="2" BGCOLOR="{color}"><B>{dot_html(kernel_title(rec.kernel, rec.adjoint))}</B></TD></TR>',
         f'<TR><TD COLSPAN="2">{dot_html(str(rec.op))} dim={dot_html(tuple(rec.dim))}'
         + (f" [{dot_html(status)}]" if status else "")
         + "</TD></TR>",
@@ -221,7 +239,9 @@ def _edges(em: _Emitter, flow: Dataflow) -> list[str]:
         if e.kind != EdgeKind.RAW:
             continue
         read_from_trace.add((e.dst, e.buffer))
-        src, dst = em.rep.get(e.src, e.src), em.rep.get(e.dst, e.dst)
+        if e.src not in em.rep or e.dst not in em.rep:
+            continue  # past the size cap: in the index node
+        src, dst = em.rep[e.src], em.rep[e.dst]
         if src == dst:
             continue
         sp, dp = _port(flow, e.src, e.buffer, "w"), _port(flow, e.dst, e.buffer, "r")
@@ -244,6 +264,8 @@ def _edges(em: _Emitter, flow: Dataflow) -> list[str]:
 
     last_writer: dict[str, tuple[int, str]] = {}
     for i in range(len(flow.records)):
+        if i not in em.rep:
+            continue
         for j, acc in enumerate(flow.accesses_of(i)):
             label = acc.region.label
             from_outside = acc.reads and (i, label) not in read_from_trace and em.rep.get(i, i) == i
@@ -255,12 +277,32 @@ def _edges(em: _Emitter, flow: Dataflow) -> list[str]:
     for label, (i, port) in last_writer.items():
         out.append(f"  r{i}:o{port}:e -> {buffer_node(label, 'o')};")
     for h in flow.hazards:
-        src, dst = em.rep.get(h.edge.src, h.edge.src), em.rep.get(h.edge.dst, h.edge.dst)
+        if h.edge.src not in em.rep or h.edge.dst not in em.rep:
+            continue
+        src, dst = em.rep[h.edge.src], em.rep[h.edge.dst]
         out.append(
             f"  r{src} -> r{dst} [color=red, style=dashed, penwidth=2, constraint=false, "
             f"label={dot_quoted('hazard ' + str(h.edge.kind))}, tooltip={dot_quoted(h.reason)}];"
         )
     return out
+
+
+def _index_node(trace: TraceData, hidden: Sequence[int], cap: int) -> list[str]:
+    """The records past the size cap, by kernel and count, as one note (nothing when all were drawn)."""
+    if not hidden:
+        return []
+    counts: dict[str, int] = {}
+    for i in hidden:
+        rec = trace.records[i]
+        name = kernel_title(rec.kernel, rec.adjoint)
+        counts[name] = counts.get(name, 0) + max(1, rec.repeat)
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    rows = [f'<TR><TD ALIGN="LEFT"><B>{len(hidden)} more records not drawn (cap: {cap} nodes)</B></TD></TR>']
+    rows += [f'<TR><TD ALIGN="LEFT">{dot_html(name)} x{n}</TD></TR>' for name, n in ranked[:_INDEX_ROWS]]
+    if len(ranked) > _INDEX_ROWS:
+        rows.append(f'<TR><TD ALIGN="LEFT">and {len(ranked) - _INDEX_ROWS} more kernels</TD></TR>')
+    table = '<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" BGCOLOR="#fff8d0">' + "".join(rows)
+    return [f"  index [label=<{table}</TABLE>>];"]
 
 
 def render_dot(
@@ -274,6 +316,7 @@ def render_dot(
     direction: str = "LR",
     runs: Callable[[Sequence[Hashable]], list[Run]] = find_runs,
     title: str = "",
+    max_records: int = MAX_RECORDS,
 ) -> str:
     """The DOT text of ``trace``'s dataflow ``flow`` (see the module docstring).
 
@@ -287,17 +330,23 @@ def render_dot(
     """
     if direction not in ("LR", "TB", "RL", "BT"):
         raise ValueError(f"direction must be LR, TB, RL or BT, got {direction!r}")
-    em = _Emitter(trace, flow, hide_readonly, status or {}, collapse_repeats, runs)
+    em = _Emitter(trace, flow, hide_readonly, status or {}, collapse_repeats, runs, max(1, max_records))
     em.emit_tree(_build_tree(trace), 1)
+    for later, first in em.repeats.items():  # repetitions of a drawn block are drawn by it
+        if first in em.rep:
+            em.rep[later] = em.rep[first]
+    em.hidden = [i for i in em.hidden if i not in em.rep]
     lines = [
         'digraph "launchtrace" {',
         f'  graph [rankdir={direction}, fontname="Helvetica,Arial,sans-serif", tooltip=" "'
+        + f', size="{MAX_INCHES},{MAX_INCHES}"'
         + (f", label={dot_quoted(title)}, labelloc=t, fontsize=18" if title else "")
         + "];",
         '  node [shape=plaintext, fontname="Helvetica,Arial,sans-serif", tooltip=" "];',
         '  edge [fontname="Helvetica,Arial,sans-serif", tooltip=" "];',
         *em.lines,
         *_edges(em, flow),
+        *_index_node(trace, em.hidden, max_records),
     ]
     if removed:
         lines.append('  subgraph cluster_removed {\n    label="removed"; color=red; style=dashed;')

@@ -4,16 +4,23 @@ Sections, top to bottom (the order a Warp engineer asks the questions in):
 
 1. header: service, host, pids, devices, versions, wall time, device operations, spans, folded and dropped;
 2. step durations: one point per occurrence of each outermost scope (warm-up and outliers show at a glance;
-   click a point to show that step in the timeline);
+   click a point to show that step in the timeline); the catch-all ``<no scope>`` steps (work outside every
+   scope) are counted under the chart, not plotted, so they never squash the steps, and a step's point leaves
+   out the compile/load inside it (said under the chart, shown on hover);
 3. kernel time: per scope (a selector; "all" by default), a bar per kernel of its share of the time and a
    table of count, total, p50, p95 and share (in the manner of Holistic Trace Analysis' kernel breakdown);
 4. timeline of a chosen step (median and slowest by default, any occurrence from a selector, or the whole
    run): a time axis with ticks, zoom with the wheel, pan by dragging (as in Perfetto and Jaeger), one row
    group per thread and per stream, scopes nested above the work they enclose, hover details with owners,
    arguments and call site; a folded run is one hatched block labelled with its count;
-5. dataflow: the graph of the representative step (Warp's ``Tape.visualize`` style, owner labels) and the
-   hazards found over the whole run;
-6. diff against a baseline, when given: topology changes first, then the timing verdicts.
+5. values (``--value-stats`` runs that wrote NaN/Inf): the first launch that did, with kernel, step, array
+   and site, then the others;
+6. dataflow: the graph of the representative step (Warp's ``Tape.visualize`` style, owner labels) at full
+   size in a scrolling box (click: fit to the width), and the hazards found over the whole run;
+7. diff against a baseline, when given: topology changes first, then the timing verdicts.
+
+The header says how long compiling and loading modules took ("compile/load"): that time is in no kernel's
+row and no launch's bar.
 
 The CSS and JavaScript are inlined from ``report.css`` / ``report.js`` next to this module. Trace strings never
 reach the page as markup: the data sits in a ``<script type="application/json">`` island with ``<``, ``>`` and
@@ -44,10 +51,13 @@ from launchtrace.analysis.runs import Occurrence, merge_run
 from launchtrace.model import TraceData
 from launchtrace.render.escape import html_text, json_for_script
 from launchtrace.render.timeline import TimelineItem, timeline_items
+from launchtrace.steps import NO_SCOPE, STEP_ROOT
 
 __all__ = ["MAX_TIMELINE_ITEMS", "render_report"]
 
 MAX_TIMELINE_ITEMS = 50_000  # beyond this a browser struggles; later steps are listed, not embedded
+MAX_VALUE_LINES = 20
+CATCH_ALL = (NO_SCOPE, STEP_ROOT)  # the steps of work outside every scope (launchtrace.steps)
 
 
 def _asset(name: str) -> str:
@@ -153,6 +163,7 @@ def _header(ov: Overview, title: str) -> str:
         ("traced wall time", f"{wall:.3f} s"),
         ("device operations", f"{f.launches:,}"),
         ("folded", f"{f.folded:,} (times from summaries)"),
+        ("compile/load", ov.loads.line().removeprefix("compile/load: ") if ov.loads.count else "none recorded"),
         ("spans", f"{f.spans:,}"),
         ("dropped spans", f"{f.dropped:,}"),
         ("traces / threads", f"{f.traces:,} / {f.threads:,}"),
@@ -178,7 +189,7 @@ def _timing_table(rows: Sequence[Any]) -> str:
     body = []
     for t in rows:
         v = t.verdict
-        call = v.direction if v.significant else "same"
+        call = v.verdict  # slower, faster, same or inconclusive
         q = "median" if t.quantile == 0.5 else f"p{t.quantile * 100:g}"
         cells = [
             html_text(t.group),
@@ -229,6 +240,69 @@ def _diff_section(diff: Any) -> str:
     return "".join(parts)
 
 
+def _load_ns(o: Occurrence) -> int:
+    """Compile/load time inside a step (its ``warp.module.load`` scopes): left out of the step's point."""
+    return sum(sc.duration_ns for sc in o.data.scopes.values() if sc.kind == "load" and sc.end_ns)
+
+
+def _step_point(o: Occurrence) -> dict[str, Any]:
+    """One point of the step chart: its duration without the compile/load inside it (``ld``, shown on hover)."""
+    load = _load_ns(o)
+    return {
+        "n": o.name,
+        "i": o.index,
+        "s": str(o.start_ns),
+        "d": max(0, o.duration_ns - load),
+        "ld": load,
+        "v": _step_id(o),
+    }
+
+
+def _load_note(plotted: Sequence[Occurrence]) -> str:
+    loaded = [(o, _load_ns(o)) for o in plotted if _load_ns(o)]
+    if not loaded:
+        return ""
+    total = sum(ns for _, ns in loaded) / 1e6
+    which = ", ".join(f"{o.name} #{o.index}" for o, _ in loaded[:5]) + (" ..." if len(loaded) > 5 else "")
+    return (
+        f'<p class="note" id="steps-loads">Compile/load time ({total:,.1f} ms, in {html_text(which)}) is left out '
+        "of the points, so one cold start does not flatten the rest; hover a point to see it.</p>"
+    )
+
+
+def _apart_note(apart: Sequence[Occurrence]) -> str:
+    """What the step chart leaves out: the catch-all roots of work outside every scope, counted."""
+    if not apart:
+        return ""
+    total = sum(o.duration_ns for o in apart) / 1e6
+    return (
+        f'<p class="note" id="steps-apart">Not plotted: {len(apart):,} {html_text(NO_SCOPE)} step(s), the work '
+        f"outside every scope ({total:,.1f} ms in all; in the timeline's step list).</p>"
+    )
+
+
+def _values_section(ov: Overview) -> str:
+    """The launches whose outputs held NaN/Inf: the first one in words, then each (kernel, array) once."""
+    first = ov.values[0]
+    seen: set[tuple[str, str]] = set()
+    rest = []
+    for bad in ov.values[1:]:
+        if (bad.kernel, bad.param) not in seen and (bad.kernel, bad.param) != (first.kernel, first.param):
+            seen.add((bad.kernel, bad.param))
+            rest.append(bad)
+    items = "".join(f"<li>{html_text(b.line())}</li>" for b in rest[:MAX_VALUE_LINES])
+    more = len(rest) - MAX_VALUE_LINES
+    return (
+        '<section id="values" class="values"><h2>Values</h2>'
+        f'<p class="bad">{html_text(first.line())}</p>'
+        f'<p class="note">{html_text(ov.values_steps)}. Value statistics of every written array '
+        f"(--value-stats); {len({id(b.record) for b in ov.values}):,} launches wrote NaN or Inf.</p>"
+        + (f"<h3>Then</h3><ul>{items}</ul>" if items else "")
+        + (f'<p class="note">and {more:,} more</p>' if more > 0 else "")
+        + "</section>"
+    )
+
+
 def render_report(
     traces: Sequence[TraceData],
     ov: Overview,
@@ -243,7 +317,9 @@ def render_report(
     ``diff`` a ``TraceDiff`` against the baseline; ``graph_svg`` the SVG bytes of the representative step's
     dataflow graph (``None``: the section says why, from ``graph_note``); ``hazards`` one line each."""
     views, defaults, left_out = _views(traces, ov)
-    steps = [{"n": o.name, "i": o.index, "s": str(o.start_ns), "d": o.duration_ns, "v": _step_id(o)} for o in ov.steps]
+    plotted = [o for o in ov.steps if o.name not in CATCH_ALL] or list(ov.steps)  # the catch-all steps apart
+    apart = [o for o in ov.steps if o not in plotted]
+    steps = [_step_point(o) for o in plotted]
     data = {"views": views, "defaults": defaults, "steps": steps, "kernels": _kernels(ov)}
     rep = ov.representative
     parts = [
@@ -256,10 +332,15 @@ def render_report(
         f"<style>{_asset('report.css')}</style></head><body>",
         _header(ov, title),
         '<nav><a href="#steps">steps</a><a href="#kernels">kernels</a><a href="#timeline-section">timeline</a>'
-        '<a href="#dataflow">dataflow</a>' + ('<a href="#diff">diff</a>' if diff is not None else "") + "</nav>",
+        + ('<a href="#values">values</a>' if ov.values else "")
+        + '<a href="#dataflow">dataflow</a>'
+        + ('<a href="#diff">diff</a>' if diff is not None else "")
+        + "</nav>",
         '<section id="steps"><h2>Step durations</h2>'
         '<p class="note">One point per occurrence of each outermost scope, in run order. Click one to see it in the '
         "timeline.</p>"
+        + _apart_note(apart)
+        + _load_note(plotted)
         + (f'<p class="note">{html_text(ov.inferred)}.</p>' if ov.inferred else "")
         + '<div id="steps-chart" class="chart"></div></section>',
         '<section id="kernels"><h2>Kernel time</h2><label>scope <select id="kernel-scope"></select></label>'
@@ -272,6 +353,8 @@ def render_report(
     if left_out:
         parts.append(f'<p class="note">{left_out:,} more step(s) not embedded (over {MAX_TIMELINE_ITEMS:,} bars).</p>')
     parts.append('<div id="timelines"></div><div id="tip" role="tooltip"></div></section>')
+    if ov.values:
+        parts.append(_values_section(ov))
     parts.append('<section id="dataflow"><h2>Dataflow</h2>')
     if rep is not None:
         parts.append(
@@ -282,7 +365,10 @@ def render_report(
         )
     if graph_svg:
         b64 = base64.b64encode(graph_svg).decode("ascii")
-        parts.append(f'<div class="graph"><img alt="dataflow graph" src="data:image/svg+xml;base64,{b64}"></div>')
+        parts.append(
+            '<p class="note">At full size: scroll to pan; click the graph to fit it to the width (and back).</p>'
+            f'<div class="graph"><img alt="dataflow graph" src="data:image/svg+xml;base64,{b64}"></div>'
+        )
     else:
         parts.append(f'<p class="note">{html_text(graph_note or "no graph")}</p>')
     parts.append("<h3>Hazards (whole run, every thread)</h3>")

@@ -25,6 +25,14 @@
     if (a < 1e9) return (ns / 1e6).toPrecision(3) + " ms";
     return (ns / 1e9).toPrecision(3) + " s";
   }
+  // A tick's label with as many decimals as its step needs: zoomed into 7.14-7.18 s in steps of 5 ms the ticks
+  // read 7.145 s, 7.150 s, ... (dur()'s three significant digits would repeat 7.15 s).
+  function tickLabel(v, step) {
+    const a = Math.abs(v);
+    const [scale, unit] = a < 1e3 ? [1, " ns"] : a < 1e6 ? [1e3, " us"] : a < 1e9 ? [1e6, " ms"] : [1e9, " s"];
+    const digits = Math.min(9, Math.max(0, Math.ceil(-Math.log10(step / scale) - 1e-9)));
+    return (v / scale).toFixed(digits) + unit;
+  }
   // Round tick steps (1, 2, 5 x 10^k) giving about `want` ticks over [t0, t1].
   function ticks(t0, t1, want) {
     const span = Math.max(t1 - t0, 1e-9);
@@ -80,7 +88,9 @@
       const c = svg("circle", { cx: x(i), cy: y(s.d), r: 4, class: "step-point",
         fill: COLORS[names.indexOf(s.n) % COLORS.length] });
       c.dataset.view = s.v;
-      c.addEventListener("mousemove", ev => showTip(ev, [["scope", s.n], ["occurrence", "#" + s.i], ["duration", dur(s.d)]]));
+      const tipRows = [["scope", s.n], ["occurrence", "#" + s.i], ["duration", dur(s.d)]];
+      if (s.ld) tipRows.push(["compile/load (not in the point)", dur(s.ld)]);
+      c.addEventListener("mousemove", ev => showTip(ev, tipRows));
       c.addEventListener("mouseleave", hideTip);
       c.addEventListener("click", () => selectView(s.v));
       box.appendChild(c);
@@ -159,6 +169,13 @@
     }
     return order;
   }
+  // A label too long for its bar keeps its end ("...repulsion (adjoint)"): a kernel's own name is at the end,
+  // its module ("__main__.") at the start. 10px text: about 6 px a character, 4 px of padding and border.
+  function elideLeft(label, px) {
+    const fits = Math.floor((px - 4) / 6);
+    if (label.length <= fits) return label;
+    return fits >= 8 ? "..." + label.slice(label.length - (fits - 3)) : "";  // at least 5 characters of the name
+  }
   function Timeline(view) {
     const root = el("div", "timeline");
     root.dataset.view = view.id;
@@ -178,8 +195,10 @@
       track.style.height = (lane.rows * ROW + 2) + "px";
       for (const it of lane.items) {
         const kind = ["scope", "launch", "copy", "fill", "fold", "graph_launch"].includes(it.k) ? it.k : "other";
-        const bar = el("div", "bar " + kind, it.k === "fold" ? it.n + " (folded, " + it.c + " ops)" : it.n);
+        const label = it.k === "fold" ? it.n + " (folded, " + it.c + " ops)" : it.n;
+        const bar = el("div", "bar " + kind, label);
         if (it.r >= 0) bar.dataset.record = String(it.r);
+        bar.dataset.label = label;
         bar.style.top = (it.row * ROW) + "px";
         bar.addEventListener("mousemove", ev => showTip(ev, it.h));
         bar.addEventListener("mouseleave", hideTip);
@@ -197,12 +216,14 @@
         const left = Math.max(it.s, t0), right = Math.min(Math.max(it.e, it.s), t1);
         bar.style.display = "";
         bar.style.left = ((left - t0) * k) + "px";
-        bar.style.width = Math.max((right - left) * k, 1) + "px";
+        const px = Math.max((right - left) * k, 1);
+        bar.style.width = px + "px";
+        bar.textContent = elideLeft(bar.dataset.label, px);
       }
       axis.replaceChildren();
       const tk = ticks(t0, t1, Math.max(2, Math.floor(width / 110)));
       for (const v of tk.values) {
-        const tick = el("div", "tick", dur(v));
+        const tick = el("div", "tick", tickLabel(v, tk.step));
         tick.style.left = (LABEL + (v - t0) * k) + "px";
         axis.appendChild(tick);
       }
@@ -280,7 +301,7 @@
     window.addEventListener("resize", () => { for (const tl of document.getElementById("timelines").children) tl.draw(); });
   }
 
-  for (const g of document.querySelectorAll(".graph")) g.addEventListener("click", () => g.classList.toggle("full"));
+  for (const g of document.querySelectorAll(".graph")) g.addEventListener("click", () => g.classList.toggle("fit"));
   drawSteps();
   setupKernels();
   setupTimeline();

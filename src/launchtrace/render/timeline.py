@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from launchtrace.conventions import kernel_title
 from launchtrace.model import LaunchRecord, ScopeRecord, TraceData
 
 __all__ = ["TimelineItem", "lane_name", "lane_of_record", "record_details", "scope_details", "timeline_items"]
@@ -59,7 +60,7 @@ def lane_of_record(rec: LaunchRecord) -> str:
 
 
 def _owner(b) -> str:
-    return b.owner + (f"+{b.offset}" if b.offset else "") if b.owner is not None else f"0x{b.ptr:x}"
+    return b.label  # owner (+offset), else the allocation's name, else the pointer
 
 
 def record_details(rec: LaunchRecord) -> tuple[tuple[str, str], ...]:
@@ -109,7 +110,7 @@ def _fold_item(t: int, depth: int, recs: list[tuple[int, LaunchRecord]]) -> Time
     first = recs[0][1]
     fold = first.fold
     assert fold is not None
-    kernels = list(dict.fromkeys(r.kernel.rsplit(".", 1)[-1] for _, r in recs[: fold.period]))
+    kernels = list(dict.fromkeys(kernel_title(r.kernel, r.adjoint).rsplit(".", 1)[-1] for _, r in recs[: fold.period]))
     details: list[tuple[str, str]] = [
         ("folded", f"{fold.count} repetitions of {fold.period} record(s), {fold.count * fold.period} in all"),
         ("times", "from the summary span: per-launch times were not recorded"),
@@ -171,7 +172,7 @@ def timeline_items(traces: Sequence[TraceData]) -> list[TimelineItem]:
                     t,
                     lane_name(rec),
                     str(rec.op),
-                    rec.kernel,
+                    kernel_title(rec.kernel, rec.adjoint),
                     rec.start_ns,
                     rec.end_ns,
                     depth if rec.stream is None else 0,

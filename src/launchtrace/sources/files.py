@@ -57,6 +57,9 @@ orjson builds the whole value before it can say it is broken (a 100 MiB line of 
 a longer one is refused, named, unread. The fast readers take valid OTLP lines of any size first."""
 
 _GZIP_MAGIC = b"\x1f\x8b"
+MAX_EMPTY_OBJECTS = 100_000
+"""Empty JSON objects (``{}``: an empty span, resource or value) a long line the compiled reader refused may hold
+before it is skipped unread: a line of our sink or the Collector's holds a few per span at most."""
 _BOM = b"\xef\xbb\xbf"
 _BUFFER_BYTES = 1 << 18
 _OTHER_ENCODINGS = (  # byte order marks of text that is not UTF-8, longest first
@@ -183,6 +186,21 @@ class SpanFile:
                 where = f"{self.name}:byte {offset}"
                 yield self._decoded(where, _proto.decode_traces_bytes(body, where=where))
 
+    def _decode_line(self, line: bytes | memoryview) -> tuple[list[SpanData] | None, int]:
+        """What ``FastLineDecoder.decode`` answers, and, for a long line the compiled reader has no answer for, the
+        number of empty objects in it when past :data:`MAX_EMPTY_OBJECTS` (then ``None``: the Python paths would
+        build every one of them, 2.7 GB for 10,000,000 empty spans, before saying they are no spans)."""
+        fast = self._fast
+        if fast.compiled is not None:
+            spans = fast.compiled.decode(line)
+            if spans is not None:
+                return spans, 0
+        text = bytes(line)  # the same object when it is bytes; a view of a read buffer is copied here, once
+        empty = _empty_objects(text)
+        if empty:
+            return None, empty
+        return fast.decode_python(text), 0
+
     def _decoded(self, where: str, result: tuple[list[SpanData], list[Problem]]) -> tuple[str, list[SpanData]]:
         spans, problems = result
         for p in problems:
@@ -192,10 +210,16 @@ class SpanFile:
     def _json(self, suffix: str, maybe_proto: bool) -> Iterator[tuple[str, list[SpanData]]]:
         first = self._stream.readline().removeprefix(_BOM)  # a UTF-8 byte order mark says nothing more
         with _gc_paused():
-            spans = self._fast.decode(first)
+            spans, empty = self._decode_line(first)
         if spans is not None:  # an OTLP TracesData line and nothing else: what the general path calls otlp-jsonl
             self.format = "otlp-jsonl" + suffix
             yield f"{self.name}:1", spans
+            yield from self._lines(_read_lines(self._stream), 2)
+            return
+        if empty:  # no objects built for them: the line is skipped, the next lines are read
+            self.format = "otlp-jsonl" + suffix
+            problem = Problem(f"{self.name}:1", f"{empty} empty objects in one line: not spans, skipped")
+            self.log.add(problem, skipped_lines=1)
             yield from self._lines(_read_lines(self._stream), 2)
             return
         first_obj = _loads_or_none(first)
@@ -239,13 +263,15 @@ class SpanFile:
         for lineno, line in enumerate(stream, start):
             where = f"{self.name}:{lineno}"
             with _gc_paused():
-                spans = self._fast.decode(line)  # a view of _read_lines' buffer is read in place, not copied
+                spans, empty = self._decode_line(line)  # a view of _read_lines' buffer is read in place
                 if spans is None:
                     line = bytes(line)
                     if not line or line.isspace():  # as `not line.strip()`, without copying a line of megabytes
                         continue
                     if len(line) > MAX_JSON_BYTES:  # orjson would build objects several times its size first
                         obj, problem = None, Problem(where, _too_long(len(line)))
+                    elif empty:  # 10,000,000 empty spans: a cap before any object is built
+                        obj, problem = None, Problem(where, f"{empty} empty objects in one line: not spans, skipped")
                     else:
                         try:
                             obj = orjson.loads(line)
@@ -328,6 +354,14 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _empty_objects(line: bytes) -> int:
+    """How many empty JSON objects a line of 1 MiB or more holds when that is past :data:`MAX_EMPTY_OBJECTS`, else 0."""
+    if len(line) < 1 << 20:
+        return 0
+    n = line.count(b"{}")
+    return n if n > MAX_EMPTY_OBJECTS else 0
 
 
 def _too_long(size: int) -> str:

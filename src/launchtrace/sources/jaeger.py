@@ -101,7 +101,29 @@ class JaegerSource:
         answer = self.client.get("/api/v3/traces", params=params, allow=frozenset({200, 404}))
         if answer.status == 404:  # "No traces found": an empty result
             return []
-        return _first_traces(_decode(answer, log), query.limit)
+        spans = _decode(answer, log)
+        if query.attributes:  # Jaeger 2.12's HTTP API ignores query.attributes: filter here, whatever it did
+            spans = _with_attributes(spans, query.attributes)
+        return _first_traces(spans, query.limit)
+
+
+def _with_attributes(spans: list[SpanData], wanted: tuple[tuple[str, str], ...]) -> list[SpanData]:
+    """The spans of the traces where one span has every ``wanted`` attribute (span or resource; values compared as
+    text, as typed on the command line)."""
+
+    def matches(span: SpanData) -> bool:
+        have = {k: v for k, v in span.resource}
+        have.update(span.attributes)
+        return all(k in have and _text(have[k]) == v for k, v in wanted)
+
+    kept = {s.trace_id for s in spans if matches(s)}
+    return [s for s in spans if s.trace_id in kept]
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _first_traces(spans: list[SpanData], limit: int) -> list[SpanData]:

@@ -219,6 +219,7 @@ class _TraceRebuilder:
             self._warn(f"scope {span.name!r} was still open when exported")
         keys = _tuple(d.get(C.SCOPE_ATTRIBUTE_KEYS, ()))
         user = tuple((k, d.get(C.scope_user_attr(k))) for k in keys)
+        user += tuple((k, d[k]) for k in C.LOAD_ATTRIBUTES if k in d)  # a module load's (issue 23)
         return ScopeRecord(
             id=_int(d[C.SCOPE_ID]),
             name=span.name,
@@ -420,7 +421,7 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
     probes: list = [] if start_ns is None else [DeviceTime(_int(start_ns), _int(d.get(C.DEVICE_TIME_END, start_ns)))]
     for text, label in zip(array_keys, array_labels):
         key = C.decode_key(text)
-        n_ptr, n_owner, n_offset, n_shape, n_dtype, n_bytes, n_foreign, n_access, n_name = _arg_names(label)
+        n_ptr, n_owner, n_offset, n_shape, n_dtype, n_bytes, n_foreign, n_access, n_name, n_alloc = _arg_names(label)
         ptr = _int(d.get(n_ptr, 0))
         arrays.append((key, ptr))
         n_mean, n_std, n_min, n_max, n_skipped = _stats_names(label)
@@ -431,6 +432,7 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
             continue
         offset = d.get(n_offset)
         owner = d.get(n_owner)
+        alloc = d.get(n_alloc)
         buffers.append(
             BufferArg(
                 key,
@@ -443,6 +445,7 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
                 None if offset is None else _int(offset),
                 bool(d.get(n_foreign, False)),
                 str(d.get(n_access, "")),
+                None if alloc is None else str(alloc),
             )
         )
     scalars = tuple(

@@ -14,10 +14,27 @@ Two ways to ask:
   when the group is slower than the others pooled.
 
 Latency verdicts come from :func:`launchtrace.analysis.verdicts.compare_runs` over runs' per-step values (warm-up
-steps dropped with :func:`~launchtrace.analysis.verdicts.warmup_steps`), only "slower" fires, and the
-significance level is divided among the latency comparisons made for one group (Bonferroni: ``alpha`` is the
-chance that a group that did not change raises any latency alert), so that many kernels do not raise false
-alarms by sheer number.
+steps dropped with :func:`~launchtrace.analysis.verdicts.warmup_steps`); only "slower" fires. For each group:
+
+1. **Host-wide drift first.** The group's speed factor across all its kernels
+   (:func:`launchtrace.analysis.drift.speed_factor`): when every kernel ran slower by about the same factor (a
+   busy machine, a lower CPU clock), the group's values are divided by the factor before its kernels and
+   scopes are judged (``AlertOptions.absolute``: not divided), and from :data:`HOST_SLOWDOWN_ALERT` on it is
+   one ``host_slowdown`` alert of severity ``info``, never a ``latency_regression``.
+2. **The same floors as ``launchtrace diff``**: a change must exceed ``min_change`` (relative); judged from
+   fewer than ``min_runs`` runs per side, the one-run bound (25 %, the steps' spread, and
+   :data:`MIN_ABS_CHANGE_NS` per step); over runs, :data:`RUNS_MIN_ABS_CHANGE_NS` per step (a few
+   microseconds on a tiny kernel are no page, and the time between a baseline and a window moves them).
+3. **Benjamini-Hochberg over the group's comparisons** (false discovery rate ``alpha``): the p-values are sorted
+   and the ``k`` smallest fire when the k-th is at most ``k / m * alpha``. Unlike dividing ``alpha`` among
+   ``m`` tests, the strongest change always needs only ``alpha / m``, and the bootstrap's p-value extrapolates
+   its tail past the resampling floor (:func:`~launchtrace.analysis.verdicts.compare_runs`), so no number of
+   kernels can make an alert impossible.
+
+Latency alerts need at least one run with ``min_steps`` steps after warm-up on each side; with fewer than
+``min_runs`` runs on the host (or in the reference), the host is judged as one run and its alert says so (the
+one-run bound: only large changes fire). Every alert's evidence names the hosts (and, where the grouping holds
+them, the builds) its steps came from and those of its reference.
 
 Everything is deterministic: same inputs, same alerts in the same order.
 
@@ -44,7 +61,11 @@ __all__ = [
     "DEFAULT_MIN_CHANGE",
     "DEFAULT_MIN_RUNS",
     "DEFAULT_MIN_STEPS",
+    "HOST_SLOWDOWN_ALERT",
+    "MIN_ABS_CHANGE_NS",
     "REASONS",
+    "RUNS_MIN_ABS_CHANGE_NS",
+    "SEVERITY",
     "Alert",
     "AlertOptions",
     "against_baseline",
@@ -56,8 +77,23 @@ DEFAULT_ALPHA = 0.01
 DEFAULT_MIN_CHANGE = 0.10
 DEFAULT_MIN_RUNS = 3
 DEFAULT_MIN_STEPS = 5
+MIN_ABS_CHANGE_NS = 50_000.0
+"""Judged as one run, a kernel or scope must slow by at least this much per step (``launchtrace diff``'s floor,
+:data:`launchtrace.analysis.diff.ONE_RUN_MIN_DELTA_NS`): a 10 us kernel moves by more than its own time between
+processes."""
+RUNS_MIN_ABS_CHANGE_NS = 10_000.0
+"""Judged over runs, a kernel or scope must still slow by at least this much per step: the runs' spread is
+measured, the time between a baseline and a window is not, and it moves tiny kernels most (a 16 us kernel
++12 % over three runs per host fired in 1 of 3 runs of ``tests/test_fleet_alerts.py`` without it)."""
+HOST_SLOWDOWN_ALERT = 0.25
+"""A host-wide slowdown is its own ``host_slowdown`` alert from this factor on (1.25x); a smaller one (at least
+``min_change``, every kernel together) is still divided out before the kernels are judged, and named in their
+alerts' evidence, without an alert of its own (a 10 % busier machine is the weather, not news)."""
 MAX_EVIDENCE = 12
-REASONS = ("topology_drift", "new_foreign_buffers", "launch_count_change", "latency_regression")
+MAX_HOSTS = 8
+REASONS = ("topology_drift", "new_foreign_buffers", "launch_count_change", "latency_regression", "host_slowdown")
+SEVERITY = {"host_slowdown": "info"}
+"""Severity per reason (``warning`` when not listed): a host-wide slowdown is the environment, not the program."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,13 +101,17 @@ class AlertOptions:
     """``alpha``: the false-alarm level of one group's latency comparisons together; ``min_change``: the
     smallest slowdown worth an alert (0.10: 10%); ``min_runs`` / ``min_steps``: see
     :func:`~launchtrace.analysis.verdicts.compare_runs`; ``scopes``: only these scopes (empty: all but records
-    outside any scope)."""
+    outside any scope); ``absolute``: judge raw times, not relative to a host-wide slowdown;
+    ``min_abs_change_ns``: the one-run floor per step."""
 
     alpha: float = DEFAULT_ALPHA
     min_change: float = DEFAULT_MIN_CHANGE
     min_runs: int = DEFAULT_MIN_RUNS
     min_steps: int = DEFAULT_MIN_STEPS
     scopes: tuple[str, ...] = ()
+    absolute: bool = False
+    min_abs_change_ns: float = MIN_ABS_CHANGE_NS
+    runs_min_abs_change_ns: float = RUNS_MIN_ABS_CHANGE_NS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +131,11 @@ class Alert:
     exemplars: tuple[str, ...]
     against: str  # "baseline group", "baseline (all groups)", "peers"
     values: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def severity(self) -> str:
+        """``warning``, or ``info`` for a host-wide slowdown (:data:`SEVERITY`)."""
+        return SEVERITY.get(self.reason, "warning")
 
     @property
     def group_label(self) -> str:
@@ -185,6 +230,7 @@ class _Comparison:
     b: list[list[float]]
     exemplar: str
     make: _AlertMaker
+    reference: str = ""  # the reference's hosts (and builds), for the evidence
 
 
 def _latency_pairs(scope_now: ScopeAcc, reference: ScopeAcc) -> Iterable[tuple[str, LatencyAcc, LatencyAcc]]:
@@ -194,49 +240,145 @@ def _latency_pairs(scope_now: ScopeAcc, reference: ScopeAcc) -> Iterable[tuple[s
             yield key[0], reference.kernels[key], scope_now.kernels[key]
 
 
+def _ready(c: _Comparison, options: AlertOptions) -> bool:
+    return bool(c.a and c.b) and sum(map(len, c.a)) >= options.min_steps and sum(map(len, c.b)) >= options.min_steps
+
+
+def _level(runs: list[list[float]]) -> float:
+    """The p10 step of runs pooled (what a speed factor compares)."""
+    from launchtrace.analysis.verdicts import DEFAULT_QUANTILE
+
+    values = sorted(v for r in runs for v in r)
+    if not values:
+        return math.nan
+    pos = DEFAULT_QUANTILE * (len(values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
+
+
+def _host_drift(family: list[_Comparison], options: AlertOptions) -> tuple[list[Alert], float]:
+    """A group's host-wide slowdown: the ``host_slowdown`` alert (or none) and the factor its values are divided
+    by (1 when none applies, or with ``absolute``). Only a slowdown: a host that ran faster in everything is no
+    alarm, and dividing by its factor would make its unchanged kernels look slower."""
+    from launchtrace.analysis.drift import speed_factor
+
+    kernels = [c for c in family if c.kernel]
+    ref = {f"{c.scope}\x00{c.kernel}": _level(c.a) for c in kernels}
+    now = {f"{c.scope}\x00{c.kernel}": _level(c.b) for c in kernels}
+    drift = speed_factor(ref, now, threshold=options.min_change)
+    if not (drift.applies and drift.factor > 1.0):
+        return [], 1.0
+    used = 1.0 if options.absolute else drift.factor
+    if drift.factor < 1.0 + HOST_SLOWDOWN_ALERT:
+        return [], used
+    c = family[0]
+    summary = drift.describe("the host") + ": the environment (load, clocks), not a kernel change"
+    judged = (
+        "raw times (--absolute)"
+        if options.absolute
+        else f"its kernels and scopes judged relative to {drift.factor:.2f}x"
+    )
+    evidence = (
+        f"median of {drift.kernels} kernels' p10 step against the reference: {drift.factor:.3f}x; {judged}",
+        *_where(c),
+    )
+    values = (("factor", _num(drift.factor)), ("kernels", drift.kernels), ("agreeing", drift.agreeing))
+    alert = c.make("host_slowdown", c.scope, "", summary, evidence, (c.exemplar,), values)
+    return [alert], used
+
+
+def _where(c: _Comparison) -> tuple[str, ...]:
+    """The evidence line naming the reference's hosts (and builds); the group's own come with every alert."""
+    return (f"reference: {c.reference or 'n/a'}",)
+
+
+def _benjamini_hochberg(p_values: list[float], alpha: float) -> float:
+    """The Benjamini-Hochberg threshold: the largest ``k / m * alpha`` that the k-th smallest p-value is under
+    (0.0 when none is: nothing fires)."""
+    m = len(p_values)
+    threshold = 0.0
+    for k, p in enumerate(sorted(p_values), start=1):
+        if p <= k / m * alpha:
+            threshold = k / m * alpha
+    return threshold
+
+
 def _judge(comparisons: list[_Comparison], options: AlertOptions) -> list[Alert]:
-    """Run the comparisons that have enough data, at ``alpha`` divided among them; alerts for the slower ones."""
+    """Per group: host-wide drift, then every comparison with enough data at the Benjamini-Hochberg threshold of
+    the group's p-values; alerts for the slower ones (see the module docstring)."""
+    families: dict[tuple[str, ...], list[_Comparison]] = {}
+    for c in comparisons:
+        if _ready(c, options):
+            families.setdefault(c.make.group.values, []).append(c)
+    out: list[Alert] = []
+    for family in families.values():
+        drift_alerts, factor = _host_drift(family, options)
+        out.extend(drift_alerts)
+        if factor != 1.0:
+            family = [dataclasses.replace(c, b=[[v / factor for v in r] for r in c.b]) for c in family]
+        first = [_compare(c, options.alpha, options) for c in family]
+        threshold = _benjamini_hochberg([1.0 if v.p_value is None else v.p_value for v in first], options.alpha)
+        for c, v in zip(family, first):
+            if threshold == 0.0 or v.p_value is None or v.p_value > threshold:
+                continue
+            v = _compare(c, min(threshold * (1 + 1e-9), 0.999), options)  # the interval at the corrected level
+            # an absolute floor over runs too: +2 us on a 16 us kernel is no page (one run: compare_runs' own floor)
+            floor = options.min_abs_change_ns if v.basis == "steps-one-run" else options.runs_min_abs_change_ns
+            if v.significant and v.direction == "slower" and v.effect * _level(c.a) >= floor:
+                out.append(_latency_alert(c, v, threshold, len(family), factor, options))
+    return out
+
+
+def _compare(c: _Comparison, alpha: float, options: AlertOptions):
     from launchtrace.analysis.verdicts import compare_runs
 
-    ready = [
-        c
-        for c in comparisons
-        if c.a and c.b and sum(map(len, c.a)) >= options.min_steps and sum(map(len, c.b)) >= options.min_steps
-    ]
-    family: dict[tuple[str, ...], int] = {}
-    for c in ready:
-        family[c.make.group.values] = family.get(c.make.group.values, 0) + 1
-    out = []
-    for c in ready:
-        tests = family[c.make.group.values]
-        alpha = options.alpha / tests
-        v = compare_runs(
-            c.a, c.b, alpha=alpha, min_change=options.min_change, min_runs=options.min_runs, min_steps=options.min_steps
+    return compare_runs(
+        c.a,
+        c.b,
+        alpha=alpha,
+        min_change=options.min_change,
+        min_runs=options.min_runs,
+        min_steps=options.min_steps,
+        min_abs_change=options.min_abs_change_ns,
+    )
+
+
+def _latency_alert(c: _Comparison, v, threshold: float, tests: int, factor: float, options: AlertOptions) -> Alert:
+    what = c.kernel or f"scope {c.scope!r}"
+    relative = f", relative to the host's {factor:.2f}x slowdown" if factor != 1.0 else ""
+    one_run = ""
+    if v.basis == "steps-one-run":
+        one_run = (
+            f"; {v.n_runs_b} run(s) here against {v.n_runs_a}: judged as one run, only a change beyond "
+            f"{v.detectable_change:.0%} fires ({options.min_runs} runs per side would tell smaller ones)"
         )
-        if not (v.significant and v.direction == "slower"):
-            continue
-        what = c.kernel or f"scope {c.scope!r}"
-        summary = f"{what} {v.effect:+.0%} slower ({v.n_runs_b} runs against {v.n_runs_a}, basis {v.basis})"
-        evidence = (
-            v.reason,
-            f"effect {v.effect:+.1%}, interval {v.ci_low:+.1%} .. {v.ci_high:+.1%} at level {1 - alpha:.4g}, "
-            f"p={_p(v.p_value)} (alpha {options.alpha} over the group's {tests} comparisons)",
-            f"median step {_ms(_median(c.b))} vs {_ms(_median(c.a))} in the reference; "
-            f"steps {v.n_steps_b} vs {v.n_steps_a}",
-        )
-        values = (
-            ("effect", _num(v.effect)),
-            ("ci_low", _num(v.ci_low)),
-            ("ci_high", _num(v.ci_high)),
-            ("p_value", _num(v.p_value)),
-            ("basis", v.basis),
-            ("runs", v.n_runs_b),
-            ("reference_runs", v.n_runs_a),
-            ("steps", v.n_steps_b),
-            ("reference_steps", v.n_steps_a),
-        )
-        out.append(c.make("latency_regression", c.scope, c.kernel, summary, evidence, (c.exemplar,), values))
-    return out
+    summary = (
+        f"{what} {v.effect:+.0%} slower{relative} ({v.n_runs_b} runs against {v.n_runs_a}, basis {v.basis}){one_run}"
+    )
+    evidence = (
+        v.reason,
+        f"effect {v.effect:+.1%}, interval {v.ci_low:+.1%} .. {v.ci_high:+.1%} at level {1 - threshold:.4g}, "
+        f"p={_p(v.p_value)} (Benjamini-Hochberg at false discovery rate {options.alpha} over the group's "
+        f"{tests} comparisons: fires at p <= {threshold:.2g})",
+        f"median step {_ms(_median(c.b))} vs {_ms(_median(c.a))} in the reference; "
+        f"steps {v.n_steps_b} vs {v.n_steps_a}",
+        *_where(c),
+    )
+    values = (
+        ("effect", _num(v.effect)),
+        ("ci_low", _num(v.ci_low)),
+        ("ci_high", _num(v.ci_high)),
+        ("p_value", _num(v.p_value)),
+        ("threshold", _num(threshold)),
+        ("basis", v.basis),
+        ("runs", v.n_runs_b),
+        ("reference_runs", v.n_runs_a),
+        ("steps", v.n_steps_b),
+        ("reference_steps", v.n_steps_a),
+        ("host_factor", _num(factor)),
+    )
+    return c.make("latency_regression", c.scope, c.kernel, summary, evidence, (c.exemplar,), values)
 
 
 def _median(runs: list[list[float]]) -> float:
@@ -264,9 +406,31 @@ def _num(x: float | None) -> float | None:
 # ---------------------------------------------------------------------------------------------------------
 
 
+def hosts_and_builds(group_by: tuple[str, ...], groups: Sequence[GroupAcc]) -> str:
+    """``hosts h1 (2 runs), h2 (1 run); builds 1.1`` for evidence: hosts from the runs' keys
+    (``host.name/pid/instance``), builds from the groups' ``service.version`` when the grouping holds it."""
+    hosts: dict[str, int] = {}
+    for g in groups:
+        for run in sorted(g.runs):
+            host = run.split("/", 1)[0] or "?"
+            hosts[host] = hosts.get(host, 0) + 1
+    shown = ", ".join(f"{h} ({n} run{'s' if n != 1 else ''})" for h, n in sorted(hosts.items())[:MAX_HOSTS])
+    shown += f" and {len(hosts) - MAX_HOSTS} more" if len(hosts) > MAX_HOSTS else ""
+    text = f"hosts {shown or 'unknown'}"
+    if "service.version" in group_by:
+        i = group_by.index("service.version")
+        text += "; builds " + ", ".join(sorted({g.values[i] for g in groups}))
+    else:
+        text += "; builds not recorded per run (group by service.version to name them)"
+    return text
+
+
 class _AlertMaker:
     def __init__(self, group_by: tuple[str, ...], group: GroupAcc, against: str) -> None:
         self.group_by, self.group, self.against = group_by, group, against
+
+    def where(self) -> str:
+        return hosts_and_builds(self.group_by, [self.group])
 
     def __call__(
         self,
@@ -286,7 +450,7 @@ class _AlertMaker:
             scope=scope,
             kernel=kernel,
             summary=summary,
-            evidence=evidence,
+            evidence=(*evidence, f"from {self.where()}"),
             exemplars=tuple(e for e in exemplars if e),
             against=self.against,
             values=values,
@@ -343,8 +507,9 @@ def against_baseline(
                 alerts.append(make("topology_drift", name, "", summary, (), (_exemplar(now),), (("steps", now.steps),)))
                 continue
             alerts.extend(_topology_alerts(make, now, ref))
+            where = hosts_and_builds(window.group_by, [own] if own is not None else list(baseline.groups.values()))
             for kernel, a, b in _latency_pairs(now, ref):
-                comparisons.append(_Comparison(name, kernel, _runs(a), _runs(b), _exemplar(now), make))
+                comparisons.append(_Comparison(name, kernel, _runs(a), _runs(b), _exemplar(now), make, where))
     alerts.extend(_judge(comparisons, options))
     return sorted(alerts, key=Alert.sort_key)
 
@@ -384,8 +549,9 @@ def among_peers(window: BaselineBuilder, options: AlertOptions | None = None, *,
             if not latency:
                 continue
             pooled = _pooled(others, name)
+            where = hosts_and_builds(window.group_by, others)
             for kernel, a, b in _latency_pairs(now, pooled):
-                comparisons.append(_Comparison(name, kernel, _runs(a), _runs(b), _exemplar(now), make))
+                comparisons.append(_Comparison(name, kernel, _runs(a), _runs(b), _exemplar(now), make, where))
     alerts.extend(_judge(comparisons, options))
     return sorted(alerts, key=Alert.sort_key)
 
@@ -413,5 +579,6 @@ def peer_latency_from_series(
             acc = GroupAcc(group, service)
             make = _AlertMaker(group_by, acc, "peers (TraceQL metrics)")
             others = [v for g, _, v in members if g != group]
-            comparisons.append(_Comparison("", kernel, others, [values], "", make))
+            where = "peers " + ", ".join(",".join(g) for g, _, _ in members if g != group)
+            comparisons.append(_Comparison("", kernel, others, [values], "", make, where))
     return sorted(_judge(comparisons, options), key=Alert.sort_key)

@@ -3,9 +3,9 @@
 A trace is cut into steps by the one rule every command uses (:func:`launchtrace.steps.occurrences`, through
 :func:`launchtrace.analysis.segments.segments`): each occurrence of a top-level scope is one step. For each
 step this module computes what baselines keep and alerts compare: its topology fingerprint (unowned
-buffers by the order they first appear in, as the diff compares them, so equal steps of two processes have
-equal fingerprints), its record count, its foreign buffers, its duration, and per kernel and per position
-the time spent.
+buffers by allocation identity, else by the order they first appear in, as the diff compares them, so equal
+steps of two processes have equal fingerprints), its record count, its foreign buffers, its duration, and per
+kernel and per position the time spent.
 
 Example::
 
@@ -148,7 +148,8 @@ def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool =
         start, duration, kernel_ns, kernel_samples, position_ns = step_times(
             (r.kernel, str(r.op), r.repeat, r.start_ns, r.end_ns) for r in raw
         )
-        foreign = {b.ptr for r in raw for b in r.buffers if b.foreign and b.ptr}
+        # by allocation where known: two temporaries at one reused address are two buffers, in every run
+        foreign = {b.alloc or b.ptr for r in raw for b in r.buffers if b.foreign and b.ptr}
         yield Occurrence(
             group=group,
             service=service,

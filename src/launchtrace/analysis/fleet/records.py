@@ -1,8 +1,9 @@
 """Representative records in a baseline: :class:`~launchtrace.model.LaunchRecord` <-> ``launchtrace.v1.Record``.
 
 A baseline keeps one occurrence per topology so that an alert can show the aligned diff against it. What is
-kept is what the diff compares (op, kernel, dims, buffers by owner and offset or by first-use order, scalars by
-name, call site) plus what names things (parameter names, shapes, dtypes); raw pointers and times are not kept.
+kept is what the diff compares (op, kernel, dims, buffers by owner and offset, by allocation identity and offset
+or by first-use order, scalars by name, call site) plus what names things (parameter names, shapes, dtypes); raw
+pointers and times are not kept.
 Rebuilt records give the same topology keys as the originals after
 :func:`~launchtrace.analysis.diff.unowned_by_order`, which ``tests/test_fleet_baseline.py`` checks.
 
@@ -20,6 +21,7 @@ from typing import Any
 
 from launchtrace.conventions import decode_key, encode_key
 from launchtrace.model import BufferArg, LaunchRecord, Site
+from launchtrace.topology import AllocRef
 from launchtrace.v1 import baseline_pb2 as pb
 
 __all__ = ["records_from_proto", "records_to_proto"]
@@ -40,7 +42,10 @@ def _from_json(text: str) -> Any:
 
 def _buffer(key: Any, ptr: Any, buf: BufferArg | None) -> pb.Buffer:
     out = pb.Buffer(key=encode_key(key))
-    if isinstance(ptr, str) and ptr.startswith(_UNOWNED):
+    if type(ptr) is AllocRef:
+        out.alloc = ptr.identity
+        out.offset = int(ptr[1])
+    elif isinstance(ptr, str) and ptr.startswith(_UNOWNED):
         out.unowned = int(ptr[len(_UNOWNED) : -1]) + 1
     elif not ptr:
         out.null = True
@@ -72,14 +77,17 @@ def records_to_proto(records: Iterable[LaunchRecord]) -> list[pb.Record]:
 
 
 def records_from_proto(messages: Sequence[pb.Record]) -> tuple[LaunchRecord, ...]:
-    """Records back from ``Record`` messages: owned buffers by owner and offset, unowned ones by order."""
+    """Records back from ``Record`` messages: owned buffers by owner and offset, unowned ones by allocation
+    identity (an :class:`~launchtrace.topology.AllocRef`, as ``unowned_by_order`` gave them) or by order."""
     out = []
     for m in messages:
         arrays, buffers = [], []
         for i, b in enumerate(m.buffers):
             key = decode_key(b.key)
-            if b.unowned:
-                ptr: Any = f"{_UNOWNED}{b.unowned - 1}>"
+            if b.alloc:
+                ptr: Any = AllocRef(b.alloc, b.offset)
+            elif b.unowned:
+                ptr = f"{_UNOWNED}{b.unowned - 1}>"
             elif b.null:
                 ptr = 0
             else:
@@ -95,8 +103,9 @@ def records_from_proto(messages: Sequence[pb.Record]) -> tuple[LaunchRecord, ...
                     dtype=b.dtype,
                     nbytes=b.nbytes,
                     owner=owner,
-                    offset=b.offset if owner is not None else None,
+                    offset=b.offset if owner is not None or b.alloc else None,
                     foreign=b.foreign,
+                    alloc=b.alloc or None,
                 )
             )
         site = Site(m.site.file, m.site.line, m.site.function, m.site.module)

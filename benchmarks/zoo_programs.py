@@ -1,0 +1,441 @@
+"""The zoo: six small Warp programs of different shapes that ``zoo_verdicts.py`` runs many times (CPU device).
+
+    launchtrace run --out OUT.jsonl benchmarks/zoo_programs.py PROGRAM [STEPS]
+
+Programs (each step is one top-level scope, except ``timers``, whose phases are top-level timers):
+
+- ``timers``: zero-code ``wp.ScopedTimer`` phases (``integrate``, ``collide``), no launchtrace import at all;
+- ``tape``: ``wp.Tape`` forward and backward of tiny kernels (64 elements) in a ``wp.ScopedTimer("step")``;
+- ``bimodal``: a kernel whose cost depends on random input (each element loops a random number of times),
+  every tenth step heavier (five more ``smooth`` launches);
+- ``temps``: temporaries allocated, used and freed every step (the allocator hands freed addresses back);
+- ``many``: 22 distinct kernels per step;
+- ``scope``: ``launchtrace.scope("step")`` with nested ``launchtrace.scope`` phases.
+
+Environment: ``ZOO_SLOW`` (default 1) multiplies the loop count of one kernel per program (its cost changes;
+its arguments, dims and the launch topology do not): ``collide``, ``tape_loss``, ``cost``, ``blur``, ``k07``,
+``shade`` (:data:`TARGET`). ``ZOO_SEED`` changes only the seed of the random inputs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import warp as wp
+
+wp.config.quiet = True
+
+SLOW = float(os.environ.get("ZOO_SLOW", "1"))
+SEED = int(os.environ.get("ZOO_SEED", "0"))
+N = 1024
+TARGET = {
+    "timers": "collide",
+    "tape": "tape_loss",
+    "bimodal": "cost",
+    "temps": "blur",
+    "many": "k07",
+    "scope": "shade",
+}
+
+
+def loops(base: int, target: bool) -> int:
+    return max(1, round(base * SLOW)) if target else base
+
+
+BASE = wp.constant(40)
+TARGET_LOOPS = wp.constant(loops(40, True))
+MANY_LOOPS = wp.constant(20)
+MANY_TARGET_LOOPS = wp.constant(loops(20, True))
+
+
+@wp.kernel
+def integrate(x: wp.array(dtype=float), v: wp.array(dtype=float)):
+    i = wp.tid()
+    a = x[i]
+    for _k in range(BASE):
+        a = wp.sin(a) * 0.5 + 0.2
+    v[i] = v[i] * 0.9 + a * 0.1
+    x[i] = x[i] + v[i] * 0.01
+
+
+@wp.kernel
+def collide(x: wp.array(dtype=float), f: wp.array(dtype=float)):
+    i = wp.tid()
+    a = x[i]
+    for _k in range(TARGET_LOOPS):
+        a = wp.cos(a) * 0.5 + 0.1
+    f[i] = a
+
+
+@wp.kernel
+def apply(f: wp.array(dtype=float), v: wp.array(dtype=float)):
+    i = wp.tid()
+    v[i] = v[i] - f[i] * 0.001
+
+
+@wp.kernel
+def tape_scale(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * 2.0 + 1.0
+
+
+@wp.kernel
+def tape_square(y: wp.array(dtype=float), z: wp.array(dtype=float)):
+    i = wp.tid()
+    z[i] = y[i] * y[i]
+
+
+@wp.kernel
+def tape_loss(z: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    a = z[i]
+    for _k in range(TARGET_LOOPS):
+        a = wp.sin(a) * 0.5 + 0.25
+    wp.atomic_add(loss, 0, a)
+
+
+@wp.kernel
+def cost(r: wp.array(dtype=float), out: wp.array(dtype=float)):
+    i = wp.tid()
+    a = r[i]
+    n = int(r[i] * float(TARGET_LOOPS) * 2.0)
+    for _k in range(n):
+        a = wp.sin(a) * 0.5 + 0.3
+    out[i] = a
+
+
+@wp.kernel
+def smooth(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    s = a[i]
+    for _k in range(BASE):
+        s = wp.cos(s) * 0.5 + 0.2
+    b[i] = s
+
+
+@wp.kernel
+def blur(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    s = a[i]
+    for _k in range(TARGET_LOOPS):
+        s = wp.sin(s) * 0.5 + 0.15
+    b[i] = s
+
+
+@wp.kernel
+def combine(a: wp.array(dtype=float), b: wp.array(dtype=float), c: wp.array(dtype=float)):
+    i = wp.tid()
+    c[i] = a[i] * 0.5 + b[i] * 0.5
+
+
+@wp.kernel
+def shade(x: wp.array(dtype=float), c: wp.array(dtype=float)):
+    i = wp.tid()
+    a = x[i]
+    for _k in range(TARGET_LOOPS):
+        a = wp.sin(a) * 0.5 + 0.05
+    c[i] = a
+
+
+@wp.kernel
+def k00(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.01
+    x[t] = v
+
+
+@wp.kernel
+def k01(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.02
+    x[t] = v
+
+
+@wp.kernel
+def k02(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.03
+    x[t] = v
+
+
+@wp.kernel
+def k03(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.04
+    x[t] = v
+
+
+@wp.kernel
+def k04(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.05
+    x[t] = v
+
+
+@wp.kernel
+def k05(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.06
+    x[t] = v
+
+
+@wp.kernel
+def k06(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.07
+    x[t] = v
+
+
+@wp.kernel
+def k07(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_TARGET_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.08
+    x[t] = v
+
+
+@wp.kernel
+def k08(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.09
+    x[t] = v
+
+
+@wp.kernel
+def k09(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.10
+    x[t] = v
+
+
+@wp.kernel
+def k10(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.11
+    x[t] = v
+
+
+@wp.kernel
+def k11(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.12
+    x[t] = v
+
+
+@wp.kernel
+def k12(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.13
+    x[t] = v
+
+
+@wp.kernel
+def k13(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.14
+    x[t] = v
+
+
+@wp.kernel
+def k14(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.15
+    x[t] = v
+
+
+@wp.kernel
+def k15(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.16
+    x[t] = v
+
+
+@wp.kernel
+def k16(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.17
+    x[t] = v
+
+
+@wp.kernel
+def k17(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.18
+    x[t] = v
+
+
+@wp.kernel
+def k18(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.19
+    x[t] = v
+
+
+@wp.kernel
+def k19(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.20
+    x[t] = v
+
+
+@wp.kernel
+def k20(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.21
+    x[t] = v
+
+
+@wp.kernel
+def k21(x: wp.array(dtype=float)):
+    t = wp.tid()
+    v = x[t]
+    for _k in range(MANY_LOOPS):
+        v = wp.sin(v) * 0.5 + 0.22
+    x[t] = v
+
+
+MANY = [globals()[f"k{i:02d}"] for i in range(22)]
+
+
+def run_timers(steps: int, rng: np.random.Generator) -> None:
+    x = wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu")
+    v = wp.zeros(N, dtype=float, device="cpu")
+    f = wp.zeros(N, dtype=float, device="cpu")
+    for _ in range(steps):
+        with wp.ScopedTimer("integrate", print=False):
+            wp.launch(integrate, dim=N, inputs=[x, v], device="cpu")
+        with wp.ScopedTimer("collide", print=False):
+            wp.launch(collide, dim=N, inputs=[x, f], device="cpu")
+            wp.launch(apply, dim=N, inputs=[f, v], device="cpu")
+
+
+def run_tape(steps: int, rng: np.random.Generator) -> None:
+    n = 64
+    x = wp.array(rng.random(n).astype(np.float32), dtype=float, device="cpu", requires_grad=True)
+    y = wp.zeros(n, dtype=float, device="cpu", requires_grad=True)
+    z = wp.zeros(n, dtype=float, device="cpu", requires_grad=True)
+    loss = wp.zeros(1, dtype=float, device="cpu", requires_grad=True)
+    for _ in range(steps):
+        with wp.ScopedTimer("step", print=False):
+            tape = wp.Tape()
+            with tape:
+                wp.launch(tape_scale, dim=n, inputs=[x, y], device="cpu")
+                wp.launch(tape_square, dim=n, inputs=[y, z], device="cpu")
+                wp.launch(tape_loss, dim=n, inputs=[z, loss], device="cpu")
+            tape.backward(loss)
+            tape.zero()
+            loss.zero_()
+
+
+def run_bimodal(steps: int, rng: np.random.Generator) -> None:
+    r = wp.zeros(N, dtype=float, device="cpu")
+    out = wp.zeros(N, dtype=float, device="cpu")
+    b = wp.zeros(N, dtype=float, device="cpu")
+    for k in range(steps):
+        r.assign(rng.random(N).astype(np.float32))
+        with wp.ScopedTimer("step", print=False):
+            wp.launch(cost, dim=N, inputs=[r, out], device="cpu")
+            for _ in range(6 if k % 10 == 9 else 1):
+                wp.launch(smooth, dim=N, inputs=[out, b], device="cpu")
+
+
+def run_temps(steps: int, rng: np.random.Generator) -> None:
+    x = wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu")
+    for _ in range(steps):
+        with wp.ScopedTimer("step", print=False):
+            tmp = wp.empty(N, dtype=float, device="cpu")
+            wp.launch(blur, dim=N, inputs=[x, tmp], device="cpu")
+            del tmp  # freed: the next allocation may get its address
+            other = wp.zeros(N, dtype=float, device="cpu")
+            wp.launch(smooth, dim=N, inputs=[x, other], device="cpu")
+            mixed = wp.empty(N, dtype=float, device="cpu")
+            wp.launch(combine, dim=N, inputs=[x, other, mixed], device="cpu")
+            wp.copy(x, mixed)
+            del other, mixed
+
+
+def run_many(steps: int, rng: np.random.Generator) -> None:
+    x = wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu")
+    for _ in range(steps):
+        with wp.ScopedTimer("step", print=False):
+            for k in MANY:
+                wp.launch(k, dim=N, inputs=[x], device="cpu")
+
+
+def run_scope(steps: int, rng: np.random.Generator) -> None:
+    import launchtrace
+
+    x = wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu")
+    v = wp.zeros(N, dtype=float, device="cpu")
+    c = wp.zeros(N, dtype=float, device="cpu")
+    for i in range(steps):
+        with launchtrace.scope("step", step=i):
+            with launchtrace.scope("physics"):
+                wp.launch(integrate, dim=N, inputs=[x, v], device="cpu")
+            with launchtrace.scope("render"):
+                wp.launch(shade, dim=N, inputs=[x, c], device="cpu")
+                wp.launch(apply, dim=N, inputs=[c, v], device="cpu")
+
+
+PROGRAMS = {
+    "timers": run_timers,
+    "tape": run_tape,
+    "bimodal": run_bimodal,
+    "temps": run_temps,
+    "many": run_many,
+    "scope": run_scope,
+}
+
+
+def main() -> None:
+    name, steps = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 40
+    wp.init()
+    PROGRAMS[name](steps, np.random.default_rng(SEED))
+    wp.synchronize()
+
+
+if __name__ == "__main__":
+    main()
