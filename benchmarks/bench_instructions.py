@@ -187,13 +187,21 @@ def _wait_for_one_thread(limit_s: float = 120.0) -> None:
 
 
 def child(args: argparse.Namespace) -> None:
-    """Warm up every mode (kernels compiled, first-use imports and caches), then run the counted blocks in the
-    order the parent expects: kernel, mode, then n1 and n2."""
+    """Run under valgrind: every mode warmed up, then the counted blocks (:func:`counted_blocks`)."""
     import warp as wp
 
     wp.init()
     kernels = _kernels()
     folder = tempfile.mkdtemp(prefix="bench_instr_child_")
+    try:
+        counted_blocks(args, kernels, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def counted_blocks(args: argparse.Namespace, kernels: dict[str, tuple[Any, list]], folder: str) -> None:
+    """Warm up every mode (kernels compiled, first-use imports and caches), then the counted blocks in the order
+    :func:`read_dumps` expects: per kernel and mode, a discarded block, then n1, then n2."""
     for name in args.kernels:
         kernel, inputs = kernels[name]
         for mode in args.modes:
@@ -209,7 +217,6 @@ def child(args: argparse.Namespace) -> None:
             # it, one-time work; callgrind's own summary line disagreed with its per-function costs there)
             for n in (WARM_LAUNCHES, args.n1, args.n2):
                 run_block(mode, kernel, inputs, n, folder, args.endpoint, mark=True)
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 # -- reading callgrind's output ------------------------------------------------------------------------------------
@@ -408,6 +415,15 @@ def wall_ratios(args: argparse.Namespace, endpoint: str | None) -> dict[str, dic
     wp.init()
     kernels = _kernels()
     folder = tempfile.mkdtemp(prefix="bench_instr_wall_")
+    try:
+        return _wall_pairs(args, endpoint, kernels, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _wall_pairs(
+    args: argparse.Namespace, endpoint: str | None, kernels: dict[str, tuple[Any, list]], folder: str
+) -> dict[str, dict[str, list[float]]]:
     out: dict[str, dict[str, list[float]]] = {}
     for name in args.kernels:
         kernel, inputs = kernels[name]
@@ -425,7 +441,6 @@ def wall_ratios(args: argparse.Namespace, endpoint: str | None) -> dict[str, dic
                 t2 = time.perf_counter()
                 ratios.append((t2 - t1) / (t1 - t0))
             out.setdefault(name, {})[mode] = ratios
-    shutil.rmtree(folder, ignore_errors=True)
     return out
 
 
