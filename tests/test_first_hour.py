@@ -251,12 +251,12 @@ def test_the_launch_that_held_a_load_starts_where_the_load_ended_even_a_drain_la
     from launchtrace.capture.materialize import _start_after_loads
     from launchtrace.model import ScopeRecord
 
-    pending: dict[int, int] = {}
+    pending: dict[int, list[int]] = {}
     load = ScopeRecord(id=1, name="warp.module.load", kind="load", thread=1, start_ns=60, end_ns=100)
     first = [("record", _rec(1, 10, 20)), ("scope_end", load), ("record", _rec(2, 50, 200))]
     _start_after_loads(first, pending)
     assert [item.start_ns for kind, item in first if kind == "record"] == [10, 50]  # before it; another thread
-    assert pending == {1: 100}
+    assert list(pending) == [1] and pending[1][0] == 100
     later = [("record", _rec(1, 50, 250)), ("record", _rec(1, 300, 310))]  # the next drain
     _start_after_loads(later, pending)
     assert [(item.start_ns, item.end_ns) for _, item in later] == [(100, 250), (300, 310)]
@@ -264,6 +264,11 @@ def test_the_launch_that_held_a_load_starts_where_the_load_ended_even_a_drain_la
     alone = [("scope_end", load), ("record", _rec(1, 150, 160))]  # a load outside any launch (wp.load_module)
     _start_after_loads(alone, pending)
     assert alone[1][1].start_ns == 150 and pending == {}
+    orphan = [("scope_end", load)]  # a load no launch follows (its thread ended): forgotten after a few drains
+    _start_after_loads(orphan, pending)
+    for _ in range(8):
+        _start_after_loads([("record", _rec(2, 400, 410))], pending)
+    assert pending == {}
 
 
 def test_the_report_page_in_chromium_elides_from_the_left_and_fits_the_graph_on_click(runs, tmp_path):

@@ -210,7 +210,8 @@ class AllocationRegistry:
         if hit is None or hit.code is not code or hit.back_code is not back_code:
             if len(self._sites) >= self.max_sites:
                 self._sites.clear()
-                self._pools.clear()
+                # pools whose statement still has live allocations stay: a new pool would hand out their slots again
+                self._pools = {k: p for k, p in self._pools.items() if p.next > len(p.free)}
             pool_key = (id(code), line)
             pool = self._pools.get(pool_key)
             if pool is None or pool.code is not code:

@@ -325,7 +325,8 @@ class Materializer:
         self._templates: dict[tuple, tuple] = {}  # see _launch_flat: key -> (record, code, caller)
         self._templates_version: Any = -1
         self._templates_since = 0
-        self._load_ends: dict[int, int] = {}  # thread -> end of a module load its next record may contain
+        self._load_ends: dict[int, list[int]] = {}  # thread -> [end of a module load its next record may
+        # contain, drains left to wait for that record]
         self._loaded = False  # a module load ended in this drain
 
     def _intern_buffer(
@@ -990,14 +991,23 @@ def _start_after_loads(out: list[tuple[str, object]], load_ends: dict[int, int])
     """A module load runs inside the launch that needed it (Warp loads on first use): that launch's record
     starts where the load ended, so its time is the launch's own and the load is its ``warp.module.load``
     scope's (``launchtrace.capture.tapeload``). The first record on the load's thread after the load's end
-    event settles it, in this drain or a later one; only drains after a load pay for this walk."""
+    event settles it, in this drain or a later one; only drains after a load pay for this walk, and a load no
+    record follows within :data:`_LOAD_DRAINS` drains (a loader thread that ended) is forgotten."""
     for i, (kind, item) in enumerate(out):
         if kind == "scope_end" and item.kind == "load":  # type: ignore[attr-defined]
-            load_ends[item.thread] = item.end_ns  # type: ignore[attr-defined]
+            load_ends[item.thread] = [item.end_ns, _LOAD_DRAINS]  # type: ignore[attr-defined]
         elif kind == "record" and item.thread in load_ends:  # type: ignore[attr-defined]
-            end = load_ends.pop(item.thread)  # type: ignore[attr-defined]
+            end = load_ends.pop(item.thread)[0]  # type: ignore[attr-defined]
             if item.start_ns < end <= item.end_ns:  # type: ignore[attr-defined]
                 out[i] = (kind, dataclasses.replace(item, start_ns=end))  # type: ignore[arg-type]
+    for thread, entry in list(load_ends.items()):
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del load_ends[thread]
+
+
+_LOAD_DRAINS = 4
+"""How many drains a module load's end waits for its launch's record before it is forgotten."""
 
 
 def materialize(raw: list[tuple], materializer: Materializer | None = None) -> list[tuple[str, object]]:
