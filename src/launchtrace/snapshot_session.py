@@ -255,7 +255,7 @@ class SnapshotSession:
         """Compare the recorded ``trace`` with the stored snapshot; write, fail or pass (module docstring)."""
         path = self.path_for(request, name)
         nodeid = request.node.nodeid
-        if self.used.get(path, nodeid) != nodeid:  # the same test run again (a rerun plugin) may reuse its own
+        if path in self.used:
             pytest.fail(
                 f"launch_topology({name!r}): snapshot {self._show(path)} was already used in this session "
                 f"(by {self.used[path]}); give each block its own name",
