@@ -305,3 +305,19 @@ def test_the_report_page_in_chromium_elides_from_the_left_and_fits_the_graph_on_
         fitted = page.eval(f"{graph}.querySelector('img').getBoundingClientRect().width")
         assert page.eval(f"{graph}.classList.contains('fit')") and fitted < natural
         assert not page.errors
+
+
+def test_a_failed_module_load_is_counted_as_failed_not_cached():
+    from launchtrace.analysis.loads import module_loads
+    from launchtrace.model import ScopeRecord, TraceData
+
+    def load(i: int, result: str) -> ScopeRecord:
+        attrs = ((C.LOAD_MODULE, f"m{i}"), (C.LOAD_DEVICE, "cpu"), (C.LOAD_RESULT, result))
+        return ScopeRecord(
+            id=i, name="warp.module.load", kind="load", thread=1, start_ns=0, end_ns=10, attributes=attrs
+        )
+
+    trace = TraceData(records=(), scopes={i: load(i, r) for i, r in enumerate(("compiled", "cached", "error"), 1)})
+    line = module_loads([trace]).line()
+    assert "3 modules (1 compiled, 1 cached, 1 failed;" in line, line
+    assert "failed" not in module_loads([TraceData(records=(), scopes={1: load(1, "cached")})]).line()

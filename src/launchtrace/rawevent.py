@@ -78,7 +78,7 @@ S_T0 = 8
 S_SITE = 9  # hotpath.find_site's tuple, or None
 S_INTERNAL = 10
 S_REMOTE_PARENT = 11  # the application's active span (trace_id, span_id, flags) when outermost, else None
-# -- SCOPE_END: (kind, seq, tid, id, t1, error) -------------------------------------------------------------------
+# -- SCOPE_END: (kind, seq, tid, id, t1, error[, end attributes]) ---------------------------------------------------
 E_T1 = 4
 E_ERROR = 5
 # -- PROBED: (kind, seq, tid, record event, measurements) ---------------------------------------------------------

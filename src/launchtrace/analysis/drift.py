@@ -49,8 +49,8 @@ ALL_BELOW = 5
 class Drift:
     """A run's speed factor against its reference. ``factor``: the median ratio over its kernels (1.42: the
     run took 1.42x as long); ``kernels``: how many kernels it rests on; ``agreeing``: how many moved with it;
-    ``applies``: plain enough to be drift (see the module docstring); ``ratios``: the lowest and highest kernel
-    ratio, for the evidence."""
+    ``applies``: plain enough to be drift (see the module docstring); ``lowest`` / ``highest``: the lowest and
+    highest kernel ratio, for the evidence."""
 
     factor: float
     kernels: int

@@ -27,14 +27,16 @@ LOAD = "load"  # the scope kind of a module load (launchtrace.model.ScopeKind.LO
 @dataclasses.dataclass(frozen=True, slots=True)
 class Loads:
     """Every module load of a run: ``count`` loads of ``modules`` distinct (module, device) pairs,
-    ``total_ns`` host time, ``compiled`` of them built now (the rest came from the kernel cache), and
-    ``by_scope``: outermost scope name -> ns of load time under it (``""``: outside every scope)."""
+    ``total_ns`` host time, ``compiled`` of them built now, ``failed`` of them ended in an error (the rest came
+    from the kernel cache), and ``by_scope``: outermost scope name -> ns of load time under it (``""``: outside
+    every scope)."""
 
     count: int = 0
     modules: int = 0
     total_ns: int = 0
     compiled: int = 0
     by_scope: tuple[tuple[str, int], ...] = ()
+    failed: int = 0
 
     def line(self) -> str:
         """``compile/load: 4.310 s, 2 modules (2 compiled, 0 cached; not in any launch's time)``, or ``""`` when
@@ -43,9 +45,10 @@ class Loads:
         if not self.count:
             return ""
         plural = "module" if self.modules == 1 else "modules"
+        failed = f", {self.failed} failed" if self.failed else ""
         return (
             f"compile/load: {self.total_ns / 1e9:.3f} s, {self.modules} {plural} ({self.compiled} compiled, "
-            f"{self.count - self.compiled} cached; not in any launch's time)"
+            f"{self.count - self.compiled - self.failed} cached{failed}; not in any launch's time)"
         )
 
 
@@ -63,7 +66,7 @@ def _outermost(trace: TraceData, scope: ScopeRecord) -> str:
 
 def module_loads(traces: Sequence[TraceData]) -> Loads:
     """The :class:`Loads` of ``traces`` (empty when no ``warp.module.load`` span was recorded)."""
-    count = total = compiled = 0
+    count = total = compiled = failed = 0
     modules: set[tuple[str, str]] = set()
     by_scope: dict[str, int] = {}
     for trace in traces:
@@ -74,7 +77,8 @@ def module_loads(traces: Sequence[TraceData]) -> Loads:
             count += 1
             total += scope.duration_ns
             compiled += attrs.get(C.LOAD_RESULT) == "compiled"
+            failed += attrs.get(C.LOAD_RESULT) == "error"
             modules.add((str(attrs.get(C.LOAD_MODULE, "")), str(attrs.get(C.LOAD_DEVICE, ""))))
             top = _outermost(trace, scope)
             by_scope[top] = by_scope.get(top, 0) + scope.duration_ns
-    return Loads(count, len(modules), total, compiled, tuple(by_scope.items()))
+    return Loads(count, len(modules), total, compiled, tuple(by_scope.items()), failed)

@@ -117,7 +117,7 @@ stays with the program's own cost (``docs/diff.md`` has the measurements). ``qua
 _BOOTSTRAP = 2000
 _BATCH_VALUES = 2_000_000  # resampled values held at once (16 MB of indices)
 _WORK_VALUES = 40_000_000  # resampled values in all, per side (a few seconds)
-_TINY_P = 1e-300  # an extrapolated tail is never exactly 0
+_TINY_P = 1e-300  # an extrapolated tail is never exactly 0 (steps with no spread at all still give 0)
 _SEED = 20261201  # a fixed seed: the same inputs always give the same interval
 
 Direction = str  # "slower" | "faster" | "none"

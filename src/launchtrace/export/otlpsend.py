@@ -300,7 +300,7 @@ def _retry_info_delay(error: Any) -> float | None:
 
 # -- HTTP -------------------------------------------------------------------------------------------------------
 class HttpSender(_Sender):
-    """OTLP/HTTP protobuf over one ``requests`` session (not shared between threads: one request at a time)."""
+    """OTLP/HTTP protobuf over one ``requests`` session (shared by the sink's sender threads when ``in_flight`` > 1)."""
 
     def __init__(self, endpoint: str | None = None, *, session: Any = None, **shared: Any) -> None:
         import requests
