@@ -32,6 +32,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from launchtrace.export.fileopen import write_whole
 from launchtrace.export.otlpsend import make_sender
 from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
 from launchtrace.spans import SpanData
@@ -200,7 +201,7 @@ class FileSink:
                 self._acct.failed(len(spans), exc)
                 return
             try:
-                _write_all(fd, data)
+                write_whole(fd, data)
             except OSError as exc:
                 self._acct.failed(len(spans), exc)
                 return
@@ -242,22 +243,6 @@ def _gzip_member(data: bytes) -> bytes:
     import gzip
 
     return gzip.compress(data, compresslevel=6, mtime=0)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` or nothing: on a failure part way, truncate back to the starting size."""
-    start = os.fstat(fd).st_size
-    view = memoryview(data)
-    try:
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-    except OSError:
-        try:
-            os.ftruncate(fd, start)
-        except OSError as exc:
-            logger.debug("launchtrace: could not roll back a partial line: %s", exc)
-        raise
 
 
 # ------------------------------------------------------------------------------------------------------ OTLP
