@@ -13,8 +13,6 @@ launchtrace uses the Python references (see launchtrace.native), which the tests
 - otlp/_jsonread: OTLP JSON Lines -> SpanData (reference: launchtrace.otlp.json_fast / json_codec)
 - otlp/_jsonenc: SpanData -> OTLP JSON Lines (reference: launchtrace.otlp.encode_jsonl)
 - otlp/_protoenc: SpanData -> OTLP protobuf (reference: launchtrace.otlp.encode_proto)
-- analysis/fleet/_stepscan: a plain step's signature from its spans, blocks of steps folded into histograms
-  (reference: launchtrace.analysis.fleet.stepscan)
 Shared headers (every extension depends on them): _native.h (slot offsets, leaving acyclic objects out of the
 cycle collector), capture/_rawevent.h (the capture event's record layout, checked against launchtrace.rawevent
 at load), otlp/_spandata.h (SpanData's fields, looked up by name), otlp/_jsonfmt.h (the JSON text of strings,

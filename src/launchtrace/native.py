@@ -31,7 +31,6 @@ COMPILED = (
     "otlp/_jsonread",
     "otlp/_jsonenc",
     "otlp/_protoenc",
-    "analysis/fleet/_stepscan",
 )
 
 
