@@ -7,8 +7,6 @@ launchtrace uses the Python references (see launchtrace.native), which the tests
 - _slots: per-launch record and span constructors (reference: launchtrace.fastinit)
 - capture/_fastlaunch: the wp.launch capture wrapper (reference: launchtrace.capture.warp.wrap_launch)
 - capture/_fastmat: the materializer's launch-template hits (reference: Materializer._launch_flat)
-- capture/_tinyhook: tinygrad's per-kernel executor hook (reference: launchtrace.capture.tinygrad's Python hook);
-  it queues capture/_fastlaunch's Event, through the capsule _fastlaunch publishes
 - export/_fastbuild: the span builder's common record (reference: SpanBuilder._on_record)
 - otlp/_jsonread: OTLP JSON Lines -> SpanData (reference: launchtrace.otlp.json_fast / json_codec)
 - otlp/_jsonenc: SpanData -> OTLP JSON Lines (reference: launchtrace.otlp.encode_jsonl)

@@ -26,7 +26,6 @@ COMPILED = (
     "_slots",
     "capture/_fastlaunch",
     "capture/_fastmat",
-    "capture/_tinyhook",
     "export/_fastbuild",
     "otlp/_jsonread",
     "otlp/_jsonenc",
