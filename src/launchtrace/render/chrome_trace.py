@@ -11,6 +11,14 @@ Laid out to sit beside an Nsight Systems or PyTorch profiler trace of the same r
 - a folded run (see :mod:`launchtrace.render.timeline`) as one event spanning its summary, named with its count
   and marked ``"folded": true`` in ``args``, never as invented per-launch events.
 
+A large input is written as it is read (:func:`sampled_chunks`): traces in full, in the order they complete,
+until ``max_events`` events are written; past that each trace is left out and counted, except the first
+occurrence of each step name (root span name) and, at the end, the slowest left-out occurrence of each step
+name (each marked ``"launchtrace.sample"`` in ``args``; together at most another ``max_events`` events). The
+top-level ``otherData.launchtrace`` object holds the exact totals of the whole input (traces, spans, device
+operations, per step name count / total / min / max ns) and what was left out, and a global instant event at
+the first left-out trace says so on the timeline. Memory holds one trace at a time plus the kept samples.
+
 Example::
 
     import json
@@ -20,42 +28,78 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from launchtrace.analysis.runs import group_runs
+from launchtrace.analysis.bounded import Scan, Slowest
+from launchtrace.errors import UserError
 from launchtrace.model import TraceData
 from launchtrace.render.timeline import timeline_items
+from launchtrace.steps import run_key
 
-__all__ = ["chrome_trace"]
+__all__ = ["DEFAULT_MAX_EVENTS", "Layout", "chrome_trace", "sampled_chunks"]
+
+DEFAULT_MAX_EVENTS = 1_000_000  # about 400 MB of JSON: what Perfetto in a browser tab still opens
+SAMPLE = "launchtrace.sample"
 
 
 def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
     return {"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}
 
 
-def chrome_trace(traces: Sequence[TraceData]) -> dict[str, Any]:
-    """The Chrome trace object (``{"traceEvents": [...], "displayTimeUnit": "ns"}``) of ``traces``."""
-    events: list[dict[str, Any]] = []
-    used_pids: set[int] = set()
-    for r, run in enumerate(group_runs(traces)):
-        pid = run.pid if run.pid is not None and run.pid not in used_pids else 1_000_000 + r
-        used_pids.add(pid)
-        name = str(run.attributes.get("service.name") or "launchtrace")
-        events.append(_meta("process_name", pid, 0, {"name": f"{name} (pid {run.pid})" if run.pid else name}))
+class Layout:
+    """Processes and tracks handed out as traces come: one process per run (its pid, unless two runs share
+    one), a track per thread and per stream, threads first; metadata events go out with the first event that
+    needs them."""
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple, tuple[int, dict[tuple[str, str], int]]] = {}
+        self._used_pids: set[int] = set()
+        self.first_pid = 0
+
+    def _run(self, trace: TraceData, events: list[dict[str, Any]]) -> tuple[int, dict[tuple[str, str], int]]:
+        key = run_key(trace)
+        known = self._runs.get(key)
+        if known is not None:
+            return known
+        r = len(self._runs)
+        attrs = trace.attributes
+        try:
+            run_pid: int | None = int(attrs.get("process.pid"))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            run_pid = None
+        pid = run_pid if run_pid is not None and run_pid not in self._used_pids else 1_000_000 + r
+        self._used_pids.add(pid)
+        name = str(attrs.get("service.name") or "launchtrace")
+        events.append(_meta("process_name", pid, 0, {"name": f"{name} (pid {run_pid})" if run_pid else name}))
         events.append(_meta("process_sort_index", pid, 0, {"sort_index": r}))
-        tids: dict[tuple[str, str], int] = {}
-        items = timeline_items(run.traces)
-        lanes = sorted({(it.lane_kind, it.lane) for it in items}, key=lambda k: (k[0] != "thread", k[1]))
-        for k, (kind, lane) in enumerate(lanes):
-            tids[(kind, lane)] = k + 1
-            events.append(_meta("thread_name", pid, k + 1, {"name": lane}))
-            events.append(_meta("thread_sort_index", pid, k + 1, {"sort_index": k}))
+        self._runs[key] = known = (pid, {})
+        if r == 0:
+            self.first_pid = pid
+        return known
+
+    def events(self, trace: TraceData, sample: str = "") -> list[dict[str, Any]]:
+        """The events of one trace (and the metadata of the process and tracks it is the first to use);
+        ``sample``: why a sampled trace is there, put in each event's ``args``."""
+        events: list[dict[str, Any]] = []
+        pid, tids = self._run(trace, events)
+        items = timeline_items([trace])
+        new = sorted({(it.lane_kind, it.lane) for it in items} - tids.keys(), key=lambda k: (k[0] != "thread", k[1]))
+        for kind, lane in new:
+            tid = tids[(kind, lane)] = len(tids) + 1
+            events.append(_meta("thread_name", pid, tid, {"name": lane}))
+            # threads above streams, each in first-seen order, however the traces interleave them
+            events.append(
+                _meta("thread_sort_index", pid, tid, {"sort_index": tid + (0 if kind == "thread" else 1 << 20)})
+            )
         for it in items:
             args = dict(it.details)
             if it.kind == "fold":
                 args["folded"] = True
                 args["count"] = it.count
+            if sample:
+                args[SAMPLE] = sample
             events.append(
                 {
                     "ph": "X",
@@ -68,4 +112,110 @@ def chrome_trace(traces: Sequence[TraceData]) -> dict[str, Any]:
                     "args": args,
                 }
             )
-    return {"traceEvents": events, "displayTimeUnit": "ns"}
+        return events
+
+
+def chrome_trace(traces: Sequence[TraceData]) -> dict[str, Any]:
+    """The Chrome trace object (``{"traceEvents": [...], "displayTimeUnit": "ns"}``) of ``traces``, all of them."""
+    layout = Layout()
+    return {"traceEvents": [e for t in traces for e in layout.events(t)], "displayTimeUnit": "ns"}
+
+
+def _dump(event: dict[str, Any]) -> str:
+    return json.dumps(event, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _dump_all(events: list[dict[str, Any]]) -> str:
+    """The events of one trace on one line, without the list's brackets (one ``json.dumps`` call a trace)."""
+    return json.dumps(events, ensure_ascii=False, allow_nan=False, separators=(",", ":"))[1:-1]
+
+
+def sampled_chunks(scan: Scan, max_events: int = DEFAULT_MAX_EVENTS) -> Iterator[str]:
+    """The Chrome trace JSON of everything ``scan`` reads, in pieces, sampled past ``max_events`` events (see
+    the module docstring). Raises :class:`UserError` when the input holds no launchtrace trace."""
+    layout = Layout()
+    written = sampled = 0  # events of traces in full, and of samples (their own budget of max_events)
+    left_traces = left_spans = left_operations = 0
+    first_left: tuple[int, str] | None = None
+    seen: set[str] = set()
+    slowest = Slowest(max_events)
+    sep = ""
+    yield '{"displayTimeUnit":"ns","traceEvents":[\n'
+    for where, spans, step in scan.traces():
+        full = written + step.spans <= max_events
+        first_of_name = step.name not in seen and sampled + step.spans <= max_events
+        seen.add(step.name)
+        if not full and not first_of_name:
+            left_traces += 1
+            left_spans += step.spans
+            left_operations += step.operations
+            if first_left is None:
+                first_left = (step.start_ns, step.name)
+            slowest.offer(step, where, spans)
+            continue
+        why = "" if full else f"first occurrence of {step.name}"
+        events = [e for t in scan.rebuilt(where, spans) for e in layout.events(t, why)]
+        if full:
+            written += len(events)
+        else:
+            sampled += len(events)
+        if events:
+            yield sep + _dump_all(events)
+            sep = ",\n"
+    if not scan.totals.traces or (not written and not sampled and not left_traces):
+        raise UserError(f"{', '.join(map(str, scan.files))}: no launchtrace spans in this source")
+    kept: list[dict[str, Any]] = []
+    for step, where, spans in slowest.taken():
+        why = f"slowest left-out occurrence of {step.name} ({step.duration_ns / 1e6:.3f} ms)"
+        events = [e for t in scan.rebuilt(where, spans) for e in layout.events(t, why)]
+        if sampled + len(events) > max_events:
+            continue
+        sampled += len(events)
+        left_traces -= 1  # shown after all
+        left_spans -= step.spans
+        left_operations -= step.operations
+        kept.append({"step": step.name, "start_ns": step.start_ns, "duration_ns": step.duration_ns})
+        if events:
+            yield sep + _dump_all(events)
+            sep = ",\n"
+    info = _info(scan, max_events, written, sampled, (left_traces, left_spans, left_operations), kept)
+    if first_left is not None:
+        note = (
+            f"launchtrace: {left_traces:,} traces ({left_spans:,} spans) from here on left out past "
+            f"--max-events {max_events:,}; exact totals in otherData.launchtrace"
+        )
+        marker = {"ph": "i", "s": "g", "name": note, "pid": layout.first_pid, "tid": 0, "ts": first_left[0] / 1000.0}
+        yield sep + _dump(marker)
+    yield '\n],\n"otherData":{"launchtrace":' + json.dumps(info, ensure_ascii=False, allow_nan=False) + "}}\n"
+
+
+def _info(
+    scan: Scan, max_events: int, written: int, sampled: int, left: tuple[int, int, int], kept: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """``otherData.launchtrace``: the exact totals of the input and what the file leaves out."""
+    t = scan.totals
+    traces, spans, operations = left
+    return {
+        "complete": traces == 0,
+        "max_events": max_events,
+        "events_in_full": written,
+        "events_sampled": sampled,
+        "totals": {
+            "traces": t.traces,
+            "spans": t.spans,
+            "device_operations": t.operations,
+            "dropped_spans": t.dropped,
+            "start_ns": t.start_ns,
+            "end_ns": t.end_ns,
+            "steps": {
+                name: {"count": s.count, "total_ns": s.total_ns, "min_ns": s.min_ns, "max_ns": s.max_ns}
+                for name, s in t.steps.items()
+            },
+        },
+        "left_out": {"traces": traces, "spans": spans, "device_operations": operations},
+        "samples": {
+            "rule": "traces in full in the order they complete until max_events; past that the first occurrence "
+            "of each step name, and the slowest left-out occurrence of each step name (args launchtrace.sample)",
+            "slowest_left_out": kept,
+        },
+    }

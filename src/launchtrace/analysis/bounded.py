@@ -1,0 +1,232 @@
+"""Large inputs read in bounded memory: each trace's spans once, exact totals of all of them, and a sample.
+
+``report`` and ``chrome-trace`` draw every launch, so on a file of a million spans they cannot show each one
+(a 5 GB JSON, a page no browser opens). They read the input with :class:`Scan` instead of loading it whole:
+
+- :meth:`Scan.traces` yields each trace's raw spans as soon as the trace is complete (one
+  :class:`~launchtrace.sources.stream.TraceStream` per file, so a run stays keyed by its file, as
+  :func:`~launchtrace.sources.loading.load_traces` keys it), and :class:`Totals` counts every one of them
+  exactly from the raw spans, without rebuilding: traces, spans, device operations, the time range, per step
+  name (the root span's name) count / total / min / max duration, per (op, kernel) operations and time;
+- the command rebuilds (:meth:`Scan.rebuilt`, the slow part: about 30 us a span) only what it shows in full;
+- :class:`Slowest` keeps the raw spans of the slowest left-out trace of each step name (at most
+  :data:`MAX_NAMES` names), to be shown in full at the end.
+
+State is bounded by the number of distinct step names and kernels (each capped at :data:`MAX_NAMES`, the rest
+counted under :data:`OTHER`) and by one trace's spans per kept sample, never by the input's length.
+
+Example::
+
+    scan = Scan(["big.jsonl"])
+    for where, spans in scan.traces():
+        if want_in_full(spans):
+            traces = scan.rebuilt(where, spans)
+    print(scan.totals.spans, scan.totals.steps["step"].count)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from launchtrace import conventions as C
+from launchtrace.model import TraceData
+from launchtrace.spans import SpanData
+
+__all__ = ["MAX_NAMES", "NO_ROOT", "OTHER", "Scan", "Slowest", "Step", "StepTotal", "Totals", "root_of", "step_of"]
+
+MAX_NAMES = 1000  # distinct step names and (op, kernel) pairs counted one by one; the rest under OTHER
+OTHER = "<other names>"
+NO_ROOT = "<no root>"
+
+_log = logging.getLogger(__name__)
+
+
+def root_of(spans: Sequence[SpanData]) -> SpanData | None:
+    """The trace's root span (no parent), or ``None`` when it has none (a trace cut by the reader)."""
+    for span in spans:
+        if span.parent_span_id is None:
+            return span
+    return None
+
+
+def step_of(spans: Sequence[SpanData]) -> tuple[str, int, int]:
+    """``(name, start_ns, duration_ns)`` of the step a trace is: its root span (else the spans' extent)."""
+    root = root_of(spans)
+    if root is not None:
+        return root.name, root.start_ns, max(0, root.end_ns - root.start_ns)
+    start = min((s.start_ns for s in spans), default=0)
+    return NO_ROOT, start, max(0, max((s.end_ns for s in spans), default=0) - start)
+
+
+class Step(NamedTuple):
+    """One trace as :meth:`Totals.add` counted it: its step name, start, duration, device operations, spans."""
+
+    name: str
+    start_ns: int
+    duration_ns: int
+    operations: int
+    spans: int
+
+
+@dataclasses.dataclass(slots=True)
+class StepTotal:
+    """Exact figures of every occurrence of one step name."""
+
+    count: int = 0
+    total_ns: int = 0
+    min_ns: int = 0
+    max_ns: int = 0
+
+    def add(self, duration_ns: int) -> None:
+        self.min_ns = duration_ns if not self.count else min(self.min_ns, duration_ns)
+        self.max_ns = max(self.max_ns, duration_ns)
+        self.count += 1
+        self.total_ns += duration_ns
+
+
+@dataclasses.dataclass(slots=True)
+class KernelTotal:
+    """Exact figures of one (op, kernel): ``operations`` counts a summary span's repetitions."""
+
+    spans: int = 0
+    operations: int = 0
+    total_ns: int = 0
+
+
+def _capped(table: dict, key, make):
+    entry = table.get(key)
+    if entry is None:
+        if len(table) >= MAX_NAMES:
+            key = (OTHER, OTHER) if isinstance(key, tuple) else OTHER
+            entry = table.get(key)
+        if entry is None:
+            entry = table[key] = make()
+    return entry
+
+
+class Totals:
+    """Exact counts over every span read, from the raw spans (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.traces = 0
+        self.spans = 0
+        self.operations = 0  # device operations: launches, copies, fills (a summary span's repetitions counted)
+        self.dropped = 0  # spans the exporter's budget left out, as the traces say
+        self.start_ns = 0
+        self.end_ns = 0
+        self.steps: dict[str, StepTotal] = {}
+        self.kernels: dict[tuple[str, str], KernelTotal] = {}
+
+    def add(self, spans: Sequence[SpanData]) -> Step:
+        """Count one trace's spans; returns what it is (:class:`Step`)."""
+        self.traces += 1
+        self.spans += len(spans)
+        start, end = self.start_ns, self.end_ns
+        kernels = self.kernels
+        operations = self.operations
+        for span in spans:
+            if span.start_ns and (not start or span.start_ns < start):
+                start = span.start_ns
+            if span.end_ns > end:
+                end = span.end_ns
+            attrs = dict(span.attributes)
+            op = attrs.get(C.OP)
+            if op is None:
+                if C.DROPPED_SPANS in attrs:
+                    self.dropped += _int(attrs[C.DROPPED_SPANS])
+                continue
+            kernel = str(attrs.get(C.KERNEL) or span.name)
+            row = kernels.get((str(op), kernel)) or _capped(kernels, (str(op), kernel), KernelTotal)
+            n = 1
+            if C.FOLD_LAUNCHES in attrs or C.REPEAT in attrs:
+                n = _int(attrs.get(C.FOLD_LAUNCHES)) or _int(attrs.get(C.REPEAT)) or 1
+            row.spans += 1
+            row.operations += n
+            row.total_ns += max(0, span.end_ns - span.start_ns)
+            self.operations += n
+        self.start_ns, self.end_ns = start, end
+        name, step_start, duration = step_of(spans)
+        _capped(self.steps, name, StepTotal).add(duration)
+        return Step(name, step_start, duration, self.operations - operations, len(spans))
+
+
+def _int(value: object) -> int:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return 0
+
+
+class Slowest:
+    """The raw spans of the slowest trace of each step name offered: at most :data:`MAX_NAMES` names and
+    ``max_spans`` spans held in all (a trace that would pass that is not kept)."""
+
+    def __init__(self, max_spans: int) -> None:
+        self.max_spans = max_spans
+        self.held_spans = 0
+        self.kept: dict[str, tuple[Step, str, list[SpanData]]] = {}
+
+    def offer(self, step: Step, where: str, spans: list[SpanData]) -> None:
+        held = self.kept.get(step.name)
+        if held is not None and held[0].duration_ns >= step.duration_ns:
+            return
+        if held is None and len(self.kept) >= MAX_NAMES:
+            return
+        freed = len(held[2]) if held is not None else 0
+        if self.held_spans - freed + len(spans) > self.max_spans:
+            return
+        self.held_spans += len(spans) - freed
+        self.kept[step.name] = (step, where, spans)
+
+    def taken(self) -> list[tuple[Step, str, list[SpanData]]]:
+        """The kept traces in the order they started; the holder lets them go."""
+        out = sorted(self.kept.values(), key=lambda k: k[0].start_ns)
+        self.kept.clear()
+        self.held_spans = 0
+        return out
+
+    def __len__(self) -> int:
+        return len(self.kept)
+
+
+class Scan:
+    """Every trace of files and folders, one at a time as raw spans, counted in :attr:`totals`."""
+
+    def __init__(self, specs: Iterable[str | os.PathLike[str]]) -> None:
+        from launchtrace.sources.stream import trace_files
+
+        self.files: list[Path] = [f for spec in specs for f in trace_files(spec)]
+        self.totals = Totals()
+        self.problems = 0
+        self.late_spans = 0
+
+    def traces(self) -> Iterator[tuple[str, list[SpanData], Step]]:
+        """``(file, spans, step)`` of each trace, counted in :attr:`totals` before it is yielded."""
+        from launchtrace.sources.stream import TraceStream
+
+        for path in self.files:
+            stream = TraceStream.from_paths([path])
+            where = str(path)
+            for spans in stream.span_lists():
+                yield where, spans, self.totals.add(spans)
+            self.late_spans += stream.late_spans
+            if stream.log.count:
+                self.problems += stream.log.count
+                _log.warning("%s: %s", where, stream.log.summary())
+
+    @staticmethod
+    def rebuilt(where: str, spans: list[SpanData]) -> list[TraceData]:
+        """The traces of one trace's spans, with ``source`` and the trace id set as ``load_traces`` sets them."""
+        from launchtrace.sources.rebuild import TRACE_ID, rebuild
+
+        out = []
+        for trace_id, data in rebuild(spans).traces.items():
+            data.attributes.setdefault(TRACE_ID, trace_id)
+            data.attributes.setdefault("source", where)
+            out.append(data)
+        return out
