@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from chromium_cdp import CHROMIUM, Page
 from launchtrace.cli import main
 from launchtrace.sources.files import read_spans
 from test_analysis_programs import write_trace_file
@@ -80,7 +81,7 @@ def test_chrome_trace_under_its_cap_is_complete(trace_file: Path, tmp_path: Path
     assert info["complete"] is True and info["left_out"] == {"traces": 0, "spans": 0, "device_operations": 0}
     events = [e for e in data["traceEvents"] if e["ph"] == "X"]
     assert len(events) == info["events_in_full"] - sum(1 for e in data["traceEvents"] if e["ph"] == "M")
-    assert len(events) == 4 * STEPS + 1 and not any(e["ph"] == "i" for e in data["traceEvents"])
+    assert len(events) == len(read_spans(trace_file).spans) and not any(e["ph"] == "i" for e in data["traceEvents"])
 
 
 def test_chrome_trace_refuses_a_cap_below_one(trace_file: Path, tmp_path: Path, capsys) -> None:
@@ -88,3 +89,63 @@ def test_chrome_trace_refuses_a_cap_below_one(trace_file: Path, tmp_path: Path, 
         main(["chrome-trace", str(trace_file), "--out", str(tmp_path / "c.json"), "--max-events", "0"])
     assert exc.value.code == 2 and "expected a number >= 1" in capsys.readouterr().err
     assert not (tmp_path / "c.json").exists()
+
+
+def _traces_in_order(path: Path) -> list[list]:
+    """The file's spans grouped by trace, in the order the traces complete (their root read)."""
+    groups: dict[bytes, list] = {}
+    done = []
+    for span in read_spans(path).spans:
+        groups.setdefault(span.trace_id, []).append(span)
+        if span.parent_span_id is None:
+            done.append(groups.pop(span.trace_id))
+    return done + list(groups.values())
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (CI installs it)")
+def test_report_past_its_detail_says_what_it_left_out_and_stays_usable(trace_file: Path, tmp_path: Path) -> None:
+    traces = _traces_in_order(trace_file)
+    spans = sum(len(t) for t in traces)
+    held, detail = 0, 0
+    for t in traces:
+        if held + len(t) > 40:
+            break
+        held += len(t)
+        detail += 1
+    left = traces[detail:]
+    assert 0 < detail < STEPS  # the cap falls inside the file
+    root = [next(s for s in t if s.parent_span_id is None) for t in traces]
+    slowest = max(range(detail, STEPS), key=lambda k: root[k].end_ns - root[k].start_ns)
+    page = tmp_path / "r.html"
+    assert main(["report", str(trace_file), "--out", str(page), "--detail-spans", "40"]) == 0
+    with Page.open(page, tmp_path) as p:
+        notice = p.eval("document.getElementById('large-notice').textContent")
+        assert f"This input holds {spans:,} spans in {STEPS:,} traces" in notice
+        assert f"In detail: the first {held:,} spans ({detail:,} traces)" in notice
+        assert f"Left out of the detail: {len(left):,} traces, {sum(len(t) for t in left):,} spans" in notice
+        facts = p.eval("Object.fromEntries([...document.querySelectorAll('.fact')].map(f => "
+                       "[f.dataset.fact, f.querySelector('dd').textContent]))")  # fmt: skip
+        assert facts["spans"] == f"{spans:,}" and facts["traces / threads"].startswith(f"{STEPS} / ")
+        assert facts["device operations"] == f"{3 * STEPS:,}"  # scale, add and copy in every step
+        row = p.eval("[...document.querySelector('#large-steps tbody tr').cells].map(c => c.textContent)")
+        total_ms = sum(r.end_ns - r.start_ns for r in root) / 1e6
+        assert row[:3] == ["step", f"{STEPS}", f"{total_ms:,.3f}"]
+        ops = p.eval("[...document.querySelectorAll('#large-kernels tbody tr')].map(r => r.cells[2].textContent)")
+        assert ops == [f"{STEPS}"] * 3
+        assert p.eval("document.querySelectorAll('#steps-chart circle.step-point').length") == STEPS
+        # the slowest left-out step is in the timeline's selector and draws its three operations
+        options = p.eval("[...document.querySelectorAll('#view-select option')].map(o => [o.value, o.textContent])")
+        wanted = f"step#{slowest}"
+        assert [wanted, f"step #{slowest} (slowest of those left out of the detail)"] in options
+        p.eval(f"(() => {{ const s = document.getElementById('view-select'); s.value = '{wanted}'; "
+               "s.dispatchEvent(new Event('change')); })()")  # fmt: skip
+        assert p.eval("document.querySelector('.timeline h3').textContent").startswith(f"step #{slowest}")
+        assert p.eval("document.querySelector('.timeline').querySelectorAll('.bar.launch, .bar.copy').length") == 3
+        assert p.errors == [], p.errors
+
+
+def test_report_within_its_detail_has_no_notice(trace_file: Path, tmp_path: Path) -> None:
+    page = tmp_path / "r.html"
+    assert main(["report", str(trace_file), "--out", str(page)]) == 0
+    html = page.read_text(encoding="utf-8")
+    assert 'id="large-notice"' not in html and 'id="steps-chart"' in html and 'id="launchtrace-data"' in html

@@ -230,3 +230,36 @@ class Scan:
             data.attributes.setdefault("source", where)
             out.append(data)
         return out
+
+
+class StepPoints:
+    """Every step's point for a chart, thinned to at most ``cap``: every ``stride``-th step in run order (the
+    stride doubles each time the points would pass ``cap``), plus the slowest step of each name."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = max(2, cap)
+        self.stride = 1
+        self.seen = 0
+        self.points: list[tuple[int, str, int, int, int]] = []  # (n-th step, name, index of its name, start, ns)
+        self.slowest: dict[str, tuple[int, str, int, int, int]] = {}
+        self._index: dict[str, int] = {}
+
+    def add(self, step: Step) -> None:
+        index = self._index.get(step.name, 0)
+        if index or len(self._index) < MAX_NAMES:
+            self._index[step.name] = index + 1
+        point = (self.seen, step.name, index, step.start_ns, step.duration_ns)
+        self.seen += 1
+        held = self.slowest.get(step.name)
+        if (held is None and len(self.slowest) < MAX_NAMES) or (held is not None and held[4] < step.duration_ns):
+            self.slowest[step.name] = point
+        if point[0] % self.stride:
+            return
+        self.points.append(point)
+        if len(self.points) > self.cap:
+            self.stride *= 2
+            self.points = [p for p in self.points if p[0] % self.stride == 0]
+
+    def result(self) -> list[tuple[int, str, int, int, int]]:
+        """The kept points and the slowest of each name, in run order."""
+        return sorted({p[0]: p for p in (*self.points, *self.slowest.values())}.values())

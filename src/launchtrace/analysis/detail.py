@@ -1,0 +1,91 @@
+"""The report's reading of a large input: the first spans in full (the detail), exact totals of all of them.
+
+:func:`read_detail` reads files and folders one trace at a time (:class:`~launchtrace.analysis.bounded.Scan`)
+and rebuilds traces, in the order they complete, while their spans fit in ``detail_spans``; every later trace is
+only counted (:class:`~launchtrace.analysis.bounded.Totals`), given a point on the step chart
+(:class:`~launchtrace.analysis.bounded.StepPoints`) and offered as the slowest of its step name
+(:class:`~launchtrace.analysis.bounded.Slowest`, rebuilt at the end). Memory: the detail's traces, the slowest
+of each name (together at most ``2 * detail_spans`` spans), at most ``max_points`` chart points and one entry per
+step name and kernel, whatever the input's length.
+
+An input that fits in ``detail_spans`` is read in full and :attr:`Detail.large` is false: the report is the
+same page it was before the limit existed.
+
+Example::
+
+    detail = read_detail(["big.jsonl"], detail_spans=20_000)
+    print(len(detail.traces), detail.left_traces, detail.totals.spans)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable
+
+from launchtrace.analysis.bounded import Scan, Slowest, Step, StepPoints, Totals
+from launchtrace.errors import UserError
+from launchtrace.model import TraceData
+
+__all__ = ["DEFAULT_DETAIL_SPANS", "MAX_POINTS", "Detail", "read_detail"]
+
+DEFAULT_DETAIL_SPANS = 20_000
+MAX_POINTS = 20_000
+
+
+@dataclasses.dataclass
+class Detail:
+    """``traces``: the detail, in file then run order; ``slowest``: (step, its traces) of each step name's
+    slowest left-out occurrence; ``points``: the step chart's (n-th step, name, index, start ns, duration ns);
+    ``stride``: the chart shows every stride-th step (and the slowest of each name)."""
+
+    traces: list[TraceData]
+    totals: Totals
+    detail_spans: int
+    left_traces: int = 0
+    left_spans: int = 0
+    left_operations: int = 0
+    slowest: list[tuple[Step, list[TraceData]]] = dataclasses.field(default_factory=list)
+    points: list[tuple[int, str, int, int, int]] = dataclasses.field(default_factory=list)
+    stride: int = 1
+
+    @property
+    def large(self) -> bool:
+        return self.left_traces > 0
+
+
+def _first_time(trace: TraceData) -> int:
+    times = [r.start_ns for r in trace.records if r.start_ns] + [
+        s.start_ns for s in trace.scopes.values() if s.start_ns
+    ]
+    return min(times, default=0)
+
+
+def read_detail(
+    specs: Iterable[str | os.PathLike[str]], detail_spans: int = DEFAULT_DETAIL_SPANS, max_points: int = MAX_POINTS
+) -> Detail:
+    """See the module docstring. Raises :class:`UserError` when the input holds no launchtrace trace."""
+    scan = Scan(specs)
+    order = {str(f): k for k, f in enumerate(scan.files)}
+    detail = Detail([], scan.totals, detail_spans)
+    slowest = Slowest(detail_spans)
+    points = StepPoints(max_points)
+    held = 0
+    for where, spans, step in scan.traces():
+        points.add(step)
+        if held + step.spans <= detail_spans and not detail.left_traces:
+            held += step.spans
+            detail.traces.extend(scan.rebuilt(where, spans))
+            continue
+        detail.left_traces += 1
+        detail.left_spans += step.spans
+        detail.left_operations += step.operations
+        slowest.offer(step, where, spans)
+    if not detail.traces:
+        names = ", ".join(map(str, scan.files))
+        raise UserError(f"{names}: no launchtrace spans in this source")
+    detail.traces.sort(key=lambda t: (order.get(str(t.attributes.get("source")), 0), _first_time(t)))
+    detail.slowest = [(step, scan.rebuilt(where, spans)) for step, where, spans in slowest.taken()]
+    detail.points = points.result()
+    detail.stride = points.stride
+    return detail
