@@ -149,3 +149,23 @@ def test_report_within_its_detail_has_no_notice(trace_file: Path, tmp_path: Path
     assert main(["report", str(trace_file), "--out", str(page)]) == 0
     html = page.read_text(encoding="utf-8")
     assert 'id="large-notice"' not in html and 'id="steps-chart"' in html and 'id="launchtrace-data"' in html
+
+
+def test_a_first_trace_larger_than_the_cap_is_shown_cut_and_the_rest_counted(trace_file: Path, tmp_path: Path) -> None:
+    traces = _traces_in_order(trace_file)
+    spans = sum(len(t) for t in traces)
+    first = len(traces[0])
+    assert first > 3
+    page = tmp_path / "r.html"
+    assert main(["report", str(trace_file), "--out", str(page), "--detail-spans", "3"]) == 0
+    html = page.read_text(encoding="utf-8")
+    assert "In detail: the first 3 spans (1 traces)" in html
+    assert f"({first - 3:,} of its spans left out)" in html
+    assert f"Left out of the detail: {STEPS - 1} traces, {spans - 3:,} spans" in html
+    out = tmp_path / "c.json"
+    assert main(["chrome-trace", str(trace_file), "--out", str(out), "--max-events", "2"]) == 0
+    data = json.loads(out.read_text(encoding="utf-8"))
+    info = data["otherData"]["launchtrace"]
+    shown = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    assert len(shown) == 2 and all("cut to 2 of its" in e["args"]["launchtrace.sample"] for e in shown)
+    assert info["left_out"]["traces"] == STEPS - 1 and info["left_out"]["spans"] == spans - 2

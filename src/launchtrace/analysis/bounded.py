@@ -37,7 +37,19 @@ from launchtrace import conventions as C
 from launchtrace.model import TraceData
 from launchtrace.spans import SpanData
 
-__all__ = ["MAX_NAMES", "NO_ROOT", "OTHER", "Scan", "Slowest", "Step", "StepTotal", "Totals", "root_of", "step_of"]
+__all__ = [
+    "MAX_NAMES",
+    "NO_ROOT",
+    "OTHER",
+    "Scan",
+    "Slowest",
+    "Step",
+    "StepTotal",
+    "Totals",
+    "cut",
+    "root_of",
+    "step_of",
+]
 
 MAX_NAMES = 1000  # distinct step names and (op, kernel) pairs counted one by one; the rest under OTHER
 OTHER = "<other names>"
@@ -52,6 +64,14 @@ def root_of(spans: Sequence[SpanData]) -> SpanData | None:
         if span.parent_span_id is None:
             return span
     return None
+
+
+def cut(spans: Sequence[SpanData], limit: int) -> list[SpanData]:
+    """At most ``limit`` spans of one trace: its roots and the first others (a trace too large to show whole;
+    the rest is counted, never drawn)."""
+    roots = [s for s in spans if s.parent_span_id is None][:limit]
+    others = [s for s in spans if s.parent_span_id is not None][: max(0, limit - len(roots))]
+    return roots + others
 
 
 def step_of(spans: Sequence[SpanData]) -> tuple[str, int, int]:

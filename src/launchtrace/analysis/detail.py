@@ -23,7 +23,7 @@ import dataclasses
 import os
 from collections.abc import Iterable
 
-from launchtrace.analysis.bounded import Scan, Slowest, Step, StepPoints, Totals
+from launchtrace.analysis.bounded import Scan, Slowest, Step, StepPoints, Totals, cut
 from launchtrace.errors import UserError
 from launchtrace.model import TraceData
 
@@ -45,13 +45,14 @@ class Detail:
     left_traces: int = 0
     left_spans: int = 0
     left_operations: int = 0
+    cut_spans: int = 0  # of those left out: spans of the first trace, too large to show whole, past its cut
     slowest: list[tuple[Step, list[TraceData]]] = dataclasses.field(default_factory=list)
     points: list[tuple[int, str, int, int, int]] = dataclasses.field(default_factory=list)
     stride: int = 1
 
     @property
     def large(self) -> bool:
-        return self.left_traces > 0
+        return self.left_traces > 0 or self.cut_spans > 0
 
 
 def _first_time(trace: TraceData) -> int:
@@ -76,6 +77,16 @@ def read_detail(
         if held + step.spans <= detail_spans and not detail.left_traces:
             held += step.spans
             detail.traces.extend(scan.rebuilt(where, spans))
+            continue
+        if not detail.traces and not detail.left_traces:  # a first trace larger than the detail: its first spans
+            shown = cut(spans, detail_spans)
+            detail.traces.extend(scan.rebuilt(where, shown))
+            kept = {id(s) for s in shown}
+            rest = Totals()
+            rest.add([s for s in spans if id(s) not in kept])
+            detail.cut_spans = detail.left_spans = rest.spans
+            detail.left_operations = rest.operations
+            held = detail_spans  # nothing more fits
             continue
         detail.left_traces += 1
         detail.left_spans += step.spans

@@ -32,7 +32,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from launchtrace.analysis.bounded import Scan, Slowest
+from launchtrace.analysis.bounded import Scan, Slowest, Totals, cut
 from launchtrace.errors import UserError
 from launchtrace.model import TraceData
 from launchtrace.render.timeline import timeline_items
@@ -143,7 +143,7 @@ def sampled_chunks(scan: Scan, max_events: int = DEFAULT_MAX_EVENTS) -> Iterator
     yield '{"displayTimeUnit":"ns","traceEvents":[\n'
     for where, spans, step in scan.traces():
         full = written + step.spans <= max_events
-        first_of_name = step.name not in seen and sampled + step.spans <= max_events
+        first_of_name = step.name not in seen and sampled < max_events
         seen.add(step.name)
         if not full and not first_of_name:
             left_traces += 1
@@ -153,8 +153,18 @@ def sampled_chunks(scan: Scan, max_events: int = DEFAULT_MAX_EVENTS) -> Iterator
                 first_left = (step.start_ns, step.name)
             slowest.offer(step, where, spans)
             continue
-        why = "" if full else f"first occurrence of {step.name}"
-        events = [e for t in scan.rebuilt(where, spans) for e in layout.events(t, why)]
+        shown, why = spans, ""
+        if not full:
+            why = f"first occurrence of {step.name}"
+            if step.spans > max_events - sampled:  # too large even for the samples: its first spans
+                shown = cut(spans, max_events - sampled)
+                kept = {id(s) for s in shown}
+                rest = Totals()
+                rest.add([s for s in spans if id(s) not in kept])
+                left_spans += rest.spans
+                left_operations += rest.operations
+                why += f", cut to {len(shown):,} of its {step.spans:,} spans"
+        events = [e for t in scan.rebuilt(where, shown) for e in layout.events(t, why)]
         if full:
             written += len(events)
         else:
@@ -212,10 +222,11 @@ def _info(
                 for name, s in t.steps.items()
             },
         },
-        "left_out": {"traces": traces, "spans": spans, "device_operations": operations},
+        "left_out": {"traces": traces, "spans": spans, "device_operations": operations},  # spans: of cut traces too
         "samples": {
             "rule": "traces in full in the order they complete until max_events; past that the first occurrence "
-            "of each step name, and the slowest left-out occurrence of each step name (args launchtrace.sample)",
+            "of each step name (cut to its first spans if it alone passes max_events), and the slowest left-out "
+            "occurrence of each step name (args launchtrace.sample)",
             "slowest_left_out": kept,
         },
     }

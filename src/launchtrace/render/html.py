@@ -488,7 +488,14 @@ def _large_section(large: Detail) -> str:
         f"than the {large.detail_spans:,} spans a page shows in detail (--detail-spans). In detail: the first "
         f"{shown_spans:,} spans ({shown_traces:,} traces) - the timeline, kernel time, values, dataflow, hazards and "
         f"diff below are of those - and the slowest left-out occurrence of {len(large.slowest):,} step name(s), in the "
-        f"timeline. Left out of the detail: {large.left_traces:,} traces, {large.left_spans:,} spans, "
+        f"timeline. "
+        + (
+            f"The first trace alone holds more: it is shown cut to its first spans ({large.cut_spans:,} of its "
+            "spans left out). "
+            if large.cut_spans
+            else ""
+        )
+        + f"Left out of the detail: {large.left_traces:,} traces, {large.left_spans:,} spans, "
         f"{large.left_operations:,} device operations. The header, the step chart and the tables below count the "
         "whole input exactly."
     )
