@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import operator
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -56,6 +57,8 @@ OTHER = "<other names>"
 NO_ROOT = "<no root>"
 
 _log = logging.getLogger(__name__)
+_start = operator.attrgetter("start_ns")
+_end = operator.attrgetter("end_ns")
 
 
 def root_of(spans: Sequence[SpanData]) -> SpanData | None:
@@ -146,33 +149,39 @@ class Totals:
         """Count one trace's spans; returns what it is (:class:`Step`)."""
         self.traces += 1
         self.spans += len(spans)
-        start, end = self.start_ns, self.end_ns
+        starts = [t for t in map(_start, spans) if t]
+        if starts:
+            first = min(starts)
+            self.start_ns = first if not self.start_ns else min(self.start_ns, first)
+        if spans:
+            self.end_ns = max(self.end_ns, max(map(_end, spans)))
         kernels = self.kernels
-        operations = self.operations
-        for span in spans:
-            if span.start_ns and (not start or span.start_ns < start):
-                start = span.start_ns
-            if span.end_ns > end:
-                end = span.end_ns
+        operations = 0
+        op_key, kernel_key, fold_key, repeat_key = C.OP, C.KERNEL, C.FOLD_LAUNCHES, C.REPEAT
+        for span in spans:  # the per-span work: one dict of the attributes (in C) and a few lookups
             attrs = dict(span.attributes)
-            op = attrs.get(C.OP)
+            op = attrs.get(op_key)
             if op is None:
                 if C.DROPPED_SPANS in attrs:
                     self.dropped += _int(attrs[C.DROPPED_SPANS])
                 continue
-            kernel = str(attrs.get(C.KERNEL) or span.name)
-            row = kernels.get((str(op), kernel)) or _capped(kernels, (str(op), kernel), KernelTotal)
+            key = (op, attrs.get(kernel_key) or span.name)
+            row = kernels.get(key)
+            if row is None:
+                row = _capped(kernels, (str(key[0]), str(key[1])), KernelTotal)
             n = 1
-            if C.FOLD_LAUNCHES in attrs or C.REPEAT in attrs:
-                n = _int(attrs.get(C.FOLD_LAUNCHES)) or _int(attrs.get(C.REPEAT)) or 1
+            if fold_key in attrs or repeat_key in attrs:
+                n = _int(attrs.get(fold_key)) or _int(attrs.get(repeat_key)) or 1
             row.spans += 1
             row.operations += n
-            row.total_ns += max(0, span.end_ns - span.start_ns)
-            self.operations += n
-        self.start_ns, self.end_ns = start, end
+            duration = span.end_ns - span.start_ns
+            if duration > 0:
+                row.total_ns += duration
+            operations += n
+        self.operations += operations
         name, step_start, duration = step_of(spans)
         _capped(self.steps, name, StepTotal).add(duration)
-        return Step(name, step_start, duration, self.operations - operations, len(spans))
+        return Step(name, step_start, duration, operations, len(spans))
 
 
 def _int(value: object) -> int:

@@ -29,7 +29,7 @@ from launchtrace.model import TraceData
 
 __all__ = ["DEFAULT_DETAIL_SPANS", "MAX_POINTS", "Detail", "read_detail"]
 
-DEFAULT_DETAIL_SPANS = 20_000
+DEFAULT_DETAIL_SPANS = 10_000
 MAX_POINTS = 20_000
 
 
