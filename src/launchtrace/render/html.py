@@ -472,7 +472,7 @@ def _large_points(large: Detail) -> list[dict[str, Any]]:
 
 
 def _sampled_note(large: Detail, plotted: int) -> str:
-    every = "every step" if large.stride == 1 else f"every {large.stride:,}th step in run order"
+    every = "every step" if large.stride == 1 else f"one step in {large.stride:,}, in run order,"
     return (
         f'<p class="note" id="steps-sampled">{plotted:,} points for the input\'s {large.totals.traces:,} steps: '
         f"{every} and the slowest of each name. A point is the step's root span, compile/load included.</p>"
