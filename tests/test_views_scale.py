@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from chromium_cdp import CHROMIUM, Page
+from launchtrace.analysis.bounded import Step, StepPoints
 from launchtrace.cli import main
 from launchtrace.sources.files import read_spans
 from test_analysis_programs import write_trace_file
@@ -169,3 +170,32 @@ def test_a_first_trace_larger_than_the_cap_is_shown_cut_and_the_rest_counted(tra
     shown = [e for e in data["traceEvents"] if e["ph"] == "X"]
     assert len(shown) == 2 and all("cut to 2 of its" in e["args"]["launchtrace.sample"] for e in shown)
     assert info["left_out"]["traces"] == STEPS - 1 and info["left_out"]["spans"] == spans - 2
+
+
+def test_a_baseline_past_the_detail_is_read_as_the_input_is(trace_file: Path, tmp_path: Path) -> None:
+    spans = sum(len(t) for t in _traces_in_order(trace_file))
+    page = tmp_path / "r.html"
+    argv = ["report", str(trace_file), "--baseline", str(trace_file), "--out", str(page), "--detail-spans", "40"]
+    assert main(argv) == 0
+    html = page.read_text(encoding="utf-8")
+    note = html.split('id="diff-detail">', 1)[1].split("</p>", 1)[0]
+    shown = int(note.split("the first ", 1)[1].split(" ", 1)[0])
+    assert 0 < shown <= 40
+    assert note == (
+        f"Of the spans in detail: the first {shown} of the baseline&#x27;s {spans:,} against the first {shown} of "
+        f"this input&#x27;s {spans:,} (--detail-spans)."
+    )
+    assert "topology: equal" in html  # the same detail on both sides
+
+
+def test_the_step_chart_thins_evenly_and_keeps_the_slowest() -> None:
+    points = StepPoints(10)
+    for k in range(100):
+        points.add(Step("step", 1000 * k, 500 if k != 77 else 9_000, 1, 1))  # the slowest: the 79th step seen
+        if k == 3:
+            points.add(Step("other", 1000 * k + 1, 100, 1, 1))  # the 5th step seen, its name's only one
+    kept = points.result()
+    # 101 steps: every 8th would be 13 points, over the cap of 10, so every 16th (7), plus the slowest of each name
+    assert points.stride == 16 and points.seen == 101
+    assert [p[0] for p in kept] == [0, 4, 16, 32, 48, 64, 78, 80, 96]
+    assert [(p[1], p[2], p[4]) for p in kept if p[0] in (4, 78)] == [("other", 0, 100), ("step", 77, 9_000)]

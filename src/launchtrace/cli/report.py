@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_positive,
         default=DEFAULT_DETAIL_SPANS,
         metavar="N",
-        help="spans of a file shown in detail; the rest is counted exactly and summarised (default: %(default)s)",
+        help="spans of the input shown in detail; the rest is counted exactly and summarised (default: %(default)s)",
     )
     add_selection(parser)
 
@@ -80,7 +80,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         large = read_detail(args.traces, args.detail_spans)
         traces = large.traces
-    diff = diff_traces(load_traces(args.baseline), traces) if args.baseline else None
+    diff, diff_note = None, ""
+    if args.baseline:
+        if large is None or parse_backend(args.baseline) is not None:
+            diff = diff_traces(load_traces(args.baseline), traces)
+        else:  # read as the input is: its first --detail-spans spans, so a huge baseline stays bounded too
+            base = read_detail([args.baseline], args.detail_spans)
+            diff = diff_traces(base.traces, traces)
+            if base.large or large.large:
+                diff_note = (
+                    f"Of the spans in detail: the first {base.totals.spans - base.left_spans:,} of the baseline's "
+                    f"{base.totals.spans:,} against the first {large.totals.spans - large.left_spans:,} of this "
+                    f"input's {large.totals.spans:,} (--detail-spans)."
+                )
     if chosen:
         chosen = selected_views(traces, args)
         ov = overview(traces, [v.occurrence for v in chosen if v.occurrence is not None])
@@ -93,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
     hazards = [h.reason for v in views(traces) for h in build_dataflow(v.data, v.graphs).hazards]
     svg, note = _graph(chosen[0] if chosen else None)
     page = report_chunks(
-        traces, ov, diff=diff, graph_svg=svg, graph_note=note, hazards=hazards, title=args.title, large=large
-    )
+        traces, ov, diff=diff, graph_svg=svg, graph_note=note, hazards=hazards, title=args.title, large=large,
+        diff_note=diff_note,
+    )  # fmt: skip
     write_chunks(page, args.out)
     print(args.out)
     return 0

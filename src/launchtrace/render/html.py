@@ -232,12 +232,14 @@ def _timing_table(rows: Sequence[Any]) -> str:
     return f'<table class="stats timing"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def _diff_section(diff: Any) -> str:
-    """Topology changes first, then the timing verdicts, from a ``TraceDiff`` (its public fields only)."""
+def _diff_section(diff: Any, note: str = "") -> str:
+    """Topology changes first, then the timing verdicts, from a ``TraceDiff`` (its public fields only); ``note``:
+    what the diff compares when the inputs were larger than their detail."""
 
     counts = diff.counts
     parts = [
-        '<section id="diff"><h2>Diff against the baseline</h2>',
+        '<section id="diff"><h2>Diff against the baseline</h2>'
+        + (f'<p class="note" id="diff-detail">{html_text(note)}</p>' if note else ""),
         '<h3>Topology</h3><p class="verdict {cls}">{text}</p>'.format(
             cls="same" if diff.equal else "changed",
             text=html_text(
@@ -337,16 +339,17 @@ def render_report(
     hazards: Sequence[str] = (),
     title: str = "launchtrace report",
     large: Detail | None = None,
+    diff_note: str = "",
 ) -> str:
     """The report page as a string (see the module docstring). ``ov`` is the :func:`overview` of ``traces``;
     ``diff`` a ``TraceDiff`` against the baseline; ``graph_svg`` the SVG bytes of the representative step's
     dataflow graph (``None``: the section says why, from ``graph_note``); ``hazards`` one line each;
     ``large``: how ``traces`` were read (:func:`~launchtrace.analysis.detail.read_detail`), for the notice and
-    the exact totals of an input larger than its detail."""
+    the exact totals of an input larger than its detail; ``diff_note``: what the diff compares then."""
     return "".join(
         report_chunks(
             traces, ov, diff=diff, graph_svg=graph_svg, graph_note=graph_note, hazards=hazards, title=title,
-            large=large,
+            large=large, diff_note=diff_note,
         )
     )  # fmt: skip
 
@@ -361,6 +364,7 @@ def report_chunks(
     hazards: Sequence[str] = (),
     title: str = "launchtrace report",
     large: Detail | None = None,
+    diff_note: str = "",
 ) -> Iterator[str]:
     """:func:`render_report`'s page in pieces, for writing as it is made: the data island goes out view by view."""
     big = large is not None and large.large
@@ -432,7 +436,7 @@ def report_chunks(
         parts.append('<p class="note" id="no-hazards">none found</p>')
     parts.append("</section>")
     if diff is not None:
-        parts.append(_diff_section(diff))
+        parts.append(_diff_section(diff, diff_note))
     for part in parts:
         yield part + "\n"
     parts.clear()
