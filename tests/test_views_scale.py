@@ -56,20 +56,31 @@ def test_chrome_trace_past_its_cap_keeps_a_sample_and_the_exact_totals(trace_fil
     assert [e["ts"] for e in full] == sorted(r.start_ns / 1000.0 for r in roots)[: len(full)]
     shown = {e["ts"] for e in scopes}
     left = [r for r in roots if r.start_ns / 1000.0 not in shown]
-    assert info["left_out"]["traces"] == len(left) == STEPS - len(full) - len(sampled)
+    assert info["left_out"]["traces"] == len(left) == STEPS - len(full) - len(sampled)  # shown: in full or sampled
     assert info["left_out"]["spans"] == len(spans) - sum(
         1 for s in spans if any(s.start_ns >= r.start_ns and s.end_ns <= r.end_ns for r in roots if r not in left)
     )
-    # the sample: the slowest left-out step, in full, marked as such
-    slowest = max(roots, key=lambda r: r.end_ns - r.start_ns if r in left or r.start_ns / 1000.0 in
-                  {e["ts"] for e in sampled} else -1)  # fmt: skip
-    assert len(sampled) == 1 and sampled[0]["ts"] == slowest.start_ns / 1000.0
+    # the samples: the slowest left-out step, and the left-out step nearest the median, in full, marked as such
+    ordered = sorted(roots, key=lambda r: r.start_ns)
+    out = ordered[len(full) :]  # every trace after those in full was left out, then two came back as samples
+    assert info["left_out"]["traces"] == len(out) - 2
+    slowest = max(out, key=lambda r: r.end_ns - r.start_ns)
+    median = sorted(durations)[(STEPS - 1) // 2]
+    nearest = min((r for r in out if r is not slowest), key=lambda r: abs(r.end_ns - r.start_ns - median))
+    assert len(sampled) == 2 and [e["ts"] for e in sampled] == [slowest.start_ns / 1000.0, nearest.start_ns / 1000.0]
     assert sampled[0]["args"]["launchtrace.sample"].startswith("slowest left-out occurrence of step")
+    assert sampled[1]["args"]["launchtrace.sample"] == (
+        f"left-out occurrence of step nearest its median ({median / 1e6:.3f} ms)"
+    )
     assert info["samples"]["slowest_left_out"] == [
         {"step": "step", "start_ns": slowest.start_ns, "duration_ns": slowest.end_ns - slowest.start_ns}
     ]
+    assert info["samples"]["median_left_out"] == [
+        {"step": "step", "start_ns": nearest.start_ns, "duration_ns": nearest.end_ns - nearest.start_ns}
+    ]
     records = [e for e in data["traceEvents"] if e["ph"] == "X" and e["cat"] != "scope"]  # 3 launches a step
     assert len(records) == 3 * (len(full) + len(sampled))  # every launch of the traces shown, none invented
+    assert info["events_sampled"] == 2 * 4  # each sample: its scope and its three operations
     marker = [e for e in data["traceEvents"] if e["ph"] == "i"]
     assert len(marker) == 1 and f"{len(left):,} traces" in marker[0]["name"] and marker[0]["s"] == "g"
 

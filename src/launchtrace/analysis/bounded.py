@@ -30,6 +30,8 @@ import dataclasses
 import logging
 import operator
 import os
+import random
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -223,6 +225,44 @@ class Slowest:
         return len(self.kept)
 
 
+class Medians:
+    """The median step duration of each name, from a uniform sample of at most ``size`` durations per name
+    (reservoir sampling with a fixed seed: the same input gives the same answer); exact for a name with at most
+    ``size`` occurrences. At most :data:`MAX_NAMES` names."""
+
+    def __init__(self, size: int = 1001) -> None:
+        self.size = size
+        self.seen: dict[str, int] = {}
+        self.sample: dict[str, array] = {}
+        self._random = random.Random(25)
+
+    def add(self, name: str, duration_ns: int) -> None:
+        n = self.seen.get(name, 0)
+        if not n and len(self.seen) >= MAX_NAMES:
+            return
+        self.seen[name] = n + 1
+        sample = self.sample.get(name)
+        if sample is None:
+            sample = self.sample[name] = array("q")
+        if n < self.size:
+            sample.append(duration_ns)
+        else:
+            k = self._random.randrange(n + 1)
+            if k < self.size:
+                sample[k] = duration_ns
+
+    def median(self, name: str) -> int | None:
+        """The median of ``name``'s sample (the lower of two middles), or ``None`` for a name not counted."""
+        sample = self.sample.get(name)
+        if not sample:
+            return None
+        ranked = sorted(sample)
+        return ranked[(len(ranked) - 1) // 2]
+
+    def exact(self, name: str) -> bool:
+        return self.seen.get(name, 0) <= self.size
+
+
 class Scan:
     """Every trace of files and folders, one at a time as raw spans, counted in :attr:`totals`."""
 
@@ -247,6 +287,17 @@ class Scan:
             if stream.log.count:
                 self.problems += stream.log.count
                 _log.warning("%s: %s", where, stream.log.summary())
+
+    def again(self) -> Iterator[tuple[str, list[SpanData], Step]]:
+        """The same traces in the same order once more (files can be read twice), not counted again: for a
+        choice that needs the whole input seen first (:class:`Medians`)."""
+        from launchtrace.sources.stream import TraceStream
+
+        for path in self.files:
+            where = str(path)
+            for spans in TraceStream.from_paths([path]).span_lists():
+                name, start, duration = step_of(spans)
+                yield where, spans, Step(name, start, duration, 0, len(spans))
 
     @staticmethod
     def rebuilt(where: str, spans: list[SpanData]) -> list[TraceData]:

@@ -12,12 +12,15 @@ Laid out to sit beside an Nsight Systems or PyTorch profiler trace of the same r
   and marked ``"folded": true`` in ``args``, never as invented per-launch events.
 
 A large input is written as it is read (:func:`sampled_chunks`): traces in full, in the order they complete,
-until ``max_events`` events are written; past that each trace is left out and counted, except the first
-occurrence of each step name (root span name) and, at the end, the slowest left-out occurrence of each step
-name (each marked ``"launchtrace.sample"`` in ``args``; together at most another ``max_events`` events). The
-top-level ``otherData.launchtrace`` object holds the exact totals of the whole input (traces, spans, device
-operations, per step name count / total / min / max ns) and what was left out, and a global instant event at
-the first left-out trace says so on the timeline. Memory holds one trace at a time plus the kept samples.
+until the next would pass ``max_events`` complete events (metadata events come on top); from there on each
+trace is left out and counted, except the first occurrence of each step name (root span name) and, at the end,
+of the left-out occurrences of each step name the slowest and the one whose duration is nearest the name's
+median (found by a second read of the files, the reader's time alone; the median is of a 1,001-step uniform
+sample past that many occurrences). Each sampled event is marked ``"launchtrace.sample"`` in ``args``; samples
+have their own budget of ``max_events`` events. The top-level ``otherData.launchtrace`` object holds the exact
+totals of the whole input (traces, spans, device operations, per step name count / total / min / max ns) and
+what was left out, and a global instant event at the first left-out trace says so on the timeline. Memory
+holds one trace at a time plus the kept samples and the duration samples.
 
 Example::
 
@@ -32,7 +35,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from launchtrace.analysis.bounded import Scan, Slowest, Totals, cut
+from launchtrace.analysis.bounded import Medians, Scan, Slowest, Step, Totals, cut
 from launchtrace.errors import UserError
 from launchtrace.model import TraceData
 from launchtrace.render.timeline import timeline_items
@@ -40,7 +43,7 @@ from launchtrace.steps import run_key
 
 __all__ = ["DEFAULT_MAX_EVENTS", "Layout", "chrome_trace", "sampled_chunks"]
 
-DEFAULT_MAX_EVENTS = 500_000  # about 220 MB of JSON (~450 bytes an event): what a browser tab still opens
+DEFAULT_MAX_EVENTS = 500_000  # about 220 MB of JSON at ~450 bytes an event
 SAMPLE = "launchtrace.sample"
 
 
@@ -134,82 +137,135 @@ def sampled_chunks(scan: Scan, max_events: int = DEFAULT_MAX_EVENTS) -> Iterator
     """The Chrome trace JSON of everything ``scan`` reads, in pieces, sampled past ``max_events`` events (see
     the module docstring). Raises :class:`UserError` when the input holds no launchtrace trace."""
     layout = Layout()
-    written = sampled = 0  # events of traces in full, and of samples (their own budget of max_events)
-    left_traces = left_spans = left_operations = 0
-    first_left: tuple[int, str] | None = None
-    seen: set[str] = set()
+    budget = _Budget(max_events)
+    seen: dict[str, int] = {}  # step name -> the n-th trace that was its first occurrence
     slowest = Slowest(max_events)
-    sep = ""
+    medians = Medians()
     yield '{"displayTimeUnit":"ns","traceEvents":[\n'
-    for where, spans, step in scan.traces():
-        full = written + step.spans <= max_events
-        first_of_name = step.name not in seen and sampled < max_events
-        seen.add(step.name)
+    for n, (where, spans, step) in enumerate(scan.traces()):
+        medians.add(step.name, step.duration_ns)
+        full = budget.first_left is None and budget.written + step.spans <= max_events
+        first_of_name = step.name not in seen and budget.sampled < max_events
+        seen.setdefault(step.name, n)
         if not full and not first_of_name:
-            left_traces += 1
-            left_spans += step.spans
-            left_operations += step.operations
-            if first_left is None:
-                first_left = (step.start_ns, step.name)
+            budget.leave(n, step)
             slowest.offer(step, where, spans)
             continue
         shown, why = spans, ""
         if not full:
             why = f"first occurrence of {step.name}"
-            if step.spans > max_events - sampled:  # too large even for the samples: its first spans
-                shown = cut(spans, max_events - sampled)
-                kept = {id(s) for s in shown}
-                rest = Totals()
-                rest.add([s for s in spans if id(s) not in kept])
-                left_spans += rest.spans
-                left_operations += rest.operations
+            if step.spans > max_events - budget.sampled:  # too large even for the samples: its first spans
+                shown = cut(spans, max_events - budget.sampled)
+                budget.cut(spans, shown)
                 why += f", cut to {len(shown):,} of its {step.spans:,} spans"
         events = [e for t in scan.rebuilt(where, shown) for e in layout.events(t, why)]
         if full:
-            written += len(events)
+            budget.written += len(events)
         else:
-            sampled += len(events)
-        if events:
-            yield sep + _dump_all(events)
-            sep = ",\n"
-    if not scan.totals.traces or (not written and not sampled and not left_traces):
+            budget.sampled += len(events)
+        yield budget.chunk(events)
+    if not scan.totals.traces or not (budget.written or budget.sampled or budget.left_traces):
         raise UserError(f"{', '.join(map(str, scan.files))}: no launchtrace spans in this source")
     kept: list[dict[str, Any]] = []
+    shown_steps: set[tuple[str, int]] = set()
     for step, where, spans in slowest.taken():
         why = f"slowest left-out occurrence of {step.name} ({step.duration_ns / 1e6:.3f} ms)"
-        events = [e for t in scan.rebuilt(where, spans) for e in layout.events(t, why)]
-        if sampled + len(events) > max_events:
-            continue
-        sampled += len(events)
-        left_traces -= 1  # shown after all
-        left_spans -= step.spans
-        left_operations -= step.operations
-        kept.append({"step": step.name, "start_ns": step.start_ns, "duration_ns": step.duration_ns})
-        if events:
-            yield sep + _dump_all(events)
-            sep = ",\n"
-    info = _info(scan, max_events, written, sampled, (left_traces, left_spans, left_operations), kept)
-    if first_left is not None:
+        if budget.show(layout.events, scan.rebuilt(where, spans), why, step):
+            kept.append({"step": step.name, "start_ns": step.start_ns, "duration_ns": step.duration_ns})
+            shown_steps.add((step.name, step.start_ns))
+        yield budget.flush()
+    medians_kept: list[dict[str, Any]] = []
+    if budget.first_left is not None:
+        # a second read of the files (the reader's time, no rebuilding) for the left-out occurrence of each step
+        # name whose duration is nearest its median
+        nearest: dict[str, tuple[int, int, str, list]] = {}  # name -> (distance, n, where, spans)
+        for n, (where, spans, step) in enumerate(scan.again()):
+            median = medians.median(step.name)
+            if median is None or n < budget.first_left or seen.get(step.name) == n:
+                continue
+            if (step.name, step.start_ns) in shown_steps or step.spans > max_events:
+                continue
+            distance = abs(step.duration_ns - median)
+            held = nearest.get(step.name)
+            if held is None or distance < held[0]:
+                nearest[step.name] = (distance, n, where, spans)
+        for name, (_, _n, where, spans) in sorted(nearest.items(), key=lambda kv: kv[1][1]):
+            step = Totals().add(spans)  # its operations, to take back from those left out
+            median = medians.median(name)
+            how = "median" if medians.exact(name) else f"median of a {medians.size:,}-step sample"
+            why = f"left-out occurrence of {name} nearest its {how} ({(median or 0) / 1e6:.3f} ms)"
+            if budget.show(layout.events, scan.rebuilt(where, spans), why, step):
+                medians_kept.append({"step": name, "start_ns": step.start_ns, "duration_ns": step.duration_ns})
+            yield budget.flush()
+    info = _info(scan, budget, kept, medians_kept)
+    if budget.first_left is not None:
         note = (
-            f"launchtrace: {left_traces:,} traces ({left_spans:,} spans) from here on left out past "
+            f"launchtrace: {budget.left_traces:,} traces ({budget.left_spans:,} spans) from here on left out past "
             f"--max-events {max_events:,}; exact totals in otherData.launchtrace"
         )
-        marker = {"ph": "i", "s": "g", "name": note, "pid": layout.first_pid, "tid": 0, "ts": first_left[0] / 1000.0}
-        yield sep + _dump(marker)
+        at = budget.first_left_ns / 1000.0
+        yield budget.chunk([{"ph": "i", "s": "g", "name": note, "pid": layout.first_pid, "tid": 0, "ts": at}])
     yield '\n],\n"otherData":{"launchtrace":' + json.dumps(info, ensure_ascii=False, allow_nan=False) + "}}\n"
 
 
-def _info(
-    scan: Scan, max_events: int, written: int, sampled: int, left: tuple[int, int, int], kept: list[dict[str, Any]]
-) -> dict[str, Any]:
+class _Budget:
+    """What :func:`sampled_chunks` wrote and left out, and the separators between its pieces."""
+
+    def __init__(self, max_events: int) -> None:
+        self.max_events = max_events
+        self.written = self.sampled = 0  # events of traces in full, and of samples (a budget of max_events)
+        self.left_traces = self.left_spans = self.left_operations = 0
+        self.first_left: int | None = None  # the n-th trace, the first left out: every later one is too
+        self.first_left_ns = 0
+        self._sep = ""
+        self._pending: list[dict[str, Any]] = []
+
+    def leave(self, n: int, step: Step) -> None:
+        self.left_traces += 1
+        self.left_spans += step.spans
+        self.left_operations += step.operations
+        if self.first_left is None:
+            self.first_left, self.first_left_ns = n, step.start_ns
+
+    def cut(self, spans: list, shown: list) -> None:
+        kept = {id(s) for s in shown}
+        rest = Totals()
+        rest.add([s for s in spans if id(s) not in kept])
+        self.left_spans += rest.spans
+        self.left_operations += rest.operations
+
+    def show(self, events_of, traces: list[TraceData], why: str, step: Step) -> bool:
+        """A left-out trace shown after all as a sample, if it fits the samples' budget."""
+        events = [e for t in traces for e in events_of(t, why)]
+        if self.sampled + len(events) > self.max_events:
+            return False
+        self.sampled += len(events)
+        self.left_traces -= 1
+        self.left_spans -= step.spans
+        self.left_operations -= step.operations
+        self._pending.extend(events)
+        return True
+
+    def chunk(self, events: list[dict[str, Any]]) -> str:
+        if not events:
+            return ""
+        text = self._sep + _dump_all(events)
+        self._sep = ",\n"
+        return text
+
+    def flush(self) -> str:
+        events, self._pending = self._pending, []
+        return self.chunk(events)
+
+
+def _info(scan: Scan, budget: _Budget, slowest: list[dict[str, Any]], medians: list[dict[str, Any]]) -> dict[str, Any]:
     """``otherData.launchtrace``: the exact totals of the input and what the file leaves out."""
     t = scan.totals
-    traces, spans, operations = left
     return {
-        "complete": traces == 0,
-        "max_events": max_events,
-        "events_in_full": written,
-        "events_sampled": sampled,
+        "complete": budget.first_left is None,
+        "max_events": budget.max_events,
+        "events_in_full": budget.written,
+        "events_sampled": budget.sampled,
         "totals": {
             "traces": t.traces,
             "spans": t.spans,
@@ -222,11 +278,18 @@ def _info(
                 for name, s in t.steps.items()
             },
         },
-        "left_out": {"traces": traces, "spans": spans, "device_operations": operations},  # spans: of cut traces too
+        # spans and operations of traces shown cut count here too
+        "left_out": {
+            "traces": budget.left_traces,
+            "spans": budget.left_spans,
+            "device_operations": budget.left_operations,
+        },
         "samples": {
             "rule": "traces in full in the order they complete until max_events; past that the first occurrence "
-            "of each step name (cut to its first spans if it alone passes max_events), and the slowest left-out "
-            "occurrence of each step name (args launchtrace.sample)",
-            "slowest_left_out": kept,
+            "of each step name (cut to its first spans if it alone passes max_events), and of the left-out "
+            "occurrences of each step name the slowest and the one nearest the name's median duration "
+            "(args launchtrace.sample)",
+            "slowest_left_out": slowest,
+            "median_left_out": medians,
         },
     }
