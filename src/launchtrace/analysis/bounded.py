@@ -3,9 +3,8 @@
 ``report`` and ``chrome-trace`` draw every launch, so on a file of a million spans they cannot show each one
 (a 5 GB JSON, a page no browser opens). They read the input with :class:`Scan` instead of loading it whole:
 
-- :meth:`Scan.traces` yields each trace's raw spans as soon as the trace is complete (one
-  :class:`~launchtrace.sources.stream.TraceStream` per file, so a run stays keyed by its file, as
-  :func:`~launchtrace.sources.loading.load_traces` keys it), and :class:`Totals` counts every one of them
+- :meth:`Scan.traces` yields each trace's raw spans as soon as the trace is complete, from the
+  :class:`~launchtrace.sources.bytrace.TraceSpans` it is handed, and :class:`Totals` counts every one of them
   exactly from the raw spans, without rebuilding: traces, spans, device operations, the time range, per step
   name (the root span's name) count / total / min / max duration, per (op, kernel) operations and time;
 - the command rebuilds (:meth:`Scan.rebuilt`, the slow part: about 30 us a span) only what it shows in full;
@@ -17,8 +16,8 @@ counted under :data:`OTHER`) and by one trace's spans per kept sample, never by 
 
 Example::
 
-    scan = Scan(["big.jsonl"])
-    for where, spans in scan.traces():
+    scan = Scan(TraceSpans(["big.jsonl"]))
+    for where, spans, step in scan.traces():
         if want_in_full(spans):
             traces = scan.rebuilt(where, spans)
     print(scan.totals.spans, scan.totals.steps["step"].count)
@@ -27,18 +26,18 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import logging
 import operator
-import os
 import random
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
-from typing import NamedTuple
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from launchtrace import conventions as C
 from launchtrace.model import TraceData
 from launchtrace.spans import SpanData
+
+if TYPE_CHECKING:
+    from launchtrace.sources.bytrace import TraceSpans
 
 __all__ = [
     "MAX_NAMES",
@@ -58,7 +57,6 @@ MAX_NAMES = 1000  # distinct step names and (op, kernel) pairs counted one by on
 OTHER = "<other names>"
 NO_ROOT = "<no root>"
 
-_log = logging.getLogger(__name__)
 _start = operator.attrgetter("start_ns")
 _end = operator.attrgetter("end_ns")
 
@@ -264,52 +262,29 @@ class Medians:
 
 
 class Scan:
-    """Every trace of files and folders, one at a time as raw spans, counted in :attr:`totals`."""
+    """Every trace of a source (:class:`~launchtrace.sources.bytrace.TraceSpans`, handed in), one at a time as
+    raw spans, counted in :attr:`totals`."""
 
-    def __init__(self, specs: Iterable[str | os.PathLike[str]]) -> None:
-        from launchtrace.sources.stream import trace_files
-
-        self.files: list[Path] = [f for spec in specs for f in trace_files(spec)]
+    def __init__(self, source: TraceSpans) -> None:
+        self.source = source
+        self.files = source.files
         self.totals = Totals()
-        self.problems = 0
-        self.late_spans = 0
 
     def traces(self) -> Iterator[tuple[str, list[SpanData], Step]]:
         """``(file, spans, step)`` of each trace, counted in :attr:`totals` before it is yielded."""
-        from launchtrace.sources.stream import TraceStream
-
-        for path in self.files:
-            stream = TraceStream.from_paths([path])
-            where = str(path)
-            for spans in stream.span_lists():
-                yield where, spans, self.totals.add(spans)
-            self.late_spans += stream.late_spans
-            if stream.log.count:
-                self.problems += stream.log.count
-                _log.warning("%s: %s", where, stream.log.summary())
+        for where, spans in self.source:
+            yield where, spans, self.totals.add(spans)
 
     def again(self) -> Iterator[tuple[str, list[SpanData], Step]]:
-        """The same traces in the same order once more (files can be read twice), not counted again: for a
-        choice that needs the whole input seen first (:class:`Medians`)."""
-        from launchtrace.sources.stream import TraceStream
+        """The same traces in the same order once more (the source reads its files again), not counted again:
+        for a choice that needs the whole input seen first (:class:`Medians`). ``step.operations`` is 0."""
+        for where, spans in self.source:
+            name, start, duration = step_of(spans)
+            yield where, spans, Step(name, start, duration, 0, len(spans))
 
-        for path in self.files:
-            where = str(path)
-            for spans in TraceStream.from_paths([path]).span_lists():
-                name, start, duration = step_of(spans)
-                yield where, spans, Step(name, start, duration, 0, len(spans))
-
-    @staticmethod
-    def rebuilt(where: str, spans: list[SpanData]) -> list[TraceData]:
-        """The traces of one trace's spans, with ``source`` and the trace id set as ``load_traces`` sets them."""
-        from launchtrace.sources.rebuild import TRACE_ID, rebuild
-
-        out = []
-        for trace_id, data in rebuild(spans).traces.items():
-            data.attributes.setdefault(TRACE_ID, trace_id)
-            data.attributes.setdefault("source", where)
-            out.append(data)
-        return out
+    def rebuilt(self, where: str, spans: list[SpanData]) -> list[TraceData]:
+        """One trace rebuilt (:meth:`TraceSpans.rebuilt`): the slow part, for what is shown in full."""
+        return self.source.rebuilt(where, spans)
 
 
 class StepPoints:

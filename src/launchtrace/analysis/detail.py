@@ -1,6 +1,7 @@
 """The report's reading of a large input: the first spans in full (the detail), exact totals of all of them.
 
-:func:`read_detail` reads files and folders one trace at a time (:class:`~launchtrace.analysis.bounded.Scan`)
+:func:`read_detail` reads a source one trace at a time (:class:`~launchtrace.sources.bytrace.TraceSpans`, handed
+in, through :class:`~launchtrace.analysis.bounded.Scan`)
 and rebuilds traces, in the order they complete, while their spans fit in ``detail_spans``; every later trace is
 only counted (:class:`~launchtrace.analysis.bounded.Totals`), given a point on the step chart
 (:class:`~launchtrace.analysis.bounded.StepPoints`) and offered as the slowest of its step name
@@ -13,19 +14,21 @@ same page it was before the limit existed.
 
 Example::
 
-    detail = read_detail(["big.jsonl"], detail_spans=20_000)
+    detail = read_detail(TraceSpans(["big.jsonl"]), detail_spans=20_000)
     print(len(detail.traces), detail.left_traces, detail.totals.spans)
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from launchtrace.analysis.bounded import Scan, Slowest, Step, StepPoints, Totals, cut
 from launchtrace.errors import UserError
 from launchtrace.model import TraceData
+
+if TYPE_CHECKING:
+    from launchtrace.sources.bytrace import TraceSpans
 
 __all__ = ["DEFAULT_DETAIL_SPANS", "MAX_POINTS", "Detail", "read_detail"]
 
@@ -62,11 +65,10 @@ def _first_time(trace: TraceData) -> int:
     return min(times, default=0)
 
 
-def read_detail(
-    specs: Iterable[str | os.PathLike[str]], detail_spans: int = DEFAULT_DETAIL_SPANS, max_points: int = MAX_POINTS
-) -> Detail:
-    """See the module docstring. Raises :class:`UserError` when the input holds no launchtrace trace."""
-    scan = Scan(specs)
+def read_detail(source: TraceSpans, detail_spans: int = DEFAULT_DETAIL_SPANS, max_points: int = MAX_POINTS) -> Detail:
+    """See the module docstring; ``source`` gives each trace's spans. Raises :class:`UserError` when the input
+    holds no launchtrace trace."""
+    scan = Scan(source)
     order = {str(f): k for k, f in enumerate(scan.files)}
     detail = Detail([], scan.totals, detail_spans)
     slowest = Slowest(detail_spans)

@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         write_chunks(_whole(chrome_trace(traces)["traceEvents"]), args.out)
         return 0
     from launchtrace.analysis.bounded import Scan
+    from launchtrace.sources.bytrace import TraceSpans
 
-    write_chunks(sampled_chunks(Scan(args.traces), args.max_events), args.out)
+    write_chunks(sampled_chunks(Scan(TraceSpans(args.traces)), args.max_events), args.out)
     return 0

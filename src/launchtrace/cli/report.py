@@ -24,6 +24,7 @@ from launchtrace.cli._writing import write_chunks
 from launchtrace.render.dot import render_dot
 from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
 from launchtrace.render.html import report_chunks
+from launchtrace.sources.bytrace import TraceSpans
 from launchtrace.sources.loading import load_traces
 from launchtrace.sources.named import parse_backend
 
@@ -78,14 +79,14 @@ def run(args: argparse.Namespace) -> int:
     if chosen or any(parse_backend(t) is not None for t in args.traces):
         traces = load_traces(args.traces)
     else:
-        large = read_detail(args.traces, args.detail_spans)
+        large = read_detail(TraceSpans(args.traces), args.detail_spans)
         traces = large.traces
     diff, diff_note = None, ""
     if args.baseline:
         if large is None or parse_backend(args.baseline) is not None:
             diff = diff_traces(load_traces(args.baseline), traces)
         else:  # read as the input is: its first --detail-spans spans, so a huge baseline stays bounded too
-            base = read_detail([args.baseline], args.detail_spans)
+            base = read_detail(TraceSpans([args.baseline]), args.detail_spans)
             diff = diff_traces(base.traces, traces)
             if base.large or large.large:
                 diff_note = (
