@@ -137,7 +137,8 @@ def test_report_past_its_detail_says_what_it_left_out_and_stays_usable(trace_fil
         assert f"Left out of the detail: {len(left):,} traces, {sum(len(t) for t in left):,} spans" in notice
         facts = p.eval("Object.fromEntries([...document.querySelectorAll('.fact')].map(f => "
                        "[f.dataset.fact, f.querySelector('dd').textContent]))")  # fmt: skip
-        assert facts["spans"] == f"{spans:,}" and facts["traces / threads"].startswith(f"{STEPS} / ")
+        assert facts["spans"] == f"{spans:,}" and facts["traces / threads"] == f"{STEPS} / 1"
+        assert facts["devices"] == "cpu" and facts["pid"] == str(dict(traces[-1][0].resource)["process.pid"])
         assert facts["device operations"] == f"{3 * STEPS:,}"  # scale, add and copy in every step
         row = p.eval("[...document.querySelector('#large-steps tbody tr').cells].map(c => c.textContent)")
         total_ms = sum(r.end_ns - r.start_ns for r in root) / 1e6

@@ -144,6 +144,10 @@ class Totals:
         self.end_ns = 0
         self.steps: dict[str, StepTotal] = {}
         self.kernels: dict[tuple[str, str], KernelTotal] = {}
+        # what the report's header lists, from every span (each set at most MAX_NAMES long)
+        self.pids: dict[str, None] = {}
+        self.threads: set[object] = set()
+        self.devices: set[str] = set()
 
     def add(self, spans: Sequence[SpanData]) -> Step:
         """Count one trace's spans; returns what it is (:class:`Step`)."""
@@ -158,8 +162,12 @@ class Totals:
         kernels = self.kernels
         operations = 0
         op_key, kernel_key, fold_key, repeat_key = C.OP, C.KERNEL, C.FOLD_LAUNCHES, C.REPEAT
+        thread_key, device_key, threads, devices = C.THREAD_ID, C.DEVICE, self.threads, self.devices
         for span in spans:  # the per-span work: one dict of the attributes (in C) and a few lookups
             attrs = dict(span.attributes)
+            thread = attrs.get(thread_key)
+            if thread is not None and thread not in threads and len(threads) < MAX_NAMES:
+                threads.add(thread)
             op = attrs.get(op_key)
             if op is None:
                 if C.DROPPED_SPANS in attrs:
@@ -178,7 +186,14 @@ class Totals:
             if duration > 0:
                 row.total_ns += duration
             operations += n
+            device = attrs.get(device_key)
+            if device and device not in devices and len(devices) < MAX_NAMES:
+                devices.add(str(device))
         self.operations += operations
+        if spans and len(self.pids) < MAX_NAMES:
+            pid = dict(spans[0].resource).get("process.pid")
+            if pid not in (None, ""):
+                self.pids[str(pid)] = None
         name, step_start, duration = step_of(spans)
         _capped(self.steps, name, StepTotal).add(duration)
         return Step(name, step_start, duration, operations, len(spans))

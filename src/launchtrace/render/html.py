@@ -174,7 +174,8 @@ def _header(ov: Overview, title: str, large: Detail | None = None) -> str:
         t = large.totals
         f = dataclasses.replace(
             f, start_ns=t.start_ns, end_ns=t.end_ns, launches=t.operations, spans=t.spans, dropped=t.dropped,
-            traces=t.traces,
+            traces=t.traces, threads=len(t.threads) or f.threads, devices=tuple(sorted(t.devices)) or f.devices,
+            pids=tuple(t.pids) or f.pids,
         )  # fmt: skip
     wall = (f.end_ns - f.start_ns) / 1e9 if f.end_ns > f.start_ns else 0.0
     facts = [
