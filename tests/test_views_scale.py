@@ -99,7 +99,7 @@ def test_chrome_trace_under_its_cap_is_complete(trace_file: Path, tmp_path: Path
 def test_chrome_trace_refuses_a_cap_below_one(trace_file: Path, tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["chrome-trace", str(trace_file), "--out", str(tmp_path / "c.json"), "--max-events", "0"])
-    assert exc.value.code == 2 and "expected a number >= 1" in capsys.readouterr().err
+    assert exc.value.code == 2 and "'0': must be at least 1" in capsys.readouterr().err
     assert not (tmp_path / "c.json").exists()
 
 

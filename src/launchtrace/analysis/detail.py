@@ -24,7 +24,6 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from launchtrace.analysis.bounded import Scan, Slowest, Step, StepPoints, Totals, cut
-from launchtrace.errors import UserError
 from launchtrace.model import TraceData
 
 if TYPE_CHECKING:
@@ -95,8 +94,7 @@ def read_detail(source: TraceSpans, detail_spans: int = DEFAULT_DETAIL_SPANS, ma
         detail.left_operations += step.operations
         slowest.offer(step, where, spans)
     if not detail.traces:
-        names = ", ".join(map(str, scan.files))
-        raise UserError(f"{names}: no launchtrace spans in this source")
+        raise source.nothing_read()
     detail.traces.sort(key=lambda t: (order.get(str(t.attributes.get("source")), 0), _first_time(t)))
     detail.slowest = [(step, scan.rebuilt(where, spans)) for step, where, spans in slowest.taken()]
     detail.points = points.result()

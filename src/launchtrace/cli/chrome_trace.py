@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 
 from launchtrace.cli._analyzer import add_selection, selected_views
+from launchtrace.cli._numbers import at_least
 from launchtrace.cli._writing import write_chunks
 from launchtrace.render.chrome_trace import DEFAULT_MAX_EVENTS, chrome_trace, sampled_chunks
 from launchtrace.sources.loading import load_traces
@@ -26,22 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="the JSON file to write ('-': stdout)")
     parser.add_argument(
         "--max-events",
-        type=_positive,
+        type=at_least(1),
         default=DEFAULT_MAX_EVENTS,
         metavar="N",
         help="events written in full before the rest is sampled and counted (default: %(default)s)",
     )
     add_selection(parser)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
 
 
 def _whole(events: list[dict]) -> Iterator[str]:

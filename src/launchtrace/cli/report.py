@@ -20,6 +20,7 @@ from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.overview import overview
 from launchtrace.analysis.runs import View, views
 from launchtrace.cli._analyzer import add_selection, selected_views
+from launchtrace.cli._numbers import at_least
 from launchtrace.cli._writing import write_chunks
 from launchtrace.render.dot import render_dot
 from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
@@ -40,22 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="the HTML file to write")
     parser.add_argument(
         "--detail-spans",
-        type=_positive,
+        type=at_least(1),
         default=DEFAULT_DETAIL_SPANS,
         metavar="N",
         help="spans of the input shown in detail; the rest is counted exactly and summarised (default: %(default)s)",
     )
     add_selection(parser)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
 
 
 def _graph(view) -> tuple[bytes | None, str]:

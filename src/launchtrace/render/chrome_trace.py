@@ -36,7 +36,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from launchtrace.analysis.bounded import Medians, Scan, Slowest, Step, Totals, cut
-from launchtrace.errors import UserError
 from launchtrace.model import TraceData
 from launchtrace.render.timeline import timeline_items
 from launchtrace.steps import run_key
@@ -124,10 +123,6 @@ def chrome_trace(traces: Sequence[TraceData]) -> dict[str, Any]:
     return {"traceEvents": [e for t in traces for e in layout.events(t)], "displayTimeUnit": "ns"}
 
 
-def _dump(event: dict[str, Any]) -> str:
-    return json.dumps(event, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-
-
 def _dump_all(events: list[dict[str, Any]]) -> str:
     """The events of one trace on one line, without the list's brackets (one ``json.dumps`` call a trace)."""
     return json.dumps(events, ensure_ascii=False, allow_nan=False, separators=(",", ":"))[1:-1]
@@ -165,7 +160,7 @@ def sampled_chunks(scan: Scan, max_events: int = DEFAULT_MAX_EVENTS) -> Iterator
             budget.sampled += len(events)
         yield budget.chunk(events)
     if not scan.totals.traces or not (budget.written or budget.sampled or budget.left_traces):
-        raise UserError(f"{', '.join(map(str, scan.files))}: no launchtrace spans in this source")
+        raise scan.source.nothing_read()
     kept: list[dict[str, Any]] = []
     shown_steps: set[tuple[str, int]] = set()
     for step, where, spans in slowest.taken():

@@ -23,6 +23,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from launchtrace.errors import UserError
 from launchtrace.model import TraceData
 from launchtrace.spans import SpanData
 
@@ -41,6 +42,7 @@ class TraceSpans:
         self.files: list[Path] = [f for spec in specs for f in trace_files(spec)]
         self.problems = 0
         self.late_spans = 0
+        self.first_problem = ""  # the first problem met, for an error that says why nothing was read
         self._reads = 0
 
     def __iter__(self) -> Iterator[tuple[str, list[SpanData]]]:
@@ -57,7 +59,14 @@ class TraceSpans:
                 self.late_spans += stream.late_spans
                 if stream.log.count:
                     self.problems += stream.log.count
+                    self.first_problem = self.first_problem or str(stream.log.problems[0])
                     _log.warning("%s: %s", where, stream.log.summary())
+
+    def nothing_read(self) -> UserError:
+        """The error for an input that held no launchtrace trace, naming it and the first problem met."""
+        names = ", ".join(map(str, self.files))
+        why = f" ({self.first_problem})" if self.first_problem else ""
+        return UserError(f"{names}: no launchtrace spans in this source{why}")
 
     @staticmethod
     def rebuilt(where: str, spans: list[SpanData]) -> list[TraceData]:
