@@ -150,6 +150,7 @@ def test_report_past_its_detail_says_what_it_left_out_and_stays_usable(trace_fil
         options = p.eval("[...document.querySelectorAll('#view-select option')].map(o => [o.value, o.textContent])")
         wanted = f"step#{slowest}"
         assert [wanted, f"step #{slowest} (slowest of those left out of the detail)"] in options
+        assert ["run", "the spans in detail (every thread)"] in options  # not called the whole run
         p.eval(f"(() => {{ const s = document.getElementById('view-select'); s.value = '{wanted}'; "
                "s.dispatchEvent(new Event('change')); })()")  # fmt: skip
         assert p.eval("document.querySelector('.timeline h3').textContent").startswith(f"step #{slowest}")

@@ -104,11 +104,14 @@ def _step_id(o: Occurrence) -> str:
 
 
 def _views(
-    traces: Sequence[TraceData], ov: Overview, extra: Sequence[tuple[str, str, TraceData]] = ()
+    traces: Sequence[TraceData],
+    ov: Overview,
+    extra: Sequence[tuple[str, str, TraceData]] = (),
+    whole: str = "whole run (every thread)",
 ) -> tuple[list[dict[str, Any]], list[str], int]:
     """The embedded timeline views: median and slowest first, then ``extra`` (a large input's slowest left-out
     steps), then every step in run order, then the whole run, while they fit under :data:`MAX_TIMELINE_ITEMS`.
-    Returns (views, default ids, steps left out)."""
+    ``whole`` labels the view of every trace. Returns (views, default ids, steps left out)."""
     order: list[tuple[str, str, TraceData]] = []
     defaults = []
     tagged = [("chosen", o) for o in ov.chosen] or [("median", ov.median), ("slowest", ov.slowest)]
@@ -118,7 +121,7 @@ def _views(
             defaults.append(_step_id(occ))
     order.extend(extra)
     order.extend((_step_id(o), f"{o.name} #{o.index}", o.data) for o in ov.steps)
-    order.append(("run", "whole run (every thread)", merge_run(list(traces))))
+    order.append(("run", whole, merge_run(list(traces))))
     views, seen, used, left = [], set(), 0, 0
     for vid, label, data in order:
         if vid in seen:
@@ -369,7 +372,10 @@ def report_chunks(
 ) -> Iterator[str]:
     """:func:`render_report`'s page in pieces, for writing as it is made: the data island goes out view by view."""
     big = large is not None and large.large
-    views, defaults, left_out = _views(traces, ov, _slowest_views(large) if big else ())
+    if big:
+        views, defaults, left_out = _views(traces, ov, _slowest_views(large), "the spans in detail (every thread)")
+    else:
+        views, defaults, left_out = _views(traces, ov)
     plotted = [o for o in ov.steps if o.name not in CATCH_ALL] or list(ov.steps)  # the catch-all steps apart
     apart = [o for o in ov.steps if o not in plotted]
     steps = _large_points(large) if big else [_step_point(o) for o in plotted]
