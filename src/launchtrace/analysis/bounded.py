@@ -215,17 +215,19 @@ class Slowest:
         self.held_spans = 0
         self.kept: dict[str, tuple[Step, str, list[SpanData]]] = {}
 
-    def offer(self, step: Step, where: str, spans: list[SpanData]) -> None:
+    def offer(self, step: Step, where: str, spans: list[SpanData]) -> bool:
+        """Keep ``spans`` if this is the slowest of its name so far (and it fits); ``True`` when kept."""
         held = self.kept.get(step.name)
         if held is not None and held[0].duration_ns >= step.duration_ns:
-            return
+            return False
         if held is None and len(self.kept) >= MAX_NAMES:
-            return
+            return False
         freed = len(held[2]) if held is not None else 0
         if self.held_spans - freed + len(spans) > self.max_spans:
-            return
+            return False
         self.held_spans += len(spans) - freed
         self.kept[step.name] = (step, where, spans)
+        return True
 
     def taken(self) -> list[tuple[Step, str, list[SpanData]]]:
         """The kept traces in the order they started; the holder lets them go."""
@@ -314,7 +316,8 @@ class StepPoints:
         self.slowest: dict[str, tuple[int, str, int, int, int]] = {}
         self._index: dict[str, int] = {}
 
-    def add(self, step: Step) -> None:
+    def add(self, step: Step) -> int:
+        """Count ``step``; returns its index among the steps of its name (as the chart's points number them)."""
         index = self._index.get(step.name, 0)
         if index or len(self._index) < MAX_NAMES:
             self._index[step.name] = index + 1
@@ -324,11 +327,12 @@ class StepPoints:
         if (held is None and len(self.slowest) < MAX_NAMES) or (held is not None and held[4] < step.duration_ns):
             self.slowest[step.name] = point
         if point[0] % self.stride:
-            return
+            return index
         self.points.append(point)
         if len(self.points) > self.cap:
             self.stride *= 2
             self.points = [p for p in self.points if p[0] % self.stride == 0]
+        return index
 
     def result(self) -> list[tuple[int, str, int, int, int]]:
         """The kept points and the slowest of each name, in run order."""

@@ -37,9 +37,10 @@ MAX_POINTS = 20_000
 
 @dataclasses.dataclass
 class Detail:
-    """``traces``: the detail, in file then run order; ``slowest``: (step, its traces) of each step name's
-    slowest left-out occurrence; ``points``: the step chart's (n-th step, name, index, start ns, duration ns);
-    ``stride``: the chart shows every stride-th step (and the slowest of each name)."""
+    """``traces``: the detail, in file then run order; ``slowest``: (step, its index among its name's steps, its
+    traces) of each step name's slowest left-out occurrence; ``points``: the step chart's (n-th step, name,
+    index, start ns, duration ns); ``stride``: the chart shows every stride-th step (and the slowest of each
+    name)."""
 
     traces: list[TraceData]
     totals: Totals
@@ -48,7 +49,7 @@ class Detail:
     left_spans: int = 0
     left_operations: int = 0
     cut_spans: int = 0  # of those left out: spans of the first trace, too large to show whole, past its cut
-    slowest: list[tuple[Step, list[TraceData]]] = dataclasses.field(default_factory=list)
+    slowest: list[tuple[Step, int, list[TraceData]]] = dataclasses.field(default_factory=list)
     points: list[tuple[int, str, int, int, int]] = dataclasses.field(default_factory=list)
     stride: int = 1
 
@@ -72,9 +73,10 @@ def read_detail(source: TraceSpans, detail_spans: int = DEFAULT_DETAIL_SPANS, ma
     detail = Detail([], scan.totals, detail_spans)
     slowest = Slowest(detail_spans)
     points = StepPoints(max_points)
+    indexes: dict[str, int] = {}  # step name -> index of the slowest left-out step kept
     held = 0
     for where, spans, step in scan.traces():
-        points.add(step)
+        index = points.add(step)
         if held + step.spans <= detail_spans and not detail.left_traces:
             held += step.spans
             detail.traces.extend(scan.rebuilt(where, spans))
@@ -92,11 +94,12 @@ def read_detail(source: TraceSpans, detail_spans: int = DEFAULT_DETAIL_SPANS, ma
         detail.left_traces += 1
         detail.left_spans += step.spans
         detail.left_operations += step.operations
-        slowest.offer(step, where, spans)
+        if slowest.offer(step, where, spans):
+            indexes[step.name] = index
     if not detail.traces:
         raise source.nothing_read()
     detail.traces.sort(key=lambda t: (order.get(str(t.attributes.get("source")), 0), _first_time(t)))
-    detail.slowest = [(step, scan.rebuilt(where, spans)) for step, where, spans in slowest.taken()]
+    detail.slowest = [(s, indexes[s.name], scan.rebuilt(where, spans)) for s, where, spans in slowest.taken()]
     detail.points = points.result()
     detail.stride = points.stride
     return detail

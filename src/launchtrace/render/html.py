@@ -463,17 +463,11 @@ MAX_KERNEL_ROWS = 50
 
 def _slowest_views(large: Detail) -> list[tuple[str, str, TraceData]]:
     """A timeline view of each step name's slowest left-out occurrence (ids as the step chart's points)."""
-    index = {(p[1], p[3]): p[2] for p in large.points}
-    out = []
-    for step, traces in large.slowest:
-        if not traces:
-            continue
-        data = merge_run(traces)
-        i = index.get((step.name, step.start_ns))
-        vid = f"{step.name}#{i}" if i is not None else f"{step.name}#slowest-left-out"
-        label = f"{step.name} #{i if i is not None else '?'} (slowest of those left out of the detail)"
-        out.append((vid, label, data))
-    return out
+    return [
+        (f"{step.name}#{index}", f"{step.name} #{index} (slowest of those left out of the detail)", merge_run(traces))
+        for step, index, traces in large.slowest
+        if traces
+    ]
 
 
 def _large_points(large: Detail) -> list[dict[str, Any]]:
