@@ -93,7 +93,7 @@ class Layout:
             events.append(_meta("thread_name", pid, tid, {"name": lane}))
             # threads above streams, each in first-seen order, however the traces interleave them
             events.append(
-                _meta("thread_sort_index", pid, tid, {"sort_index": tid + (0 if kind == "thread" else 1 << 20)})
+                _meta("thread_sort_index", pid, tid, {"sort_index": tid - 1 + (0 if kind == "thread" else 1 << 20)})
             )
         for it in items:
             args = dict(it.details)

@@ -389,7 +389,7 @@ def report_chunks(
         f"<title>{html_text(title)}</title>",
         f"<style>{_asset('report.css')}</style></head><body>",
         _header(ov, title, large),
-        _large_section(large) if big else "",
+        *([_large_section(large)] if big else []),
         '<nav><a href="#steps">steps</a><a href="#kernels">kernels</a><a href="#timeline-section">timeline</a>'
         + ('<a href="#values">values</a>' if ov.values else "")
         + '<a href="#dataflow">dataflow</a>'
