@@ -3,16 +3,28 @@
 By default each run (process) is analysed whole: every thread's records on one time axis, so a race between
 two threads is found although their launches sit in different traces; ``--scope`` / ``--trace`` /
 ``--occurrence`` narrow it to chosen steps. Graph replays count as the accesses of the launches they ran.
+
+Memory: the spans are read and rebuilt one trace at a time (never the whole file's spans at once) and the JSON
+is written as it is made, but a whole-run view needs every record of the run in issue order, so the rebuilt
+records of the input stay in memory (about 1.2 KB per launch: docs/reliability.md#size).
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 
 from launchtrace.analysis.dataflow import Dataflow, build_dataflow
-from launchtrace.cli._analyzer import add_format, add_selection, selected_views, write_json, write_text
+from launchtrace.cli._analyzer import (
+    LazyList,
+    add_format,
+    add_selection,
+    selected_views,
+    write_json_streamed,
+    write_text,
+)
 from launchtrace.render.escape import terminal_lines
-from launchtrace.sources.loading import load_traces
+from launchtrace.sources.each import load_streamed
 
 HELP = "dataflow of a trace: RAW/WAR/WAW edges, critical path, launches that could overlap, stream hazards"
 
@@ -52,23 +64,24 @@ def _text(label: str, flow: Dataflow, edges: bool) -> list[str]:
 
 
 def _json(label: str, flow: Dataflow) -> dict:
+    """One view's JSON; the per-record, per-access and per-edge arrays are made while they are written."""
+
+    def records() -> Iterator[dict]:
+        return ({"index": i, "kernel": r.kernel, "op": str(r.op)} for i, r in enumerate(flow.records))
+
+    def accesses() -> Iterator[dict]:
+        for a in flow.accesses:
+            yield {"record": a.record, "name": a.name, "buffer": a.region.label, "mode": a.mode, "inferred": a.inferred}
+
+    def edges() -> Iterator[dict]:
+        for e in flow.edges:
+            yield {"src": e.src, "dst": e.dst, "kind": str(e.kind), "buffer": e.buffer, "cross_lane": e.cross_lane}
+
     return {
         "view": label,
-        "records": [{"index": i, "kernel": r.kernel, "op": str(r.op)} for i, r in enumerate(flow.records)],
-        "accesses": [
-            {
-                "record": a.record,
-                "name": a.name,
-                "buffer": a.region.label,
-                "mode": a.mode,
-                "inferred": a.inferred,
-            }
-            for a in flow.accesses
-        ],
-        "edges": [
-            {"src": e.src, "dst": e.dst, "kind": str(e.kind), "buffer": e.buffer, "cross_lane": e.cross_lane}
-            for e in flow.edges
-        ],
+        "records": LazyList(records, len(flow.records)),
+        "accesses": LazyList(accesses, len(flow.accesses)),
+        "edges": LazyList(edges, len(flow.edges)),
         "critical_path": list(flow.critical_path),
         "critical_ns": flow.critical_ns,
         "overlap_candidates": [list(g) for g in flow.overlap_candidates()],
@@ -88,9 +101,9 @@ def _json(label: str, flow: Dataflow) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    flows = [(v.label, build_dataflow(v.data, v.graphs)) for v in selected_views(load_traces(args.traces), args)]
+    flows = [(v.label, build_dataflow(v.data, v.graphs)) for v in selected_views(load_streamed(args.traces), args)]
     if args.format == "json":
-        write_json([_json(label, f) for label, f in flows], None)
+        write_json_streamed([_json(label, f) for label, f in flows], None)
     else:
         write_text(terminal_lines([line for label, f in flows for line in _text(label, f, args.edges)]), None)
     hazards = sum(len(f.hazards) for _, f in flows)

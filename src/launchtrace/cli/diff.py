@@ -25,7 +25,7 @@ from launchtrace.cli._numbers import at_least, fraction, probability
 from launchtrace.errors import UserError
 from launchtrace.render.diff_text import diff_as_json, diff_as_markdown, diff_as_text
 from launchtrace.render.escape import terminal_lines
-from launchtrace.sources.loading import load_traces
+from launchtrace.sources.each import load_streamed
 
 HELP = "diff two traces (or sets of runs): inserted, removed and changed launches, timing verdicts"
 
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         a_specs, b_specs = args.traces[:1], args.traces[1:]
     else:
         raise UserError(f"give A and B, or A1 A2 ... --against B1 B2 ... (got {len(args.traces)} inputs)")
-    a_traces, b_traces = load_traces(a_specs), load_traces(b_specs)
+    a_traces, b_traces = load_streamed(a_specs), load_streamed(b_specs)  # spans one trace at a time
     result = diff_traces(
         a_traces,
         b_traces,

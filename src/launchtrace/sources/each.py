@@ -27,7 +27,7 @@ from typing import NamedTuple
 from launchtrace.errors import UserError
 from launchtrace.model import TraceData
 
-__all__ = ["TraceKey", "each_trace", "first_time"]
+__all__ = ["TraceKey", "each_trace", "first_time", "load_streamed"]
 
 _log = logging.getLogger(__name__)
 
@@ -77,6 +77,15 @@ def each_trace(specs: str | os.PathLike | Sequence[str | os.PathLike]) -> Iterat
                 yield TraceKey(source, first_time(trace), arrival), trace
                 arrival += 1
             source += 1
+
+
+def load_streamed(specs: str | os.PathLike | Sequence[str | os.PathLike]) -> list[TraceData]:
+    """What :func:`~launchtrace.sources.loading.load_traces` returns, read through the stream: the spans of one
+    trace at a time are held while it is rebuilt, never the whole file's (for commands that need every trace,
+    ``dataflow`` and ``diff``: the rebuilt traces stay, the spans do not)."""
+    pairs = list(each_trace(specs))
+    pairs.sort(key=lambda pair: pair[0])
+    return [trace for _, trace in pairs]
 
 
 def _file_traces(path: os.PathLike) -> Iterator[TraceData]:
