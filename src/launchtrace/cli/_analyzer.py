@@ -21,7 +21,12 @@ from launchtrace.errors import UserError
 
 __all__ = [
     "LazyList",
-    "add_format", "add_selection", "safe_child", "safe_name", "selected_views", "write_json",
+    "add_format",
+    "add_selection",
+    "safe_child",
+    "safe_name",
+    "selected_views",
+    "write_json",
     "write_json_streamed",
     "write_text",
 ]
