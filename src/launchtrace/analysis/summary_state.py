@@ -102,7 +102,8 @@ class _Run:
 class SummaryState:
     """``summary``'s figures over traces added one at a time (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, figures: bool = True) -> None:
+        self.figures = figures  # False: only the counts, the step clock and the non-finite findings (diff)
         self.traces = 0
         self.records = 0
         self.kernels = KernelTable()
@@ -126,14 +127,15 @@ class SummaryState:
         self.records += len(trace)
         self._sources.append(key.source)
         self._firsts.append(key.first_ns)
-        self.kernels.add(trace)
-        self.scopes.add(trace, ordinal)
-        self.loads.add(trace, ordinal)
-        self.replays.add(trace)
-        per_step: dict[str, list[float]] = {}
-        add_step_values(per_step, [trace])  # a step never spans traces
-        for name, values in per_step.items():
-            self.per_step.setdefault(name, array("d")).extend(values)
+        if self.figures:
+            self.kernels.add(trace)
+            self.scopes.add(trace, ordinal)
+            self.loads.add(trace, ordinal)
+            self.replays.add(trace)
+            per_step: dict[str, list[float]] = {}
+            add_step_values(per_step, [trace])  # a step never spans traces
+            for name, values in per_step.items():
+                self.per_step.setdefault(name, array("d")).extend(values)
         self._add_occurrences(trace, ordinal)
         self._add_bad(trace)
 

@@ -23,7 +23,15 @@ from collections.abc import Sequence
 from launchtrace import conventions as C
 from launchtrace.model import LaunchRecord, TraceData, ValueStats
 
-__all__ = ["BadValues", "StepClock", "became_non_finite", "non_finite", "step_clock", "trace_non_finite"]
+__all__ = [
+    "BadValues",
+    "StepClock",
+    "became_non_finite",
+    "became_non_finite_of",
+    "non_finite",
+    "step_clock",
+    "trace_non_finite",
+]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -142,10 +150,15 @@ def trace_non_finite(trace: TraceData) -> list[tuple[tuple[int, int], BadValues]
 def became_non_finite(a: Sequence[TraceData], b: Sequence[TraceData]) -> list[BadValues]:
     """The launches of ``b`` whose outputs held NaN/Inf where no launch of the same kernel and array did in
     ``a``: the first of each (kernel, parameter), in issue order. What ``launchtrace diff`` reports."""
-    before = {(x.kernel, x.param) for x in non_finite(a)}
+    return became_non_finite_of(non_finite(a), non_finite(b))
+
+
+def became_non_finite_of(bad_a: Sequence[BadValues], bad_b: Sequence[BadValues]) -> list[BadValues]:
+    """:func:`became_non_finite` from each side's :func:`non_finite` findings (a streamed diff has those)."""
+    before = {(x.kernel, x.param) for x in bad_a}
     seen: set[tuple[str, str]] = set()
     out = []
-    for x in non_finite(b):
+    for x in bad_b:
         key = (x.kernel, x.param)
         if key not in before and key not in seen:
             seen.add(key)
