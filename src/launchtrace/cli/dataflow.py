@@ -6,7 +6,7 @@ two threads is found although their launches sit in different traces; ``--scope`
 
 Memory: the spans are read and rebuilt one trace at a time (never the whole file's spans at once) and the JSON
 is written as it is made, but a whole-run view needs every record of the run in issue order, so the rebuilt
-records of the input stay in memory (about 1.2 KB per launch: docs/reliability.md#size).
+records of the input stay in memory (about 2.5 KB per span with the tables: docs/reliability.md#size).
 """
 
 from __future__ import annotations
