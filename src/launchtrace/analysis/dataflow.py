@@ -252,13 +252,19 @@ class DataflowBuilder:
         self.spaces: dict[str, _Space] = {}
         self.n = 0
         self._lanes: dict[tuple, int] = {}
+        self.lane_list: list[tuple] = []  # code -> lane
         self.lanes = array("l")
         self.finish = array("q")
         self.via = array("q")  # -1: none
         self.level = array("q")
 
     def lane_code(self, rec: LaunchRecord) -> int:
-        return self._lanes.setdefault(lane_of(rec), len(self._lanes))
+        lane = lane_of(rec)
+        code = self._lanes.get(lane)
+        if code is None:
+            code = self._lanes[lane] = len(self.lane_list)
+            self.lane_list.append(lane)
+        return code
 
     def add(self, rec: LaunchRecord) -> tuple[list[Access], list[Edge]]:
         i = self.n
