@@ -73,6 +73,7 @@ __all__ = [
     "diff_options",
     "diff_traces",
     "fold_share",
+    "inferred_segments",
     "run_key",
     "segment_diff",
     "segments",
@@ -243,6 +244,15 @@ def step_series(
         timed = [r for r in seg.records if r.end_ns > 0]
         if seg.scope_id is not None and (seg.trace, seg.scope_id) in occurrence_of:
             occ = occurrence_of[(seg.trace, seg.scope_id)]
+        elif seg.scope_id is None and seg.scopes and seg.source is not None:  # an inferred step: its timers
+            occ = len(steps.setdefault(seg.name, []))
+            steps[seg.name].append(float(seg.duration_ns))
+            add(("scope", seg.name, seg.name), occ, float(seg.duration_ns), 1, 0)
+            for sid in seg.scopes:
+                sc = seg.source.scopes[sid]
+                if not sc.internal and sc.end_ns > 0 and sc.kind != "load":
+                    path = "/".join((seg.name, *seg.source.scope_path(sid)))
+                    add(("scope", seg.name, path), occ, float(sc.duration_ns), 1, 0)
         else:
             if seg.scope_id is not None:
                 sc = trace.scopes[seg.scope_id]
@@ -267,11 +277,32 @@ def step_series(
 
 
 def _segments(traces: Sequence[TraceData], scope: str | None, cache: dict) -> list[Segment]:
-    """``segments(traces, scope)``, computed once per set of traces for the topology and the timing."""
+    """The steps of one run as the diff compares them, computed once per set of traces for the topology and the
+    timing: ``segments(traces, scope)``, except that in a zero-code run (no ``scope`` asked for, top-level
+    timers repeating) each repetition is one step, as ``summary``, ``report`` and ``check-static`` count them
+    (:func:`launchtrace.steps.infer_steps`; issue 26)."""
     key = (tuple(id(t) for t in traces), scope)
     if key not in cache:
-        cache[key] = segments(traces, scope)
+        cache[key] = inferred_segments(traces) if scope is None else None
+        if cache[key] is None:
+            cache[key] = segments(traces, scope)
     return cache[key]
+
+
+def inferred_segments(traces: Sequence[TraceData]) -> list[Segment] | None:
+    """The segments of one run whose top-level timers repeat: each repetition one step named after its unit
+    (``simulate+render``), the occurrences outside the repetition as they are; None when nothing is inferred."""
+    from launchtrace.steps import infer_steps, occurrences
+
+    if len(split_runs(traces)) != 1:
+        return None
+    occs = occurrences(traces)
+    inferred = infer_steps(occs)
+    if inferred is None:
+        return None
+    covered = {id(o) for step in inferred.steps for o in step}
+    kept = [o for o in occs if id(o) not in covered] + inferred.occurrences()
+    return sorted((o for o in kept if o.records), key=lambda o: (o.start_ns, o.trace))
 
 
 def _run_series(

@@ -8,7 +8,9 @@ side, or None when it cannot vouch for that, and the caller then diffs the lists
   the whole run kept), or a backend source;
 - steps of one name that arrive out of their start order (the occurrence numbers that pair the sides follow
   start order; a stream gives traces as their roots end, so a trace of unscoped work that ends last but holds
-  the first ``<no scope>`` step is fine, two interleaved ones are not).
+  the first ``<no scope>`` step is fine, two interleaved ones are not);
+- a zero-code run whose steps are inferred (:func:`launchtrace.steps.infer_steps`: each repetition of the
+  top-level timers is one step, made of several traces).
 
 What is held: the steps of one side not yet matched by the other (the sides are read in turn, so in a diff of
 two runs of one program a few), one :class:`~launchtrace.analysis.diff.SegmentDiff` per step (its entries only
@@ -182,6 +184,8 @@ def diff_streamed(
                 diffs[step] = segment_diff(step, ra, rb, 0, **flags)
     except _NotInOrder:
         return None
+    if scope is None and (sides[0].clock.infers() or sides[1].clock.infers()):
+        return None  # a zero-code run's steps are repetitions of timers in several traces: the lists cut them
     for step, records in pending[0].items():
         diffs[step] = segment_diff(step, records, (), 0, **flags)
     for step, records in pending[1].items():

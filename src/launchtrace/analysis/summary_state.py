@@ -172,6 +172,11 @@ class SummaryState:
             self._bad.sort(key=lambda item: item[0])
             del self._bad[BAD_KEEP:]
 
+    def infers(self) -> bool:
+        """Whether steps are inferred in some run (a zero-code run: its top-level timers repeat)."""
+        rank, names = self._rank(), list(self._names)
+        return any(self._infer(run, self._ordered(run, rank), names) is not None for run in self.runs.values())
+
     # -- the result
     def _rank(self) -> np.ndarray:
         """Each trace ordinal's place in ``load_traces``' order (source, first time, arrival)."""
