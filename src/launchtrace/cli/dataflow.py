@@ -13,6 +13,7 @@ traces (their spans read one trace at a time), as does a backend source.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterator
 
 from launchtrace.analysis.dataflow import Dataflow, build_dataflow
@@ -25,7 +26,7 @@ from launchtrace.cli._analyzer import (
     write_json_streamed,
     write_text,
 )
-from launchtrace.render.escape import terminal_lines
+from launchtrace.render.escape import terminal, terminal_lines
 from launchtrace.sources.each import load_streamed
 
 HELP = "dataflow of a trace: RAW/WAR/WAW edges, critical path, launches that could overlap, stream hazards"
@@ -125,8 +126,9 @@ def _print_streamed(flows: list[StreamedFlow], args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json_streamed([_streamed_json(f) for f in flows], None)
     else:
-        for flow in flows:
-            write_text(terminal_lines(_streamed_text(flow, args.edges)), None)
+        for flow in flows:  # line by line: --edges on a long run is millions of lines
+            for line in _streamed_text(flow, args.edges):
+                sys.stdout.write(terminal(line) + "\n")
     hazards = sum(len(f.hazards) for f in flows)
     return 1 if hazards and args.fail_on_hazard else 0
 
