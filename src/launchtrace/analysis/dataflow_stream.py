@@ -4,7 +4,7 @@ The whole-run view (:func:`launchtrace.analysis.runs.merge_run`) puts a process'
 (``seq``, then start), but a file's traces arrive as their roots end: the unscoped work's trace, which holds the
 first records, ends last. So the input is read twice:
 
-1. every trace is rebuilt and only its run, first time and lowest and highest ``seq`` are kept (40 bytes); a
+1. every trace is rebuilt and only its run and lowest ``seq`` are kept (16 bytes); a
    trace whose records start before an earlier trace of its run ended is "late" (the unscoped work, another
    thread's traces overlapping in time);
 2. the traces are read again in the same order; each run's records go into a heap and leave it, into a
@@ -161,12 +161,13 @@ class _Run:
     """One run while the input is read the second time: its heap of records not yet added, and its late
     traces (lowest seq, place in the input) in the order they are needed."""
 
-    __slots__ = ("flow", "heap", "late", "later", "order", "single", "waiting")
+    __slots__ = ("flow", "heap", "late", "later", "order", "seen", "single", "waiting")
 
-    def __init__(self, flow: StreamedFlow, later: list[int], late: list[tuple[int, int]], single: bool) -> None:
+    def __init__(self, flow: StreamedFlow, later: array, late: list[tuple[int, int]], single: bool) -> None:
         self.flow = flow
         self.heap: list[tuple] = []
-        self.later = later  # lowest seq of the run's not-late traces still to come, by their place in the input
+        self.later = later  # after each of the run's not-late traces: the lowest seq of those still to come
+        self.seen = 0  # how many of those have been read
         self.late = collections.deque(sorted(late))
         self.order = 0
         self.single = single
@@ -215,54 +216,65 @@ def stream_dataflow(specs: Sequence[str | os.PathLike]) -> list[StreamedFlow] | 
 
     if any(isinstance(s, str) and parse_backend(s) is not None for s in specs):
         return None
-    # first read: each trace's run and seq range, and whether it is late
+    # first read: each trace's run and seq range, and whether it is late (16 bytes a trace are kept)
     runs: dict[tuple, dict] = {}
-    places: list[tuple[tuple, int | None, bool]] = []  # per trace: run, lowest seq, late
+    codes: dict[tuple, int] = {}
+    run_of = array("l")  # per trace: its run's code
+    late_ones: set[int] = set()
     for key, trace in each_trace(specs):
         rk = run_key(trace)
-        info = runs.setdefault(rk, {"first": None, "attrs": None, "high": None, "late": [], "traces": 0})
-        info["traces"] += 1
-        if info["first"] is None or key < info["first"]:
+        info = runs.get(rk)
+        if info is None:
+            info = runs[rk] = {"first": key, "attrs": dict(trace.attributes), "high": None, "late": []}
+            info["lows"] = array("q")  # the lowest seq of each not-late trace with records, in input order
+            codes[rk] = len(codes)
+        if key < info["first"]:
             info["first"], info["attrs"] = key, dict(trace.attributes)
+        run_of.append(codes[rk])
+        info["traces"] = info.get("traces", 0) + 1
         seqs = [r.seq for r in trace.records]
-        low, high = (min(seqs), max(seqs)) if seqs else (None, None)
-        late = low is not None and info["high"] is not None and low <= info["high"]
-        if late:
+        if not seqs:
+            continue
+        low, high = min(seqs), max(seqs)
+        if info["high"] is not None and low <= info["high"]:
             info["late"].append((low, key.arrival))
-        if high is not None:
-            info["high"] = high if info["high"] is None else max(info["high"], high)
-        places.append((rk, low, late))
+            late_ones.add(key.arrival)
+        else:
+            info["lows"].append(low)
+        info["high"] = high if info["high"] is None else max(info["high"], high)
     ordered = sorted(runs, key=lambda rk: runs[rk]["first"])
-    state: dict[tuple, _Run] = {}
+    state: list[_Run | None] = [None] * len(codes)
     for rk in ordered:
         info = runs[rk]
         label = Run(rk, (TraceData([], {}, info["attrs"]),)).label
-        later = array("q", bytes(8 * len(places)))
+        lows = info["lows"]
+        later = array("q", bytes(8 * len(lows)))  # the lowest seq still to come after each of them
         low_to_come = _NO_MORE
-        for arrival in range(len(places) - 1, -1, -1):  # the lowest seq of the run's traces after each place
-            later[arrival] = low_to_come
-            prk, low, late = places[arrival]
-            if prk == rk and not late and low is not None:
-                low_to_come = min(low_to_come, low)
-        state[rk] = _Run(StreamedFlow(label), later, info["late"], info["traces"] == 1)
-    ahead = _Ahead(specs, {a for info in runs.values() for _, a in info["late"]}, state)
+        for k in range(len(lows) - 1, -1, -1):
+            later[k] = low_to_come
+            low_to_come = min(low_to_come, lows[k])
+        state[codes[rk]] = _Run(StreamedFlow(label), later, info["late"], info["traces"] == 1)
+    by_key = {rk: state[code] for rk, code in codes.items()}
+    ahead = _Ahead(specs, late_ones, by_key)
     # second read: records into each run's builder as soon as nothing to come can precede them
     for key, trace in each_trace(specs):
-        rk, _, late = places[key.arrival]
-        run = state[rk]
+        run = state[run_of[key.arrival]]
+        assert run is not None
         if run.single:
             for rec in trace.records:  # merge_run keeps one trace's own order
                 run.flow.add(rec)
             continue
-        if not late:
-            run.push(trace)
-        bound = run.later[key.arrival]
+        if key.arrival in late_ones or not trace.records:
+            continue  # read ahead when due / nothing to add
+        run.push(trace)
+        bound = run.later[run.seen]
+        run.seen += 1
         ahead.needed(run, bound)
         run.add_below(bound)
-    for run in state.values():
+    for run in by_key.values():
         ahead.needed(run, _NO_MORE + 1)
         run.add_below(_NO_MORE + 1)
-    return [state[rk].flow for rk in ordered]
+    return [by_key[rk].flow for rk in ordered]
 
 
 _NO_MORE = 1 << 62
