@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from launchtrace.analysis.bounded import Scan, Slowest, Step, StepPoints, Totals, cut
 from launchtrace.model import TraceData
+from launchtrace.sources.each import first_time
 
 if TYPE_CHECKING:
     from launchtrace.sources.bytrace import TraceSpans
@@ -56,13 +57,6 @@ class Detail:
     @property
     def large(self) -> bool:
         return self.left_traces > 0 or self.cut_spans > 0
-
-
-def _first_time(trace: TraceData) -> int:
-    times = [r.start_ns for r in trace.records if r.start_ns] + [
-        s.start_ns for s in trace.scopes.values() if s.start_ns
-    ]
-    return min(times, default=0)
 
 
 def read_detail(source: TraceSpans, detail_spans: int = DEFAULT_DETAIL_SPANS, max_points: int = MAX_POINTS) -> Detail:
@@ -98,7 +92,7 @@ def read_detail(source: TraceSpans, detail_spans: int = DEFAULT_DETAIL_SPANS, ma
             indexes[step.name] = index
     if not detail.traces:
         raise source.nothing_read()
-    detail.traces.sort(key=lambda t: (order.get(str(t.attributes.get("source")), 0), _first_time(t)))
+    detail.traces.sort(key=lambda t: (order.get(str(t.attributes.get("source")), 0), first_time(t)))
     detail.slowest = [(s, indexes[s.name], scan.rebuilt(where, spans)) for s, where, spans in slowest.taken()]
     detail.points = points.result()
     detail.stride = points.stride
