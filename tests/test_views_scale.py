@@ -183,6 +183,9 @@ def test_a_first_trace_larger_than_the_cap_is_shown_cut_and_the_rest_counted(tra
     shown = [e for e in data["traceEvents"] if e["ph"] == "X"]
     assert len(shown) == 2 and all("cut to 2 of its" in e["args"]["launchtrace.sample"] for e in shown)
     assert info["left_out"]["traces"] == STEPS - 1 and info["left_out"]["spans"] == spans - 2
+    assert info["traces_cut"] == 1 and info["complete"] is False
+    markers = [e["name"] for e in data["traceEvents"] if e["ph"] == "i"]
+    assert len(markers) == 2 and "1 trace(s) too large to show whole" in markers[1]
 
 
 def test_a_baseline_past_the_detail_is_read_as_the_input_is(trace_file: Path, tmp_path: Path) -> None:

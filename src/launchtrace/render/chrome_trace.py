@@ -24,13 +24,16 @@ holds one trace at a time plus the kept samples and the duration samples.
 
 Example::
 
-    import json
+    import itertools
+import itertools
+import json
     from launchtrace.render.chrome_trace import chrome_trace
     json.dump(chrome_trace(traces), open("trace.json", "w"))
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -44,6 +47,8 @@ __all__ = ["DEFAULT_MAX_EVENTS", "Layout", "chrome_trace", "sampled_chunks"]
 
 DEFAULT_MAX_EVENTS = 500_000  # about 220 MB of JSON at ~450 bytes an event
 SAMPLE = "launchtrace.sample"
+BATCH = 4096  # events dumped at once
+MAX_TRACE_SPANS = 50_000  # one trace rebuilt and laid out takes about 4.7 KB a span: a larger one is shown cut
 
 
 def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
@@ -84,17 +89,22 @@ class Layout:
     def events(self, trace: TraceData, sample: str = "") -> list[dict[str, Any]]:
         """The events of one trace (and the metadata of the process and tracks it is the first to use);
         ``sample``: why a sampled trace is there, put in each event's ``args``."""
-        events: list[dict[str, Any]] = []
-        pid, tids = self._run(trace, events)
+        return list(self.iter_events(trace, sample))
+
+    def iter_events(self, trace: TraceData, sample: str = "") -> Iterator[dict[str, Any]]:
+        """:meth:`events` one at a time, for a trace too large to hold all its events at once."""
+        meta: list[dict[str, Any]] = []
+        pid, tids = self._run(trace, meta)
         items = timeline_items([trace])
         new = sorted({(it.lane_kind, it.lane) for it in items} - tids.keys(), key=lambda k: (k[0] != "thread", k[1]))
         for kind, lane in new:
             tid = tids[(kind, lane)] = len(tids) + 1
-            events.append(_meta("thread_name", pid, tid, {"name": lane}))
+            meta.append(_meta("thread_name", pid, tid, {"name": lane}))
             # threads above streams, each in first-seen order, however the traces interleave them
-            events.append(
+            meta.append(
                 _meta("thread_sort_index", pid, tid, {"sort_index": tid - 1 + (0 if kind == "thread" else 1 << 20)})
             )
+        yield from meta
         for it in items:
             args = dict(it.details)
             if it.kind == "fold":
@@ -102,19 +112,16 @@ class Layout:
                 args["count"] = it.count
             if sample:
                 args[SAMPLE] = sample
-            events.append(
-                {
-                    "ph": "X",
-                    "name": it.name,
-                    "cat": it.kind,
-                    "pid": pid,
-                    "tid": tids[(it.lane_kind, it.lane)],
-                    "ts": it.start_ns / 1000.0,
-                    "dur": max(it.end_ns - it.start_ns, 0) / 1000.0,
-                    "args": args,
-                }
-            )
-        return events
+            yield {
+                "ph": "X",
+                "name": it.name,
+                "cat": it.kind,
+                "pid": pid,
+                "tid": tids[(it.lane_kind, it.lane)],
+                "ts": it.start_ns / 1000.0,
+                "dur": max(it.end_ns - it.start_ns, 0) / 1000.0,
+                "args": args,
+            }
 
 
 def chrome_trace(traces: Sequence[TraceData]) -> dict[str, Any]:
@@ -134,41 +141,39 @@ def sampled_chunks(scan: Scan, max_events: int = DEFAULT_MAX_EVENTS) -> Iterator
     layout = Layout()
     budget = _Budget(max_events)
     seen: dict[str, int] = {}  # step name -> the n-th trace that was its first occurrence
-    slowest = Slowest(max_events)
+    slowest = Slowest(min(max_events, MAX_TRACE_SPANS))  # raw spans held for the slowest samples, in all
     medians = Medians()
     yield '{"displayTimeUnit":"ns","traceEvents":[\n'
     for n, (where, spans, step) in enumerate(scan.traces()):
         medians.add(step.name, step.duration_ns)
-        full = budget.first_left is None and budget.written + step.spans <= max_events
+        fits = min(step.spans, MAX_TRACE_SPANS)  # a larger trace is shown cut (the first of all, or of its name)
+        full = budget.first_left is None and budget.written + fits <= max_events
         first_of_name = step.name not in seen and budget.sampled < max_events
         seen.setdefault(step.name, n)
         if not full and not first_of_name:
             budget.leave(n, step)
-            slowest.offer(step, where, spans)
+            if step.spans <= MAX_TRACE_SPANS:
+                slowest.offer(step, where, spans)
             continue
         shown, why = spans, ""
         if not full:
             why = f"first occurrence of {step.name}"
-            if step.spans > max_events - budget.sampled:  # too large even for the samples: its first spans
-                shown = cut(spans, max_events - budget.sampled)
-                budget.cut(spans, shown)
-                why += f", cut to {len(shown):,} of its {step.spans:,} spans"
-        events = [e for t in scan.rebuilt(where, shown) for e in layout.events(t, why)]
-        if full:
-            budget.written += len(events)
-        else:
-            budget.sampled += len(events)
-        yield budget.chunk(events)
+        room = min(MAX_TRACE_SPANS, max_events - (budget.written if full else budget.sampled))
+        if step.spans > room:  # too large to hold rebuilt (or for the samples' budget): its first spans
+            shown = cut(spans, room)
+            budget.cut(spans, shown)
+            why = (why + ", " if why else "") + f"cut to {len(shown):,} of its {step.spans:,} spans"
+        yield from budget.write(layout, scan.rebuilt(where, shown), why, sample=not full)
     if not scan.totals.traces or not (budget.written or budget.sampled or budget.left_traces):
         raise scan.source.nothing_read()
     kept: list[dict[str, Any]] = []
     shown_steps: set[tuple[str, int]] = set()
     for step, where, spans in slowest.taken():
         why = f"slowest left-out occurrence of {step.name} ({step.duration_ns / 1e6:.3f} ms)"
-        if budget.show(layout.events, scan.rebuilt(where, spans), why, step):
+        if budget.take_back(step):
             kept.append({"step": step.name, "start_ns": step.start_ns, "duration_ns": step.duration_ns})
             shown_steps.add((step.name, step.start_ns))
-        yield budget.flush()
+            yield from budget.write(layout, scan.rebuilt(where, spans), why, sample=True)
     medians_kept: list[dict[str, Any]] = []
     if budget.first_left is not None:
         # a second read of the files (the reader's time, no rebuilding) for the left-out occurrence of each step
@@ -178,7 +183,7 @@ def sampled_chunks(scan: Scan, max_events: int = DEFAULT_MAX_EVENTS) -> Iterator
             median = medians.median(step.name)
             if median is None or n < budget.first_left or seen.get(step.name) == n:
                 continue
-            if (step.name, step.start_ns) in shown_steps or step.spans > max_events:
+            if (step.name, step.start_ns) in shown_steps or step.spans > min(max_events, MAX_TRACE_SPANS):
                 continue
             distance = abs(step.duration_ns - median)
             held = nearest.get(step.name)
@@ -189,9 +194,9 @@ def sampled_chunks(scan: Scan, max_events: int = DEFAULT_MAX_EVENTS) -> Iterator
             median = medians.median(name)
             how = "median" if medians.exact(name) else f"median of a {medians.size:,}-step sample"
             why = f"left-out occurrence of {name} nearest its {how} ({(median or 0) / 1e6:.3f} ms)"
-            if budget.show(layout.events, scan.rebuilt(where, spans), why, step):
+            if budget.take_back(step):
                 medians_kept.append({"step": name, "start_ns": step.start_ns, "duration_ns": step.duration_ns})
-            yield budget.flush()
+                yield from budget.write(layout, scan.rebuilt(where, spans), why, sample=True)
     info = _info(scan, budget, kept, medians_kept)
     if budget.first_left is not None:
         note = (
@@ -199,6 +204,13 @@ def sampled_chunks(scan: Scan, max_events: int = DEFAULT_MAX_EVENTS) -> Iterator
             f"--max-events {max_events:,}; exact totals in otherData.launchtrace"
         )
         at = budget.first_left_ns / 1000.0
+        yield budget.chunk([{"ph": "i", "s": "g", "name": note, "pid": layout.first_pid, "tid": 0, "ts": at}])
+    if budget.cut_traces:
+        note = (
+            f"launchtrace: {budget.cut_traces:,} trace(s) too large to show whole (over {MAX_TRACE_SPANS:,} spans, "
+            "or past --max-events) shown cut to their first spans; exact totals in otherData.launchtrace"
+        )
+        at = budget.cut_at_ns / 1000.0
         yield budget.chunk([{"ph": "i", "s": "g", "name": note, "pid": layout.first_pid, "tid": 0, "ts": at}])
     yield '\n],\n"otherData":{"launchtrace":' + json.dumps(info, ensure_ascii=False, allow_nan=False) + "}}\n"
 
@@ -212,8 +224,9 @@ class _Budget:
         self.left_traces = self.left_spans = self.left_operations = 0
         self.first_left: int | None = None  # the n-th trace, the first left out: every later one is too
         self.first_left_ns = 0
+        self.cut_traces = 0  # traces shown cut (too large to show whole), and where the first one starts
+        self.cut_at_ns = 0
         self._sep = ""
-        self._pending: list[dict[str, Any]] = []
 
     def leave(self, n: int, step: Step) -> None:
         self.left_traces += 1
@@ -223,23 +236,37 @@ class _Budget:
             self.first_left, self.first_left_ns = n, step.start_ns
 
     def cut(self, spans: list, shown: list) -> None:
+        """A trace shown cut to ``shown``: the rest of its spans counted as left out."""
+        self.cut_traces += 1
+        if not self.cut_at_ns:
+            self.cut_at_ns = min((x.start_ns for x in shown if x.start_ns), default=0)
         kept = {id(s) for s in shown}
         rest = Totals()
         rest.add([s for s in spans if id(s) not in kept])
         self.left_spans += rest.spans
         self.left_operations += rest.operations
 
-    def show(self, events_of, traces: list[TraceData], why: str, step: Step) -> bool:
-        """A left-out trace shown after all as a sample, if it fits the samples' budget."""
-        events = [e for t in traces for e in events_of(t, why)]
-        if self.sampled + len(events) > self.max_events:
+    def take_back(self, step: Step) -> bool:
+        """A left-out trace shown after all as a sample, if its spans (at most one complete event each) fit the
+        samples' budget: no longer counted as left out."""
+        if self.sampled + step.spans > self.max_events:
             return False
-        self.sampled += len(events)
         self.left_traces -= 1
         self.left_spans -= step.spans
         self.left_operations -= step.operations
-        self._pending.extend(events)
         return True
+
+    def write(self, layout: Layout, traces: list[TraceData], why: str, *, sample: bool) -> Iterator[str]:
+        """The events of ``traces`` in pieces of :data:`BATCH` (a large trace's events are never all held),
+        counted as written in full or as samples."""
+        for trace in traces:
+            events = layout.iter_events(trace, why)
+            while batch := list(itertools.islice(events, BATCH)):
+                if sample:
+                    self.sampled += len(batch)
+                else:
+                    self.written += len(batch)
+                yield self.chunk(batch)
 
     def chunk(self, events: list[dict[str, Any]]) -> str:
         if not events:
@@ -248,19 +275,16 @@ class _Budget:
         self._sep = ",\n"
         return text
 
-    def flush(self) -> str:
-        events, self._pending = self._pending, []
-        return self.chunk(events)
-
 
 def _info(scan: Scan, budget: _Budget, slowest: list[dict[str, Any]], medians: list[dict[str, Any]]) -> dict[str, Any]:
     """``otherData.launchtrace``: the exact totals of the input and what the file leaves out."""
     t = scan.totals
     return {
-        "complete": budget.first_left is None,
+        "complete": not budget.left_spans,
         "max_events": budget.max_events,
         "events_in_full": budget.written,
         "events_sampled": budget.sampled,
+        "traces_cut": budget.cut_traces,
         "totals": {
             "traces": t.traces,
             "spans": t.spans,
