@@ -19,8 +19,11 @@ median (found by a second read of the files, the reader's time alone; the median
 sample past that many occurrences). Each sampled event is marked ``"launchtrace.sample"`` in ``args``; samples
 have their own budget of ``max_events`` events. The top-level ``otherData.launchtrace`` object holds the exact
 totals of the whole input (traces, spans, device operations, per step name count / total / min / max ns) and
-what was left out, and a global instant event at the first left-out trace says so on the timeline. Memory
-holds one trace at a time plus the kept samples and the duration samples.
+what was left out, and a global instant event at the first left-out trace says so on the timeline. A trace of
+more than :data:`MAX_TRACE_SPANS` spans (or one that alone would pass what is left of a budget) is shown cut to
+its first spans, the rest counted, with a marker of its own. Memory holds one trace at a time (at most
+:data:`MAX_TRACE_SPANS` of its spans rebuilt, its events written in pieces) plus the kept samples and the
+duration samples.
 
 Example::
 
