@@ -62,11 +62,11 @@ def test_chrome_trace_past_its_cap_keeps_a_sample_and_the_exact_totals(trace_fil
     )
     # the samples: the slowest left-out step, and the left-out step nearest the median, in full, marked as such
     ordered = sorted(roots, key=lambda r: r.start_ns)
-    out = ordered[len(full) :]  # every trace after those in full was left out, then two came back as samples
-    assert info["left_out"]["traces"] == len(out) - 2
-    slowest = max(out, key=lambda r: r.end_ns - r.start_ns)
+    rest = ordered[len(full) :]  # every trace after those in full was left out, then two came back as samples
+    assert info["left_out"]["traces"] == len(rest) - 2
+    slowest = max(rest, key=lambda r: r.end_ns - r.start_ns)
     median = sorted(durations)[(STEPS - 1) // 2]
-    nearest = min((r for r in out if r is not slowest), key=lambda r: abs(r.end_ns - r.start_ns - median))
+    nearest = min((r for r in rest if r is not slowest), key=lambda r: abs(r.end_ns - r.start_ns - median))
     assert len(sampled) == 2 and [e["ts"] for e in sampled] == [slowest.start_ns / 1000.0, nearest.start_ns / 1000.0]
     assert sampled[0]["args"]["launchtrace.sample"].startswith("slowest left-out occurrence of step")
     assert sampled[1]["args"]["launchtrace.sample"] == (
