@@ -7,6 +7,7 @@ commands; the truth the assertions compare with is computed independently from t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from chromium_cdp import CHROMIUM, Page
 from launchtrace.analysis.bounded import Step, StepPoints
 from launchtrace.cli import main
+from launchtrace.otlp.json_codec import encode_line
 from launchtrace.sources.files import read_spans
 from test_analysis_programs import write_trace_file
 
@@ -149,7 +151,12 @@ def test_report_past_its_detail_says_what_it_left_out_and_stays_usable(trace_fil
         # the slowest left-out step is in the timeline's selector and draws its three operations
         options = p.eval("[...document.querySelectorAll('#view-select option')].map(o => [o.value, o.textContent])")
         wanted = f"step#{slowest}"
-        assert [wanted, f"step #{slowest} (slowest of those left out of the detail)"] in options
+        duration = [r.end_ns - r.start_ns for r in root]
+        if duration[slowest] > max(duration[:detail]):  # the input's slowest step: shown by default
+            assert [wanted, f"step #{slowest} (slowest; left out of the detail)"] == options[1]
+        else:
+            assert [wanted, f"step #{slowest} (slowest of those left out of the detail)"] in options
+            assert options[1][1].endswith("(slowest)")  # the detail's own slowest, which is slower
         assert ["run", "the spans in detail (every thread)"] in options  # not called the whole run
         p.eval(f"(() => {{ const s = document.getElementById('view-select'); s.value = '{wanted}'; "
                "s.dispatchEvent(new Event('change')); })()")  # fmt: skip
@@ -215,3 +222,22 @@ def test_the_step_chart_thins_evenly_and_keeps_the_slowest() -> None:
     assert points.stride == 16 and points.seen == 101
     assert [p[0] for p in kept] == [0, 4, 16, 32, 48, 64, 78, 80, 96]
     assert [(p[1], p[2], p[4]) for p in kept if p[0] in (4, 78)] == [("other", 0, 100), ("step", 77, 9_000)]
+
+
+def test_the_inputs_slowest_step_left_out_of_the_detail_is_shown_by_default(trace_file: Path, tmp_path: Path) -> None:
+    """The last step made a second slower (its root span ends later): it is past the detail, and it is the
+    slowest step of the input, so the timeline shows it by default instead of the detail's slowest."""
+    traces = _traces_in_order(trace_file)
+    last = traces[-1]
+    slow = [dataclasses.replace(s, end_ns=s.end_ns + 10**9) if s.parent_span_id is None else s for s in last]
+    path = tmp_path / "slow.jsonl"
+    path.write_text(encode_line([s for t in traces[:-1] for s in t] + slow) + "\n", encoding="utf-8")
+    page = tmp_path / "r.html"
+    assert main(["report", str(path), "--out", str(page), "--detail-spans", "40"]) == 0
+    island = page.read_text(encoding="utf-8").split('id="launchtrace-data">', 1)[1].split("</script>", 1)[0]
+    data = json.loads(island)
+    wanted = f"step#{STEPS - 1}"
+    assert data["defaults"][1] == wanted
+    view = next(v for v in data["views"] if v["id"] == wanted)
+    assert view["label"] == f"step #{STEPS - 1} (slowest; left out of the detail)"
+    assert sum(1 for it in view["items"] if it["k"] in ("launch", "copy")) == 3

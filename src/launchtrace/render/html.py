@@ -108,15 +108,20 @@ def _views(
     ov: Overview,
     extra: Sequence[tuple[str, str, TraceData]] = (),
     whole: str = "whole run (every thread)",
+    slowest: tuple[str, str, TraceData] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str], int]:
     """The embedded timeline views: median and slowest first, then ``extra`` (a large input's slowest left-out
     steps), then every step in run order, then the whole run, while they fit under :data:`MAX_TIMELINE_ITEMS`.
-    ``whole`` labels the view of every trace. Returns (views, default ids, steps left out)."""
+    ``whole`` labels the view of every trace; ``slowest`` (a large input's slowest step, when it was left out of
+    the detail) replaces the detail's slowest among the defaults. Returns (views, default ids, steps left out)."""
     order: list[tuple[str, str, TraceData]] = []
     defaults = []
     tagged = [("chosen", o) for o in ov.chosen] or [("median", ov.median), ("slowest", ov.slowest)]
     for tag, occ in tagged:
-        if occ is not None:
+        if tag == "slowest" and slowest is not None:
+            order.append(slowest)
+            defaults.append(slowest[0])
+        elif occ is not None:
             order.append((_step_id(occ), f"{occ.name} #{occ.index} ({tag})", occ.data))
             defaults.append(_step_id(occ))
     order.extend(extra)
@@ -373,7 +378,9 @@ def report_chunks(
     """:func:`render_report`'s page in pieces, for writing as it is made: the data island goes out view by view."""
     big = large is not None and large.large
     if big:
-        views, defaults, left_out = _views(traces, ov, _slowest_views(large), "the spans in detail (every thread)")
+        views, defaults, left_out = _views(
+            traces, ov, _slowest_views(large), "the spans in detail (every thread)", _slowest_overall(large, ov)
+        )
     else:
         views, defaults, left_out = _views(traces, ov)
     plotted = [o for o in ov.steps if o.name not in CATCH_ALL] or list(ov.steps)  # the catch-all steps apart
@@ -468,6 +475,18 @@ def _slowest_views(large: Detail) -> list[tuple[str, str, TraceData]]:
         for step, index, traces in large.slowest
         if traces
     ]
+
+
+def _slowest_overall(large: Detail, ov: Overview) -> tuple[str, str, TraceData] | None:
+    """The view of the input's slowest step of the detail's slowest name, when it was left out of the detail
+    and is slower than every step in it (the timeline then shows it by default)."""
+    if ov.chosen or ov.slowest is None:
+        return None
+    for step, index, traces in large.slowest:
+        if step.name == ov.slowest.name and step.duration_ns > ov.slowest.duration_ns and traces:
+            label = f"{step.name} #{index} (slowest; left out of the detail)"
+            return f"{step.name}#{index}", label, merge_run(traces)
+    return None
 
 
 def _large_points(large: Detail) -> list[dict[str, Any]]:
