@@ -241,3 +241,40 @@ def test_the_inputs_slowest_step_left_out_of_the_detail_is_shown_by_default(trac
     view = next(v for v in data["views"] if v["id"] == wanted)
     assert view["label"] == f"step #{STEPS - 1} (slowest; left out of the detail)"
     assert sum(1 for it in view["items"] if it["k"] in ("launch", "copy")) == 3
+
+
+def test_the_large_input_section_keeps_hostile_names_as_text(trace_file: Path, tmp_path: Path) -> None:
+    """Step and kernel names come from other people's traces: in the exact-totals tables they stay text."""
+    import html.parser
+
+    evil = '<img src=x onerror="document.title=1"></script><script>alert(1)</script> & "q"'
+    spans = [
+        dataclasses.replace(
+            s,
+            name=evil if s.parent_span_id is None else s.name,
+            attributes=tuple((k, evil if k == "launchtrace.kernel" else v) for k, v in s.attributes),
+        )
+        for t in _traces_in_order(trace_file)
+        for s in t
+    ]
+    path = tmp_path / "evil.jsonl"
+    path.write_text(encode_line(spans) + "\n", encoding="utf-8")
+    page = tmp_path / "r.html"
+    assert main(["report", str(path), "--out", str(page), "--detail-spans", "40"]) == 0
+    text = page.read_text(encoding="utf-8")
+    section = text.split('<section id="large-input">', 1)[1].split("</section>", 1)[0]
+    escaped = "&lt;img src=x onerror=&quot;document.title=1&quot;&gt;&lt;/script&gt;&lt;script&gt;alert(1)"
+    assert section.count(escaped) == 1 + 2  # the step row; one kernel row per op (launch, copy), all one name
+
+    class Tags(html.parser.HTMLParser):
+        found: list = []
+
+        def handle_starttag(self, tag, attrs):
+            self.found.append((tag, dict(attrs)))
+
+    parser = Tags()
+    parser.feed(text)
+    assert [t for t, _ in parser.found if t == "script"] == ["script", "script"]  # the page's own two
+    images = [a for t, a in parser.found if t == "img"]  # only the report's own graph, as a data: image
+    assert all(a.get("alt") == "dataflow graph" and a["src"].startswith("data:image/svg+xml;") for a in images)
+    assert not [t for t, a in parser.found if any(k.startswith("on") for k in a)]
