@@ -8,6 +8,7 @@ commands; the truth the assertions compare with is computed independently from t
 from __future__ import annotations
 
 import dataclasses
+import html.parser
 import json
 from pathlib import Path
 
@@ -245,8 +246,6 @@ def test_the_inputs_slowest_step_left_out_of_the_detail_is_shown_by_default(trac
 
 def test_the_large_input_section_keeps_hostile_names_as_text(trace_file: Path, tmp_path: Path) -> None:
     """Step and kernel names come from other people's traces: in the exact-totals tables they stay text."""
-    import html.parser
-
     evil = '<img src=x onerror="document.title=1"></script><script>alert(1)</script> & "q"'
     spans = [
         dataclasses.replace(
@@ -266,15 +265,14 @@ def test_the_large_input_section_keeps_hostile_names_as_text(trace_file: Path, t
     escaped = "&lt;img src=x onerror=&quot;document.title=1&quot;&gt;&lt;/script&gt;&lt;script&gt;alert(1)"
     assert section.count(escaped) == 1 + 2  # the step row; one kernel row per op (launch, copy), all one name
 
+    found: list[tuple[str, dict]] = []
+
     class Tags(html.parser.HTMLParser):
-        found: list = []
-
         def handle_starttag(self, tag, attrs):
-            self.found.append((tag, dict(attrs)))
+            found.append((tag, dict(attrs)))
 
-    parser = Tags()
-    parser.feed(text)
-    assert [t for t, _ in parser.found if t == "script"] == ["script", "script"]  # the page's own two
-    images = [a for t, a in parser.found if t == "img"]  # only the report's own graph, as a data: image
+    Tags().feed(text)
+    assert [t for t, _ in found if t == "script"] == ["script", "script"]  # the page's own two
+    images = [a for t, a in found if t == "img"]  # only the report's own graph, as a data: image
     assert all(a.get("alt") == "dataflow graph" and a["src"].startswith("data:image/svg+xml;") for a in images)
-    assert not [t for t, a in parser.found if any(k.startswith("on") for k in a)]
+    assert not [t for t, a in found if any(k.startswith("on") for k in a)]
