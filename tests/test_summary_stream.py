@@ -122,3 +122,23 @@ def test_summary_holds_one_trace_at_a_time(files, tmp_path) -> None:
     assert n + 1 == 40 * len(load_traces(files["stepped"]))
     assert most <= 2
     assert state.result().traces == n + 1
+
+
+def test_spans_after_their_root_are_left_out_with_a_warning(files, tmp_path, caplog) -> None:
+    """A stream completes a trace at its root; spans of it that come later (no launchtrace writer puts them so)
+    are not counted, and a warning says how many."""
+    lines = files["stepped"].read_text(encoding="utf-8").splitlines()
+    doc = json.loads(lines[0])
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    roots = [s for s in spans if not s.get("parentSpanId")]
+    kids = [s for s in spans if s.get("parentSpanId")]
+    assert roots and kids
+    first, second = json.loads(lines[0]), json.loads(lines[0])
+    first["resourceSpans"][0]["scopeSpans"][0]["spans"] = roots
+    second["resourceSpans"][0]["scopeSpans"][0]["spans"] = kids
+    path = tmp_path / "late.jsonl"
+    path.write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        traces = [t for _, t in each_trace([path])]
+    assert sum(len(t) for t in traces) == 0
+    assert f"{len(kids)} spans arrived after their trace's root and were left out" in caplog.text

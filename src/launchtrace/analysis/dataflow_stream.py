@@ -143,11 +143,20 @@ class StreamedFlow:
         return self.builder.lane_list[self.builder.lanes[i]][0] == "stream"
 
     def overlap_candidates(self) -> list[tuple[int, ...]]:
-        out = []
+        """:meth:`launchtrace.analysis.dataflow.Dataflow.overlap_candidates` from the level and lane arrays: the
+        records ordered by wave with one index array, one wave's lanes grouped at a time."""
+        import numpy as np
+
+        if not self.builder.n:
+            return []
+        level = np.frombuffer(self.builder.level, dtype=np.int64)
+        order = np.argsort(level, kind="stable")  # by wave, then index
+        bounds = np.flatnonzero(np.diff(level[order])) + 1
         lanes = self.builder.lanes
-        for wave in self.builder.waves():
+        out = []
+        for wave in np.split(order, bounds):
             by_lane: dict[int, list[int]] = {}
-            for i in wave:
+            for i in wave.tolist():
                 by_lane.setdefault(lanes[i], []).append(i)
             out.extend(tuple(group) for group in by_lane.values() if len(group) > 1)
         return out

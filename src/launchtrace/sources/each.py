@@ -10,6 +10,8 @@ Each trace comes with its :class:`TraceKey`: ``load_traces`` orders a file's tra
 stream gives them as their roots end; readers that need that order sort by the key at the end (exactly the
 order ``load_traces`` gives) instead of holding the traces. Every trace carries the ``source`` and trace id
 attributes ``load_traces`` sets, and a source that holds no launchtrace trace raises the same ``UserError``.
+Spans of a trace that come after its root has been read (not what launchtrace's exporter or ``pull`` write: a
+root ends last) are left out, and a warning says how many, as the fleet commands say it.
 
 Example::
 
@@ -104,3 +106,5 @@ def _file_traces(path: os.PathLike) -> Iterator[TraceData]:
         raise UserError(f"{where}: no launchtrace spans in this source" + (f" ({first})" if first else ""))
     if log.errors:
         _log.warning("%s: %d problem(s) while reading, first: %s", where, log.errors, first)
+    if stream.late_spans:  # a whole-file read would have put them in their trace: say they are not counted
+        _log.warning("%s: %d spans arrived after their trace's root and were left out", where, stream.late_spans)
