@@ -20,6 +20,7 @@ from launchtrace.cli import main
 from launchtrace.cli._analyzer import write_json
 from launchtrace.cli.dataflow import _json, _text
 from launchtrace.render.escape import terminal_lines
+from launchtrace.sources.each import Traces
 from launchtrace.sources.loading import load_traces
 from test_analysis_programs import Sim, write_trace_file
 from test_steps import _stepped, _write, _zero_code
@@ -91,7 +92,7 @@ def test_records_wait_for_their_turn_a_few_traces_at_a_time(files, tmp_path) -> 
         for c in range(40):  # new trace ids and seqs past the previous copy's, one resource: one long run
             copy = text.replace('"traceId":"', f'"traceId":"{c:08x}')
             f.write(_shift_seq(copy, c * 1000))
-    flows = stream_dataflow([many])
+    flows = stream_dataflow(Traces([many]))
     assert flows is not None and len(flows) == 1
     per_copy = sum(len(t) for t in load_traces(files["late"]))
     assert flows[0].n == 40 * per_copy

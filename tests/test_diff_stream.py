@@ -17,6 +17,7 @@ from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.diff_stream import diff_streamed
 from launchtrace.analysis.values import became_non_finite
 from launchtrace.cli import main
+from launchtrace.sources.each import Traces
 from launchtrace.sources.loading import load_traces
 from test_analysis_programs import Sim, write_trace_file
 from test_steps import _stepped, _write, _zero_code
@@ -69,7 +70,7 @@ def _same(streamed, listed) -> None:
     ],
 )
 def test_a_streamed_diff_equals_the_diff_of_the_lists(files, a, b) -> None:
-    _same(diff_streamed([files[a]], [files[b]]), _as_listed(files[a], files[b]))
+    _same(diff_streamed((Traces([files[a]]), Traces([files[b]]))), _as_listed(files[a], files[b]))
 
 
 @pytest.mark.parametrize(
@@ -77,7 +78,7 @@ def test_a_streamed_diff_equals_the_diff_of_the_lists(files, a, b) -> None:
 )
 def test_options_give_the_same_answer_streamed(files, options) -> None:
     _same(
-        diff_streamed([files["base"]], [files["scalar"]], **options),
+        diff_streamed((Traces([files["base"]]), Traces([files["scalar"]])), **options),
         _as_listed(files["base"], files["scalar"], **options),
     )
 
@@ -85,21 +86,23 @@ def test_options_give_the_same_answer_streamed(files, options) -> None:
 def test_several_runs_a_side_are_left_to_the_lists(files, capsys) -> None:
     """Runs pair k-th with k-th and the shorter side repeats its last: the stream declines, the command
     answers from the lists."""
-    assert diff_streamed([files["base"], files["again"]], [files["scalar"]]) is None
+    assert diff_streamed((Traces([files["base"], files["again"]]), Traces([files["scalar"]]))) is None
     assert main(["diff", str(files["base"]), str(files["again"]), "--against", str(files["scalar"])]) == 1
     assert "timing: per-step totals of 2 runs (A) against 1 run (B)" in capsys.readouterr().out
 
 
 def test_zero_code_runs_are_left_to_the_lists(files) -> None:
     """Inferred steps are repetitions of timers in several traces (issue 26): the lists cut them."""
-    assert diff_streamed([files["zero"]], [files["zero"]]) is None
-    assert diff_streamed([files["zero"]], [files["zero"]], scope="simulate") is not None  # no inference asked
+    assert diff_streamed((Traces([files["zero"]]), Traces([files["zero"]]))) is None
+    assert (
+        diff_streamed((Traces([files["zero"]]), Traces([files["zero"]])), scope="simulate") is not None
+    )  # no inference asked
 
 
 def test_steps_out_of_their_start_order_are_left_to_the_lists(files, capsys) -> None:
     """A file whose traces were written latest first (as a collector may hand them on): step numbers would
     follow arrival, so the stream declines, and the command's answer is the lists' one."""
-    assert diff_streamed([files["stepped"]], [files["stepped2"]]) is None
+    assert diff_streamed((Traces([files["stepped"]]), Traces([files["stepped2"]]))) is None
     assert main(["diff", str(files["stepped"]), str(files["stepped2"]), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     want, _ = _as_listed(files["stepped"], files["stepped2"])

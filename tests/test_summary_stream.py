@@ -20,7 +20,7 @@ from launchtrace.analysis.replays import with_replay_counts
 from launchtrace.analysis.stats import kernel_stats, scope_stats
 from launchtrace.analysis.summary_state import SummaryState
 from launchtrace.cli import main
-from launchtrace.sources.each import TraceKey, each_trace, first_time
+from launchtrace.sources.each import TraceKey, Traces, first_time
 from launchtrace.sources.loading import load_traces
 from launchtrace.steps import infer_steps, occurrences, split_runs
 from test_steps import _stepped, _write, _zero_code
@@ -60,7 +60,7 @@ def _same(a, b) -> None:
 @pytest.mark.parametrize("name", ["stepped", "zero", "zero-in-order"])
 def test_streamed_figures_equal_the_list_based_ones(files, name) -> None:
     traces = load_traces(files[name])
-    pairs = list(each_trace([files[name]]))
+    pairs = list(Traces([files[name]]))
     assert len(pairs) == len(traces)
     assert [k.arrival for k, _ in pairs] == list(range(len(pairs)))
     expected = _listed(traces)
@@ -112,7 +112,7 @@ def test_summary_holds_one_trace_at_a_time(files, tmp_path) -> None:
     state = SummaryState()
     alive: list[weakref.ref] = []
     most = 0
-    for n, (key, trace) in enumerate(each_trace([path])):
+    for n, (key, trace) in enumerate(Traces([path])):
         state.add(key, trace)
         alive.append(weakref.ref(trace))
         del trace
@@ -139,6 +139,6 @@ def test_spans_after_their_root_are_left_out_with_a_warning(files, tmp_path, cap
     path = tmp_path / "late.jsonl"
     path.write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n", encoding="utf-8")
     with caplog.at_level("WARNING"):
-        traces = [t for _, t in each_trace([path])]
+        traces = [t for _, t in Traces([path])]
     assert sum(len(t) for t in traces) == 0
     assert f"{len(kids)} spans arrived after their trace's root and were left out" in caplog.text

@@ -4,7 +4,7 @@
 (a 5 GB JSON, a page no browser opens). They read the input with :class:`Scan` instead of loading it whole:
 
 - :meth:`Scan.traces` yields each trace's raw spans as soon as the trace is complete, from the
-  :class:`~launchtrace.sources.bytrace.TraceSpans` it is handed, and :class:`Totals` counts every one of them
+  :class:`~launchtrace.sources.each.Traces` it is handed, and :class:`Totals` counts every one of them
   exactly from the raw spans, without rebuilding: traces, spans, device operations, the time range, per step
   name (the root span's name) count / total / min / max duration, per (op, kernel) operations and time;
 - the command rebuilds (:meth:`Scan.rebuilt`, the slow part: about 30 us a span) only what it shows in full;
@@ -16,7 +16,7 @@ counted under :data:`OTHER`) and by one trace's spans per kept sample, never by 
 
 Example::
 
-    scan = Scan(TraceSpans(["big.jsonl"]))
+    scan = Scan(Traces(["big.jsonl"]))
     for where, spans, step in scan.traces():
         if want_in_full(spans):
             traces = scan.rebuilt(where, spans)
@@ -37,7 +37,7 @@ from launchtrace.model import TraceData
 from launchtrace.spans import SpanData
 
 if TYPE_CHECKING:
-    from launchtrace.sources.bytrace import TraceSpans
+    from launchtrace.sources.each import Traces
 
 __all__ = [
     "MAX_NAMES",
@@ -279,28 +279,28 @@ class Medians:
 
 
 class Scan:
-    """Every trace of a source (:class:`~launchtrace.sources.bytrace.TraceSpans`, handed in), one at a time as
+    """Every trace of a source (:class:`~launchtrace.sources.each.Traces`, handed in), one at a time as
     raw spans, counted in :attr:`totals`."""
 
-    def __init__(self, source: TraceSpans) -> None:
+    def __init__(self, source: Traces) -> None:
         self.source = source
         self.files = source.files
         self.totals = Totals()
 
     def traces(self) -> Iterator[tuple[str, list[SpanData], Step]]:
         """``(file, spans, step)`` of each trace, counted in :attr:`totals` before it is yielded."""
-        for where, spans in self.source:
+        for where, spans in self.source.spans():
             yield where, spans, self.totals.add(spans)
 
     def again(self) -> Iterator[tuple[str, list[SpanData], Step]]:
         """The same traces in the same order once more (the source reads its files again), not counted again:
         for a choice that needs the whole input seen first (:class:`Medians`). ``step.operations`` is 0."""
-        for where, spans in self.source:
+        for where, spans in self.source.spans():
             name, start, duration = step_of(spans)
             yield where, spans, Step(name, start, duration, 0, len(spans))
 
     def rebuilt(self, where: str, spans: list[SpanData]) -> list[TraceData]:
-        """One trace rebuilt (:meth:`TraceSpans.rebuilt`): the slow part, for what is shown in full."""
+        """One trace rebuilt (:meth:`Traces.rebuilt`): the slow part, for what is shown in full."""
         return self.source.rebuilt(where, spans)
 
 

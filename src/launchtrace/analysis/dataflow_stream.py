@@ -19,7 +19,7 @@ written out.
 
 Example::
 
-    views = stream_dataflow(["run.jsonl"])
+    views = stream_dataflow(Traces(["run.jsonl"]))
 """
 
 from __future__ import annotations
@@ -27,15 +27,14 @@ from __future__ import annotations
 import collections
 import heapq
 import json
-import os
 import tempfile
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import IO, Any
 
 from launchtrace.analysis.dataflow import DataflowBuilder, Edge, Hazard, lane_of
 from launchtrace.model import LaunchRecord, TraceData
-from launchtrace.sources.each import each_trace
+from launchtrace.sources.each import Traces
 from launchtrace.steps import run_key
 
 __all__ = ["StreamedFlow", "stream_dataflow"]
@@ -197,8 +196,8 @@ class _Run:
 class _Ahead:
     """A second reader of the input, ahead of the main one: it fetches late traces when they are needed."""
 
-    def __init__(self, specs: Sequence[str | os.PathLike], late: set[int], runs: dict[tuple, _Run]) -> None:
-        self.reader = each_trace(specs)
+    def __init__(self, source: Traces, late: set[int], runs: dict[tuple, _Run]) -> None:
+        self.reader = iter(source)
         self.late = late
         self.runs = runs
         self.fetched: set[int] = set()
@@ -217,20 +216,20 @@ class _Ahead:
             self.fetch(run.late.popleft()[1])
 
 
-def stream_dataflow(specs: Sequence[str | os.PathLike]) -> list[StreamedFlow] | None:
+def stream_dataflow(source: Traces) -> list[StreamedFlow] | None:
     """Each run's :class:`StreamedFlow`, runs in ``load_traces``' first-seen order; None for a backend source
     (the caller builds the views from the lists)."""
     from launchtrace.analysis.runs import Run
     from launchtrace.sources.named import parse_backend
 
-    if any(isinstance(s, str) and parse_backend(s) is not None for s in specs):
+    if any(isinstance(s, str) and parse_backend(s) is not None for s in source.specs):
         return None
     # first read: each trace's run and seq range, and whether it is late (16 bytes a trace are kept)
     runs: dict[tuple, dict] = {}
     codes: dict[tuple, int] = {}
     run_of = array("l")  # per trace: its run's code
     late_ones: set[int] = set()
-    for key, trace in each_trace(specs):
+    for key, trace in source:
         rk = run_key(trace)
         info = runs.get(rk)
         if info is None:
@@ -264,9 +263,9 @@ def stream_dataflow(specs: Sequence[str | os.PathLike]) -> list[StreamedFlow] | 
             low_to_come = min(low_to_come, lows[k])
         state[codes[rk]] = _Run(StreamedFlow(label), later, info["late"], info["traces"] == 1)
     by_key = {rk: state[code] for rk, code in codes.items()}
-    ahead = _Ahead(specs, late_ones, by_key)
+    ahead = _Ahead(source, late_ones, by_key)
     # second read: records into each run's builder as soon as nothing to come can precede them
-    for key, trace in each_trace(specs):
+    for key, trace in source:
         run = state[run_of[key.arrival]]
         assert run is not None
         if run.single:

@@ -1,6 +1,6 @@
 """The report's reading of a large input: the first spans in full (the detail), exact totals of all of them.
 
-:func:`read_detail` reads a source one trace at a time (:class:`~launchtrace.sources.bytrace.TraceSpans`, handed
+:func:`read_detail` reads a source one trace at a time (:class:`~launchtrace.sources.each.Traces`, handed
 in, through :class:`~launchtrace.analysis.bounded.Scan`)
 and rebuilds traces, in the order they complete, while their spans fit in ``detail_spans``; every later trace is
 only counted (:class:`~launchtrace.analysis.bounded.Totals`), given a point on the step chart
@@ -14,7 +14,7 @@ same page it was before the limit existed.
 
 Example::
 
-    detail = read_detail(TraceSpans(["big.jsonl"]), detail_spans=20_000)
+    detail = read_detail(Traces(["big.jsonl"]), detail_spans=20_000)
     print(len(detail.traces), detail.left_traces, detail.totals.spans)
 """
 
@@ -28,7 +28,7 @@ from launchtrace.model import TraceData
 from launchtrace.sources.each import first_time
 
 if TYPE_CHECKING:
-    from launchtrace.sources.bytrace import TraceSpans
+    from launchtrace.sources.each import Traces
 
 __all__ = ["DEFAULT_DETAIL_SPANS", "MAX_POINTS", "Detail", "read_detail"]
 
@@ -59,7 +59,7 @@ class Detail:
         return self.left_traces > 0 or self.cut_spans > 0
 
 
-def read_detail(source: TraceSpans, detail_spans: int = DEFAULT_DETAIL_SPANS, max_points: int = MAX_POINTS) -> Detail:
+def read_detail(source: Traces, detail_spans: int = DEFAULT_DETAIL_SPANS, max_points: int = MAX_POINTS) -> Detail:
     """See the module docstring; ``source`` gives each trace's spans. Raises :class:`UserError` when the input
     holds no launchtrace trace."""
     scan = Scan(source)

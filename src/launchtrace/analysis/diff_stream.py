@@ -24,9 +24,8 @@ Example::
 
 from __future__ import annotations
 
-import os
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from launchtrace.analysis.diff import (
     ONE_RUN_MIN_DELTA_NS,
@@ -49,7 +48,7 @@ from launchtrace.analysis.verdicts import (
     DEFAULT_QUANTILE,
 )
 from launchtrace.model import LaunchRecord, TraceData
-from launchtrace.sources.each import TraceKey, each_trace
+from launchtrace.sources.each import TraceKey, Traces
 from launchtrace.steps import occurrences, run_key
 
 __all__ = ["diff_streamed"]
@@ -172,8 +171,7 @@ def _in_turn(a: Iterator, b: Iterator) -> Iterator[tuple[int, tuple]]:
 
 
 def diff_streamed(
-    a_specs: Sequence[str | os.PathLike],
-    b_specs: Sequence[str | os.PathLike],
+    inputs: tuple[Traces, Traces],
     *,
     scope: str | None = None,
     ignore_scalars: bool = False,
@@ -187,18 +185,18 @@ def diff_streamed(
     raw_pointers: bool = False,
     absolute: bool = False,
 ) -> tuple[TraceDiff, list[BadValues]] | None:
-    """``diff_traces`` of the two sides and what became non-finite in B, streamed; None where the stream
-    cannot give the lists' answer (see the module docstring)."""
+    """``diff_traces`` of the two ``inputs`` (A, B) and what became non-finite in B, streamed; None where the
+    stream cannot give the lists' answer (see the module docstring)."""
     from launchtrace.sources.named import parse_backend
 
-    if any(isinstance(s, str) and parse_backend(s) is not None for s in [*a_specs, *b_specs]):
+    if any(isinstance(s, str) and parse_backend(s) is not None for one in inputs for s in one.specs):
         return None
     sides = (_Side("A", scope), _Side("B", scope))
     pending: tuple[dict, dict] = ({}, {})
     diffs: dict[tuple[str, int], SegmentDiff] = {}
     flags = {"scalars": not ignore_scalars, "streams": not ignore_streams, "raw": raw_pointers}
     try:
-        for side, (key, trace) in _in_turn(each_trace(a_specs), each_trace(b_specs)):
+        for side, (key, trace) in _in_turn(iter(inputs[0]), iter(inputs[1])):
             for step, records in sides[side].add(key, trace):
                 other = pending[1 - side].pop(step, None)
                 if other is None:

@@ -1,7 +1,7 @@
 """What ``launchtrace summary`` prints, built one trace at a time with bounded state.
 
 ``summary`` used to hold every trace (1.46 GB for a 2 GB file); :class:`SummaryState` takes each trace as
-:func:`launchtrace.sources.each.each_trace` gives it and keeps only what the output needs, exactly:
+:class:`launchtrace.sources.each.Traces` gives it and keeps only what the output needs, exactly:
 
 - counts and totals as sums (traces, records, per kernel, per module load, per graph replay);
 - 8 bytes per launch (its duration) and per step and kernel (its total), for exact percentiles;
@@ -20,7 +20,7 @@ the code that adds one trace.
 Example::
 
     state = SummaryState()
-    for key, trace in each_trace(["run.jsonl"]):
+    for key, trace in Traces(["run.jsonl"]):
         state.add(key, trace)
     result = state.result()
 """

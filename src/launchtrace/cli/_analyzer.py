@@ -1,4 +1,5 @@
-"""Shared pieces of the analyzer commands: input arguments, output files, safe names.
+"""Shared pieces of the analyzer commands: input arguments, output files (written whole or piece by piece), safe
+names.
 
 Example::
 
@@ -9,6 +10,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -26,6 +28,7 @@ __all__ = [
     "safe_child",
     "safe_name",
     "selected_views",
+    "write_chunks",
     "write_json",
     "write_json_streamed",
     "write_text",
@@ -84,20 +87,33 @@ def selected_views(traces: list, args: argparse.Namespace) -> list:
     return views(traces, scope=args.scope, trace=args.trace, occurrence=args.occurrence)
 
 
-def write_text(text: str, out: str | None) -> None:
-    """``text`` to the file ``out``, or to stdout when ``out`` is None or ``-``."""
+def write_chunks(chunks: Iterable[str], out: str | None) -> None:
+    """Each string of ``chunks`` in turn to the file ``out`` (UTF-8), or to stdout when ``out`` is None or ``-``,
+    so a command never holds its whole output. A file is written beside ``out`` and replaces it only when every
+    piece is written: a failed run leaves the earlier file as it was."""
     if out in (None, "-"):
-        sys.stdout.write(text)
+        for chunk in chunks:
+            sys.stdout.write(chunk)
         return
     from launchtrace.cli._output import make_parent  # only the last missing folder level, as every command
 
     path = Path(make_parent("--out", out))
+    tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
+        with open(tmp, "w", encoding="utf-8") as f:
+            for chunk in chunks:
+                f.write(chunk)
         os.replace(tmp, path)
     except OSError as exc:
         raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_text(text: str, out: str | None) -> None:
+    """``text`` to the file ``out``, or to stdout when ``out`` is None or ``-``."""
+    write_chunks((text,), out)
 
 
 def write_json(data: Any, out: str | None) -> None:
@@ -127,20 +143,4 @@ def write_json_streamed(data: Any, out: str | None) -> None:
     """:func:`write_json`'s bytes, written piece by piece as the encoder makes them (with ``indent`` the
     encoder is the pure-Python one, which walks :class:`LazyList` s as it goes) instead of one string."""
     chunks = json.JSONEncoder(indent=1, ensure_ascii=False, allow_nan=False).iterencode(data)
-    if out in (None, "-"):
-        for chunk in chunks:
-            sys.stdout.write(chunk)
-        sys.stdout.write("\n")
-        return
-    from launchtrace.cli._output import make_parent
-
-    path = Path(make_parent("--out", out))
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as f:
-            for chunk in chunks:
-                f.write(chunk)
-            f.write("\n")
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+    write_chunks(itertools.chain(chunks, ("\n",)), out)

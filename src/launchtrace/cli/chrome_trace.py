@@ -12,9 +12,8 @@ import argparse
 import json
 from collections.abc import Iterator
 
-from launchtrace.cli._analyzer import add_selection, selected_views
+from launchtrace.cli._analyzer import add_selection, selected_views, write_chunks
 from launchtrace.cli._numbers import at_least
-from launchtrace.cli._writing import write_chunks
 from launchtrace.render.chrome_trace import DEFAULT_MAX_EVENTS, chrome_trace, sampled_chunks
 from launchtrace.sources.loading import load_traces
 from launchtrace.sources.named import parse_backend
@@ -51,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         write_chunks(_whole(chrome_trace(traces)["traceEvents"]), args.out)
         return 0
     from launchtrace.analysis.bounded import Scan
-    from launchtrace.sources.bytrace import TraceSpans
+    from launchtrace.sources.each import Traces
 
-    write_chunks(sampled_chunks(Scan(TraceSpans(args.traces)), args.max_events), args.out)
+    write_chunks(sampled_chunks(Scan(Traces(args.traces)), args.max_events), args.out)
     return 0

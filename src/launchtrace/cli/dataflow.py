@@ -27,7 +27,7 @@ from launchtrace.cli._analyzer import (
     write_text,
 )
 from launchtrace.render.escape import terminal, terminal_lines
-from launchtrace.sources.each import load_streamed
+from launchtrace.sources.each import Traces
 
 HELP = "dataflow of a trace: RAW/WAR/WAW edges, critical path, launches that could overlap, stream hazards"
 
@@ -105,14 +105,15 @@ def _json(label: str, flow: Dataflow) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     chosen = args.scope is not None or args.trace is not None or args.occurrence is not None
-    streamed = None if chosen else stream_dataflow(args.traces)
+    source = Traces(args.traces)
+    streamed = None if chosen else stream_dataflow(source)
     if streamed is not None:  # the whole-run views, without holding the runs
         try:
             return _print_streamed(streamed, args)
         finally:
             for flow in streamed:
                 flow.close()
-    flows = [(v.label, build_dataflow(v.data, v.graphs)) for v in selected_views(load_streamed(args.traces), args)]
+    flows = [(v.label, build_dataflow(v.data, v.graphs)) for v in selected_views(source.in_order(), args)]
     if args.format == "json":
         write_json_streamed([_json(label, f) for label, f in flows], None)
     else:

@@ -31,7 +31,7 @@ from launchtrace.cli._numbers import at_least, fraction, probability
 from launchtrace.errors import UserError
 from launchtrace.render.diff_text import diff_as_json, diff_as_markdown, diff_as_text
 from launchtrace.render.escape import terminal_lines
-from launchtrace.sources.each import load_streamed
+from launchtrace.sources.each import Traces
 
 HELP = "diff two traces (or sets of runs): inserted, removed and changed launches, timing verdicts"
 
@@ -134,11 +134,12 @@ def run(args: argparse.Namespace) -> int:
         "min_steps": args.min_steps,
         "absolute": args.absolute,
     }
-    streamed = diff_streamed(a_specs, b_specs, **options)  # one trace at a time; None: the lists are needed
+    a, b = Traces(a_specs), Traces(b_specs)
+    streamed = diff_streamed((a, b), **options)  # one trace at a time; None: the lists are needed
     if streamed is not None:
         result, bad = streamed
     else:
-        a_traces, b_traces = load_streamed(a_specs), load_streamed(b_specs)  # spans one trace at a time
+        a_traces, b_traces = a.in_order(), b.in_order()  # spans one trace at a time
         result = diff_traces(a_traces, b_traces, **options)
         bad = became_non_finite(a_traces, b_traces)
     if args.format == "json":

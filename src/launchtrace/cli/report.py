@@ -19,13 +19,12 @@ from launchtrace.analysis.detail import DEFAULT_DETAIL_SPANS, Detail, read_detai
 from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.overview import overview
 from launchtrace.analysis.runs import View, views
-from launchtrace.cli._analyzer import add_selection, selected_views
+from launchtrace.cli._analyzer import add_selection, selected_views, write_chunks
 from launchtrace.cli._numbers import at_least
-from launchtrace.cli._writing import write_chunks
 from launchtrace.render.dot import render_dot
 from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
 from launchtrace.render.html import report_chunks
-from launchtrace.sources.bytrace import TraceSpans
+from launchtrace.sources.each import Traces
 from launchtrace.sources.loading import load_traces
 from launchtrace.sources.named import parse_backend
 
@@ -70,14 +69,14 @@ def run(args: argparse.Namespace) -> int:
     if chosen or any(parse_backend(t) is not None for t in args.traces):
         traces = load_traces(args.traces)
     else:
-        large = read_detail(TraceSpans(args.traces), args.detail_spans)
+        large = read_detail(Traces(args.traces), args.detail_spans)
         traces = large.traces
     diff, diff_note = None, ""
     if args.baseline:
         if large is None or parse_backend(args.baseline) is not None:
             diff = diff_traces(load_traces(args.baseline), traces)
         else:  # read as the input is: its first --detail-spans spans, so a huge baseline stays bounded too
-            base = read_detail(TraceSpans([args.baseline]), args.detail_spans)
+            base = read_detail(Traces([args.baseline]), args.detail_spans)
             diff = diff_traces(base.traces, traces)
             if base.large or large.large:
                 diff_note = (

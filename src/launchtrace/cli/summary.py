@@ -23,7 +23,7 @@ from launchtrace.analysis.summary_state import SummaryResult, SummaryState
 from launchtrace.analysis.values import BadValues
 from launchtrace.cli._analyzer import add_format, write_json, write_text
 from launchtrace.render.escape import terminal, terminal_lines
-from launchtrace.sources.each import each_trace
+from launchtrace.sources.each import Traces
 
 HELP = "per-kernel counts and time (per launch and per step) and time per scope, over traces"
 
@@ -138,7 +138,7 @@ def _stats_of(b: BadValues) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     state = SummaryState()  # one trace at a time: memory bounded as the module docstring of summary_state says
-    for key, trace in each_trace(args.traces):
+    for key, trace in Traces(args.traces):
         state.add(key, trace)
     result = state.result()
     rows = result.kernels
