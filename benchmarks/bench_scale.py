@@ -1,22 +1,29 @@
 """Size: every analyzer command's peak memory and speed as its input grows (issue 25).
 
-Inputs come from :mod:`scale_inputs` (a real ``launchtrace demo`` run replicated with fresh ids): files of
-``--sizes`` MB (default 100 and 400; add 2000 with ``--big``) of many traces, and single traces of ``--wide``
-launch children. Each command runs in a fresh process (``python -m launchtrace``); its peak resident memory is
-the child's own (``os.wait4``'s ``ru_maxrss``), its time the wall clock from start to exit (imports count), and
-spans per second are the file's spans over that time.
+Commands: ``summary``, ``dataflow``, ``diff`` (the file against itself), ``report``, ``chrome-trace``,
+``baseline build`` and ``alert``. Inputs come from :mod:`scale_inputs` (a real ``launchtrace demo`` run
+replicated with fresh ids and shifted times, one run): files of ``--sizes`` MB (default 100 and 400; ``--big``
+adds 2000) of many traces, and single traces of ``--wide`` launch children. Each command runs in a fresh process
+(``python -m launchtrace``); its peak resident memory is the child's own (``os.wait4``'s ``ru_maxrss``), its
+time the wall clock from start to exit (imports count), spans per second are the file's spans over that time,
+and ``out MB`` is what it wrote to ``--out`` (stdout is thrown away).
 
 Targets (issue 25): peak RSS flat in the input (the 400 MB peak at most 1.25x the 100 MB peak + 40 MB), at
-least 100,000 spans/s for ``summary``, ``dataflow`` and ``diff``, and one wide trace's time linear in its spans.
-Each row says whether it met them.
+least 100,000 spans/s for ``summary``, ``dataflow``, ``diff`` and ``report``, and one wide trace's time linear
+in its spans. The closing lines say whether each command met them, and its spans/s at the margin between the
+smallest and each larger size (what each further span costs: ``report``'s detail is a fixed cost).
 
-``--src DIR`` runs another tree's ``launchtrace`` (its ``src`` folder, with built extensions), so a before/after
-pair runs in one session on one machine: e.g. ``git archive <commit> src | tar -x -C /tmp/before`` and copy the
-``*.so`` files of a build of that commit next to their sources.
+Before/after in one run on one machine: ``--src DIR`` is the tree measured (default this checkout's ``src``),
+``--before DIR`` an earlier one run right after it on each input (up to ``--before-up-to`` MB). Make one with::
 
-Run: ``python benchmarks/bench_scale.py`` (a few minutes on a loaded 2-core machine; the 400 MB files are
-written once to ``$LAUNCHTRACE_SCALE_CACHE``, default ``/tmp/lt-scale``). On a shared machine wall-clock
-figures move with the load: note ``uptime`` beside them (printed first).
+    git archive <commit> src | tar -x -C /tmp/before
+    (cd src && find . -name '*.so' -exec cp --parents {} /tmp/before/src \\;)   # its C parts, built here
+
+Run: ``python benchmarks/bench_scale.py [--sizes 100,400] [--big] [--wide 25000,100000] [--commands ...]
+[--before /tmp/before/src]`` (a few minutes on a loaded 2-core machine; inputs are written once to
+``$LAUNCHTRACE_SCALE_CACHE``, default ``/tmp/lt-scale``). The smallest useful run, about a minute:
+``--sizes 10,40 --wide 5000,20000``. On a shared machine wall-clock figures move with the load: ``uptime`` is
+printed first.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,9 +46,13 @@ COMMANDS = {
     "summary": lambda f, tmp: ["summary", str(f)],
     "dataflow": lambda f, tmp: ["dataflow", str(f)],
     "diff": lambda f, tmp: ["diff", str(f), str(f), "--out", str(tmp / "diff.txt")],
+    "report": lambda f, tmp: ["report", str(f), "--out", str(tmp / "r.html")],
+    "chrome-trace": lambda f, tmp: ["chrome-trace", str(f), "--out", str(tmp / "c.json")],
     "baseline": lambda f, tmp: ["baseline", "build", "--from", str(f), "--out", str(tmp / "b.pb"), "--quiet"],
     "alert": lambda f, tmp: ["alert", "--from", str(f), "--quiet", "--out", str(tmp / "alert.txt")],
 }
+NOT_WIDE = ("dataflow", "diff", "report", "chrome-trace")  # one trace's views: the traces shape's rows say it
+RATE_TARGET = ("summary", "dataflow", "diff", "report")
 FLAT_FACTOR, FLAT_SLACK_MB, MIN_RATE = 1.25, 40.0, 100_000
 
 
@@ -60,8 +72,9 @@ def input_file(megabytes: float = 0, wide: int = 0) -> tuple[Path, int]:
     return path, int(count.read_text())
 
 
-def measure(args: list[str], src: Path, timeout: float) -> tuple[float, float, int]:
-    """``(seconds, peak MB, exit status)`` of ``python -m launchtrace ARGS`` run from ``src``."""
+def measure(args: list[str], src: Path, timeout: float, out_dir: Path) -> tuple[float, float, int, int]:
+    """``(seconds, peak MB, exit status, bytes written to out_dir)`` of ``python -m launchtrace ARGS`` run from
+    ``src``; ``out_dir`` is emptied after."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     t0 = time.perf_counter()
     proc = subprocess.Popen(
@@ -75,14 +88,48 @@ def measure(args: list[str], src: Path, timeout: float) -> tuple[float, float, i
         if time.perf_counter() > deadline:
             proc.kill()
             pid, status, usage = os.wait4(proc.pid, 0)
-            return float("inf"), usage.ru_maxrss / 1024, -9
+            return float("inf"), usage.ru_maxrss / 1024, -9, 0
         time.sleep(0.02)
     seconds = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode not in (0, 1):
         print(f"  {' '.join(args[:2])}: exit {proc.returncode}: {err.strip()[-300:]}", file=sys.stderr)
-    return seconds, usage.ru_maxrss / 1024, proc.returncode
+    written = sum(p.stat().st_size for p in out_dir.iterdir() if p.is_file())
+    for p in out_dir.iterdir():
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+    return seconds, usage.ru_maxrss / 1024, proc.returncode, written
+
+
+def verdicts(rows: list[dict], commands: list[str], sides: list[str]) -> None:
+    """The closing lines: flat, the rate target, spans/s at the margin, and the wide trace's linearity."""
+    for command in commands:
+        for side in sides:
+            mine = [r for r in rows if r["command"] == command and r["side"] == side and r["shape"] == "traces"]
+            label = command if len(sides) == 1 else f"{command} ({side})"
+            if len(mine) >= 2:
+                small, large = mine[0], mine[1]
+                bound = FLAT_FACTOR * small["peak_mb"] + FLAT_SLACK_MB
+                rate = min(r["spans_per_s"] for r in mine)
+                target = f" ({'met' if rate >= MIN_RATE else 'below'} the {MIN_RATE:,} target)"
+                margins = []
+                for other in mine[1:]:
+                    extra, more = other["spans"] - small["spans"], other["seconds"] - small["seconds"]
+                    margins.append(f"{extra / more:,.0f} spans/s" if more > 0 else "no slower")
+                print(
+                    f"{label}: peak {small['peak_mb']:.0f} MB at {small['size']:g} MB, {large['peak_mb']:.0f} MB at "
+                    f"{large['size']:g} MB (bound {bound:.0f}): {'flat' if large['peak_mb'] <= bound else 'NOT flat'}; "
+                    f"slowest {rate:,} spans/s{target if command in RATE_TARGET else ''}; at the margin "
+                    + " / ".join(margins)
+                )
+            wide = [r for r in rows if r["command"] == command and r["side"] == side and r["shape"] == "wide"]
+            if len(wide) >= 2:
+                a, b = wide[0], wide[-1]
+                ratio = (b["seconds"] / a["seconds"]) / (b["spans"] / a["spans"])
+                print(f"{label}: one wide trace, time per span x{ratio:.2f} from {a['size']} to {b['size']} children")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,14 +139,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wide", default="25000,100000", help="children of the single-trace inputs ('' for none)")
     parser.add_argument("--commands", default=",".join(COMMANDS), help="which commands (default all)")
     parser.add_argument("--src", type=Path, default=ROOT / "src", help="the launchtrace source tree to run")
+    parser.add_argument("--before", type=Path, help="an earlier source tree, run after --src on each input")
+    parser.add_argument("--before-up-to", type=float, default=400.0, metavar="MB", help="--before's largest input")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per command before it is killed")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     sizes = [float(s) for s in args.sizes.split(",") if s] + ([2000.0] if args.big else [])
     wides = [int(w) for w in args.wide.split(",") if w]
     commands = [c for c in args.commands.split(",") if c]
+    unknown = set(commands) - set(COMMANDS)
+    if unknown:
+        parser.error(f"unknown commands {sorted(unknown)}; choose from {','.join(COMMANDS)}")
+    trees = [("after", args.src)] + ([("before", args.before)] if args.before else [])
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
-    print(f"source tree: {args.src}")
+    print("source trees: " + ", ".join(f"{side} {tree}" for side, tree in trees))
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -107,45 +160,34 @@ def main(argv: list[str] | None = None) -> int:
         inputs += [("wide", w, *input_file(wide=w)) for w in wides]
         for command in commands:
             for shape, size, path, spans in inputs:
-                if shape == "wide" and command in ("dataflow", "diff"):
-                    continue  # one trace's whole-run view: the rows of the traces shape say it
-                seconds, peak, status = measure(COMMANDS[command](path, tmp), args.src, args.timeout)
-                row = {
-                    "command": command,
-                    "shape": shape,
-                    "size": size,
-                    "mb": round(path.stat().st_size / 1e6, 1),
-                    "spans": spans,
-                    "seconds": round(seconds, 2),
-                    "peak_mb": round(peak, 1),
-                    "spans_per_s": round(spans / seconds) if seconds > 0 else 0,
-                    "exit": status,
-                }
-                rows.append(row)
-                what = f"{size:g} MB" if shape == "traces" else f"1 trace of {size} children"
-                print(
-                    f"{command:9s} {what:28s} {row['spans']:>9} spans {row['seconds']:>8.2f} s "
-                    f"{row['peak_mb']:>8.1f} MB peak {row['spans_per_s']:>9} spans/s",
-                    flush=True,
-                )
+                if shape == "wide" and command in NOT_WIDE:
+                    continue
+                for side, tree in trees:
+                    if side == "before" and shape == "traces" and size > args.before_up_to:
+                        continue  # the earlier code on a 2 GB input: minutes and gigabytes (issue 25 measured it)
+                    seconds, peak, status, written = measure(COMMANDS[command](path, tmp), tree, args.timeout, tmp)
+                    row = {
+                        "command": command,
+                        "side": side,
+                        "shape": shape,
+                        "size": size,
+                        "mb": round(path.stat().st_size / 1e6, 1),
+                        "spans": spans,
+                        "seconds": round(seconds, 2),
+                        "peak_mb": round(peak, 1),
+                        "spans_per_s": round(spans / seconds) if seconds > 0 else 0,
+                        "out_mb": round(written / 1e6, 1),
+                        "exit": status,
+                    }
+                    rows.append(row)
+                    what = f"{size:g} MB" if shape == "traces" else f"1 trace of {size} children"
+                    print(
+                        f"{command:12s} {side:6s} {what:28s} {row['spans']:>9} spans {row['seconds']:>8.2f} s "
+                        f"{row['peak_mb']:>8.1f} MB peak {row['spans_per_s']:>9} spans/s {row['out_mb']:>7.1f} MB out",
+                        flush=True,
+                    )
     print()
-    for command in commands:
-        mine = [r for r in rows if r["command"] == command and r["shape"] == "traces"]
-        if len(mine) >= 2:
-            small, large = mine[0], mine[1]
-            bound = FLAT_FACTOR * small["peak_mb"] + FLAT_SLACK_MB
-            flat = large["peak_mb"] <= bound
-            rate = min(r["spans_per_s"] for r in mine)
-            print(
-                f"{command}: peak {small['peak_mb']:.0f} MB at {small['size']:g} MB, {large['peak_mb']:.0f} MB at "
-                f"{large['size']:g} MB (bound {bound:.0f}): {'flat' if flat else 'NOT flat'}; slowest "
-                f"{rate} spans/s: {'met' if rate >= MIN_RATE else 'below'} the {MIN_RATE} target"
-            )
-        wide = [r for r in rows if r["command"] == command and r["shape"] == "wide"]
-        if len(wide) >= 2:
-            a, b = wide[0], wide[-1]
-            ratio = (b["seconds"] / a["seconds"]) / (b["spans"] / a["spans"])
-            print(f"{command}: one wide trace, time per span x{ratio:.2f} from {a['size']} to {b['size']} children")
+    verdicts(rows, commands, [side for side, _ in trees])
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
