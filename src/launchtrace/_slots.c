@@ -77,8 +77,12 @@ static PyObject *Maker_vectorcall(Maker *self, PyObject *const *args, size_t nar
         *(PyObject **)((char *)obj + self->offsets[i]) = v;
     }
     int untrack = PyObject_IS_GC(obj);
+    /* a copy of an untracked base: the base's values passed this check when it was made (only this module
+     * untracks these objects, and their fields never change), so only the new values are looked at */
+    int from_untracked = base != NULL && !PyObject_GC_IsTracked(base);
     for (Py_ssize_t i = 0; i < self->n_fields && untrack; i++)
-        untrack = lt_acyclic(*(PyObject **)((char *)obj + self->offsets[i]), LT_ACYCLIC_DEPTH);
+        if (!from_untracked || self->sources[i] >= 0)
+            untrack = lt_acyclic(*(PyObject **)((char *)obj + self->offsets[i]), LT_ACYCLIC_DEPTH);
     if (untrack) PyObject_GC_UnTrack(obj);
     return obj;
 }

@@ -97,9 +97,8 @@ static PyObject **trace_names[N_T] = {&s_sampled, &s_used, &s_stream_until, &s_i
 static Layout rec_layout, node_layout, trace_layout;
 
 /* `obj`'s layout (its class's slot offsets for `names`), made and remembered when its class is new. */
-static Layout *layout_of(Layout *l, PyObject *obj, PyObject **names[], int n) {
+static Layout *layout_new(Layout *l, PyObject *obj, PyObject **names[], int n) {
     PyTypeObject *t = Py_TYPE(obj);
-    if (l->type == t) return l;
     Py_INCREF(t);
     Py_XSETREF(l->type, t);
     l->readable = t->tp_getattro == PyObject_GenericGetAttr;
@@ -111,8 +110,12 @@ static Layout *layout_of(Layout *l, PyObject *obj, PyObject **names[], int n) {
     return l;
 }
 
+static inline Layout *layout_of(Layout *l, PyObject *obj, PyObject **names[], int n) {
+    return l->type == Py_TYPE(obj) ? l : layout_new(l, obj, names, n);
+}
+
 /* New reference to field `i` (named names[i]) of `obj`, or NULL with an exception set. */
-static PyObject *field(Layout *l, PyObject *obj, int i, PyObject *name) {
+static inline PyObject *field(Layout *l, PyObject *obj, int i, PyObject *name) {
     if (l->type == Py_TYPE(obj) && l->readable) {
         PyObject *v = *(PyObject **)((char *)obj + l->off[i]);
         if (v == NULL) {
@@ -126,7 +129,7 @@ static PyObject *field(Layout *l, PyObject *obj, int i, PyObject *name) {
 }
 
 /* obj.name = value through the slot (as the member descriptor stores it); 0 or -1. */
-static int set_field(Layout *l, PyObject *obj, int i, PyObject *name, PyObject *value) {
+static inline int set_field(Layout *l, PyObject *obj, int i, PyObject *name, PyObject *value) {
     if (l->type == Py_TYPE(obj) && l->writable) {
         PyObject **slot = (PyObject **)((char *)obj + l->off[i]);
         Py_INCREF(value);
@@ -314,6 +317,12 @@ static int one(State *st, PyObject *event) {
             PyTuple_SET_ITEM(attrs, i, item);
         }
         PyTuple_SET_ITEM(attrs, n, pair);
+        /* out of the cycle collector now when it can be (lt_acyclic's rule; the static part is one untracked
+         * tuple after its first use), so make_span's own check is one look instead of one per attribute */
+        if (!PyType_IS_GC(Py_TYPE(seq)) && lt_acyclic(static_attrs, LT_ACYCLIC_DEPTH)) {
+            PyObject_GC_UnTrack(pair);
+            PyObject_GC_UnTrack(attrs);
+        }
         PyObject *bits = PyObject_Vectorcall(st->getrandbits, &c_64, 1, NULL);
         if (bits == NULL) goto error;
         unsigned long long id = PyLong_AsUnsignedLongLong(bits);
