@@ -7,19 +7,14 @@ launchtrace uses the Python references (see launchtrace.native), which the tests
 - _slots: per-launch record and span constructors (reference: launchtrace.fastinit)
 - capture/_fastlaunch: the wp.launch capture wrapper (reference: launchtrace.capture.warp.wrap_launch)
 - capture/_fastmat: the materializer's launch-template hits (reference: Materializer._launch_flat)
-- capture/_tinyhook: tinygrad's per-kernel executor hook (reference: launchtrace.capture.tinygrad's Python hook);
-  it queues capture/_fastlaunch's Event, through the capsule _fastlaunch publishes
 - export/_fastbuild: the span builder's common record (reference: SpanBuilder._on_record)
 - otlp/_jsonread: OTLP JSON Lines -> SpanData (reference: launchtrace.otlp.json_fast / json_codec)
 - otlp/_jsonenc: SpanData -> OTLP JSON Lines (reference: launchtrace.otlp.encode_jsonl)
 - otlp/_protoenc: SpanData -> OTLP protobuf (reference: launchtrace.otlp.encode_proto)
-- otlp/_wire2json: OTLP protobuf -> OTLP JSON Lines, for collect (reference: launchtrace.otlp.transcode)
-- analysis/fleet/_stepscan: a plain step's signature from its spans, blocks of steps folded into histograms
-  (reference: launchtrace.analysis.fleet.stepscan)
 Shared headers (every extension depends on them): _native.h (slot offsets, leaving acyclic objects out of the
 cycle collector), capture/_rawevent.h (the capture event's record layout, checked against launchtrace.rawevent
 at load), otlp/_spandata.h (SpanData's fields, looked up by name), otlp/_jsonfmt.h (the JSON text of strings,
-numbers and bytes, for _jsonenc and _wire2json), otlp/_jsonkeys.h (the OTLP/JSON keys) and otlp/_otlpfields.h
+numbers and bytes, for _jsonenc), otlp/_jsonkeys.h (the OTLP/JSON keys) and otlp/_otlpfields.h
 (the protobuf field numbers and wire tags), both generated from the field table launchtrace.otlp.fields by
 scripts/gen_otlp_keys.py; tests/test_otlp_fields.py checks the C against the table.
 """

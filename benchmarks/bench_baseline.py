@@ -11,16 +11,14 @@ alone grow.
    cache where ``PYTHONDONTWRITEBYTECODE`` is set (every module compiled at each start): spans per second by
    the wall clock and of CPU (the target is 200,000),
    beside the reader alone on the same file (the ceiling) and, in this process (imports done, steady state, CPU),
-   the fast path (the compiled scanner and block fold: :mod:`launchtrace.analysis.fleet.stepscan`), the Python
-   fast path (what runs without a compiler, :mod:`launchtrace.analysis.fleet.fast`), the straightforward build
-   (every trace rebuilt; the ratio is the fast path's gain) and the reader plus
-   :func:`launchtrace.sources.rebuild.rebuild`; whether the three builds gave the same bytes; and peak resident
-   memory (target: flat in the number of traces).
+   the fast path (:mod:`launchtrace.analysis.fleet.fast`: plain steps of a known signature read without
+   rebuilding their records), the straightforward build (every trace rebuilt; the ratio is the fast path's gain)
+   and the reader plus :func:`launchtrace.sources.rebuild.rebuild`; whether the two builds gave the same bytes;
+   and peak resident memory (target: flat in the number of traces).
 2. ``launchtrace alert`` of the largest window against that baseline: seconds.
-3. Where the fast path's CPU time goes, per span: the reader, grouping spans into traces, the scanner (signature,
-   times, root code), a root rebuilt (once per root code), the lookup and the counts taken per step, folding
-   blocks into the accumulators, the straightforward path (a signature's first step, a new representative),
-   writing the message, and the rest (the loop itself, buffering times).
+3. Where the fast path's CPU time goes, per span: the reader, grouping spans into traces, reading a plain step
+   (its root rebuilt, its signature and times), the lookup of its signature, the counts taken per step, the
+   straightforward path (a signature's first step, a new representative), writing the message, and the rest.
 
 On a loaded machine wall-clock figures move with the load: compare figures of one run, and the CPU ones.
 
@@ -134,19 +132,15 @@ def read_and_rebuild(path: Path) -> float:
     return time.process_time() - c
 
 
-def in_process(path: Path, *, fast: bool, python: bool = False) -> tuple[float, bytes]:
-    """CPU seconds to build the baseline in this process (imports done): with the fast path (compiled scanner,
-    or with ``python`` the Python fast path :mod:`launchtrace.analysis.fleet.fast` that runs without a
-    compiler) or with every trace rebuilt into records (``fast=False``: what ``baseline build`` did first);
-    and the baseline's bytes."""
+def in_process(path: Path, *, fast: bool) -> tuple[float, bytes]:
+    """CPU seconds to build the baseline in this process (imports done): with the fast path
+    (:mod:`launchtrace.analysis.fleet.fast`) or with every trace rebuilt into records (``fast=False``: what
+    ``baseline build`` did first); and the baseline's bytes."""
     from launchtrace.analysis.fleet.baseline import BaselineBuilder
-    from launchtrace.analysis.fleet.stepscan import fold
     from launchtrace.sources.stream import TraceStream
 
     c = time.process_time()
     builder = BaselineBuilder(("service.version", "host.name"))
-    if python:
-        builder.use_scanner(None, fold)
     builder.add_stream(TraceStream.from_paths([path]), fast=fast)
     data = builder.to_proto().SerializeToString(deterministic=True)
     return time.process_time() - c, data
@@ -157,12 +151,12 @@ def stages(path: Path) -> str:
     read around each stage (exclusive: a stage's time leaves out the stages it calls), reading and grouping
     spans into traces timed in passes of their own."""
     from launchtrace.analysis.fleet import baseline as B
-    from launchtrace.analysis.fleet.blocks import Blocks
+    from launchtrace.analysis.fleet.fast import Signatures
     from launchtrace.sources import stream as S
 
     clock = time.process_time
     _, reading, spans = read_only(path)
-    names = ("scan", "root (first of its code)", "lookup and counts", "fold blocks", "straightforward", "to_proto")
+    names = ("read plain step", "signature lookup", "counts", "straightforward", "to_proto")
     took = dict.fromkeys(("reader and grouping into traces", *names), 0.0)
     inner: list[float] = []
 
@@ -196,23 +190,14 @@ def stages(path: Path) -> str:
 
     plain_lists = S.TraceStream.span_lists
     S.TraceStream.span_lists = timed_lists
-    saved = (B.root_step, Blocks._fold, B.BaselineBuilder.add, B.BaselineBuilder._add_known_times, S.rebuild)
-    B.root_step = timing(names[1], saved[0])
-    Blocks._fold = timing(names[3], saved[1])
-    B.BaselineBuilder.add = timing(names[4], saved[2])
-    B.BaselineBuilder._add_known_times = timing(names[2], saved[3])
-    S.rebuild = timing(names[4], saved[4])
+    saved = (B.read_step, Signatures.get, B.BaselineBuilder._add_known, B.BaselineBuilder.add, S.rebuild)
+    B.read_step = timing(names[0], saved[0])
+    Signatures.get = timing(names[1], saved[1])
+    B.BaselineBuilder._add_known = timing(names[2], saved[2])
+    B.BaselineBuilder.add = timing(names[3], saved[3])
+    S.rebuild = timing(names[3], saved[4])
     try:
         builder = B.BaselineBuilder(("service.version", "host.name"))
-        if builder._scanner is None:
-            return "no compiled scanner here (LAUNCHTRACE_PURE_PYTHON, or no compiler): nothing to split"
-        timed_scan = timing(names[0], builder._scanner.scan)
-
-        class Timed:
-            def scan(self, spans, verify=False):
-                return timed_scan(spans, verify)
-
-        builder._scanner = Timed()
         t = clock()
         builder.add_stream(S.TraceStream.from_paths([path]))
         whole = clock() - t
@@ -220,7 +205,7 @@ def stages(path: Path) -> str:
         builder.to_proto().SerializeToString(deterministic=True)
         took["to_proto"] = clock() - t
     finally:
-        B.root_step, Blocks._fold, B.BaselineBuilder.add, B.BaselineBuilder._add_known_times, S.rebuild = saved
+        B.read_step, Signatures.get, B.BaselineBuilder._add_known, B.BaselineBuilder.add, S.rebuild = saved
         S.TraceStream.span_lists = plain_lists
     accounted = sum(v for k, v in took.items() if k != "to_proto")
     parts = {**took, "the rest (the loop, buffering)": whole - accounted}
@@ -249,9 +234,8 @@ def main() -> None:
             reader_wall, reader_cpu, spans = read_only(path)
             rebuild_s = read_and_rebuild(path)
             plain_s, plain = in_process(path, fast=False)
-            python_s, python = in_process(path, fast=True, python=True)
             fast_s, fast = in_process(path, fast=True)
-            same = "the same baseline byte for byte" if fast == python == plain else "BASELINES DIFFER"
+            same = "the same baseline byte for byte" if fast == plain else "BASELINES DIFFER"
             base = folder / f"base-{n}.pb"
             command = ["baseline", "build", "--from", str(path), "--out", str(base), "--quiet"]
             if not cache.exists():  # the first run compiles and writes the bytecode, as pip does at install time
@@ -271,7 +255,7 @@ def main() -> None:
                 f"of CPU ({cpu:.2f} s); {uncached}"
                 f"reader alone {spans / reader_wall:,.0f} spans/s wall, {spans / reader_cpu:,.0f} of CPU; "
                 f"in this process (CPU, steady state): fast path {spans / fast_s:,.0f} spans/s, "
-                f"Python fast path {spans / python_s:,.0f}, straightforward build {spans / plain_s:,.0f} "
+                f"straightforward build {spans / plain_s:,.0f} "
                 f"(x{plain_s / fast_s:.1f}), reader + rebuild {spans / rebuild_s:,.0f}; "
                 f"{same}; peak RSS {rss:.0f} MiB, baseline {base.stat().st_size:,} bytes"
             )

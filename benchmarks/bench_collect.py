@@ -1,15 +1,13 @@
-"""``launchtrace collect``'s receiving side on its own: the transcoder per span, and the receiver end to end.
+"""``launchtrace collect``'s receiving side on its own: the per-span costs, and the receiver end to end.
 
-1. Converting one request of real launch spans (SpanBuilder output, 31 attributes each) from protobuf bytes to
-   its OTLP JSON line, in microseconds per span: the compiled transcoder (``_wire2json.transcode``), its
-   checking walk alone (``count``, what receiving costs), the protobuf parse plus the Python message walk
-   with warm caches (what the writer runs without the compiled module), and ``json_format`` itself (the
-   reference).
+1. One request of real launch spans (SpanBuilder output) in microseconds per span: the protobuf parse and id
+   check (what receiving costs, in either output format), the parse plus the Python message walk with warm
+   caches (what a JSON Lines output costs more), and ``json_format`` itself (the reference).
 2. The receiver end to end: ``launchtrace collect --max-spans N`` in its own process, fed pre-encoded requests
-   over gRPC (raw bytes, so the sender costs almost nothing) until it has written every span and exited;
-   compiled transcoder versus ``LAUNCHTRACE_PURE_PYTHON=1``, alternating, median of ``--runs``.
+   over gRPC (raw bytes, so the sender costs almost nothing) until it has written every span and exited; a
+   ``.pb`` output (the protobuf as received) versus a ``.jsonl`` one, alternating, median of ``--runs``.
 
-Run: ``python benchmarks/bench_collect.py`` (about a minute).
+Run: ``python benchmarks/bench_collect.py [--spans 50000] [--runs 3]`` (about a minute).
 """
 
 from __future__ import annotations
@@ -39,55 +37,42 @@ def per_span_us(fn: Callable[[], object], spans: int, repeat: int) -> float:
 
 
 def bench_transcode(requests: list[bytes], spans: int) -> None:
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
     from launchtrace.otlp import transcode
+    from launchtrace.receiver.collect import decode_request
 
-    w2j = transcode.native_transcoder()
-    parse = ExportTraceServiceRequest.FromString
-    messages = [parse(r) for r in requests]
-    for m in messages[:2]:  # the Python walk's caches warm, as in a running collector
-        transcode._fast_line(m)
+    for r in requests[:2]:  # the Python walk's caches warm, as in a running collector
+        transcode.json_line(decode_request(r)[0])
+    messages = [decode_request(r)[0] for r in requests[:2]]
 
     def each(fn: Callable[[bytes], object]) -> None:
         for r in requests:  # each result dropped at once, as the collector's writer does
             fn(r)
 
-    print(f"1. protobuf -> JSON line, {spans} launch spans in {len(requests)} requests, us/span (best of runs):")
-    rows = []
-    if w2j is not None:
-        rows.append(("compiled transcode", lambda: each(w2j.transcode), 7))
-        rows.append(("compiled count (checks only)", lambda: each(w2j.count), 7))
-    rows.append(("protobuf parse (FromString)", lambda: each(parse), 3))
-    rows.append(("parse + Python walk, warm caches", lambda: each(lambda r: transcode._fast_line(parse(r))), 3))
-    rows.append(("json_format reference", lambda: [transcode.reference_line(m) for m in messages[:2]], 1))
-    results = {}
+    print(f"1. {spans} launch spans in {len(requests)} requests, us/span (best of runs):")
+    rows = [
+        ("parse + id check (receiving)", lambda: each(decode_request), 5),
+        ("parse + check + Python walk", lambda: each(lambda r: transcode.json_line(decode_request(r)[0])), 3),
+        ("json_format reference", lambda: [transcode.reference_line(m) for m in messages], 1),
+    ]
     for name, fn, repeat in rows:
-        n = spans if name != "json_format reference" else sum(_count(m) for m in messages[:2])
-        results[name] = per_span_us(fn, n, repeat)
-        print(f"   {name:34s} {results[name]:8.3f} us/span  ({1e6 / results[name]:12,.0f} spans/s)")
-    if w2j is not None:
-        c = results["compiled transcode"]
-        print(
-            f"   compiled is {results['parse + Python walk, warm caches'] / c:.1f}x the Python walk, "
-            f"{results['json_format reference'] / c:.0f}x json_format"
-        )
+        n = spans if name != "json_format reference" else sum(_count(m) for m in messages)
+        us = per_span_us(fn, n, repeat)
+        print(f"   {name:34s} {us:8.3f} us/span  ({1e6 / us:12,.0f} spans/s)")
 
 
 def _count(message: object) -> int:
     return sum(len(ss.spans) for rs in message.resource_spans for ss in rs.scope_spans)
 
 
-def receiver_until_written(requests: list[bytes], spans: int, pure: bool, senders: int = 2) -> float:
-    """Spans/s from the first request sent until ``collect`` wrote them all and exited."""
+def receiver_until_written(requests: list[bytes], spans: int, out: str, senders: int = 2) -> float:
+    """Spans/s from the first request sent until ``collect`` wrote them all to ``out`` (a file name) and exited."""
     import grpc
 
-    env = dict(os.environ, LAUNCHTRACE_PURE_PYTHON="1" if pure else "0")
     with tempfile.TemporaryDirectory(prefix="bench_collect_") as tmp:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "launchtrace", "collect", "--out", os.path.join(tmp, "c.jsonl"), "--grpc", "0",
+            [sys.executable, "-m", "launchtrace", "collect", "--out", os.path.join(tmp, out), "--grpc", "0",
              "--http", "off", "--max-spans", str(spans)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         port = int(proc.stdout.readline().split("grpc 127.0.0.1:")[1].split(";")[0])
         channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 1 << 26)])
@@ -107,7 +92,7 @@ def receiver_until_written(requests: list[bytes], spans: int, pure: bool, sender
         proc.wait(timeout=300)
         t1 = time.perf_counter()
         channel.close()
-        size = os.path.getsize(os.path.join(tmp, "c.jsonl"))
+        size = os.path.getsize(os.path.join(tmp, out))
     if proc.returncode != 0 or size == 0:
         raise SystemExit(f"collect failed (exit {proc.returncode}, {size} bytes written)")
     return spans / (t1 - t0)
@@ -138,15 +123,17 @@ def main() -> None:
     print(f"launch spans: {total} with {len(spans[0].attributes)} attributes, {args.batch} per request, "
           f"{sum(map(len, requests)) / total:.0f} protobuf bytes per span")  # fmt: skip
     bench_transcode(requests, total)
-    fast, pure = [], []
+    results: dict[str, list[float]] = {"c.pb": [], "c.jsonl": []}
     for _ in range(args.runs):
-        fast.append(receiver_until_written(requests, total, pure=False))
-        pure.append(receiver_until_written(requests, total, pure=True))
-    print(
-        f"2. collect until written (exits), fed raw requests over gRPC: compiled median {statistics.median(fast):,.0f} "
-        f"spans/s (min {min(fast):,.0f}, max {max(fast):,.0f}); pure Python median {statistics.median(pure):,.0f} "
-        f"(min {min(pure):,.0f}, max {max(pure):,.0f}); {args.runs} runs each, alternating"
-    )
+        for out, rates in results.items():
+            rates.append(receiver_until_written(requests, total, out))
+    print("2. collect until written (exits), fed raw requests over gRPC, alternating, spans/s:")
+    for out, rates in results.items():
+        print(
+            f"   --out {out:8s} median {statistics.median(rates):,.0f} (min {min(rates):,.0f}, max {max(rates):,.0f}; "
+            f"{args.runs} runs)"
+        )
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
 def _count_raw(raw: bytes) -> int:

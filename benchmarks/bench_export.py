@@ -16,7 +16,7 @@ pair, reporting the median per-pair ratio with its min and max:
    receiver (it parses every request and says when it has them all), our OtlpSink sending real launch spans
    built by the SpanBuilder, versus the stock SDK (TracerProvider + BatchSpanProcessor + OTLPSpanExporter)
    sending spans with the same attributes. Target >= 200,000 spans/s. Also: ours until the receiver has
-   written every span to its JSON Lines file (the receiver's sustained rate, which its file writer bounds);
+   written every span to its ``.pb`` file (the protobuf as received: the receiver's sustained rate);
    the CPU time each side spends per span (sender: this process; receiver: the collect process); and the
    sender alone, into a gRPC server in another process that answers without parsing (what the sending side
    can do when the receiver costs nothing).
@@ -258,7 +258,7 @@ class Receiver:
         if written:
             self.proc.wait()
             return time.perf_counter()
-        self.proc.kill()  # its file is not what we measure; do not wait for the JSON writer
+        self.proc.kill()  # its file is not what we measure; do not wait for the writer
         self.proc.wait()
         return t
 
@@ -267,7 +267,7 @@ CPU_PER_SPAN: dict[str, list[float]] = {"sender": [], "receiver": []}  # us per 
 
 
 def ours(spans: list, tmp: str, written: bool = False) -> float:
-    out = os.path.join(tmp, "ours.jsonl")
+    out = os.path.join(tmp, "ours.pb")  # the protobuf as received: collect converts nothing (docs/collect.md)
     if os.path.exists(out):  # each run writes a new file, as a new collect does (not 120 MB more per run)
         os.unlink(out)
     receiver = Receiver(len(spans), out)
@@ -375,7 +375,7 @@ def bench_otlp(n_ours: int, n_sdk: int, pairs: int) -> None:
     sender, receiver = CPU_PER_SPAN["sender"][1:], CPU_PER_SPAN["receiver"][1:]  # without the warm-up
     print(
         f"   CPU per span while sending (median of {len(sender)}): sender {statistics.median(sender):.2f} us "
-        f"(encode + gRPC), receiver {statistics.median(receiver):.2f} us (collect: count, JSON writer meanwhile)"
+        f"(encode + gRPC), receiver {statistics.median(receiver):.2f} us (collect: parse, count, writer meanwhile)"
     )
     alone = sender_alone(spans)
     print(
@@ -384,7 +384,7 @@ def bench_otlp(n_ours: int, n_sdk: int, pairs: int) -> None:
     )
     written = [ours(spans, tmp, written=True) for _ in range(3)]
     print(
-        f"   ours until written to the receiver's JSON Lines file (collect exits): median "
+        f"   ours until written to the receiver's .pb file (collect exits): median "
         f"{statistics.median(written):,.0f} spans/s (min {min(written):,.0f}, max {max(written):,.0f}; 3 runs)"
     )
 

@@ -11,6 +11,10 @@ Reported per reader: wall seconds (median of 3), spans/s, the child's peak RSS (
 file baseline. Also the time from the program's start to Jaeger holding every span.
 
     python benchmarks/bench_jaeger_pull.py --launches 50000
+
+``--before SRC`` adds each Jaeger reader again as the ``src`` folder of another checkout runs it (for example
+``git worktree add /tmp/before HEAD~1``, then ``--before /tmp/before/src``), alternating with this one, so a change
+is measured before and after in the same run, against the same Jaeger.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--launches", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--before", metavar="SRC", help="also run the Jaeger readers from this src folder")
     args = parser.parse_args()
     py = [sys.executable, "-m", "launchtrace"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -106,24 +111,26 @@ def main() -> None:
                 "jaeger api_v3 by id": [base, "--trace-id", trace_id, *limits],
                 "jaeger classic by id": [base, "--api", "classic", "--trace-id", trace_id, *limits],
             }
+            envs = {"": clean_env()}
+            if args.before:
+                envs[" (before)"] = clean_env(PYTHONPATH=str(Path(args.before).resolve()))
             rows = []
             for name, source in readers.items():
-                walls, rss = [], 0
-                for _ in range(args.repeat):
-                    wall, peak, _ = timed(
-                        [*py, "pull", *source, "--out", str(folder / "x.jsonl"), "--quiet"], clean_env()
-                    )
-                    walls.append(wall)
-                    rss = max(rss, peak)
-                rows.append((name, statistics.median(walls), rss))
+                for label, env in envs.items() if name.startswith("jaeger") else [("", envs[""])]:
+                    walls, rss = [], 0
+                    for _ in range(args.repeat):
+                        wall, peak, _ = timed([*py, "pull", *source, "--out", str(folder / "x.jsonl"), "--quiet"], env)
+                        walls.append(wall)
+                        rss = max(rss, peak)
+                    rows.append((name + label, statistics.median(walls), rss))
     load = os.getloadavg()
     print(f"pull with the default --max-answer-bytes: exit {default_limit.returncode}: {default_limit.stderr.strip()}")
     print(f"launches {args.launches}, spans in the trace {spans}; load average {load[0]:.2f} {load[1]:.2f}")
     print(f"launchtrace run: {run_wall:.2f} s (peak {run_rss} MiB); every span stored in Jaeger after {stored:.2f} s")
     base_wall = rows[0][1]
-    print(f"{'reader':<24} {'median s':>9} {'spans/s':>10} {'peak MiB':>9} {'x file':>7}")
+    print(f"{'reader':<33} {'median s':>9} {'spans/s':>10} {'peak MiB':>9} {'x file':>7}")
     for name, wall, rss in rows:
-        print(f"{name:<24} {wall:>9.2f} {spans / wall:>10,.0f} {rss:>9} {wall / base_wall:>7.2f}")
+        print(f"{name:<33} {wall:>9.2f} {spans / wall:>10,.0f} {rss:>9} {wall / base_wall:>7.2f}")
 
 
 if __name__ == "__main__":

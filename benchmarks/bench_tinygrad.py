@@ -135,7 +135,7 @@ def timed(fn, args: tuple, calls: int, sub=None, chunk: int = 5, every: int = 20
 
 def take(sub) -> list:
     """The events queued so far, as they were queued: ``Subscription.drain_raw`` without its last step, turning
-    the compiled hook's events (outside the cycle collector) into tuples (tracked), which the export worker does
+    compiled events (outside the cycle collector) into tuples (tracked), which the export worker does
     on its own thread and frees once decoded. Done here, between blocks, the tuples would stay alive until the
     block's end and make the launching thread's collections walk them: a cost of this loop, not of a program."""
     q = sub.queue

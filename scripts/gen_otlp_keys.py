@@ -8,8 +8,8 @@ so this script writes them out, each named after its protobuf field (``start_tim
 - ``src/launchtrace/otlp/jsonkeys.py``, which the Python codecs import;
 - ``src/launchtrace/otlp/_jsonkeys.h``, which the compiled JSON writers and reader include;
 - ``src/launchtrace/otlp/_otlpfields.h``: each field's number and wire tag (``#define PB_SPAN_FLAGS 16``,
-  ``#define PB_SPAN_FLAGS_TAG "\\x85\\x01"``), which the compiled protobuf codecs (``_protoenc.c``,
-  ``_wire2json.c``) include.
+  ``#define PB_SPAN_FLAGS_TAG "\\x85\\x01"``), which the compiled protobuf encoder (``_protoenc.c``)
+  includes.
 
 All three are committed; ``tests/test_otlp_fields.py`` regenerates them and checks they are identical, and that
 the codecs spell no OTLP/JSON key by hand. A protobuf field name has one JSON key whatever its message

@@ -99,7 +99,9 @@ def without_warp_messages(lines: list[str]) -> list[str]:
 _EXTENSIONS = r"(?:jsonl|json|pb|svg|png|dot|html|py|yaml|yml|md|txt)"
 _PATH = re.compile(rf"(?:[\w.\-~*]*/[\w.\-/~*]*[\w*]|[\w.\-*]+\.{_EXTENSIONS}\b)(?::\d+)?")
 _HEX = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b")
-_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?\*?")
+"""A number, and the ``*`` that may mark it (``summary``'s "from fold summaries" mark on a p50 or max: whether a
+folded maximum passes the measured one depends on the run's timing, like the number itself)."""
 _SPACES = re.compile(r"\s+")
 
 

@@ -1,24 +1,25 @@
-"""The baseline's fast paths give the very baseline the straightforward path gives (every trace rebuilt into
-records), byte for byte, on real exported files of real Warp processes on the CPU (``tests/fleet_app.py``),
-folded and unfolded, and on steps altered where only the signature can tell them apart. Each fast path is
-checked: the compiled scanner with blocks folded in C (:mod:`launchtrace.analysis.fleet.stepscan`, where built),
-the same design with the Python references of both, and the Python fast path (:mod:`launchtrace.analysis.fleet.fast`:
-what runs with ``LAUNCHTRACE_PURE_PYTHON=1``).
+"""The baseline's fast path (:mod:`launchtrace.analysis.fleet.fast`) gives the very baseline the straightforward
+path gives (every trace rebuilt into records), byte for byte, on real exported files of real Warp processes on the
+CPU (``tests/fleet_app.py``), folded and unfolded, on steps altered where only the signature can tell them apart,
+and on damaged files; and the line reader it reads through splits as ``readline`` does.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from launchtrace.analysis.fleet import blocks, stepscan
 from launchtrace.analysis.fleet.baseline import BaselineBuilder
+from launchtrace.analysis.fleet.fast import Signatures
 from launchtrace.baselines import read_baseline
+from launchtrace.sources import files
 from launchtrace.sources.files import SpanFile
 from launchtrace.sources.stream import TraceStream
 from launchtrace.spans import SpanData
@@ -43,37 +44,17 @@ def fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     return request.param, paths
 
 
-PATHS = ["compiled", "reference", "python"]
-
-
-def builder_for(path: str, scalars: bool = True) -> BaselineBuilder:
-    """A builder whose fast path is ``path`` (see the module docstring)."""
+def build(stream: TraceStream, *, fast: bool, scalars: bool = True) -> tuple[bytes, BaselineBuilder]:
     builder = BaselineBuilder(GROUP_BY, scalars=scalars)
-    if path == "compiled":
-        if not stepscan.native_fast_path():
-            pytest.skip("the compiled scanner is not built here (LAUNCHTRACE_PURE_PYTHON, or no compiler)")
-        builder.use_scanner(stepscan.scanner_for(), stepscan.fold_for())
-    elif path == "reference":
-        builder.use_scanner(stepscan.scanner_for(python=True), stepscan.fold_for(python=True))
-    else:
-        builder.use_scanner(None, stepscan.fold)
-    return builder
-
-
-def build(
-    stream: TraceStream, *, fast: bool, scalars: bool = True, path: str = "compiled"
-) -> tuple[bytes, BaselineBuilder]:
-    builder = builder_for(path, scalars) if fast else BaselineBuilder(GROUP_BY, scalars=scalars)
     builder.add_stream(stream, fast=fast)
     builder.add_source(stream.label, "file", stream.traces, stream.spans)
     return builder.to_proto().SerializeToString(deterministic=True), builder
 
 
-@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("scalars", [True, False])
-def test_fast_path_gives_the_straightforward_baseline(fleet, scalars: bool, path: str) -> None:
+def test_fast_path_gives_the_straightforward_baseline(fleet, scalars: bool) -> None:
     kind, paths = fleet
-    fast, builder = build(TraceStream.from_paths(paths), fast=True, scalars=scalars, path=path)
+    fast, builder = build(TraceStream.from_paths(paths), fast=True, scalars=scalars)
     slow, _ = build(TraceStream.from_paths(paths), fast=False, scalars=scalars)
     assert fast == slow
     hits, misses = builder.fast_counts()
@@ -81,8 +62,6 @@ def test_fast_path_gives_the_straightforward_baseline(fleet, scalars: bool, path
         # signature, and a step whose random trace id sorts first, becoming the representative, are rebuilt;
         # with 8 steps a run that is about half of them)
         assert hits > 0 and hits + misses >= 30
-        if path != "python":
-            assert builder._blocks.folded == builder.scanned_hits > 0  # folded in blocks, none one by one
     else:  # a trace holding a summary span is no plain step: rebuilt, never read fast
         spans = [s for p in paths for s in _spans(p)]
         folded = {s.trace_id for s in spans if "launchtrace.fold.count" in dict(s.attributes)}
@@ -158,15 +137,14 @@ def _altered(spans: list[SpanData]) -> list[SpanData]:
     return out
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_fast_path_tells_apart_what_only_pointers_and_order_change(fleet, path: str) -> None:
+def test_fast_path_tells_apart_what_only_pointers_and_order_change(fleet) -> None:
     kind, paths = fleet
     spans = [s for p in paths for s in _altered(_spans(p))]
 
     def stream() -> TraceStream:
         return TraceStream.from_span_batches(lambda log: iter([spans]), "altered")
 
-    fast, builder = build(stream(), fast=True, path=path)
+    fast, builder = build(stream(), fast=True)
     slow, _ = build(stream(), fast=False)
     assert fast == slow
     if kind == "unfolded":  # (folded: the plain steps are each run's first, which the fast path never takes)
@@ -175,30 +153,7 @@ def test_fast_path_tells_apart_what_only_pointers_and_order_change(fleet, path: 
     assert len(topologies) >= 4  # the changes made new topologies, and the fast path found each
 
 
-@pytest.mark.parametrize("path", ["compiled", "reference"])
-def test_blocks_folded_small_and_one_by_one_give_the_same_baseline(fleet, monkeypatch, path: str) -> None:
-    """Blocks of one step, every block folded as soon as it has anything, and blocks that the fold declines
-    (then added step by step): the same bytes as the straightforward path."""
-    kind, paths = fleet
-    slow, _ = build(TraceStream.from_paths(paths), fast=False)
-    monkeypatch.setattr(blocks, "BLOCK_STEPS", 1)
-    small, _ = build(TraceStream.from_paths(paths), fast=True, path=path)
-    monkeypatch.setattr(blocks, "BLOCK_STEPS", 1024)
-    monkeypatch.setattr(blocks, "BUFFER_BYTES", 1)
-    tiny_buffer, _ = build(TraceStream.from_paths(paths), fast=True, path=path)
-    builder = builder_for(path)
-    builder._blocks.fold = lambda *args: None  # as for a launch without an end time
-    stream = TraceStream.from_paths(paths)
-    builder.add_stream(stream, fast=True)
-    builder.add_source(stream.label, "file", stream.traces, stream.spans)
-    declined = builder.to_proto().SerializeToString(deterministic=True)
-    assert small == tiny_buffer == declined == slow
-    if kind == "unfolded":  # (folded: no step is taken fast, see above)
-        assert builder._blocks.one_by_one > 0
-
-
-@pytest.mark.parametrize("path", PATHS)
-def test_damaged_files_give_the_straightforward_baseline(fleet, tmp_path: Path, path: str) -> None:
+def test_damaged_files_give_the_straightforward_baseline(fleet, tmp_path: Path) -> None:
     """Real files with damaged lines mixed in: truncated copies of real lines, a pointer and a sequence number
     past 64 bits, wrong types, a key twice, a line of another shape. Every way reads the same spans and builds
     the same bytes, and nothing crashes."""
@@ -220,24 +175,36 @@ def test_damaged_files_give_the_straightforward_baseline(fleet, tmp_path: Path, 
         out = tmp_path / f"damaged-{i}.jsonl"
         out.write_bytes(b"".join(lines[:2] + bad + lines[2:]))
         damaged.append(out)
-    fast, _ = build(TraceStream.from_paths(damaged), fast=True, path=path)
+    fast, _ = build(TraceStream.from_paths(damaged), fast=True)
     slow, _ = build(TraceStream.from_paths(damaged), fast=False)
     assert fast == slow
 
 
-def test_signatures_forgotten_when_full_still_give_the_straightforward_baseline(fleet, monkeypatch) -> None:
-    """With room for one signature (forgotten whenever another comes), and an interner that starts afresh
-    every few values (so ids change under the builder), the compiled path still gives the same bytes."""
-    from launchtrace.analysis.fleet import baseline as B
-
-    if not stepscan.native_fast_path():
-        pytest.skip("the compiled scanner is not built here (LAUNCHTRACE_PURE_PYTHON, or no compiler)")
+def test_signatures_forgotten_when_full_still_give_the_straightforward_baseline(fleet) -> None:
+    """With room for one signature (forgotten whenever another comes), the fast path still gives the same bytes."""
     _, paths = fleet
     slow, _ = build(TraceStream.from_paths(paths), fast=False)
-    monkeypatch.setattr(B, "MAX_SIGNATURES", 1)
     builder = BaselineBuilder(GROUP_BY)
-    builder.use_scanner(stepscan.scanner_for(intern=stepscan.Interner(limit=50)), stepscan.fold_for())
+    builder._signatures = Signatures(max_size=1)
     stream = TraceStream.from_paths(paths)
     builder.add_stream(stream, fast=True)
     builder.add_source(stream.label, "file", stream.traces, stream.spans)
     assert builder.to_proto().SerializeToString(deterministic=True) == slow
+
+
+def test_line_reader_splits_as_readline(monkeypatch) -> None:
+    rng = random.Random(2)
+    for _ in range(400):
+        monkeypatch.setattr(files, "_READ_BYTES", rng.choice([1, 2, 3, 5, 8, 64]))
+        monkeypatch.setattr(files, "_KEEP_BYTES", rng.choice([1, 4, 100, 1 << 24]))
+        parts = [b"\n", b"a", b"bb", b"\r\n", b"x" * rng.randrange(0, 200)]
+        data = b"".join(rng.choice(parts) for _ in range(rng.randrange(0, 80)))
+        kept = []
+        lines = []
+        for line in files._read_lines(io.BytesIO(data)):
+            lines.append(bytes(line))
+            kept.append(line)
+        assert lines == list(io.BytesIO(data))
+        for line in kept:  # each view is released before the buffer is written again: no stale bytes to read
+            with pytest.raises(ValueError):
+                bytes(line)

@@ -278,13 +278,15 @@ def test_600_idle_connections_are_closed_after_the_idle_timeout(collector: Colle
     assert request(collector.http_port, post_head(len(raw)), raw)[0] == 200, "still serving"
 
 
-def slow_path_request(i: int) -> bytes:
-    """A request the compiled walk leaves to the protobuf library: a top-level unknown field (99, varint)."""
-    return encode_spans(make_spans(20, name=f"slow-{i}")) + b"\x98\x06\x01"
+def odd_request(i: int) -> bytes:
+    """A request protobuf parses and keeps a top-level unknown field (99, varint) of."""
+    return encode_spans(make_spans(20, name=f"odd-{i}")) + b"\x98\x06\x01"
 
 
-def test_acknowledged_slow_path_requests_survive_sigkill(tmp_path: Path) -> None:
-    out = tmp_path / "c.jsonl"
+@pytest.mark.parametrize("name", ["c.jsonl", "c.pb"])
+def test_acknowledged_requests_survive_sigkill(tmp_path: Path, name: str) -> None:
+    """Acknowledged means written, in either output format: a SIGKILL loses nothing that was answered 200."""
+    out = tmp_path / name
     proc, port = start_cli(out)
     acked = 0
     try:
@@ -292,7 +294,7 @@ def test_acknowledged_slow_path_requests_survive_sigkill(tmp_path: Path) -> None
             t_end = time.monotonic() + 2.0
             i = 0
             while time.monotonic() < t_end:
-                body = slow_path_request(i)
+                body = odd_request(i)
                 s.sendall(post_head(len(body)) + b"\r\n\r\n" + body)
                 status, _ = read_answer(s)
                 assert status == 200
@@ -302,8 +304,14 @@ def test_acknowledged_slow_path_requests_survive_sigkill(tmp_path: Path) -> None
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=10)
     assert acked > 20
-    lines = [ln for ln in out.read_bytes().split(b"\n") if ln.strip()]
-    kept = sum(1 for ln in lines if _complete(ln))
+    if name.endswith(".pb"):
+        from launchtrace.otlp.proto_decode import iter_length_prefixed
+
+        with open(out, "rb") as f:
+            kept = sum(1 for _, body in iter_length_prefixed(f) if isinstance(body, bytes))
+    else:
+        lines = [ln for ln in out.read_bytes().split(b"\n") if ln.strip()]
+        kept = sum(1 for ln in lines if _complete(ln))
     assert kept >= acked, f"{acked} requests acknowledged, {kept} in the file"
 
 

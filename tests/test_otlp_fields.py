@@ -29,8 +29,8 @@ import gen_otlp_keys  # noqa: E402
 # fields launchtrace's spans have no place for (profiles' string tables, resource entities): no codec spells them
 NOT_CARRIED = {"keyStrindex", "stringValueStrindex", "entityRefs", "descriptionKeys", "idKeys", "type"}
 LEGACY = {"instrumentationLibrarySpans", "instrumentationLibrary"}  # read (and refused) by the decoders
-C_ON_THE_TABLE = ("otlp/_jsonenc.c", "otlp/_wire2json.c", "otlp/_jsonread.c")  # their keys: _jsonkeys.h's JK_ macros
-CARRIES_THE_TABLE = {"otlp/_jsonenc.c", "otlp/_jsonread.c"}  # writes, or reads, every key launchtrace's spans carry
+C_ON_THE_TABLE = ("otlp/_jsonenc.c", "otlp/_jsonread.c")  # their keys: _jsonkeys.h's JK_ macros; each writes, or
+# reads, every key launchtrace's spans carry
 KEYS_FROM_THE_TABLE = (
     "otlp/json_codec.py", "otlp/encode_jsonl.py", "receiver/collect.py", "otlp/transcode.py", "otlp/json_fast.py",
     "sources/documents.py", "sources/traceql_metrics.py",
@@ -161,11 +161,8 @@ def test_compiled_codecs_take_their_keys_from_the_generated_header(path: str) ->
     assert {w for w in words if re.fullmatch(r"[a-z]+(?:[A-Z][a-z0-9]*)+", w)} == set(), f"{path}: a misspelled key?"
     used = {name.lower() for name in re.findall(r"\bJK_([A-Z_]+)\b", code)} - {"len"}
     carried = {f.name for fields in MESSAGES.values() for f in fields.values() if f.json not in NOT_CARRIED}
-    if path in CARRIES_THE_TABLE:
-        assert carried - used == set(), f"{path} never writes or reads these fields"
-        assert used - carried == set(), f"{path} handles fields launchtrace's spans have no place for"
-    else:  # the transcoder writes whatever a request holds, the fields launchtrace's spans do not carry too
-        assert {f.name for fields in MESSAGES.values() for f in fields.values()} - used == set()
+    assert carried - used == set(), f"{path} never writes or reads these fields"
+    assert used - carried == set(), f"{path} handles fields launchtrace's spans have no place for"
 
 
 def _pb_macros() -> dict[str, tuple[str, str]]:
@@ -204,33 +201,3 @@ def test_the_compiled_protobuf_encoder_takes_its_tags_from_the_generated_header(
     assert [a for a in calls if not re.fullmatch(r"TAGS?\([A-Z_]+\)|tag|(?:const char|unsigned char) \*?tag", a)] == []
     assert re.findall(r"(?:\*p\+\+|b->p\[[^]]+\]) = 0x", code) == [], "a tag byte stored by hand"
     assert re.findall(r'"(?:\\x[0-9a-fA-F]{2})+"', code) == [], "a tag's bytes by hand"
-
-
-def test_the_compiled_transcoder_takes_its_field_numbers_from_the_generated_header() -> None:
-    """``_wire2json.c``'s message walkers name every field by a ``PB_`` macro of ``_otlpfields.h``: no case,
-    comparison or field argument by number (the bare cases left are wire types, in ``next``, above them)."""
-    code = _c_code("otlp/_wire2json.c")
-    assert '#include "_otlpfields.h"' in code
-    walkers = code[code.index("static int key_value(Out *o") :]
-    numbers = r"case \d+:|field [!=]= \d|, \d+, (?:depth|any_value|key_value|\w+, depth)"
-    assert re.findall(rf"{numbers}|\[0\] == 0x", walkers) == []
-    assert len(re.findall(r"case PB_[A-Z_]+:", walkers)) > 40
-
-
-def test_the_transcoders_field_check_is_what_its_c_walks() -> None:
-    """``transcode._NATIVE_FIELDS``, the fields checked against the installed protobuf before ``_wire2json`` is
-    used, are exactly the fields whose ``PB_`` macros ``_wire2json.c`` names (its request is a TracesData)."""
-    from launchtrace.otlp import transcode
-
-    macros = _pb_macros()
-    named: dict[str, set[int]] = {}
-    for name in set(re.findall(r"\bPB_[A-Z_]+\b", _c_code("otlp/_wire2json.c"))) - {"PB_TAG1", "PB_TAG_LEN"}:
-        message, field = macros[name.removesuffix("_TAG")]
-        named.setdefault(message, set()).add(MESSAGES[message][field].number)
-    checked = {
-        re.sub(r"^opentelemetry\.proto\.[a-z]+(?:\.[a-z]+)*\.v1\.", "", full).replace(
-            "ExportTraceServiceRequest", "TracesData"
-        ): numbers
-        for full, numbers in transcode._NATIVE_FIELDS.items()
-    }
-    assert named == checked

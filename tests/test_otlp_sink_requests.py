@@ -93,7 +93,7 @@ class _ConcurrencyProbe(Collector):
         self._hold_s = hold_s
         self.now = self.most = 0
 
-    def receive(self, message, headers=None, spans=None):  # type: ignore[no-untyped-def]
+    def receive(self, message, headers=None, spans=None, raw=None):  # type: ignore[no-untyped-def]
         with self._probe_lock:
             self.now += 1
             self.most = max(self.most, self.now)
@@ -101,7 +101,7 @@ class _ConcurrencyProbe(Collector):
                 self._second.set()
         try:
             self._second.wait(self._hold_s)
-            return super().receive(message, headers, spans)
+            return super().receive(message, headers, spans, raw)
         finally:
             with self._probe_lock:
                 self.now -= 1

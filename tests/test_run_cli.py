@@ -245,3 +245,25 @@ def test_run_a_missing_submodule_is_one_line_exit_2_and_no_file(tmp_path: Path) 
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[-1] == "launchtrace run: error: -m pkg.nosuch: no module named 'pkg.nosuch'"
     assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_each_in_process_run_replaces_the_last_ones_stderr_handler() -> None:
+    """``run`` called again in one process (a notebook, a test) must not stack handlers: each would print every
+    warning once more, to a stderr handle of a run that is over."""
+    import io
+    import logging
+
+    from launchtrace.cli import run as run_cli
+
+    logger = logging.getLogger("launchtrace")
+    before = list(logger.handlers)
+    first, second = io.StringIO(), io.StringIO()
+    try:
+        run_cli._log_to(first)
+        run_cli._log_to(second)
+        own = [h for h in logger.handlers if isinstance(h, run_cli._OwnStderrHandler)]
+        assert [h.stream for h in own] == [second]
+        run_cli._log_to(None)
+        assert not [h for h in logger.handlers if isinstance(h, run_cli._OwnStderrHandler)]
+    finally:
+        logger.handlers[:] = before

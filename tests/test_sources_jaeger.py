@@ -119,3 +119,43 @@ def test_rfc3339_nano_round_trip():
     assert parse_time("1485467191") == 1485467191 * 10**9
     with pytest.raises(UserError, match="bad time 'yesterday'"):
         parse_time("yesterday")
+
+
+@pytest.mark.parametrize("name", ["jaeger_apiv3_GetTrace.json", "jaeger_otlp_rich_traces.json",
+                                  "jaeger_otlp_telemetrygen.json"])  # fmt: skip
+def test_answers_read_in_place_equal_the_general_decoder(name, monkeypatch):
+    """An api_v3 answer is read by the fast reader without a dictionary of the whole body (bounded memory on big
+    answers); what it gives must be exactly what the general decoder gives, which is the oracle here."""
+    from launchtrace.sources import jaeger as module
+    from launchtrace.sources.documents import spans_from_document
+
+    document = orjson.loads(body(name))
+    answer = orjson.dumps(document if "result" in document else {"result": document})
+    general, problems = spans_from_document(orjson.loads(answer))
+    assert general and not problems
+    fast = module._fast_result(answer)
+    assert fast is not None, "the fast reader should answer a plain api_v3 body"
+    assert fast == general
+
+    def pulled() -> list:
+        with Backend() as b:
+            b.routes["/api/v3/traces/00000000000000000000000000000001"] = Answer(200, answer)
+            return jaeger(b).trace("1").spans
+
+    by_fast = pulled()
+    monkeypatch.setattr(module, "_fast_result", lambda body: None)
+    assert by_fast == pulled()
+
+
+def test_an_answer_with_result_twice_goes_to_the_general_decoder():
+    """The fast reader must not guess which of two ``result`` keys counts: the general decoder keeps the last."""
+    from launchtrace.sources import jaeger as module
+
+    one = orjson.loads(body("jaeger_apiv3_GetTrace.json"))["result"]
+    two = orjson.loads(body("jaeger_otlp_rich_traces.json"))
+    answer = b'{"result":' + orjson.dumps(one) + b',"result":' + orjson.dumps(two) + b"}"
+    assert module._fast_result(answer) is None
+    with Backend() as b:
+        b.routes["/api/v3/traces/00000000000000000000000000000001"] = Answer(200, answer)
+        spans = jaeger(b).trace("1").spans
+    assert {s.trace_id.hex() for s in spans} == {"00000000000000010000000000000000", "00000000000000020000000000000000"}

@@ -189,11 +189,10 @@ def test_the_fleet_fast_path_names_a_step_as_the_rule_does(tmp_path: Path, root:
     assert fleet.scope == rule.name and len(fleet.records) == len(rule.records)
 
 
-@pytest.mark.parametrize("path", ["compiled", "reference", "python"])
 @pytest.mark.parametrize("root", ["timer", "internal"])
-def test_the_fleet_scanners_give_the_rules_steps(tmp_path: Path, root: str, path: str) -> None:
-    """The baseline built through a fast path (the compiled scanner, its Python reference, the Python fast
-    path) equals the straightforward one, which cuts steps by the rule, and its steps are the rule's."""
+def test_the_fleet_fast_path_gives_the_rules_steps(tmp_path: Path, root: str) -> None:
+    """The baseline built through the fast path (:mod:`launchtrace.analysis.fleet.fast`) equals the
+    straightforward one, which cuts steps by the rule, and its steps are the rule's."""
     from launchtrace.sources.stream import TraceStream
     from test_fleet_fast import build, read_baseline_bytes
 
@@ -212,7 +211,7 @@ def test_the_fleet_scanners_give_the_rules_steps(tmp_path: Path, root: str, path
             for s in read_spans(file).spans
         ]
         file.write_text(encode_line(spans) + "\n", encoding="utf-8")
-    fast, builder = build(TraceStream.from_paths([file]), fast=True, path=path)
+    fast, builder = build(TraceStream.from_paths([file]), fast=True)
     slow, _ = build(TraceStream.from_paths([file]), fast=False)
     assert fast == slow and builder.fast_counts()[0] > 0
     expected = {o.name for t in load_traces(file) for o in rule_occurrences(t) if o.records}

@@ -83,30 +83,6 @@ class ExpHistogram:
         if self._hi - self._lo >= self.max_size:
             self._fit()
 
-    def add_indexed(self, buckets: dict[int, int], count: int, total: int, low: int, high: int, zeros: int) -> None:
-        """Add ``count`` samples given by their bucket counts at :data:`MAX_SCALE` (index -> samples), ``total``
-        (their sum), ``low`` / ``high`` (their min / max) and ``zeros`` (those <= 0): the very state that
-        :meth:`add` of each sample gives, as the scale a set of values ends up at does not depend on their order
-        (the fast baseline path folds blocks of steps this way: :mod:`.stepscan`)."""
-        if count <= 0:
-            return
-        if self.count:
-            self.min, self.max = min(self.min, low), max(self.max, high)
-        else:
-            self.min, self.max = low, high
-        self.count += count
-        self.sum += total
-        self.zero_count += zeros
-        shift = MAX_SCALE - self.scale
-        mine = self.buckets
-        for index, n in buckets.items():
-            key = index >> shift
-            mine[key] = mine.get(key, 0) + n
-        if mine:
-            self._lo, self._hi = min(mine), max(mine)
-            if self._hi - self._lo >= self.max_size:
-                self._fit()
-
     def extend(self, values: Iterable[int]) -> None:
         for v in values:
             self.add(v)

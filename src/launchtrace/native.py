@@ -26,13 +26,10 @@ COMPILED = (
     "_slots",
     "capture/_fastlaunch",
     "capture/_fastmat",
-    "capture/_tinyhook",
     "export/_fastbuild",
     "otlp/_jsonread",
     "otlp/_jsonenc",
     "otlp/_protoenc",
-    "otlp/_wire2json",
-    "analysis/fleet/_stepscan",
 )
 
 

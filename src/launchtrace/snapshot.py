@@ -34,7 +34,7 @@ from typing import Any
 
 from launchtrace.allocations import identity_of
 from launchtrace.model import BufferArg, LaunchRecord, ScopeRecord, Site
-from launchtrace.topology import ChangeKind, DiffEntry, Locator, diff_records, format_value, slotless
+from launchtrace.topology import ChangeKind, DiffEntry, Locator, diff_records, format_value, plain_value, slotless
 
 __all__ = [
     "FORMAT_VERSION",
@@ -167,22 +167,14 @@ def _scope_path(scopes: Mapping[int, ScopeRecord], scope_id: int | None, base: i
     return "/".join(reversed(names))
 
 
+def _finite_or_text(value: float) -> float | str:
+    return value if math.isfinite(value) else repr(value)
+
+
 def _scalar(value: Any) -> Any:
     """A JSON value for a scalar argument: numbers stay numbers, NaN and infinities become strings, vectors
-    lists, numpy scalars their Python value, anything else its type name."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
-    if isinstance(value, (tuple, list)):
-        return [_scalar(v) for v in value]
-    item = getattr(value, "item", None)
-    if callable(item):
-        try:
-            return _scalar(item())
-        except (TypeError, ValueError):
-            pass
-    return f"<{type(value).__name__}>"
+    lists, numpy scalars their Python value, anything else its type name (:func:`~.topology.plain_value`)."""
+    return plain_value(value, _finite_or_text)
 
 
 def _arg_names(rec: LaunchRecord, keys: Iterable[Any]) -> list[str]:

@@ -48,8 +48,10 @@ __all__ = [
     "Occurrence",
     "default_scope",
     "infer_steps",
+    "inferred_how",
     "occurrences",
     "outermost_scopes",
+    "repeating_unit",
     "run_id",
     "run_key",
     "split_runs",
@@ -242,29 +244,44 @@ def infer_steps(occs: Sequence[Occurrence], max_period: int = 8) -> InferredStep
 
     Only a unit of two or more timers counts (a single timer repeating is already a step per occurrence), it
     must repeat at least twice, and every named top-level occurrence must be a timer."""
-    from launchtrace.topology import find_repeats
-
     named = [o for o in occs if o.scope_id is not None]
-    if len(named) < 4:
-        return None
     for o in named:
         sc = o.source.scopes.get(o.scope_id) if o.source is not None else None
         if sc is None or sc.kind != ScopeKind.TIMER.value:
             return None
-    names = [o.name for o in named]
+    found = repeating_unit([o.name for o in named], max_period)
+    if found is None:
+        return None
+    start, period, count = found
+    unit = tuple(o.name for o in named[start : start + period])
+    steps = tuple(tuple(named[start + k * period : start + (k + 1) * period]) for k in range(count))
+    return InferredSteps(unit, steps, inferred_how(unit, count, named[start].index))
+
+
+def repeating_unit(names: Sequence[str], max_period: int = 8) -> tuple[int, int, int] | None:
+    """The rule of :func:`infer_steps` on the names of a run's named top-level occurrences (every one a timer),
+    in order: ``(start, period, count)`` of the repetition that covers the most, or None. Kept apart so that a
+    streamed reader (``summary``) applies the same rule to names alone."""
+    from launchtrace.topology import find_repeats
+
+    if len(names) < 4:
+        return None
     runs = [r for r in find_repeats(names, max_period=max_period) if r[1] >= 2]
     if not runs:
         return None
     start, period, count = max(runs, key=lambda r: (r[1] * r[2], -r[0]))
-    unit = tuple(names[start : start + period])
-    if len(set(unit)) != len(unit):
+    if len(set(names[start : start + period])) != period:
         return None
-    steps = tuple(tuple(named[start + k * period : start + (k + 1) * period]) for k in range(count))
-    how = (
+    return start, period, count
+
+
+def inferred_how(unit: Sequence[str], count: int, first_index: int) -> str:
+    """The sentence that says how steps were inferred (``first_index``: the first step's occurrence number of
+    ``unit[0]``)."""
+    return (
         f"steps inferred: no enclosing scope; the top-level timers {', '.join(unit)} repeat {count} times "
-        f"from occurrence #{named[start].index} of {unit[0]!r}, each repetition one step"
+        f"from occurrence #{first_index} of {unit[0]!r}, each repetition one step"
     )
-    return InferredSteps(unit, steps, how)
 
 
 def default_scope(occs: Sequence[Occurrence]) -> tuple[str | None, str]:

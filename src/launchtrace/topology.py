@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from enum import Enum
 from typing import Any, Protocol
 
@@ -43,6 +43,7 @@ __all__ = [
     "fingerprint",
     "format_entry",
     "format_value",
+    "plain_value",
     "replays",
     "resolve_pointer",
     "slotless",
@@ -193,23 +194,34 @@ def topology_keys(records: Iterable[LaunchRecord], **options: Any) -> list[tuple
     return [topology_key(r, **options) for r in records]
 
 
-def _canonical(value: Any) -> Any:
-    """A JSON-encodable, machine-independent form of a key component."""
+def plain_value(value: Any, float_value: Callable[[float], Any]) -> Any:
+    """``value`` as JSON-encodable data: ``None``, bools, ints and strings as they are, a float as ``float_value``
+    writes it, tuples and lists as lists, an ``Enum`` as its value, a numpy scalar as its Python value, anything
+    else ``"<its type name>"``. The topology key's form (:func:`_canonical`) and a snapshot's scalars."""
     if isinstance(value, Enum):
-        return _canonical(value.value)
+        value = value.value
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
-        return "nan" if value != value else repr(value)
+        return float_value(value)
     if isinstance(value, (tuple, list)):
-        return [_canonical(v) for v in value]
+        return [plain_value(v, float_value) for v in value]
     item = getattr(value, "item", None)  # numpy scalars
     if callable(item):
         try:
-            return _canonical(item())
+            return plain_value(item(), float_value)
         except (TypeError, ValueError):
             pass
     return f"<{type(value).__name__}>"
+
+
+def _float_text(value: float) -> str:
+    return "nan" if value != value else repr(value)
+
+
+def _canonical(value: Any) -> Any:
+    """A JSON-encodable, machine-independent form of a key component (every float as its text)."""
+    return plain_value(value, _float_text)
 
 
 def fingerprint(

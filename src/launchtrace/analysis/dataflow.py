@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+from array import array
 from collections.abc import Sequence
 from enum import Enum
 
@@ -50,6 +51,7 @@ from launchtrace.model import BufferArg, LaunchRecord, Op, TraceData
 __all__ = [
     "Access",
     "Dataflow",
+    "DataflowBuilder",
     "Edge",
     "EdgeKind",
     "Hazard",
@@ -221,46 +223,95 @@ class _Space:
         return self.states[key]
 
 
-def _accesses(records: Sequence[LaunchRecord], graphs: Graphs) -> list[Access]:
+def _accesses_of(i: int, rec: LaunchRecord, graphs: Graphs) -> list[Access]:
     out = []
-    for i, rec in enumerate(records):
-        replay = rec.op == Op.GRAPH_LAUNCH and rec.graph_id in graphs
-        for buf in replay_buffers(rec, graphs) if replay else buffers_of_record(rec):
-            region = region_of(buf)
-            if region is None:
-                continue
-            if rec.captured:
-                region = dataclasses.replace(region, space=f"captured:{rec.graph_id}:{region.space}")
-            mode, inferred = access_mode(rec, buf)
-            out.append(Access(i, buf.key, buf.name or rec.arg_name(buf.key), region, mode, inferred))
+    replay = rec.op == Op.GRAPH_LAUNCH and rec.graph_id in graphs
+    for buf in replay_buffers(rec, graphs) if replay else buffers_of_record(rec):
+        region = region_of(buf)
+        if region is None:
+            continue
+        if rec.captured:
+            region = dataclasses.replace(region, space=f"captured:{rec.graph_id}:{region.space}")
+        mode, inferred = access_mode(rec, buf)
+        out.append(Access(i, buf.key, buf.name or rec.arg_name(buf.key), region, mode, inferred))
     return out
 
 
-def _edges(records: Sequence[LaunchRecord], accesses: Sequence[Access]) -> list[Edge]:
-    """RAW / WAR / WAW edges in issue order; one edge per (src, dst, kind, buffer)."""
-    spaces: dict[str, _Space] = {}
-    edges: dict[tuple, Edge] = {}
-    lanes = [lane_of(r) for r in records]
+class DataflowBuilder:
+    """The dataflow built one record at a time, records in issue order: each :meth:`add` gives the record's
+    accesses and the edges that end at it (every edge points forward, so they are known then), and keeps 32
+    bytes per record for the critical path and the waves. :func:`build_dataflow` uses it over a list; a
+    streamed ``dataflow`` (:mod:`launchtrace.analysis.dataflow_stream`) over a run too long to hold.
 
-    def add(src: int, dst: int, kind: EdgeKind, label: str) -> None:
-        if src != dst and (src, dst, kind, label) not in edges:
-            edges[(src, dst, kind, label)] = Edge(src, dst, kind, label, lanes[src] != lanes[dst])
+    ``graphs``: what each replay ran (graph id -> captured records); None: the captures met so far (a graph is
+    captured before it is replayed, so in issue order that is the whole catalogue when a replay comes)."""
 
-    by_record: dict[int, list[Access]] = {}
-    for acc in accesses:
-        by_record.setdefault(acc.record, []).append(acc)
-    for i in sorted(by_record):
-        mine = by_record[i]
+    def __init__(self, graphs: Graphs | None = None) -> None:
+        self.graphs = graphs
+        self._captured: dict[int, list[LaunchRecord]] = {}
+        self.spaces: dict[str, _Space] = {}
+        self.n = 0
+        self._lanes: dict[tuple, int] = {}
+        self.lane_list: list[tuple] = []  # code -> lane
+        self.lanes = array("l")
+        self.finish = array("q")
+        self.via = array("q")  # -1: none
+        self.level = array("q")
+
+    def lane_code(self, rec: LaunchRecord) -> int:
+        lane = lane_of(rec)
+        code = self._lanes.get(lane)
+        if code is None:
+            code = self._lanes[lane] = len(self.lane_list)
+            self.lane_list.append(lane)
+        return code
+
+    def add(self, rec: LaunchRecord) -> tuple[list[Access], list[Edge]]:
+        i = self.n
+        self.n += 1
+        graphs: Graphs
+        if self.graphs is None:
+            if rec.captured and rec.graph_id is not None and rec.op != Op.GRAPH_LAUNCH:
+                self._captured.setdefault(rec.graph_id, []).append(rec)
+            graphs = self._captured
+        else:
+            graphs = self.graphs
+        accesses = _accesses_of(i, rec, graphs)
+        self.lanes.append(self.lane_code(rec))
+        edges = self._edges(i, accesses)
+        best_p, best = -1, None
+        level = 0
+        for e in edges:
+            p = e.src
+            key = (self.finish[p], -p)
+            if best is None or key > best:
+                best_p, best = p, key
+            level = max(level, self.level[p] + 1)
+        self.finish.append((self.finish[best_p] if best_p >= 0 else 0) + (0 if rec.captured else rec.duration_ns))
+        self.via.append(best_p)
+        self.level.append(level)
+        return accesses, edges
+
+    def _edges(self, i: int, mine: list[Access]) -> list[Edge]:
+        """RAW / WAR / WAW edges ending at record ``i``; one per (src, kind, buffer)."""
+        spaces = self.spaces
+        edges: dict[tuple, Edge] = {}
+        lanes = self.lanes
+
+        def add(src: int, kind: EdgeKind, label: str) -> None:
+            if src != i and (src, kind, label) not in edges:
+                edges[(src, kind, label)] = Edge(src, i, kind, label, lanes[src] != lanes[i])
+
         for acc in mine:  # dependencies first, against the state before this record
             space = spaces.get(acc.region.space)
             for state in space.overlapping(acc.region) if space is not None else ():
                 for w in state.writers:
-                    add(w, i, EdgeKind.RAW if acc.reads else EdgeKind.WAW, acc.region.label)
+                    add(w, EdgeKind.RAW if acc.reads else EdgeKind.WAW, acc.region.label)
                     if acc.reads and acc.writes:
-                        add(w, i, EdgeKind.WAW, acc.region.label)
+                        add(w, EdgeKind.WAW, acc.region.label)
                 if acc.writes:
                     for r in state.readers:
-                        add(r, i, EdgeKind.WAR, acc.region.label)
+                        add(r, EdgeKind.WAR, acc.region.label)
         for acc in mine:  # then this record's own effects
             space = spaces.setdefault(acc.region.space, _Space())
             space.state(acc.region)
@@ -272,39 +323,23 @@ def _edges(records: Sequence[LaunchRecord], accesses: Sequence[Access]) -> list[
                         state.writers[i] = None
                 if acc.reads and state.region == acc.region:
                     state.readers[i] = None
-    return list(edges.values())
+        return list(edges.values())
 
+    def critical_path(self) -> tuple[tuple[int, ...], int]:
+        if not self.n:
+            return (), 0
+        finish = self.finish
+        end = max(range(self.n), key=lambda k: (finish[k], -k))
+        path = [end]
+        while self.via[path[-1]] >= 0:
+            path.append(self.via[path[-1]])
+        return tuple(reversed(path)), finish[end]
 
-def _critical_path(records: Sequence[LaunchRecord], edges: Sequence[Edge]) -> tuple[tuple[int, ...], int]:
-    preds: list[list[int]] = [[] for _ in records]
-    for e in edges:
-        preds[e.dst].append(e.src)
-    finish = [0] * len(records)
-    via: list[int | None] = [None] * len(records)
-    for i, rec in enumerate(records):  # issue order is a topological order: every edge points forward
-        best_p = max(preds[i], key=lambda p: (finish[p], -p)) if preds[i] else None
-        finish[i] = (finish[best_p] if best_p is not None else 0) + (0 if rec.captured else rec.duration_ns)
-        via[i] = best_p
-    if not records:
-        return (), 0
-    end = max(range(len(records)), key=lambda k: (finish[k], -k))
-    path = [end]
-    while via[path[-1]] is not None:
-        path.append(via[path[-1]])
-    return tuple(reversed(path)), finish[end]
-
-
-def _waves(n: int, edges: Sequence[Edge]) -> tuple[tuple[int, ...], ...]:
-    level = [0] * n
-    preds: list[list[int]] = [[] for _ in range(n)]
-    for e in edges:
-        preds[e.dst].append(e.src)
-    for i in range(n):
-        level[i] = max((level[p] + 1 for p in preds[i]), default=0)
-    groups: dict[int, list[int]] = {}
-    for i, lv in enumerate(level):
-        groups.setdefault(lv, []).append(i)
-    return tuple(tuple(groups[lv]) for lv in sorted(groups))
+    def waves(self) -> tuple[tuple[int, ...], ...]:
+        groups: dict[int, list[int]] = {}
+        for i, lv in enumerate(self.level):
+            groups.setdefault(lv, []).append(i)
+        return tuple(tuple(groups[lv]) for lv in sorted(groups))
 
 
 def _hazards(records: Sequence[LaunchRecord], edges: Sequence[Edge]) -> list[Hazard]:
@@ -341,15 +376,20 @@ def build_dataflow(trace: TraceData | Sequence[LaunchRecord], graphs: Graphs | N
         print(len(flow.edges), "edges,", len(flow.hazards), "hazards")
     """
     records = tuple(trace.records if isinstance(trace, TraceData) else trace)
-    accesses = _accesses(records, captured_graphs([TraceData(list(records))]) if graphs is None else graphs)
-    edges = _edges(records, accesses)
-    path, total = _critical_path(records, edges)
+    builder = DataflowBuilder(captured_graphs([TraceData(list(records))]) if graphs is None else graphs)
+    accesses: list[Access] = []
+    edges: list[Edge] = []
+    for rec in records:
+        mine, into = builder.add(rec)
+        accesses += mine
+        edges += into
+    path, total = builder.critical_path()
     return Dataflow(
         records=records,
         accesses=tuple(accesses),
         edges=tuple(edges),
         critical_path=path,
         critical_ns=total,
-        waves=_waves(len(records), edges),
+        waves=builder.waves(),
         hazards=tuple(_hazards(records, edges)),
     )

@@ -70,12 +70,17 @@ __all__ = [
     "TimingChange",
     "TraceDiff",
     "WarmUp",
+    "diff_options",
     "diff_traces",
     "fold_share",
+    "inferred_segments",
     "run_key",
+    "segment_diff",
     "segments",
+    "series_of_runs",
     "split_runs",
     "step_series",
+    "timing_of_series",
 ]
 
 ONE_RUN_MIN_DELTA_NS = 50_000.0
@@ -239,6 +244,15 @@ def step_series(
         timed = [r for r in seg.records if r.end_ns > 0]
         if seg.scope_id is not None and (seg.trace, seg.scope_id) in occurrence_of:
             occ = occurrence_of[(seg.trace, seg.scope_id)]
+        elif seg.scope_id is None and seg.scopes and seg.source is not None:  # an inferred step: its timers
+            occ = len(steps.setdefault(seg.name, []))
+            steps[seg.name].append(float(seg.duration_ns))
+            add(("scope", seg.name, seg.name), occ, float(seg.duration_ns), 1, 0)
+            for sid in seg.scopes:
+                sc = seg.source.scopes[sid]
+                if not sc.internal and sc.end_ns > 0 and sc.kind != "load":
+                    path = "/".join((seg.name, *seg.source.scope_path(sid)))
+                    add(("scope", seg.name, path), occ, float(sc.duration_ns), 1, 0)
         else:
             if seg.scope_id is not None:
                 sc = trace.scopes[seg.scope_id]
@@ -263,20 +277,49 @@ def step_series(
 
 
 def _segments(traces: Sequence[TraceData], scope: str | None, cache: dict) -> list[Segment]:
-    """``segments(traces, scope)``, computed once per set of traces for the topology and the timing."""
+    """The steps of one run as the diff compares them, computed once per set of traces for the topology and the
+    timing: ``segments(traces, scope)``, except that in a zero-code run (no ``scope`` asked for, top-level
+    timers repeating) each repetition is one step, as ``summary``, ``report`` and ``check-static`` count them
+    (:func:`launchtrace.steps.infer_steps`; issue 26)."""
     key = (tuple(id(t) for t in traces), scope)
     if key not in cache:
-        cache[key] = segments(traces, scope)
+        cache[key] = inferred_segments(traces) if scope is None else None
+        if cache[key] is None:
+            cache[key] = segments(traces, scope)
     return cache[key]
+
+
+def inferred_segments(traces: Sequence[TraceData]) -> list[Segment] | None:
+    """The segments of one run whose top-level timers repeat: each repetition one step named after its unit
+    (``simulate+render``), the occurrences outside the repetition as they are; None when nothing is inferred."""
+    from launchtrace.steps import infer_steps, occurrences
+
+    if len(split_runs(traces)) != 1:
+        return None
+    occs = occurrences(traces)
+    inferred = infer_steps(occs)
+    if inferred is None:
+        return None
+    covered = {id(o) for step in inferred.steps for o in step}
+    kept = [o for o in occs if id(o) not in covered] + inferred.occurrences()
+    return sorted((o for o in kept if o.records), key=lambda o: (o.start_ns, o.trace))
 
 
 def _run_series(
     runs: Sequence[Sequence[TraceData]], side: str, scope: str | None, cache: dict
 ) -> tuple[list[dict[GroupKey, list[float]]], dict[GroupKey, list[int]], list[WarmUp]]:
     """Each run's per-step series by group with its warm-up steps left out, the launch counts, the warm-up."""
+    return series_of_runs([step_series(run, scope, _segments(run, scope, cache)) for run in runs], side)
+
+
+def series_of_runs(
+    per_run: Sequence[tuple[dict[str, list[float]], dict[GroupKey, dict[int, float]], dict[GroupKey, list[int]]]],
+    side: str,
+) -> tuple[list[dict[GroupKey, list[float]]], dict[GroupKey, list[int]], list[WarmUp]]:
+    """:func:`_run_series` from each run's :func:`step_series` answer (a streamed diff builds those trace by
+    trace): the series with each run's warm-up steps left out, the launch counts, the warm-up."""
     out, totals, warm = [], {}, []
-    for r, run in enumerate(runs):
-        steps, values, counts = step_series(run, scope, _segments(run, scope, cache))
+    for r, (steps, values, counts) in enumerate(per_run):
         skip = {}
         for name, durations in steps.items():
             k = warmup_steps(durations)
@@ -341,8 +384,15 @@ def _timing(
     cache: dict,
     absolute: bool = False,
 ) -> tuple[list[TimingChange], list[WarmUp], list[RunDrift]]:
-    series_a, counts_a, warm_a = _run_series(runs_a, "A", scope, cache)
-    series_b, counts_b, warm_b = _run_series(runs_b, "B", scope, cache)
+    return timing_of_series(
+        _run_series(runs_a, "A", scope, cache), _run_series(runs_b, "B", scope, cache), opts, absolute
+    )
+
+
+def timing_of_series(side_a: tuple, side_b: tuple, opts: dict, absolute: bool = False) -> tuple[list, list, list]:
+    """The timing rows, warm-up and drift from each side's :func:`series_of_runs` answer."""
+    series_a, counts_a, warm_a = side_a
+    series_b, counts_b, warm_b = side_b
     drifts = _drifts(series_a, series_b, opts["quantile"], absolute)
     keys = list(dict.fromkeys([k for s in series_a for k in s] + [k for s in series_b for k in s]))
     rows = []
@@ -393,11 +443,37 @@ def _topology(
         sa, sb = by_key_a.get(key), by_key_b.get(key)
         ra = sa.records if sa else ()
         rb = sb.records if sb else ()
-        if not raw:
-            ra, rb = unowned_by_order(ra), unowned_by_order(rb)
-        entries = diff_records(ra, rb, scalars=scalars, streams=streams)
-        out.append(SegmentDiff(key[0], key[1], len(ra), len(rb), tuple(entries), run))
+        out.append(segment_diff(key, ra, rb, run, scalars=scalars, streams=streams, raw=raw))
     return out
+
+
+def segment_diff(
+    key: tuple[str, int], ra: Sequence, rb: Sequence, run: int, *, scalars: bool, streams: bool, raw: bool
+) -> SegmentDiff:
+    """The diff of one matched pair of segments' records (either may be empty: absent on that side)."""
+    if not raw:
+        ra, rb = unowned_by_order(ra), unowned_by_order(rb)
+    entries = diff_records(ra, rb, scalars=scalars, streams=streams)
+    return SegmentDiff(key[0], key[1], len(ra), len(rb), tuple(entries), run)
+
+
+def diff_options(scope: str | None, **options: object) -> tuple[tuple[str, object], ...]:
+    """:attr:`TraceDiff.options` in the order the renderers print them."""
+    return (("scope", scope), *((k, options[k]) for k in _OPTION_ORDER))
+
+
+_OPTION_ORDER = (
+    "ignore_scalars",
+    "ignore_streams",
+    "raw_pointers",
+    "alpha",
+    "min_change",
+    "min_runs",
+    "min_steps",
+    "quantile",
+    "one_run_min_delta_ns",
+    "absolute",
+)
 
 
 def diff_traces(

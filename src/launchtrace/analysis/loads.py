@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from launchtrace import conventions as C
 from launchtrace.model import ScopeRecord, TraceData
 
-__all__ = ["LOAD", "Loads", "module_loads"]
+__all__ = ["LOAD", "LoadTable", "Loads", "module_loads"]
 
 LOAD = "load"  # the scope kind of a module load (launchtrace.model.ScopeKind.LOAD)
 
@@ -64,21 +64,45 @@ def _outermost(trace: TraceData, scope: ScopeRecord) -> str:
     return name
 
 
-def module_loads(traces: Sequence[TraceData]) -> Loads:
-    """The :class:`Loads` of ``traces`` (empty when no ``warp.module.load`` span was recorded)."""
-    count = total = compiled = failed = 0
-    modules: set[tuple[str, str]] = set()
-    by_scope: dict[str, int] = {}
-    for trace in traces:
+class LoadTable:
+    """:func:`module_loads` fed one trace at a time; ``by_scope`` in first-seen order of the traces' ordinals
+    (a stream gives traces as they end: the order is put right at the end). Holds a few numbers per module and
+    per outermost scope name."""
+
+    def __init__(self) -> None:
+        self.count = self.total = self.compiled = self.failed = 0
+        self.modules: set[tuple[str, str]] = set()
+        self.by_scope: dict[str, int] = {}  # name -> ns
+        self.seen: dict[str, list[tuple[int, int]]] = {}  # name -> (ordinal, place) of each load: loads are few
+
+    def add(self, trace: TraceData, ordinal: int = 0) -> None:
+        place = 0
         for scope in trace.scopes.values():
             if scope.kind != LOAD or scope.end_ns <= 0:
                 continue
             attrs = dict(scope.attributes)
-            count += 1
-            total += scope.duration_ns
-            compiled += attrs.get(C.LOAD_RESULT) == "compiled"
-            failed += attrs.get(C.LOAD_RESULT) == "error"
-            modules.add((str(attrs.get(C.LOAD_MODULE, "")), str(attrs.get(C.LOAD_DEVICE, ""))))
+            self.count += 1
+            self.total += scope.duration_ns
+            self.compiled += attrs.get(C.LOAD_RESULT) == "compiled"
+            self.failed += attrs.get(C.LOAD_RESULT) == "error"
+            self.modules.add((str(attrs.get(C.LOAD_MODULE, "")), str(attrs.get(C.LOAD_DEVICE, ""))))
             top = _outermost(trace, scope)
-            by_scope[top] = by_scope.get(top, 0) + scope.duration_ns
-    return Loads(count, len(modules), total, compiled, tuple(by_scope.items()), failed)
+            self.by_scope[top] = self.by_scope.get(top, 0) + scope.duration_ns
+            self.seen.setdefault(top, []).append((ordinal, place))
+            place += 1
+
+    def loads(self, rank: Sequence[int] | None = None) -> Loads:
+        """The :class:`Loads`; ``rank``: each ordinal's place in trace order (None: the ordinals are)."""
+        items = list(self.by_scope.items())
+        if rank is not None:  # first-seen in trace order
+            items.sort(key=lambda item: min((rank[o], p) for o, p in self.seen[item[0]]))
+        by_scope = tuple(items)
+        return Loads(self.count, len(self.modules), self.total, self.compiled, by_scope, self.failed)
+
+
+def module_loads(traces: Sequence[TraceData]) -> Loads:
+    """The :class:`Loads` of ``traces`` (empty when no ``warp.module.load`` span was recorded)."""
+    table = LoadTable()
+    for t, trace in enumerate(traces):
+        table.add(trace, t)
+    return table.loads()

@@ -33,7 +33,15 @@ from launchtrace import folds as fold_rules
 from launchtrace.analysis.access import access_mode
 from launchtrace.model import BufferArg, LaunchRecord, Op, TraceData
 
-__all__ = ["Graphs", "captured_graphs", "expand_replay", "replay_buffers", "replay_counts", "with_replay_counts"]
+__all__ = [
+    "Graphs",
+    "ReplayTable",
+    "captured_graphs",
+    "expand_replay",
+    "replay_buffers",
+    "replay_counts",
+    "with_replay_counts",
+]
 
 Graphs = Mapping[int, Sequence[LaunchRecord]]
 
@@ -109,6 +117,41 @@ def expand_replay(replay: LaunchRecord, graphs: Graphs) -> list[LaunchRecord]:
     return out
 
 
+class ReplayTable:
+    """What :func:`with_replay_counts` needs, fed one trace at a time: per graph, its replays and the launches
+    captured into it per (kernel, op). A capture and its replays may sit in different traces."""
+
+    def __init__(self) -> None:
+        self.replays: Counter[int] = Counter()
+        self.captured: dict[int, Counter[tuple[str, str]]] = {}
+
+    def add(self, trace: TraceData) -> None:
+        for rec in trace.records:
+            if rec.graph_id is None:
+                continue
+            if rec.op == Op.GRAPH_LAUNCH:
+                if not rec.captured:
+                    self.replays[rec.graph_id] += fold_rules.launches(rec)
+            elif rec.captured:
+                self.captured.setdefault(rec.graph_id, Counter())[(rec.kernel, str(rec.op))] += fold_rules.launches(rec)
+
+    def apply(self, rows: Sequence[Any]) -> list[Any]:
+        """``rows`` with each captured kernel's ``count`` replaced by what ran (see :func:`with_replay_counts`)."""
+        captured: Counter[tuple[str, str]] = Counter()
+        ran: Counter[tuple[str, str]] = Counter()
+        for graph, counts in self.captured.items():
+            for key, n in counts.items():
+                captured[key] += n
+                ran[key] += n * self.replays.get(graph, 0)
+        out = []
+        for row in rows:
+            key = (row.kernel, str(row.op))
+            if key in captured:
+                row = dataclasses.replace(row, count=row.count - captured[key] + ran[key])
+            out.append(row)
+        return out
+
+
 def with_replay_counts(rows: Sequence[Any], traces: Iterable[TraceData] | TraceData) -> list[Any]:
     """Per-kernel rows (anything with ``kernel``, ``op`` and ``count``, e.g. ``KernelStats``) with each captured
     kernel's ``count`` replaced by what ran: its captured records times their graph's replays (a graph
@@ -118,19 +161,7 @@ def with_replay_counts(rows: Sequence[Any], traces: Iterable[TraceData] | TraceD
 
         rows = with_replay_counts(kernel_stats(traces), traces)
     """
-    traces = [traces] if isinstance(traces, TraceData) else list(traces)
-    replays = replay_counts(traces)
-    captured: Counter[tuple[str, str]] = Counter()
-    ran: Counter[tuple[str, str]] = Counter()
-    for graph, recs in captured_graphs(traces).items():
-        for rec in recs:
-            key = (rec.kernel, str(rec.op))
-            captured[key] += fold_rules.launches(rec)
-            ran[key] += fold_rules.launches(rec) * replays.get(graph, 0)
-    out = []
-    for row in rows:
-        key = (row.kernel, str(row.op))
-        if key in captured:
-            row = dataclasses.replace(row, count=row.count - captured[key] + ran[key])
-        out.append(row)
-    return out
+    table = ReplayTable()
+    for trace in [traces] if isinstance(traces, TraceData) else traces:
+        table.add(trace)
+    return table.apply(rows)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from array import array
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -33,7 +34,18 @@ from launchtrace.analysis.verdicts import mann_whitney_u
 from launchtrace.conventions import kernel_title
 from launchtrace.model import LaunchRecord, TraceData
 
-__all__ = ["KernelStats", "ScopeStats", "kernel_stats", "mann_whitney_u", "percentiles", "scope_stats"]
+__all__ = [
+    "KernelStats",
+    "KernelTable",
+    "ScopeStats",
+    "ScopeTable",
+    "add_step_values",
+    "kernel_stats",
+    "mann_whitney_u",
+    "percentiles",
+    "scope_stats",
+    "step_record_totals",
+]
 
 
 def percentiles(values: Sequence[float], qs: Iterable[float] = (50, 95)) -> tuple[float, ...]:
@@ -81,36 +93,27 @@ class KernelStats:
 
 
 class _Group:
-    """What one kernel's launches add up to while the table is built."""
+    """What one kernel's launches add up to while the table is built (durations as 8-byte ints, not objects)."""
 
     __slots__ = ("count", "fold_max", "folded", "folds", "measured", "nbytes", "total")
 
     def __init__(self) -> None:
         self.count = self.folded = self.total = self.nbytes = 0
         self.fold_max = -1
-        self.measured: list[int] = []
+        self.measured = array("q")
         self.folds: list[tuple[int, int]] = []  # (p50, count) per folded position
 
 
-def kernel_stats(
-    traces: Iterable[TraceData], steps: Sequence[Sequence[LaunchRecord]] | None = None
-) -> list[KernelStats]:
-    """Per-kernel counts and durations over ``traces``, the largest total time first (see the module
-    docstring for folded positions). ``steps``: the records of each step when the caller cut them (a zero-code
-    run's inferred steps, :func:`launchtrace.steps.infer_steps`), for the per-step columns; else the steps of
-    the one rule (:func:`launchtrace.analysis.diff.step_series`).
+class KernelTable:
+    """The per-kernel table fed one trace at a time (what :func:`kernel_stats` does over a list): counts and
+    totals are sums, the per-launch durations are kept as 8 bytes each for exact percentiles."""
 
-    Example::
+    def __init__(self) -> None:
+        self.groups: dict[tuple[str, str], _Group] = {}
 
-        for row in kernel_stats([trace]):
-            print(row.kernel, row.count, row.p50_ns, "(estimate)" if row.p50_from_summaries else "")
-    """
-    from launchtrace.analysis.diff import step_series
-
-    traces = list(traces)
-    groups: dict[tuple[str, str], _Group] = {}
-    seen: set[tuple[int, int, int]] = set()
-    for t, trace in enumerate(traces):
+    def add(self, trace: TraceData) -> None:
+        groups = self.groups
+        seen: set[tuple[int, int]] = set()
         for rec in trace.records:
             title = kernel_title(rec.kernel, rec.adjoint)  # forward and adjoint launches: two rows
             g = groups.get((title, str(rec.op)))
@@ -119,7 +122,7 @@ def kernel_stats(
             fold = rec.fold
             if fold is not None:
                 g.nbytes += rec.nbytes * fold_rules.launches(rec)
-                key = (t, fold.span_id, fold.position)
+                key = (fold.span_id, fold.position)
                 if key in seen:
                     continue  # another copy of a position already counted
                 seen.add(key)
@@ -142,55 +145,92 @@ def kernel_stats(
                 g.total += rec.duration_ns
                 g.nbytes += rec.nbytes
                 g.measured.append(rec.duration_ns)
+
+    def rows(self, per_step: dict[str, Sequence[float]]) -> list[KernelStats]:
+        """The rows, the largest total time first; ``per_step``: each kernel's total time per step."""
+        rows = []
+        for (kernel, op), g in self.groups.items():
+            measured_max = max(g.measured, default=-1)
+            if g.folds:
+                p50 = _weighted_median(
+                    [*g.measured, *(p for p, _ in g.folds)], [*([1] * len(g.measured)), *(n for _, n in g.folds)]
+                )
+                p95 = math.nan
+            else:
+                p50, p95 = percentiles(g.measured)
+            steps = per_step.get(kernel, [])
+            s50, s95 = percentiles(steps)
+            rows.append(
+                KernelStats(
+                    kernel=kernel,
+                    op=op,
+                    count=g.count,
+                    total_ns=g.total,
+                    mean_ns=g.total / g.count if g.count else math.nan,
+                    p50_ns=p50,
+                    p95_ns=p95,
+                    max_ns=max(measured_max, g.fold_max, 0),
+                    nbytes=g.nbytes,
+                    folded=g.folded,
+                    p50_from_summaries=bool(g.folds),
+                    max_from_summaries=g.fold_max > measured_max,
+                    steps=len(steps),
+                    step_p50_ns=s50,
+                    step_p95_ns=s95,
+                    step_max_ns=max(steps) if len(steps) else math.nan,
+                )
+            )
+        rows.sort(key=lambda r: (-r.total_ns, r.kernel))
+        return rows
+
+
+def add_step_values(per_step: dict[str, list[float]], traces: Sequence[TraceData]) -> None:
+    """Add each kernel's total time per step of ``traces`` (the one rule's steps,
+    :func:`launchtrace.analysis.diff.step_series`) to ``per_step``. A step never spans traces, so a reader may
+    add one trace at a time and get the same values."""
+    from launchtrace.analysis.diff import step_series
+
+    _, values, _ = step_series(traces)
+    for (kind, _scope, name), per in values.items():
+        if kind == "kernel":
+            per_step.setdefault(name, []).extend(per.values())
+
+
+def step_record_totals(records: Iterable[LaunchRecord]) -> dict[str, float]:
+    """Each kernel's total host time in ``records`` (one step as a caller cut it), records with no end left out."""
+    totals: dict[str, float] = {}
+    for rec in records:
+        if rec.end_ns > 0:
+            title = kernel_title(rec.kernel, rec.adjoint)
+            totals[title] = totals.get(title, 0.0) + fold_rules.record_total(rec)[0]
+    return totals
+
+
+def kernel_stats(
+    traces: Iterable[TraceData], steps: Sequence[Sequence[LaunchRecord]] | None = None
+) -> list[KernelStats]:
+    """Per-kernel counts and durations over ``traces``, the largest total time first (see the module
+    docstring for folded positions). ``steps``: the records of each step when the caller cut them (a zero-code
+    run's inferred steps, :func:`launchtrace.steps.infer_steps`), for the per-step columns; else the steps of
+    the one rule (:func:`launchtrace.analysis.diff.step_series`).
+
+    Example::
+
+        for row in kernel_stats([trace]):
+            print(row.kernel, row.count, row.p50_ns, "(estimate)" if row.p50_from_summaries else "")
+    """
+    traces = list(traces)
+    table = KernelTable()
+    for trace in traces:
+        table.add(trace)
     per_step: dict[str, list[float]] = {}
     if steps is None:
-        _, values, _ = step_series(traces)
-        for (kind, _scope, name), per in values.items():
-            if kind == "kernel":
-                per_step.setdefault(name, []).extend(per.values())
+        add_step_values(per_step, traces)
     else:
         for step in steps:
-            totals: dict[str, float] = {}
-            for rec in step:
-                if rec.end_ns > 0:
-                    title = kernel_title(rec.kernel, rec.adjoint)
-                    totals[title] = totals.get(title, 0.0) + fold_rules.record_total(rec)[0]
-            for name, ns in totals.items():
+            for name, ns in step_record_totals(step).items():
                 per_step.setdefault(name, []).append(ns)
-    rows = []
-    for (kernel, op), g in groups.items():
-        measured_max = max(g.measured, default=-1)
-        if g.folds:
-            p50 = _weighted_median(
-                [*g.measured, *(p for p, _ in g.folds)], [*([1] * len(g.measured)), *(n for _, n in g.folds)]
-            )
-            p95 = math.nan
-        else:
-            p50, p95 = percentiles(g.measured)
-        steps = per_step.get(kernel, [])
-        s50, s95 = percentiles(steps)
-        rows.append(
-            KernelStats(
-                kernel=kernel,
-                op=op,
-                count=g.count,
-                total_ns=g.total,
-                mean_ns=g.total / g.count if g.count else math.nan,
-                p50_ns=p50,
-                p95_ns=p95,
-                max_ns=max(measured_max, g.fold_max, 0),
-                nbytes=g.nbytes,
-                folded=g.folded,
-                p50_from_summaries=bool(g.folds),
-                max_from_summaries=g.fold_max > measured_max,
-                steps=len(steps),
-                step_p50_ns=s50,
-                step_p95_ns=s95,
-                step_max_ns=max(steps) if steps else math.nan,
-            )
-        )
-    rows.sort(key=lambda r: (-r.total_ns, r.kernel))
-    return rows
+    return table.rows(per_step)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -212,6 +252,68 @@ class ScopeStats:
     warmup_ns: int = 0
 
 
+class _Path:
+    """One scope path's occurrences: duration, the trace's ordinal and the place in it, the kind (a code)."""
+
+    __slots__ = ("kinds", "ordinals", "places", "values")
+
+    def __init__(self) -> None:
+        self.values = array("q")
+        self.ordinals = array("q")
+        self.places = array("l")
+        self.kinds = array("B")
+
+
+class ScopeTable:
+    """The per-scope table fed one trace at a time (what :func:`scope_stats` does over a list), 25 bytes per
+    scope occurrence: the rows' order and the warm-up need the occurrences in trace order, and a stream gives
+    traces as they end, so each is kept with its trace's ordinal and put in order at the end."""
+
+    def __init__(self, *, internal: bool = False) -> None:
+        self.internal = internal
+        self.paths: dict[str, _Path] = {}
+        self._kinds: dict[str, int] = {}
+
+    def add(self, trace: TraceData, ordinal: int) -> None:
+        place = 0
+        for scope in sorted(trace.scopes.values(), key=lambda s: (s.start_ns, s.seq)):
+            if (scope.internal and not self.internal) or scope.end_ns <= 0 or scope.kind == "load":
+                continue  # a module load is host time of its own: analysis.overview.module_loads
+            path = "/".join(trace.scope_path(scope.id))
+            entry = self.paths.get(path)
+            if entry is None:
+                entry = self.paths[path] = _Path()
+            entry.values.append(scope.duration_ns)
+            entry.ordinals.append(ordinal)
+            entry.places.append(place)
+            entry.kinds.append(self._kinds.setdefault(str(scope.kind), len(self._kinds)))
+            place += 1
+
+    def rows(self, rank: Sequence[int] | None = None) -> list[ScopeStats]:
+        """The rows in first-seen order; ``rank``: each ordinal's place in trace order (None: ordinals are)."""
+        from launchtrace.analysis.verdicts import warmup_steps
+
+        kinds = list(self._kinds)
+        ranked = np.asarray(rank if rank is not None else [], dtype=np.int64)
+        found = []
+        for path, entry in self.paths.items():
+            ords = np.frombuffer(entry.ordinals, dtype=np.int64)
+            order_of = ranked[ords] if rank is not None else ords
+            order = np.lexsort((np.frombuffer(entry.places, dtype=np.int64), order_of))
+            values = np.frombuffer(entry.values, dtype=np.int64)[order].tolist()
+            first = int(order[0])
+            found.append(((int(order_of[first]), entry.places[first]), path, kinds[entry.kinds[first]], values))
+        found.sort(key=lambda item: item[0])
+        rows = []
+        for _, path, kind, values in found:
+            p50, p95 = percentiles(values)
+            warm = warmup_steps(values) if "/" not in path else 0
+            rows.append(
+                ScopeStats(path, kind, len(values), sum(values), p50, p95, max(values), warm, sum(values[:warm]))
+            )
+        return rows
+
+
 def scope_stats(traces: Iterable[TraceData], *, internal: bool = False) -> list[ScopeStats]:
     """Per-scope-path occurrence counts and durations over ``traces``, in first-seen order (Warp's own
     internal timers left out unless ``internal``).
@@ -221,22 +323,7 @@ def scope_stats(traces: Iterable[TraceData], *, internal: bool = False) -> list[
         for row in scope_stats(traces):
             print(row.path, row.count, row.p50_ns / 1e6, "ms")
     """
-    from launchtrace.analysis.verdicts import warmup_steps
-
-    durations: dict[str, list[int]] = {}
-    kinds: dict[str, str] = {}
-    for trace in traces:
-        for scope in sorted(trace.scopes.values(), key=lambda s: (s.start_ns, s.seq)):
-            if (scope.internal and not internal) or scope.end_ns <= 0 or scope.kind == "load":
-                continue  # a module load is host time of its own: analysis.overview.module_loads
-            path = "/".join(trace.scope_path(scope.id))
-            durations.setdefault(path, []).append(scope.duration_ns)
-            kinds.setdefault(path, str(scope.kind))
-    rows = []
-    for path, values in durations.items():
-        p50, p95 = percentiles(values)
-        warm = warmup_steps(values) if "/" not in path else 0
-        rows.append(
-            ScopeStats(path, kinds[path], len(values), sum(values), p50, p95, max(values), warm, sum(values[:warm]))
-        )
-    return rows
+    table = ScopeTable(internal=internal)
+    for t, trace in enumerate(traces):
+        table.add(trace, t)
+    return table.rows()

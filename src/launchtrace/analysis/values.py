@@ -23,7 +23,15 @@ from collections.abc import Sequence
 from launchtrace import conventions as C
 from launchtrace.model import LaunchRecord, TraceData, ValueStats
 
-__all__ = ["BadValues", "StepClock", "became_non_finite", "non_finite", "step_clock"]
+__all__ = [
+    "BadValues",
+    "StepClock",
+    "became_non_finite",
+    "became_non_finite_of",
+    "non_finite",
+    "step_clock",
+    "trace_non_finite",
+]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -104,42 +112,53 @@ def non_finite(traces: Sequence[TraceData]) -> list[BadValues]:
     """Every (launch, array) whose value statistics hold NaN or Inf, in issue order (empty without
     ``--value-stats`` or when every written value was finite)."""
     clock = step_clock(traces)
-    found: list[tuple[tuple[int, int], BadValues]] = []
-    for trace in traces:
-        for rec in trace.records:
-            for probe in rec.probes:
-                if not isinstance(probe, ValueStats) or probe.skipped:
-                    continue
-                what = _bad(probe)
-                if not what:
-                    continue
-                param = rec.arg_name(probe.key)
-                buffer = rec.buffer(probe.key)
-                named = (buffer.owner or buffer.alloc) if buffer is not None else None  # own() label, else allocation
-                owner = named or param
-                bad = BadValues(
-                    kernel=C.kernel_title(rec.kernel, rec.adjoint),
-                    array=owner,
-                    param=param,
-                    step=clock.step(rec.start_ns),
-                    scope="/".join(trace.scope_path(rec.scope_id)) if rec.scope_id is not None else "",
-                    site=f"{rec.site.file}:{rec.site.line}",
-                    what=what,
-                    stats=probe,
-                    record=rec,
-                )
-                found.append(((rec.start_ns, rec.seq), bad))
+    found = [item for trace in traces for item in trace_non_finite(trace)]
     found.sort(key=lambda item: item[0])
-    return [bad for _, bad in found]
+    return [dataclasses.replace(bad, step=clock.step(bad.record.start_ns)) for _, bad in found]
+
+
+def trace_non_finite(trace: TraceData) -> list[tuple[tuple[int, int], BadValues]]:
+    """The :func:`non_finite` findings of one trace with their sort key ``(start, seq)``; ``step`` is left
+    None: the step clock needs the whole run (:func:`non_finite` and the streamed ``summary`` set it)."""
+    found: list[tuple[tuple[int, int], BadValues]] = []
+    for rec in trace.records:
+        for probe in rec.probes:
+            if not isinstance(probe, ValueStats) or probe.skipped:
+                continue
+            what = _bad(probe)
+            if not what:
+                continue
+            param = rec.arg_name(probe.key)
+            buffer = rec.buffer(probe.key)
+            named = (buffer.owner or buffer.alloc) if buffer is not None else None  # own() label, else allocation
+            owner = named or param
+            bad = BadValues(
+                kernel=C.kernel_title(rec.kernel, rec.adjoint),
+                array=owner,
+                param=param,
+                step=None,
+                scope="/".join(trace.scope_path(rec.scope_id)) if rec.scope_id is not None else "",
+                site=f"{rec.site.file}:{rec.site.line}",
+                what=what,
+                stats=probe,
+                record=rec,
+            )
+            found.append(((rec.start_ns, rec.seq), bad))
+    return found
 
 
 def became_non_finite(a: Sequence[TraceData], b: Sequence[TraceData]) -> list[BadValues]:
     """The launches of ``b`` whose outputs held NaN/Inf where no launch of the same kernel and array did in
     ``a``: the first of each (kernel, parameter), in issue order. What ``launchtrace diff`` reports."""
-    before = {(x.kernel, x.param) for x in non_finite(a)}
+    return became_non_finite_of(non_finite(a), non_finite(b))
+
+
+def became_non_finite_of(bad_a: Sequence[BadValues], bad_b: Sequence[BadValues]) -> list[BadValues]:
+    """:func:`became_non_finite` from each side's :func:`non_finite` findings (a streamed diff has those)."""
+    before = {(x.kernel, x.param) for x in bad_a}
     seen: set[tuple[str, str]] = set()
     out = []
-    for x in non_finite(b):
+    for x in bad_b:
         key = (x.kernel, x.param)
         if key not in before and key not in seen:
             seen.add(key)

@@ -12,9 +12,7 @@ imports it (tinygrad is never imported on the program's behalf); if tinygrad is 
 Hot path (the launching thread): time the original call and queue one raw event holding *references*: the call
 UOp and a :class:`_Run` shared by every call of one ``run_linear`` (its input UOps, a copy of the variable values,
 the kind of work, the user's frame, found once per run): a small fraction of what decoding costs (figures:
-``docs/tinygrad.md``, ``benchmarks/bench_tinygrad.py``). Where it is built, the per-kernel part is compiled
-(``capture/_tinyhook.c``): the same event, queued outside the cycle collector until drained; graph batches and
-unusual calls go through the Python hook, which is also what runs under ``LAUNCHTRACE_PURE_PYTHON=1``.
+``docs/tinygrad.md``, ``benchmarks/bench_tinygrad.py``).
 Decoding (kernel name, launch dims, buffers, roles, offsets, owners) happens in the materializer, off the
 launching thread, by :func:`launchtrace.capture.tinygrad_decode.decode_event`, which each
 ``rawevent.FRAMEWORK`` event names. The queued
@@ -43,7 +41,6 @@ import weakref
 from time import time_ns
 from typing import Any
 
-from launchtrace import native
 from launchtrace.capture import bus
 from launchtrace.capture.hotpath import _warn_once, emit_scope_begin, emit_scope_end, is_library_code
 from launchtrace.capture.state import _local
@@ -261,31 +258,13 @@ def _run_for(ctx: Any, frame: Any) -> _Run | None:
 def _make_hook(inner: Any, realize: Any) -> Any:
     """The wrapper of ``pm_exec.rewrite``; ``inner`` is what was there (bound method or someone's wrapper).
 
-    The compiled hook (``capture/_tinyhook.c``) where it is built, around the Python one (which it hands graph
-    batches and unusual calls); the Python one alone under ``LAUNCHTRACE_PURE_PYTHON=1`` or without a compiler.
-    Both queue the same events (tests/test_tinygrad_native.py)."""
-    hook = _make_python_hook(inner, realize)
-    fast = native.load("launchtrace.capture._tinyhook")
-    if fast is None:
-        return hook
-    if fast.EVENT_LENGTH != 10:
-        raise RuntimeError("launchtrace.capture._tinyhook was built for another tinygrad event layout; rebuild it")
-    from tinygrad.uop.ops import Ops
-
-    compiled = fast.Hook(
-        inner=inner, fallback=hook, bus=bus, new_run=_run_for, warn=_warn_once, decode=decode_event,
-        framework=FRAMEWORK, next_seq=bus.next_seq, program=Ops.PROGRAM, copy=Ops.COPY, custom=Ops.CUSTOM_FUNCTION,
-        run_type=_Run, site_cache=_SITE_CACHE, skip_new=_skip_new, local=_local, api_realize=REALIZE, api_jit=JIT,
-        api_internal=INTERNAL,
-    )  # fmt: skip
-    compiled.__wrapped__ = inner
-    compiled.__name__ = "rewrite"
-    compiled.__qualname__ = "PatternMatcher.rewrite"
-    return compiled
+    Python on every install: the compiled hook (``_tinyhook.c``, 599 lines) saved about 2 % of a jitted MLP
+    step's instructions and was removed in issue 26 (``docs/tinygrad.md``, "Cost")."""
+    return _make_python_hook(inner, realize)
 
 
 def _make_python_hook(inner: Any, realize: Any) -> Any:
-    """The Python wrapper of ``pm_exec.rewrite`` (the reference the compiled hook stands in for).
+    """The wrapper of ``pm_exec.rewrite``.
 
     One event per kernel or copy: ``(FRAMEWORK, seq, tid, decode, call, run, t0, t1, scope, error)``, a single
     tuple (the cycle collector's cost grows with the tracked objects queued), sharing one :class:`_Run` per

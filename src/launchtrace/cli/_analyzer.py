@@ -13,12 +13,23 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from launchtrace.errors import UserError
 
-__all__ = ["add_format", "add_selection", "safe_child", "safe_name", "selected_views", "write_json", "write_text"]
+__all__ = [
+    "LazyList",
+    "add_format",
+    "add_selection",
+    "safe_child",
+    "safe_name",
+    "selected_views",
+    "write_json",
+    "write_json_streamed",
+    "write_text",
+]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -91,3 +102,45 @@ def write_text(text: str, out: str | None) -> None:
 
 def write_json(data: Any, out: str | None) -> None:
     write_text(json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n", out)
+
+
+class LazyList(list):
+    """A JSON array whose items are made while it is written (:func:`write_json_streamed`), so a list of a
+    million rows is never built: ``make()`` gives an iterator of the items, ``size`` how many there are."""
+
+    def __init__(self, make: Callable[[], Iterable[Any]], size: int) -> None:
+        super().__init__()
+        self._make = make
+        self._size = size
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._make())
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bool__(self) -> bool:
+        return self._size > 0
+
+
+def write_json_streamed(data: Any, out: str | None) -> None:
+    """:func:`write_json`'s bytes, written piece by piece as the encoder makes them (with ``indent`` the
+    encoder is the pure-Python one, which walks :class:`LazyList` s as it goes) instead of one string."""
+    chunks = json.JSONEncoder(indent=1, ensure_ascii=False, allow_nan=False).iterencode(data)
+    if out in (None, "-"):
+        for chunk in chunks:
+            sys.stdout.write(chunk)
+        sys.stdout.write("\n")
+        return
+    from launchtrace.cli._output import make_parent
+
+    path = Path(make_parent("--out", out))
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            for chunk in chunks:
+                f.write(chunk)
+            f.write("\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from exc

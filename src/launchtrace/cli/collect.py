@@ -1,4 +1,7 @@
-"""``launchtrace collect``: receive OTLP traces (gRPC and HTTP) on loopback and write them to a JSON Lines file.
+"""``launchtrace collect``: receive OTLP traces (gRPC and HTTP) on loopback and write them to a span file.
+
+OTLP JSON Lines, or with an ``--out`` ending in ``.pb`` the protobuf as received (length-prefixed), which keeps
+up with any sender (see docs/collect.md).
 
 Example::
 
@@ -16,7 +19,7 @@ import threading
 
 from launchtrace.errors import UserError
 
-HELP = "receive OTLP traces over gRPC and HTTP and write them to an OTLP JSON Lines file"
+HELP = "receive OTLP traces over gRPC and HTTP and write them to a JSON Lines (or .pb: protobuf as received) file"
 
 DEFAULT_OUT = "launchtrace-collected.jsonl"
 
@@ -44,7 +47,12 @@ def _seconds(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", "-o", default=DEFAULT_OUT, help=f"the JSON Lines file to append to ({DEFAULT_OUT})")
+    parser.add_argument(
+        "--out",
+        "-o",
+        default=DEFAULT_OUT,
+        help=f"the file to append to ({DEFAULT_OUT}); a name ending in .pb or .pb.gz gets the protobuf as received",
+    )
     parser.add_argument("--grpc", type=_port, default=4317, metavar="PORT", help="OTLP/gRPC port (4317; 0 = any; off)")
     parser.add_argument("--http", type=_port, default=4318, metavar="PORT", help="OTLP/HTTP port (4318; 0 = any; off)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")

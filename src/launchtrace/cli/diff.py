@@ -5,13 +5,19 @@ timing verdicts over per-step totals (``slower``, ``faster``, ``same`` or ``inco
 Exit status: 1 when the topology differs, when values became non-finite, or when a timing row's verdict is one
 of ``--fail-on`` (none by default: timing alone never fails unless asked, e.g. ``--fail-on slower`` for a CI
 gate on timing); 0 otherwise; 2 for bad arguments or input. Run-level drift (a run slower in every kernel)
-never changes it."""
+never changes it.
+
+Memory: one run per side (the usual diff) is streamed, each step diffed as soon as its partner is read
+(:mod:`launchtrace.analysis.diff_stream`: a few bytes per step are kept); several runs per side, a backend source
+or steps that arrive out of their start order are diffed from the lists (the rebuilt traces of both sides held,
+their spans not)."""
 
 from __future__ import annotations
 
 import argparse
 
 from launchtrace.analysis.diff import diff_traces
+from launchtrace.analysis.diff_stream import diff_streamed
 from launchtrace.analysis.values import BadValues, became_non_finite
 from launchtrace.analysis.verdicts import (
     ANSWERS,
@@ -25,7 +31,7 @@ from launchtrace.cli._numbers import at_least, fraction, probability
 from launchtrace.errors import UserError
 from launchtrace.render.diff_text import diff_as_json, diff_as_markdown, diff_as_text
 from launchtrace.render.escape import terminal_lines
-from launchtrace.sources.loading import load_traces
+from launchtrace.sources.each import load_streamed
 
 HELP = "diff two traces (or sets of runs): inserted, removed and changed launches, timing verdicts"
 
@@ -117,21 +123,24 @@ def run(args: argparse.Namespace) -> int:
         a_specs, b_specs = args.traces[:1], args.traces[1:]
     else:
         raise UserError(f"give A and B, or A1 A2 ... --against B1 B2 ... (got {len(args.traces)} inputs)")
-    a_traces, b_traces = load_traces(a_specs), load_traces(b_specs)
-    result = diff_traces(
-        a_traces,
-        b_traces,
-        scope=args.scope,
-        ignore_scalars=args.ignore_scalars,
-        ignore_streams=args.ignore_streams,
-        raw_pointers=args.raw_pointers,
-        alpha=args.alpha,
-        min_change=args.min_change,
-        min_runs=args.min_runs,
-        min_steps=args.min_steps,
-        absolute=args.absolute,
-    )
-    bad = became_non_finite(a_traces, b_traces)
+    options = {
+        "scope": args.scope,
+        "ignore_scalars": args.ignore_scalars,
+        "ignore_streams": args.ignore_streams,
+        "raw_pointers": args.raw_pointers,
+        "alpha": args.alpha,
+        "min_change": args.min_change,
+        "min_runs": args.min_runs,
+        "min_steps": args.min_steps,
+        "absolute": args.absolute,
+    }
+    streamed = diff_streamed(a_specs, b_specs, **options)  # one trace at a time; None: the lists are needed
+    if streamed is not None:
+        result, bad = streamed
+    else:
+        a_traces, b_traces = load_streamed(a_specs), load_streamed(b_specs)  # spans one trace at a time
+        result = diff_traces(a_traces, b_traces, **options)
+        bad = became_non_finite(a_traces, b_traces)
     if args.format == "json":
         out = diff_as_json(result)
         out["became_non_finite"] = [_bad_json(b) for b in bad]

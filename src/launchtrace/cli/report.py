@@ -3,6 +3,11 @@
 The graph is of the representative step (the median occurrence of the run's most common outermost scope), or
 of the step ``--scope`` / ``--trace`` / ``--occurrence`` choose; hazards are those of the whole run, every
 thread on one time axis; ``--baseline`` adds the diff section.
+
+Files and folders are read one trace at a time (:func:`launchtrace.analysis.detail.read_detail`): the first
+``--detail-spans`` spans are shown in detail and the rest counted exactly, so memory stays flat in the input's
+size; the page then says what it left out. With ``--scope`` / ``--trace`` / ``--occurrence`` or a backend URL
+the input is loaded whole, as before.
 """
 
 from __future__ import annotations
@@ -10,14 +15,19 @@ from __future__ import annotations
 import argparse
 
 from launchtrace.analysis.dataflow import build_dataflow
+from launchtrace.analysis.detail import DEFAULT_DETAIL_SPANS, Detail, read_detail
 from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.overview import overview
 from launchtrace.analysis.runs import View, views
-from launchtrace.cli._analyzer import add_selection, selected_views, write_text
+from launchtrace.cli._analyzer import add_selection, selected_views
+from launchtrace.cli._numbers import at_least
+from launchtrace.cli._writing import write_chunks
 from launchtrace.render.dot import render_dot
 from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
-from launchtrace.render.html import render_report
+from launchtrace.render.html import report_chunks
+from launchtrace.sources.bytrace import TraceSpans
 from launchtrace.sources.loading import load_traces
+from launchtrace.sources.named import parse_backend
 
 HELP = "write one self-contained HTML report: run facts, step durations, kernel time, timeline, dataflow, diff"
 
@@ -29,6 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", help="trace file(s) to diff against; the diff goes in the report")
     parser.add_argument("--title", default="launchtrace report", help="the page title")
     parser.add_argument("--out", required=True, help="the HTML file to write")
+    parser.add_argument(
+        "--detail-spans",
+        type=at_least(1),
+        default=DEFAULT_DETAIL_SPANS,
+        metavar="N",
+        help="spans of the input shown in detail; the rest is counted exactly and summarised (default: %(default)s)",
+    )
     add_selection(parser)
 
 
@@ -48,9 +65,27 @@ def _graph(view) -> tuple[bytes | None, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    traces = load_traces(args.traces)
-    diff = diff_traces(load_traces(args.baseline), traces) if args.baseline else None
-    if args.scope is not None or args.trace is not None or args.occurrence is not None:
+    chosen = args.scope is not None or args.trace is not None or args.occurrence is not None
+    large: Detail | None = None
+    if chosen or any(parse_backend(t) is not None for t in args.traces):
+        traces = load_traces(args.traces)
+    else:
+        large = read_detail(TraceSpans(args.traces), args.detail_spans)
+        traces = large.traces
+    diff, diff_note = None, ""
+    if args.baseline:
+        if large is None or parse_backend(args.baseline) is not None:
+            diff = diff_traces(load_traces(args.baseline), traces)
+        else:  # read as the input is: its first --detail-spans spans, so a huge baseline stays bounded too
+            base = read_detail(TraceSpans([args.baseline]), args.detail_spans)
+            diff = diff_traces(base.traces, traces)
+            if base.large or large.large:
+                diff_note = (
+                    f"Of the spans in detail: the first {base.totals.spans - base.left_spans:,} of the baseline's "
+                    f"{base.totals.spans:,} against the first {large.totals.spans - large.left_spans:,} of this "
+                    f"input's {large.totals.spans:,} (--detail-spans)."
+                )
+    if chosen:
         chosen = selected_views(traces, args)
         ov = overview(traces, [v.occurrence for v in chosen if v.occurrence is not None])
     else:
@@ -61,7 +96,10 @@ def run(args: argparse.Namespace) -> int:
             chosen = [View(f"{run.label}: {rep.name} #{rep.index}", rep.data, run, chosen[0].graphs, rep)]
     hazards = [h.reason for v in views(traces) for h in build_dataflow(v.data, v.graphs).hazards]
     svg, note = _graph(chosen[0] if chosen else None)
-    page = render_report(traces, ov, diff=diff, graph_svg=svg, graph_note=note, hazards=hazards, title=args.title)
-    write_text(page, args.out)
+    page = report_chunks(
+        traces, ov, diff=diff, graph_svg=svg, graph_note=note, hazards=hazards, title=args.title, large=large,
+        diff_note=diff_note,
+    )  # fmt: skip
+    write_chunks(page, args.out)
     print(args.out)
     return 0

@@ -223,8 +223,12 @@ class _OwnStderrHandler(logging.Handler):
 
 
 def _log_to(stream: TextIO | None) -> None:
+    """One such handler at a time: a second ``run`` in the same process (tests, notebooks) replaces the first's."""
+    logger = logging.getLogger("launchtrace")
+    for old in [h for h in logger.handlers if isinstance(h, _OwnStderrHandler)]:
+        logger.removeHandler(old)
     if stream is not None:
-        logging.getLogger("launchtrace").addHandler(_OwnStderrHandler(stream))
+        logger.addHandler(_OwnStderrHandler(stream))
 
 
 def _say(stream: TextIO | None, line: str) -> None:

@@ -1,6 +1,9 @@
 """``launchtrace summary TRACE``: per-kernel counts and durations, per launch and per step, time per scope,
 compile/load time on its own line, and where values first went non-finite (``--value-stats`` runs).
 
+Memory stays flat in the input: traces are read and rebuilt one at a time and only the figures are kept (a few
+bytes per launch and per scope occurrence for exact percentiles; :mod:`launchtrace.analysis.summary_state`).
+
 Adjoint launches are rows of their own (``__main__.repulsion (adjoint)``).
 
 Figures that come from fold summaries (recorded statistics, not measured launch by launch) are marked ``*``
@@ -14,14 +17,13 @@ import dataclasses
 import math
 from typing import Any
 
-from launchtrace.analysis.loads import Loads, module_loads
-from launchtrace.analysis.replays import with_replay_counts
-from launchtrace.analysis.stats import KernelStats, ScopeStats, kernel_stats, scope_stats
-from launchtrace.analysis.values import BadValues, non_finite, step_clock
+from launchtrace.analysis.loads import Loads
+from launchtrace.analysis.stats import KernelStats, ScopeStats
+from launchtrace.analysis.summary_state import SummaryResult, SummaryState
+from launchtrace.analysis.values import BadValues
 from launchtrace.cli._analyzer import add_format, write_json, write_text
 from launchtrace.render.escape import terminal, terminal_lines
-from launchtrace.sources.loading import load_traces
-from launchtrace.steps import infer_steps, occurrences, split_runs
+from launchtrace.sources.each import each_trace
 
 HELP = "per-kernel counts and time (per launch and per step) and time per scope, over traces"
 
@@ -101,18 +103,18 @@ def _scope_lines(rows: list[ScopeStats], loads: Loads) -> list[str]:
     return lines
 
 
-def _value_lines(bad: list[BadValues], how: str) -> list[str]:
+def _value_lines(result: SummaryResult) -> list[str]:
     """The "values" section: the first launch whose output held NaN/Inf, and how many did."""
+    bad = result.bad
     if not bad:
         return []
-    launches = len({id(b.record) for b in bad})
     lines = ["values (--value-stats):", f"  {bad[0].line()}"]
-    if launches > 1:
-        kernels = list(dict.fromkeys(b.kernel for b in bad))
+    if result.bad_launches > 1:
+        kernels = result.bad_kernels
         more = ", ".join(kernels[:5]) + (f" and {len(kernels) - 5} more" if len(kernels) > 5 else "")
-        lines.append(f"  {launches} launches wrote non-finite values in all ({more})")
+        lines.append(f"  {result.bad_launches} launches wrote non-finite values in all ({more})")
     if bad[0].step is not None:
-        lines.append(f"  ({how})")
+        lines.append(f"  ({result.clock_how})")
     return lines
 
 
@@ -135,31 +137,29 @@ def _stats_of(b: BadValues) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    traces = load_traces(args.traces)
-    inferred = [i for i in (infer_steps(occurrences(run)) for run in split_runs(traces)) if i is not None]
-    steps = [[r for o in step for r in o.records] for i in inferred for step in i.steps] if inferred else None
-    rows = with_replay_counts(kernel_stats(traces, steps), traces)  # count what each capture_launch ran
+    state = SummaryState()  # one trace at a time: memory bounded as the module docstring of summary_state says
+    for key, trace in each_trace(args.traces):
+        state.add(key, trace)
+    result = state.result()
+    rows = result.kernels
     if args.top > 0:
         rows = rows[: args.top]
-    scopes = scope_stats(traces)
-    loads = module_loads(traces)
-    bad = non_finite(traces)
-    records = sum(len(t) for t in traces)
+    scopes, loads, bad, inferred = result.scopes, result.loads, result.bad, result.inferred
     if args.format == "json":
-        write_json(
-            {
-                "traces": len(traces),
-                "records": records,
-                "kernels": [_jsonable(r) for r in rows],
-                "scopes": [_jsonable(r) for r in scopes],
-                "loads": _jsonable(loads),
-                "non_finite": [_bad_json(b) for b in bad],
-                "inferred_steps": [{"unit": list(i.unit), "steps": len(i.steps), "how": i.how} for i in inferred],
-            },
-            None,
-        )
+        out = {
+            "traces": result.traces,
+            "records": result.records,
+            "kernels": [_jsonable(r) for r in rows],
+            "scopes": [_jsonable(r) for r in scopes],
+            "loads": _jsonable(loads),
+            "non_finite": [_bad_json(b) for b in bad],
+            "inferred_steps": [{"unit": list(i.unit), "steps": i.steps, "how": i.how} for i in inferred],
+        }
+        if result.bad_total > len(bad):
+            out["non_finite_total"] = result.bad_total  # only the first BAD_KEEP are listed
+        write_json(out, None)
         return 0
-    lines = [f"{_plural(len(traces), 'trace')}, {_plural(records, 'record')}"]
+    lines = [f"{_plural(result.traces, 'trace')}, {_plural(result.records, 'record')}"]
     lines += [i.how for i in inferred]
     if loads.count:
         lines.append(loads.line())
@@ -168,6 +168,6 @@ def run(args: argparse.Namespace) -> int:
     lines += _scope_lines(scopes, loads)
     if bad:
         lines.append("")
-        lines += _value_lines(bad, step_clock(traces).how)
+        lines += _value_lines(result)
     write_text(terminal_lines(lines), None)
     return 0

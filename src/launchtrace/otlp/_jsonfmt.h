@@ -1,5 +1,5 @@
-/* The JSON text of strings, numbers and bytes, written once for the two compiled OTLP/JSON writers (_jsonenc.c:
- * SpanData -> JSON; _wire2json.c: protobuf -> JSON). Plain C, no Python API: _wire2json.c runs it without the GIL.
+/* The JSON text of strings, numbers and bytes for the compiled OTLP/JSON writer (_jsonenc.c: SpanData -> JSON).
+ * Plain C, no Python API.
  *
  * Each function writes into room its caller reserved and returns where its text ends (or its length):
  * - jf_u64_digits: an unsigned integer's decimal digits, written backwards from `end` (timestamps have 19);
@@ -8,33 +8,17 @@
  *   \r \" \\, \u00xx for the other control characters, everything else as is, in UTF-8), at most 6 bytes per
  *   byte; jf_plain says when a string needs no escaping at all, jf_utf8_seq checks one UTF-8 sequence;
  * - jf_b64: bytes as standard base64 with padding (base64.b64encode, json_format's bytes), jf_b64_len bytes;
- * - jf_layout: a double's shortest round-trip digits laid out as orjson writes them, at most JF_DOUBLE_MAX
- *   bytes: the one definition of the text of a double. Where the digits come from depends on the caller:
- *   _jsonenc.c holds the GIL and takes Python's repr digits (PyOS_double_to_string, David Gay's shortest
- *   digits, faster than the search below, measured through format_float);
- * - jf_format_double: the same without the GIL, the digits found by jf_shortest_digits' search over
- *   printf's correctly rounded output; 0 when the C library does not behave as expected (the caller then
- *   leaves the value to its Python reference). Call jf_init() once (module init) first.
- * The tests check both writers against orjson and their Python references (test_jsonenc_native.py,
- * test_wire2json_native.py: doubles byte-identical to orjson over 270,000 values).
+ * - jf_layout: a double's shortest round-trip digits (Python's repr digits: PyOS_double_to_string) laid out as
+ *   orjson writes them, at most JF_DOUBLE_MAX bytes.
+ * test_jsonenc_native.py checks the writer against orjson and the SDK's own encoding.
  */
 #ifndef LAUNCHTRACE_JSONFMT_H
 #define LAUNCHTRACE_JSONFMT_H
 
-#include <float.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#if defined(__unix__) || defined(__APPLE__)
-#include <locale.h>
-#if defined(__APPLE__)
-#include <xlocale.h>
-#endif
-#define JF_HAVE_USELOCALE 1
-#endif
 
 #define JF_DOUBLE_MAX 25 /* "-0.0000" + 17 digits, or "-d." + 16 digits + "e-308": 24 */
 
@@ -212,76 +196,6 @@ static inline char *jf_b64(char *w, const uint8_t *s, size_t n) {
 
 /* -- doubles ------------------------------------------------------------------------------------------------ */
 
-#ifdef JF_HAVE_USELOCALE
-static locale_t jf_c_locale = (locale_t)0; /* printf/strtod in the "C" locale whatever the process set */
-#endif
-
-static inline void jf_init(void) {
-#ifdef JF_HAVE_USELOCALE
-    if (jf_c_locale == (locale_t)0)
-        jf_c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
-#endif
-}
-
-/* Parse printf's "%.*e" output ([-]d.ddde[+-]dd) into its digits (nd of them) and decimal exponent. */
-static inline int jf_parse_e(const char *p, char *digits, int *nd, int *e) {
-    int n = 0;
-    if (*p == '-')
-        p++;
-    if (*p < '1' || *p > '9')
-        return 0;
-    digits[n++] = *p++;
-    if (*p == '.') {
-        p++;
-        while (*p >= '0' && *p <= '9' && n < 17)
-            digits[n++] = *p++;
-    }
-    if (*p++ != 'e')
-        return 0;
-    int neg = 0;
-    if (*p == '-' || *p == '+')
-        neg = *p++ == '-';
-    int v = 0, ne = 0;
-    while (*p >= '0' && *p <= '9' && ne < 4) {
-        v = v * 10 + (*p++ - '0');
-        ne++;
-    }
-    if (*p != '\0' || ne == 0)
-        return 0;
-    *nd = n;
-    *e = neg ? -v : v;
-    return 1;
-}
-
-/* Whether the decimal digits x 10^(e - nd + 1) read back (strtod, "C" locale) as |x|. */
-static inline int jf_reads_back(const char *digits, int nd, int e, double ax) {
-    char tmp[48];
-    snprintf(tmp, sizeof tmp, "%.*se%d", nd, digits, e - nd + 1);
-    return strtod(tmp, NULL) == ax;
-}
-
-/* The digits one unit up (+1) or down (-1) in the last place; 0 when that changes their count. */
-static inline int jf_step(char *digits, int nd, int *e, int dir) {
-    int i = nd - 1;
-    if (dir > 0) {
-        while (i >= 0 && digits[i] == '9')
-            digits[i--] = '0';
-        if (i < 0) { /* 99..9 + 1 = 100..0: one more power of ten, same count */
-            digits[0] = '1';
-            (*e)++;
-            return 1;
-        }
-        digits[i]++;
-        return 1;
-    }
-    while (i >= 0 && digits[i] == '0')
-        digits[i--] = '9';
-    if (i < 0 || (i == 0 && digits[0] == '1'))
-        return 0; /* 10..0 - 1 = 9..9: one digit fewer, already tried at a shorter precision */
-    digits[i]--;
-    return 1;
-}
-
 /* A double's text as orjson writes it, from its shortest round-trip digits (nd of them, the first non-zero, no
  * trailing zeros) and the decimal exponent e of the first: fixed notation for e in -5..15 ("0.00001234",
  * "1234567890123456.8", "1.0"), else "d.ddde+N" / "de-N". */
@@ -318,68 +232,6 @@ static inline int jf_layout(char *out, int neg, const char *digits, int nd, int 
         w += snprintf(w, 8, e < 0 ? "e-%d" : "e+%d", e < 0 ? -e : e);
     }
     return (int)(w - out);
-}
-
-/* The shortest digits that read back as ax (finite, positive; among those, the closest to ax), for jf_layout.
- * They come from printf's correctly rounded %.*e at 15, 16, then 17 significant digits, the first that strtod
- * reads back exactly: a value with a shorter form prints it at 15, padded with zeros that are stripped. At 16
- * the correctly rounded digits can miss where the next power of two makes the interval that reads back
- * lopsided (2**-24 = 5.9604644775390625e-08 -> 5.960464477539063e-08, not ...062), so their neighbours one unit
- * away are tried too; at 17 the correctly rounded digits always read back. Subnormals have fewer significant
- * bits: every precision from 1 is tried, with the neighbours. 0 when the C library's output is not as expected.
- * digits needs room for 20. */
-static inline int jf_shortest_digits(double ax, char *digits, int *ndp, int *ep) {
-#ifdef JF_HAVE_USELOCALE
-    if (jf_c_locale == (locale_t)0)
-        return 0;
-    char tmp[48];
-    int nd = 0, e = 0, found = 0;
-    int subnormal = ax < DBL_MIN; /* fewer significant bits: its shortest form may be anywhere from 1 digit */
-    locale_t old = uselocale(jf_c_locale);
-    for (int prec = subnormal ? 1 : 15; prec <= 17 && !found; prec++) {
-        int len = snprintf(tmp, sizeof tmp, "%.*e", prec - 1, ax);
-        if (len <= 0 || len >= (int)sizeof tmp || !jf_parse_e(tmp, digits, &nd, &e) || nd != prec) {
-            uselocale(old);
-            return 0;
-        }
-        if (prec == 17 || jf_reads_back(digits, nd, e, ax)) {
-            found = 1;
-        } else if (prec == 16 || subnormal) {
-            char alt[20];
-            for (int dir = -1; dir <= 1 && !found; dir += 2) {
-                int ae = e;
-                memcpy(alt, digits, (size_t)nd);
-                if (jf_step(alt, nd, &ae, dir) && jf_reads_back(alt, nd, ae, ax)) {
-                    memcpy(digits, alt, (size_t)nd);
-                    e = ae;
-                    found = 1;
-                }
-            }
-        }
-    }
-    uselocale(old);
-    while (nd > 1 && digits[nd - 1] == '0')
-        nd--;
-    *ndp = nd;
-    *ep = e;
-    return 1;
-#else
-    (void)ax;
-    (void)digits;
-    (void)ndp;
-    (void)ep;
-    return 0;
-#endif
-}
-
-/* x (finite, non-zero) as orjson writes it, without the GIL: jf_shortest_digits laid out by jf_layout. Writes
- * at most JF_DOUBLE_MAX bytes to out; returns the length, or 0 (see the top of this file). */
-static inline size_t jf_format_double(double x, char *out) {
-    char digits[20];
-    int nd, e;
-    if (!jf_shortest_digits(fabs(x), digits, &nd, &e))
-        return 0;
-    return (size_t)jf_layout(out, x < 0, digits, nd, e);
 }
 
 #endif /* LAUNCHTRACE_JSONFMT_H */

@@ -1046,77 +1046,62 @@ fail:
     return NULL;
 }
 
-static PyObject *parse_event(P *ps) {
+/* How an event's or link's field is read from its key's value, which also gives its default when the key is
+ * missing (an id has none: decode_id("") raises IdError, and the general decoder drops the link). */
+enum { AS_INT, AS_STR, AS_ATTRS, AS_TRACE_ID, AS_SPAN_ID };
+typedef struct {
+    const char *key;
+    Py_ssize_t len;
+    int as;
+} Field;
+#define KEY(key, as) {key, JK_LEN(key), as}
+static const Field EVENT_KEYS[N_EVENT_FIELDS] = {
+    [E_NAME] = KEY(JK_NAME, AS_STR), [E_TIME] = KEY(JK_TIME_UNIX_NANO, AS_INT),
+    [E_ATTRS] = KEY(JK_ATTRIBUTES, AS_ATTRS), [E_DROPPED] = KEY(JK_DROPPED_ATTRIBUTES_COUNT, AS_INT)};
+_Static_assert((int)N_LINK_FIELDS >= (int)N_EVENT_FIELDS, "parse_fields holds a link's fields");
+static const Field LINK_KEYS[N_LINK_FIELDS] = {
+    [L_TRACE_ID] = KEY(JK_TRACE_ID, AS_TRACE_ID), [L_SPAN_ID] = KEY(JK_SPAN_ID, AS_SPAN_ID),
+    [L_ATTRS] = KEY(JK_ATTRIBUTES, AS_ATTRS), [L_TRACE_STATE] = KEY(JK_TRACE_STATE, AS_STR),
+    [L_FLAGS] = KEY(JK_FLAGS, AS_INT), [L_DROPPED] = KEY(JK_DROPPED_ATTRIBUTES_COUNT, AS_INT)};
+
+/* An event or link object: each key one of `keys` (the n fields of cls, in its slot order), at most once. */
+static PyObject *parse_fields(P *ps, const Field *keys, int n, PyTypeObject *cls, const Py_ssize_t *off) {
     Decoder *d = ps->d;
-    PyObject *f[N_EVENT_FIELDS] = {NULL};
+    PyObject *f[N_LINK_FIELDS] = {NULL}; /* the longer of the two (checked below) */
     const unsigned char *k;
     Py_ssize_t kn;
-    unsigned seen = 0;
-    int m = 0;
+    int m = 0, i;
     if (!eat(ps, '{')) return NULL;
     for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
         if (r < 0) goto fail;
-        int i;
-        if (IS(k, kn, JK_TIME_UNIX_NANO))
-            FIELD(E_TIME, parse_intish(ps));
-        else if (IS(k, kn, JK_NAME))
-            FIELD(E_NAME, parse_str(ps));
-        else if (IS(k, kn, JK_ATTRIBUTES))
-            FIELD(E_ATTRS, parse_attrs(ps, &m, NULL));
-        else if (IS(k, kn, JK_DROPPED_ATTRIBUTES_COUNT))
-            FIELD(E_DROPPED, parse_intish(ps));
-        else
-            goto fail;
+        i = 0;
+        while (i < n && !(kn == keys[i].len && memcmp(k, keys[i].key, (size_t)kn) == 0)) i++;
+        if (i == n || f[i] != NULL) goto fail; /* another key, or one twice */
+        int as = keys[i].as;
+        f[i] = as == AS_INT     ? parse_intish(ps)
+               : as == AS_STR   ? parse_str(ps)
+               : as == AS_ATTRS ? parse_attrs(ps, &m, NULL)
+                                : parse_id(ps, as == AS_TRACE_ID ? 16 : 8, NULL);
         if (f[i] == NULL) goto fail;
     }
-    if (!f[E_NAME]) f[E_NAME] = Py_NewRef(d->empty_str);
-    if (!f[E_TIME]) f[E_TIME] = Py_NewRef(d->zero);
-    if (!f[E_ATTRS]) f[E_ATTRS] = Py_NewRef(d->empty_tuple);
-    if (!f[E_DROPPED]) f[E_DROPPED] = Py_NewRef(d->zero);
-    PyObject *o = new_instance(d->event_cls, d->event_off, f, N_EVENT_FIELDS);
+    for (i = 0; i < n; i++) {
+        int as = keys[i].as;
+        if (f[i] == NULL && (as == AS_TRACE_ID || as == AS_SPAN_ID)) goto fail;
+        if (f[i] == NULL) f[i] = Py_NewRef(as == AS_INT ? d->zero : as == AS_STR ? d->empty_str : d->empty_tuple);
+    }
+    PyObject *o = new_instance(cls, off, f, n);
     if (o != NULL) return o;
 fail:
-    drop_all(f, N_EVENT_FIELDS);
+    drop_all(f, n);
     return NULL;
 }
 
+static PyObject *parse_event(P *ps) {
+    return parse_fields(ps, EVENT_KEYS, N_EVENT_FIELDS, ps->d->event_cls, ps->d->event_off);
+}
+
 static PyObject *parse_link(P *ps) {
-    Decoder *d = ps->d;
-    PyObject *f[N_LINK_FIELDS] = {NULL};
-    const unsigned char *k;
-    Py_ssize_t kn;
-    unsigned seen = 0;
-    int m = 0;
-    if (!eat(ps, '{')) return NULL;
-    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
-        if (r < 0) goto fail;
-        int i;
-        if (IS(k, kn, JK_TRACE_ID))
-            FIELD(L_TRACE_ID, parse_id(ps, 16, NULL));
-        else if (IS(k, kn, JK_SPAN_ID))
-            FIELD(L_SPAN_ID, parse_id(ps, 8, NULL));
-        else if (IS(k, kn, JK_TRACE_STATE))
-            FIELD(L_TRACE_STATE, parse_str(ps));
-        else if (IS(k, kn, JK_ATTRIBUTES))
-            FIELD(L_ATTRS, parse_attrs(ps, &m, NULL));
-        else if (IS(k, kn, JK_DROPPED_ATTRIBUTES_COUNT))
-            FIELD(L_DROPPED, parse_intish(ps));
-        else if (IS(k, kn, JK_FLAGS))
-            FIELD(L_FLAGS, parse_intish(ps));
-        else
-            goto fail;
-        if (f[i] == NULL) goto fail;
-    }
-    if (!f[L_TRACE_ID] || !f[L_SPAN_ID]) goto fail; /* decode_id(""): IdError, the link is dropped */
-    if (!f[L_ATTRS]) f[L_ATTRS] = Py_NewRef(d->empty_tuple);
-    if (!f[L_TRACE_STATE]) f[L_TRACE_STATE] = Py_NewRef(d->empty_str);
-    if (!f[L_FLAGS]) f[L_FLAGS] = Py_NewRef(d->zero);
-    if (!f[L_DROPPED]) f[L_DROPPED] = Py_NewRef(d->zero);
-    PyObject *o = new_instance(d->link_cls, d->link_off, f, N_LINK_FIELDS);
-    if (o != NULL) return o;
-fail:
-    drop_all(f, N_LINK_FIELDS);
-    return NULL;
+    return parse_fields(ps, LINK_KEYS, N_LINK_FIELDS, ps->d->link_cls, ps->d->link_off);
 }
 
 /* parse_span switches on a key's length first, each case named by one of its keys: the others of a case must
@@ -1303,31 +1288,37 @@ fail:
     return -1;
 }
 
-/* one scopeSpans entry: its spans appended to out, then given the scope's fields */
-static int parse_scope_spans(P *ps, PyObject *out) {
+/* one resourceSpans entry (`resource`) or scopeSpans entry: its spans appended to out, then given the entry's
+ * fields: the resource's attributes and schema URL, or the scope's name, version, attributes and schema URL */
+static int parse_entry(P *ps, PyObject *out, int resource) {
     Decoder *d = ps->d;
     PyObject *name = NULL, *version = NULL, *attrs = NULL, *schema_url = NULL;
     const unsigned char *k;
     Py_ssize_t kn;
     unsigned seen = 0;
+    int rc = -1;
     Py_ssize_t start = PyList_GET_SIZE(out);
     if (!eat(ps, '{')) return -1;
     for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
         if (r < 0) goto fail;
-        if (IS(k, kn, JK_SPANS)) {
+        if (resource ? IS(k, kn, JK_SCOPE_SPANS) : IS(k, kn, JK_SPANS)) {
             SEEN(0);
             if (!eat(ps, '[')) goto fail;
             for (int sr = arr_first(ps); sr != 0; sr = arr_next(ps)) {
                 if (sr < 0) goto fail;
+                if (resource) {
+                    if (parse_entry(ps, out, 0) < 0) goto fail;
+                    continue;
+                }
                 PyObject *span = parse_span(ps);
                 if (span == NULL) goto fail;
                 int err = PyList_Append(out, span);
                 Py_DECREF(span);
                 if (err < 0) goto fail;
             }
-        } else if (IS(k, kn, JK_SCOPE)) {
+        } else if (resource ? IS(k, kn, JK_RESOURCE) : IS(k, kn, JK_SCOPE)) {
             SEEN(1);
-            if (parse_scope(ps, &name, &version, &attrs) < 0) goto fail;
+            if (parse_scope(ps, resource ? NULL : &name, resource ? NULL : &version, &attrs) < 0) goto fail;
         } else if (IS(k, kn, JK_SCHEMA_URL)) {
             SEEN(2);
             if ((schema_url = parse_str(ps)) == NULL) goto fail;
@@ -1335,60 +1326,22 @@ static int parse_scope_spans(P *ps, PyObject *out) {
             goto fail;
         }
     }
-    set_field(d, out, start, F_SCOPE_NAME, name ? name : d->empty_str);
-    set_field(d, out, start, F_SCOPE_VERSION, version ? version : d->empty_str);
-    set_field(d, out, start, F_SCOPE_ATTRS, attrs ? attrs : d->empty_tuple);
-    set_field(d, out, start, F_SCHEMA_URL, schema_url ? schema_url : d->empty_str);
-    Py_XDECREF(name);
-    Py_XDECREF(version);
-    Py_XDECREF(attrs);
-    Py_XDECREF(schema_url);
-    return 0;
-fail:
-    Py_XDECREF(name);
-    Py_XDECREF(version);
-    Py_XDECREF(attrs);
-    Py_XDECREF(schema_url);
-    return -1;
-}
-
-/* the resource: null or {"attributes", "droppedAttributesCount"} */
-static int parse_resource(P *ps, PyObject **attrs) { return parse_scope(ps, NULL, NULL, attrs); }
-
-static int parse_resource_spans(P *ps, PyObject *out) {
-    Decoder *d = ps->d;
-    PyObject *attrs = NULL, *schema_url = NULL;
-    const unsigned char *k;
-    Py_ssize_t kn;
-    unsigned seen = 0;
-    Py_ssize_t start = PyList_GET_SIZE(out);
-    if (!eat(ps, '{')) return -1;
-    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
-        if (r < 0) goto fail;
-        if (IS(k, kn, JK_SCOPE_SPANS)) {
-            SEEN(0);
-            if (!eat(ps, '[')) goto fail;
-            for (int sr = arr_first(ps); sr != 0; sr = arr_next(ps))
-                if (sr < 0 || parse_scope_spans(ps, out) < 0) goto fail;
-        } else if (IS(k, kn, JK_RESOURCE)) {
-            SEEN(1);
-            if (parse_resource(ps, &attrs) < 0) goto fail;
-        } else if (IS(k, kn, JK_SCHEMA_URL)) {
-            SEEN(2);
-            if ((schema_url = parse_str(ps)) == NULL) goto fail;
-        } else {
-            goto fail;
-        }
+    if (resource) {
+        set_field(d, out, start, F_RESOURCE, attrs ? attrs : d->empty_tuple);
+        set_field(d, out, start, F_RESOURCE_SCHEMA, schema_url ? schema_url : d->empty_str);
+    } else {
+        set_field(d, out, start, F_SCOPE_NAME, name ? name : d->empty_str);
+        set_field(d, out, start, F_SCOPE_VERSION, version ? version : d->empty_str);
+        set_field(d, out, start, F_SCOPE_ATTRS, attrs ? attrs : d->empty_tuple);
+        set_field(d, out, start, F_SCHEMA_URL, schema_url ? schema_url : d->empty_str);
     }
-    set_field(d, out, start, F_RESOURCE, attrs ? attrs : d->empty_tuple);
-    set_field(d, out, start, F_RESOURCE_SCHEMA, schema_url ? schema_url : d->empty_str);
-    Py_XDECREF(attrs);
-    Py_XDECREF(schema_url);
-    return 0;
+    rc = 0;
 fail:
+    Py_XDECREF(name);
+    Py_XDECREF(version);
     Py_XDECREF(attrs);
     Py_XDECREF(schema_url);
-    return -1;
+    return rc;
 }
 
 /* Leaves `o` (a SpanData, SpanEvent or SpanLink made here, fields at off[0..n)) out of the cycle collector when
@@ -1434,7 +1387,7 @@ static PyObject *decode_text(Decoder *self, const unsigned char *text, Py_ssize_
         found = 1;
         if (!eat(&ps, '[')) goto fail;
         for (int sr = arr_first(&ps); sr != 0; sr = arr_next(&ps))
-            if (sr < 0 || parse_resource_spans(&ps, out) < 0) goto fail;
+            if (sr < 0 || parse_entry(&ps, out, 1) < 0) goto fail;
     }
     ws(&ps);
     if (!found || ps.p != ps.end) goto fail;

@@ -6,8 +6,8 @@ definition of OTLP, so nothing in it is typed by hand: :mod:`launchtrace.otlp.en
 from here, and ``scripts/gen_otlp_keys.py`` writes its JSON keys out as constants for the other codecs
 (:mod:`launchtrace.otlp.jsonkeys` for ``json_codec``, ``encode_jsonl``, ``transcode``, ``collect``, the
 ``msgspec`` structs of ``json_fast`` and the OTLP keys of ``sources.documents`` and ``sources.traceql_metrics``;
-``_jsonkeys.h`` for ``_jsonenc.c``, ``_wire2json.c`` and ``_jsonread.c``), and its field numbers and wire tags
-as C macros (``_otlpfields.h``, for ``_protoenc.c`` and ``_wire2json.c``). ``tests/test_otlp_fields.py`` checks
+``_jsonkeys.h`` for ``_jsonenc.c`` and ``_jsonread.c``), and its field numbers and wire tags as C macros
+(``_otlpfields.h``, for ``_protoenc.c``). ``tests/test_otlp_fields.py`` checks
 that the generated files are current and that those codecs spell no key, number or tag by hand.
 The compiled protobuf encoder is checked byte for byte against :mod:`~launchtrace.otlp.encode_proto`
 (``test_protoenc_native.py``).

@@ -1,4 +1,4 @@
-"""OTLP protobuf messages -> OTLP JSON Lines, for ``launchtrace collect``, fast and exactly as ``json_format``.
+"""OTLP protobuf messages -> OTLP JSON Lines, for ``launchtrace collect``, exactly as ``json_format`` writes them.
 
 The reference conversion is ``google.protobuf.json_format.MessageToDict`` (integer enums) with ids turned
 from base64 into hex, as the OTLP/JSON specification asks: :func:`reference_line`. It walks every field in
@@ -8,9 +8,9 @@ behind. :func:`json_line` gives the same JSON with the span level written by han
 cached: identical bytes make identical JSON. Events, links and status go through the reference each time
 (they are rare). ``tests/test_collect.py`` checks over random spans that both load to the same value.
 
-Where the compiled ``launchtrace.otlp._wire2json`` is built, :func:`wire_json_line` converts the serialized
-request in C (hand-written for speed; ``tests/test_wire2json_native.py`` checks it against
-:func:`reference_line`), and :func:`json_line` tries it first.
+``launchtrace collect`` writes its JSON Lines output with it (an output named ``.pb`` gets the protobuf as
+received instead, and needs no conversion); ``tests/test_transcode.py`` checks it against :func:`reference_line`
+over generated requests.
 
 Example::
 
@@ -26,7 +26,6 @@ from typing import Any
 import orjson
 from google.protobuf import json_format
 
-from launchtrace import native
 from launchtrace.otlp.jsonkeys import (
     LINKS,
     PARENT_SPAN_ID,
@@ -38,7 +37,7 @@ from launchtrace.otlp.jsonkeys import (
     keyed,
 )
 
-__all__ = ["json_line", "native_transcoder", "reference_line", "wire_json_line"]
+__all__ = ["json_line", "reference_line"]
 
 _CACHE_LIMIT = 1 << 16
 
@@ -237,68 +236,14 @@ def _span_fields_known() -> bool:
 _FAST = _span_fields_known()  # a newer opentelemetry-proto with new span fields: use the reference
 
 
-# Every field of the messages below, as the compiled transcoder knows them: a newer opentelemetry-proto that
-# adds one (json_format would write it, the C walk would refuse every request holding it) turns the C path off.
-# The C names these fields by the PB_ macros of _otlpfields.h (tests/test_otlp_fields.py checks they are these).
-_NATIVE_FIELDS = {
-    "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest": {1},
-    "opentelemetry.proto.trace.v1.ResourceSpans": {1, 2, 3},
-    "opentelemetry.proto.trace.v1.ScopeSpans": {1, 2, 3},
-    "opentelemetry.proto.resource.v1.Resource": {1, 2, 3},
-    "opentelemetry.proto.common.v1.EntityRef": {1, 2, 3, 4},
-    "opentelemetry.proto.common.v1.InstrumentationScope": {1, 2, 3, 4},
-    "opentelemetry.proto.common.v1.KeyValue": {1, 2, 3},
-    "opentelemetry.proto.common.v1.AnyValue": set(range(1, 9)),
-    "opentelemetry.proto.common.v1.ArrayValue": {1},
-    "opentelemetry.proto.common.v1.KeyValueList": {1},
-    "opentelemetry.proto.trace.v1.Span": set(range(1, 17)),
-    "opentelemetry.proto.trace.v1.Span.Event": {1, 2, 3, 4},
-    "opentelemetry.proto.trace.v1.Span.Link": set(range(1, 7)),
-    "opentelemetry.proto.trace.v1.Status": {2, 3},
-}
-
-
-def _native_fields_match() -> bool:
-    """Whether the installed messages have exactly the fields ``_wire2json.c`` walks."""
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    seen: dict[str, set[int]] = {}
-    todo = [ExportTraceServiceRequest.DESCRIPTOR]
-    while todo:
-        d = todo.pop()
-        if d.full_name in seen:
-            continue
-        seen[d.full_name] = {f.number for f in d.fields}
-        todo.extend(f.message_type for f in d.fields if f.message_type is not None)
-    return seen == _NATIVE_FIELDS
-
-
-def native_transcoder() -> Any:
-    """The compiled ``_wire2json`` module, or ``None`` (not built, pure Python asked for, other proto fields)."""
-    module = native.load("launchtrace.otlp._wire2json")
-    return module if module is not None and _native_fields_match() else None
-
-
-_native = native_transcoder()
-
-
-def wire_json_line(raw: bytes) -> tuple[bytes, int] | None:
-    """The line and span count of the serialized request ``raw`` by the compiled transcoder; ``None`` when it
-    is not built or leaves these bytes to the Python path (which parses them: they may be malformed)."""
-    return None if _native is None else _native.transcode(raw)
-
-
 def json_line(message: Any) -> bytes:
     """One OTLP JSON Lines line (with its newline) for a ``TracesData`` / ``ExportTraceServiceRequest``.
 
-    Tries the compiled transcoder, then the message walk, then the reference.
+    The message walk, else (a newer opentelemetry-proto with span fields it does not know, a value it does not
+    write) the reference.
     """
     if not _FAST:
         return reference_line(message)
-    if _native is not None:
-        done = _native.transcode(message.SerializeToString())
-        if done is not None:
-            return done[0]
     try:
         return _fast_line(message)
     except (orjson.JSONEncodeError, ValueError, TypeError):

@@ -19,6 +19,13 @@ Sections, top to bottom (the order a Warp engineer asks the questions in):
    size in a scrolling box (click: fit to the width), and the hazards found over the whole run;
 7. diff against a baseline, when given: topology changes first, then the timing verdicts.
 
+An input larger than the report's detail (``--detail-spans``, read by
+:func:`launchtrace.analysis.detail.read_detail`) gets a section under the header that says so: how much is shown
+in detail (sections 3-7 are of those spans, plus the slowest left-out occurrence of each step name in the
+timeline), what was left out, and the whole input's exact totals per step name and per kernel; the header counts
+the whole input and the step chart plots at most 20,000 of its steps (every k-th, and the slowest of each name).
+:func:`report_chunks` gives the page in pieces (the data island view by view) for writing as it is made.
+
 The header says how long compiling and loading modules took ("compile/load"): that time is in no kernel's
 row and no launch's bar.
 
@@ -40,11 +47,12 @@ Example::
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launchtrace.analysis.overview import Overview
 from launchtrace.analysis.runs import Occurrence, merge_run
@@ -53,7 +61,10 @@ from launchtrace.render.escape import html_text, json_for_script
 from launchtrace.render.timeline import TimelineItem, timeline_items
 from launchtrace.steps import NO_SCOPE, STEP_ROOT
 
-__all__ = ["MAX_TIMELINE_ITEMS", "render_report"]
+if TYPE_CHECKING:
+    from launchtrace.analysis.detail import Detail
+
+__all__ = ["MAX_TIMELINE_ITEMS", "render_report", "report_chunks"]
 
 MAX_TIMELINE_ITEMS = 50_000  # beyond this a browser struggles; later steps are listed, not embedded
 MAX_VALUE_LINES = 20
@@ -92,23 +103,38 @@ def _step_id(o: Occurrence) -> str:
     return f"{o.name}#{o.index}"
 
 
-def _views(traces: Sequence[TraceData], ov: Overview) -> tuple[list[dict[str, Any]], list[str], int]:
-    """The embedded timeline views: median and slowest first, then every step in run order, then the whole run,
-    while they fit under :data:`MAX_TIMELINE_ITEMS`. Returns (views, default ids, steps left out)."""
+def _views(
+    traces: Sequence[TraceData],
+    ov: Overview,
+    extra: Sequence[tuple[str, str, TraceData]] = (),
+    whole: str = "whole run (every thread)",
+    slowest: tuple[str, str, TraceData] | None = None,
+) -> tuple[list[dict[str, Any]], list[str], int]:
+    """The embedded timeline views: median and slowest first, then ``extra`` (a large input's slowest left-out
+    steps), then every step in run order, then the whole run, while they fit under :data:`MAX_TIMELINE_ITEMS`.
+    ``whole`` labels the view of every trace; ``slowest`` (a large input's slowest step, when it was left out of
+    the detail) replaces the detail's slowest among the defaults. Returns (views, default ids, steps left out)."""
     order: list[tuple[str, str, TraceData]] = []
     defaults = []
     tagged = [("chosen", o) for o in ov.chosen] or [("median", ov.median), ("slowest", ov.slowest)]
     for tag, occ in tagged:
-        if occ is not None:
+        if tag == "slowest" and slowest is not None:
+            order.append(slowest)
+            defaults.append(slowest[0])
+        elif occ is not None:
             order.append((_step_id(occ), f"{occ.name} #{occ.index} ({tag})", occ.data))
             defaults.append(_step_id(occ))
+    order.extend(extra)
     order.extend((_step_id(o), f"{o.name} #{o.index}", o.data) for o in ov.steps)
-    order.append(("run", "whole run (every thread)", merge_run(list(traces))))
+    order.append(("run", whole, merge_run(list(traces))))
     views, seen, used, left = [], set(), 0, 0
     for vid, label, data in order:
         if vid in seen:
             continue
         seen.add(vid)
+        if used >= MAX_TIMELINE_ITEMS:  # full: not worth laying the step out to find that it does not fit
+            left += 1
+            continue
         view, n = _view(vid, label, data)
         if used + n > MAX_TIMELINE_ITEMS and views:
             left += 1
@@ -150,8 +176,15 @@ def _when(ns: int) -> str:
     return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _header(ov: Overview, title: str) -> str:
+def _header(ov: Overview, title: str, large: Detail | None = None) -> str:
     f = ov.facts
+    if large is not None and large.large:  # the whole input's exact figures, not the detail's
+        t = large.totals
+        f = dataclasses.replace(
+            f, start_ns=t.start_ns, end_ns=t.end_ns, launches=t.operations, spans=t.spans, dropped=t.dropped,
+            traces=t.traces, threads=len(t.threads) or f.threads, devices=tuple(sorted(t.devices)) or f.devices,
+            pids=tuple(t.pids) or f.pids,
+        )  # fmt: skip
     wall = (f.end_ns - f.start_ns) / 1e9 if f.end_ns > f.start_ns else 0.0
     facts = [
         ("service", f.service),
@@ -208,12 +241,14 @@ def _timing_table(rows: Sequence[Any]) -> str:
     return f'<table class="stats timing"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def _diff_section(diff: Any) -> str:
-    """Topology changes first, then the timing verdicts, from a ``TraceDiff`` (its public fields only)."""
+def _diff_section(diff: Any, note: str = "") -> str:
+    """Topology changes first, then the timing verdicts, from a ``TraceDiff`` (its public fields only); ``note``:
+    what the diff compares when the inputs were larger than their detail."""
 
     counts = diff.counts
     parts = [
-        '<section id="diff"><h2>Diff against the baseline</h2>',
+        '<section id="diff"><h2>Diff against the baseline</h2>'
+        + (f'<p class="note" id="diff-detail">{html_text(note)}</p>' if note else ""),
         '<h3>Topology</h3><p class="verdict {cls}">{text}</p>'.format(
             cls="same" if diff.equal else "changed",
             text=html_text(
@@ -312,15 +347,45 @@ def render_report(
     graph_note: str = "",
     hazards: Sequence[str] = (),
     title: str = "launchtrace report",
+    large: Detail | None = None,
+    diff_note: str = "",
 ) -> str:
     """The report page as a string (see the module docstring). ``ov`` is the :func:`overview` of ``traces``;
     ``diff`` a ``TraceDiff`` against the baseline; ``graph_svg`` the SVG bytes of the representative step's
-    dataflow graph (``None``: the section says why, from ``graph_note``); ``hazards`` one line each."""
-    views, defaults, left_out = _views(traces, ov)
+    dataflow graph (``None``: the section says why, from ``graph_note``); ``hazards`` one line each;
+    ``large``: how ``traces`` were read (:func:`~launchtrace.analysis.detail.read_detail`), for the notice and
+    the exact totals of an input larger than its detail; ``diff_note``: what the diff compares then."""
+    return "".join(
+        report_chunks(
+            traces, ov, diff=diff, graph_svg=graph_svg, graph_note=graph_note, hazards=hazards, title=title,
+            large=large, diff_note=diff_note,
+        )
+    )  # fmt: skip
+
+
+def report_chunks(
+    traces: Sequence[TraceData],
+    ov: Overview,
+    *,
+    diff: Any = None,
+    graph_svg: bytes | None = None,
+    graph_note: str = "",
+    hazards: Sequence[str] = (),
+    title: str = "launchtrace report",
+    large: Detail | None = None,
+    diff_note: str = "",
+) -> Iterator[str]:
+    """:func:`render_report`'s page in pieces, for writing as it is made: the data island goes out view by view."""
+    big = large is not None and large.large
+    if big:
+        views, defaults, left_out = _views(
+            traces, ov, _slowest_views(large), "the spans in detail (every thread)", _slowest_overall(large, ov)
+        )
+    else:
+        views, defaults, left_out = _views(traces, ov)
     plotted = [o for o in ov.steps if o.name not in CATCH_ALL] or list(ov.steps)  # the catch-all steps apart
     apart = [o for o in ov.steps if o not in plotted]
-    steps = [_step_point(o) for o in plotted]
-    data = {"views": views, "defaults": defaults, "steps": steps, "kernels": _kernels(ov)}
+    steps = _large_points(large) if big else [_step_point(o) for o in plotted]
     rep = ov.representative
     parts = [
         "<!DOCTYPE html>",
@@ -330,7 +395,8 @@ def render_report(
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html_text(title)}</title>",
         f"<style>{_asset('report.css')}</style></head><body>",
-        _header(ov, title),
+        _header(ov, title, large),
+        *([_large_section(large)] if big else []),
         '<nav><a href="#steps">steps</a><a href="#kernels">kernels</a><a href="#timeline-section">timeline</a>'
         + ('<a href="#values">values</a>' if ov.values else "")
         + '<a href="#dataflow">dataflow</a>'
@@ -339,11 +405,17 @@ def render_report(
         '<section id="steps"><h2>Step durations</h2>'
         '<p class="note">One point per occurrence of each outermost scope, in run order. Click one to see it in the '
         "timeline.</p>"
-        + _apart_note(apart)
-        + _load_note(plotted)
+        + (_sampled_note(large, len(steps)) if big else _apart_note(apart) + _load_note(plotted))
         + (f'<p class="note">{html_text(ov.inferred)}.</p>' if ov.inferred else "")
         + '<div id="steps-chart" class="chart"></div></section>',
-        '<section id="kernels"><h2>Kernel time</h2><label>scope <select id="kernel-scope"></select></label>'
+        '<section id="kernels"><h2>Kernel time</h2>'
+        + (
+            '<p class="note" id="kernels-detail">Of the spans shown in detail (see above); the whole input\'s '
+            "totals per kernel are in the large-input section.</p>"
+            if big
+            else ""
+        )
+        + '<label>scope <select id="kernel-scope"></select></label>'
         '<div id="kernel-chart" class="chart"></div><div id="kernel-table"></div></section>',
         '<section id="timeline-section"><h2>Timeline</h2>'
         '<div class="toolbar"><label>step <select id="view-select"></select></label>'
@@ -371,15 +443,118 @@ def render_report(
         )
     else:
         parts.append(f'<p class="note">{html_text(graph_note or "no graph")}</p>')
-    parts.append("<h3>Hazards (whole run, every thread)</h3>")
+    parts.append(f"<h3>Hazards ({'the spans in detail' if big else 'whole run'}, every thread)</h3>")
     if hazards:
         parts.append('<ul class="hazards">' + "".join(f"<li>{html_text(h)}</li>" for h in hazards) + "</ul>")
     else:
         parts.append('<p class="note" id="no-hazards">none found</p>')
     parts.append("</section>")
     if diff is not None:
-        parts.append(_diff_section(diff))
-    parts.append(f'<script type="application/json" id="launchtrace-data">{json_for_script(data)}</script>')
-    parts.append(f"<script>{_asset('report.js')}</script>")
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+        parts.append(_diff_section(diff, diff_note))
+    for part in parts:
+        yield part + "\n"
+    parts.clear()
+    yield '<script type="application/json" id="launchtrace-data">{"views":['
+    for k, view in enumerate(views):
+        yield ("," if k else "") + json_for_script(view)
+    yield (
+        f'],"defaults":{json_for_script(defaults)},"steps":{json_for_script(steps)},'
+        f'"kernels":{json_for_script(_kernels(ov))}}}</script>\n'
+    )
+    yield f"<script>{_asset('report.js')}</script>\n"
+    yield "</body></html>\n"
+
+
+MAX_KERNEL_ROWS = 50
+
+
+def _slowest_views(large: Detail) -> list[tuple[str, str, TraceData]]:
+    """A timeline view of each step name's slowest left-out occurrence (ids as the step chart's points)."""
+    return [
+        (f"{step.name}#{index}", f"{step.name} #{index} (slowest of those left out of the detail)", merge_run(traces))
+        for step, index, traces in large.slowest
+        if traces
+    ]
+
+
+def _slowest_overall(large: Detail, ov: Overview) -> tuple[str, str, TraceData] | None:
+    """The view of the input's slowest step of the detail's slowest name, when it was left out of the detail
+    and is slower than every step in it (the timeline then shows it by default)."""
+    if ov.chosen or ov.slowest is None:
+        return None
+    for step, index, traces in large.slowest:
+        if step.name == ov.slowest.name and step.duration_ns > ov.slowest.duration_ns and traces:
+            label = f"{step.name} #{index} (slowest; left out of the detail)"
+            return f"{step.name}#{index}", label, merge_run(traces)
+    return None
+
+
+def _large_points(large: Detail) -> list[dict[str, Any]]:
+    """The step chart's points of a large input (:attr:`Detail.points`), the catch-all steps apart."""
+    points = [p for p in large.points if p[1] not in CATCH_ALL] or large.points
+    return [{"n": n, "i": i, "s": str(start), "d": d, "ld": 0, "v": f"{n}#{i}"} for _, n, i, start, d in points]
+
+
+def _sampled_note(large: Detail, plotted: int) -> str:
+    every = "every step" if large.stride == 1 else f"one step in {large.stride:,}, in run order,"
+    return (
+        f'<p class="note" id="steps-sampled">{plotted:,} points for the input\'s {large.totals.traces:,} steps: '
+        f"{every} and the slowest of each name. A point is the step's root span, compile/load included.</p>"
+    )
+
+
+def _large_section(large: Detail) -> str:
+    """The notice that the page shows part of the input in detail, and the whole input's exact totals."""
+    t = large.totals
+    shown_traces, shown_spans = t.traces - large.left_traces, t.spans - large.left_spans
+    notice = (
+        f"This input holds {t.spans:,} spans in {t.traces:,} traces ({t.operations:,} device operations), more "
+        f"than the {large.detail_spans:,} spans a page shows in detail (--detail-spans). In detail: the first "
+        f"{shown_spans:,} spans ({shown_traces:,} traces) - the timeline, kernel time, values, dataflow, hazards and "
+        f"diff below are of those - and the slowest left-out occurrence of {len(large.slowest):,} step name(s), in the "
+        f"timeline. "
+        + (
+            f"The first trace alone holds more: it is shown cut to its first spans ({large.cut_spans:,} of its "
+            "spans left out). "
+            if large.cut_spans
+            else ""
+        )
+        + f"Left out of the detail: {large.left_traces:,} traces, {large.left_spans:,} spans, "
+        f"{large.left_operations:,} device operations. The header, the step chart and the tables below count the "
+        "whole input exactly."
+    )
+    rows = []
+    for name, st in sorted(t.steps.items(), key=lambda kv: -kv[1].total_ns):
+        mean = st.total_ns / st.count / 1e3 if st.count else 0.0
+        rows.append(
+            f"<tr><td>{html_text(name)}</td><td>{st.count:,}</td><td>{st.total_ns / 1e6:,.3f}</td>"
+            f"<td>{mean:,.1f}</td><td>{st.min_ns / 1e3:,.1f}</td><td>{st.max_ns / 1e3:,.1f}</td></tr>"
+        )
+    kernels = sorted(t.kernels.items(), key=lambda kv: -kv[1].total_ns)
+    total = sum(k.total_ns for _, k in kernels) or 1
+    krows = [
+        f"<tr><td>{html_text(op)}</td><td>{html_text(kernel)}</td><td>{k.operations:,}</td><td>{k.spans:,}</td>"
+        f"<td>{k.total_ns / 1e6:,.3f}</td><td>{k.total_ns / total * 100:.1f}%</td></tr>"
+        for (op, kernel), k in kernels[:MAX_KERNEL_ROWS]
+    ]
+    rest = kernels[MAX_KERNEL_ROWS:]
+    more = (
+        f'<p class="note">and {len(rest):,} more kernels ({sum(k.total_ns for _, k in rest) / 1e6:,.3f} ms)</p>'
+        if rest
+        else ""
+    )
+    return (
+        '<section id="large-input"><h2>Large input: part of it in detail</h2>'
+        f'<p class="bad" id="large-notice" data-left-traces="{large.left_traces}" data-left-spans="{large.left_spans}"'
+        f' data-spans="{t.spans}" data-traces="{t.traces}">{html_text(notice)}</p>'
+        "<h3>Steps (whole input, exact)</h3>"
+        '<table class="stats" id="large-steps"><thead><tr><th>step</th><th>count</th><th>total ms</th>'
+        "<th>mean us</th><th>min us</th><th>max us</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        "<h3>Device operations (whole input, exact; time of the spans)</h3>"
+        '<table class="stats" id="large-kernels"><thead><tr><th>op</th><th>kernel</th><th>operations</th>'
+        "<th>spans</th><th>total ms</th><th>share</th></tr></thead><tbody>"
+        + "".join(krows)
+        + "</tbody></table>"
+        + more
+        + "</section>"
+    )

@@ -19,12 +19,14 @@ Example::
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable
 
 import orjson
 
 from launchtrace.errors import UserError
+from launchtrace.otlp.json_fast import FastLineDecoder
 from launchtrace.otlp.problems import Problem, Severity
 from launchtrace.sources.documents import spans_from_document
 from launchtrace.sources.http import HttpAnswer, HttpClient
@@ -154,7 +156,29 @@ def _error_message(answer: HttpAnswer) -> str:
     return answer.snippet()
 
 
+_RESULT_OPEN = re.compile(rb'\A\s*\{\s*"result"\s*:\s*')
+
+
 def _decode(answer: HttpAnswer, log: ProblemLog) -> list[SpanData]:
+    """The answer's spans: the ``result`` read in place by the fast reader where it can answer (no dictionary of
+    the whole answer: 50,000 spans took 1.47 GB that way), else the general decoder, which says what is wrong."""
+    spans = _fast_result(answer.body)
+    if spans is not None:
+        return spans
     spans, problems = spans_from_document(answer.json(), where=answer.url)
     log.extend(problems)
     return spans
+
+
+def _fast_result(body: bytes) -> list[SpanData] | None:
+    """The spans of ``{"result": TracesData}`` by :class:`FastLineDecoder`, or ``None`` (another shape, or an
+    answer the fast reader leaves to the general decoder: a key given twice, escapes, odd values)."""
+    head = _RESULT_OPEN.match(body)
+    end = len(body.rstrip())
+    if head is None or end < 2 or body[end - 1 : end] != b"}":
+        return None
+    inner = memoryview(body)[head.end() : end - 1]
+    try:
+        return FastLineDecoder().decode(inner)
+    finally:
+        inner.release()

@@ -22,9 +22,11 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -79,13 +81,29 @@ def rebuild(spans: Iterable[SpanData], *, expand: bool = True) -> RebuildResult:
     skipped = malformed = 0
     warnings: list[str] = []
     for trace_id, members in by_trace.items():
-        builder = _TraceRebuilder(trace_id.hex(), members, expand, warnings)
-        data = builder.build()
+        with _gc_paused():
+            builder = _TraceRebuilder(trace_id.hex(), members, expand, warnings)
+            data = builder.build()
         skipped += builder.skipped
         malformed += builder.malformed
         if data is not None:
             traces[trace_id.hex()] = data
     return RebuildResult(traces, skipped, warnings, malformed)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic collector paused while one trace is rebuilt: its records, scopes and their tuples all stay
+    alive (no cycles to find), and with a large heap (one trace of 100,000 launches) the collector's full runs
+    made the rebuild superlinear (9.2 s against 6.2 s paused for 100,000 children, 2.7 against 2.3 for 25,000).
+    Left as it was found."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def scope_traces(data: TraceData, name: str | None = None) -> list[TraceData]:
@@ -121,13 +139,15 @@ class _TraceRebuilder:
         self.skipped = 0
         self.malformed = 0
         self.spans: dict[bytes, SpanData] = {}
+        # a span's attributes as a dict, made when it is read and kept only for spans that others look up (their
+        # parents, a few scope spans): keeping every launch's (1-2 KB each) made one trace of 100,000 launches
+        # hold them all at once
         self.attrs: dict[bytes, dict[str, Any]] = {}
         for span in spans:
             if span.span_id in self.spans:
                 self._warn(f"duplicate span id {span.span_id.hex()}: kept the first")
                 continue
             self.spans[span.span_id] = span
-            self.attrs[span.span_id] = dict(span.attributes)
         self._scope_of: dict[bytes, int | None] = {}
 
     def _warn(self, message: str) -> None:
@@ -139,7 +159,9 @@ class _TraceRebuilder:
         attributes: dict[str, Any] = {}
         ours = 0
         for span_id, span in self.spans.items():
-            d = self.attrs[span_id]
+            d = self.attrs.get(span_id)
+            if d is None:
+                d = dict(span.attributes)
             try:
                 ours += self._take(span, d, keyed, scopes, attributes)
             except (ValueError, TypeError, KeyError, OverflowError) as exc:  # our names, unreadable values
@@ -159,7 +181,7 @@ class _TraceRebuilder:
         if C.FOLD_COUNT in d:  # first: a summary span also carries its first launch's launchtrace.op
             keyed.extend(self._expand(span, d))
         elif C.OP in d:
-            rec = _record(d, span.start_ns, span.end_ns, _error(span), self._parent_scope(span))
+            rec = _record(d, span.start_ns, span.end_ns, _error(span), self._parent_scope(span, d))
             keyed.append(((rec.seq, 0), rec))
         elif C.SCOPE_KIND in d:
             if span.parent_span_id is None or span.parent_span_id not in self.spans:
@@ -178,10 +200,20 @@ class _TraceRebuilder:
             return 0
         return 1
 
-    def _parent_scope(self, span: SpanData) -> int | None:
-        """The scope id of the nearest scope span above ``span`` (foreign spans in between are skipped)."""
+    def _attrs_of(self, span_id: bytes) -> dict[str, Any]:
+        """The attributes of a span another one looks up (a parent), as a dict, made once."""
+        d = self.attrs.get(span_id)
+        if d is None:
+            d = self.attrs[span_id] = dict(self.spans[span_id].attributes)
+        return d
+
+    def _parent_scope(self, span: SpanData, own: dict[str, Any] | None = None) -> int | None:
+        """The scope id of the nearest scope span above ``span`` (foreign spans in between are skipped);
+        ``own``: its attributes, when the caller has them as a dict."""
         parent = span.parent_span_id
-        if self.attrs.get(span.span_id, {}).get(C.SCOPE_JOINED):  # its parent is the application's span
+        if own is None:
+            own = self._attrs_of(span.span_id)
+        if own.get(C.SCOPE_JOINED):  # its parent is the application's span
             return None
         seen: list[bytes] = []
         seen_set: set[bytes] = set()
@@ -199,7 +231,7 @@ class _TraceRebuilder:
             if above is None:
                 self._warn(f"span {span.span_id.hex()}: parent {parent.hex()} is missing")
                 break
-            d = self.attrs[parent]
+            d = self._attrs_of(parent)
             if C.SCOPE_KIND in d and d[C.SCOPE_KIND] != STEP and C.SCOPE_ID in d:
                 result = _int(d[C.SCOPE_ID])
                 break
@@ -224,7 +256,7 @@ class _TraceRebuilder:
             id=_int(d[C.SCOPE_ID]),
             name=span.name,
             kind=str(d[C.SCOPE_KIND]),
-            parent_id=self._parent_scope(span),
+            parent_id=self._parent_scope(span, d),
             attributes=user,
             start_ns=span.start_ns,
             end_ns=0 if incomplete else span.end_ns,
@@ -243,7 +275,7 @@ class _TraceRebuilder:
         if not positions or len(positions) != period or count < 1:
             self._warn(f"summary span {span.span_id.hex()} holds {len(positions)} positions for period {period}")
             return []
-        scope_id = self._parent_scope(span)
+        scope_id = self._parent_scope(span, d)
         means = [max(0, _int(p.get(C.FOLD_DURATION_MEAN, 0))) for p in positions]
         bases = [
             dataclasses.replace(_record(p, 0, 0, None, scope_id), fold=_fold(span, count, period, j, p))

@@ -63,8 +63,9 @@ def _kind(head: bytes) -> str | None:
         return "empty"
     if text[:1] in (b"{", b"["):
         return "json" if any(key in text for key in _SPAN_KEYS) else None
-    # OTLP protobuf: TracesData starts with field 1 (0x0a), or a 4-byte big-endian length then 0x0a
-    if head[:1] == b"\x0a" or (len(head) > 4 and head[:2] == b"\x00\x00" and head[4:5] == b"\x0a"):
+    # OTLP protobuf: TracesData starts with field 1 (0x0a), or a 4-byte big-endian length (under 256 MiB: the
+    # readers' limit) then 0x0a
+    if head[:1] == b"\x0a" or (len(head) > 4 and head[0] < 0x10 and head[4:5] == b"\x0a"):
         return "protobuf"
     return None
 

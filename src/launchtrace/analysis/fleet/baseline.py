@@ -24,31 +24,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from array import array
-from collections.abc import Callable, Iterable, Sequence
-from operator import itemgetter
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from launchtrace import __version__
-from launchtrace.analysis.fleet.blocks import Blocks
-from launchtrace.analysis.fleet.fast import (
-    MAX_SIGNATURES,
-    Known,
-    PlainStep,
-    Signatures,
-    known_of,
-    pointers_match,
-    read_step,
-    root_step,
-)
+from launchtrace.analysis.fleet.fast import Known, PlainStep, Signatures, read_step
 from launchtrace.analysis.fleet.occurrences import Occurrence, occurrences_of, run_key, step_times
 from launchtrace.analysis.fleet.records import records_to_proto
-from launchtrace.analysis.fleet.stepscan import encode_values_for, fold_for, native_fast_path, scanner_for
 from launchtrace.histogram import DEFAULT_MAX_SIZE, ExpHistogram
 from launchtrace.model import LaunchRecord, TraceData
-from launchtrace.sources.rebuild import TRACE_ID, rebuild
+from launchtrace.sources.rebuild import TRACE_ID
 from launchtrace.sources.stream import TraceStream
-from launchtrace.spans import SpanData
 from launchtrace.v1 import baseline_pb2 as pb
 
 __all__ = [
@@ -70,35 +55,6 @@ MAX_RUNS = 64
 MAX_STEPS_PER_RUN = 256
 MAX_TOPOLOGIES = 256
 _SLACK = 32  # step values a run may hold beyond max_steps before they are cut back
-_UNSEEN = object()
-MAX_ROOTS = 4096  # root codes remembered (then forgotten all at once: a cache, nothing depends on it)
-
-
-def by_run(runs: list[str], starts: list[int]) -> list[tuple[str, tuple[int, ...], int, Callable]]:
-    """``(run, its steps' starts, the earliest, pick)`` per run of a block (:meth:`LatencyAcc.add_block`):
-    ``pick(seq)`` is the tuple of a per-step sequence's items at that run's steps, in the order of their starts
-    (an ``itemgetter``: in C, once per run and latency, where a comprehension over indices cost a third of
-    ``add_block``; in start order, the values add_block merges into a run's sorted ones need one merge, not a
-    sort: a third of its time again)."""
-    rows: dict[str, list[int]] = {}
-    for i, run in enumerate(runs):
-        mine = rows.get(run)
-        if mine is None:
-            rows[run] = [i]
-        else:
-            mine.append(i)
-    out = []
-    for run, mine in rows.items():
-        mine.sort(key=starts.__getitem__)  # by start: what add_block keeps then arrives nearly sorted
-        pick = itemgetter(*mine) if len(mine) > 1 else _one(mine[0])
-        mine_starts = pick(starts)
-        out.append((run, mine_starts, mine_starts[0], pick))
-    return out
-
-
-def _one(i: int) -> Callable[[Sequence[int]], tuple[int]]:
-    """``itemgetter(i)`` as a tuple of one (``itemgetter`` of one index gives the item itself)."""
-    return lambda seq: (seq[i],)
 
 
 def key_hash(run: str) -> int:
@@ -113,9 +69,6 @@ class RunAcc:
     hash: int
     steps: int = 0
     values: list[tuple[int, int]] | None = dataclasses.field(default_factory=list)  # (start, ns); None: dropped
-    # (values, its length, its last item) when add_block last cut values back to the earliest max_steps, sorted:
-    # while values is that list at that length, a step starting after that last item can never be kept
-    full: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 class LatencyAcc:
@@ -141,53 +94,6 @@ class LatencyAcc:
         self.histogram.add(value, 1)
         self.samples += 1
         self._step(run, start_ns, value)
-
-    def add_block(
-        self,
-        groups: list[tuple[str, tuple[int, ...], int, Callable]],
-        starts: list[int],
-        values: list[int],
-        part: tuple,
-    ) -> None:
-        """Steps at once: ``groups`` (:func:`by_run`) says which steps are whose, ``starts`` and ``values`` are
-        per step; ``part`` the histogram part of all their samples (:meth:`~.histogram.ExpHistogram.add_indexed`'s
-        arguments). The state :meth:`add_step` of each gives (:mod:`.blocks`)."""
-        self.histogram.add_indexed(*part)
-        self.samples += part[1]
-        self.steps += len(starts)
-        max_steps = self.max_steps
-        for run, run_starts, first, pick in groups:
-            acc = self._run(run)
-            acc.steps += len(run_starts)
-            kept = acc.values
-            if kept is None:
-                continue
-            full = acc.full
-            if full is not None and full[0] is kept and full[1] == len(kept):
-                last = full[2]  # kept holds the earliest max_steps so far, sorted: only what sorts before it enters
-                if first > last[0]:
-                    continue  # every one starts after the latest kept
-                new = [pair for pair in zip(run_starts, pick(values)) if pair < last]
-                if not new:
-                    continue
-                kept.extend(new)
-                kept.sort()  # nearly sorted already: cheap; in place, so `full` still names it
-                del kept[max_steps:]
-                acc.full = (kept, len(kept), kept[-1])
-                continue
-            kept.extend(zip(run_starts, pick(values)))
-            if len(kept) > max_steps + _SLACK:
-                kept.sort()
-                del kept[max_steps:]
-                acc.full = (kept, len(kept), kept[-1]) if len(kept) == max_steps else None
-
-    def _run(self, run: str) -> RunAcc:
-        acc = self.runs.get(run)
-        if acc is None:
-            h = key_hash(run)
-            acc = self.runs[run] = RunAcc(h, values=None if self._cutoff is not None and h > self._cutoff else [])
-            self._prune()
-        return acc
 
     def _step(self, run: str, start_ns: int, step_value: int) -> None:
         self.steps += 1
@@ -258,13 +164,8 @@ class LatencyAcc:
             lo, hi = min(h.buckets), max(h.buckets)
             hist.offset = lo
             hist.bucket_counts.extend(h.buckets.get(i, 0) for i in range(lo, hi + 1))
-        encode = encode_values_for()
         for run, a in sorted(self.runs.items(), key=lambda item: (item[1].hash, item[0])):
             entry = msg.per_run.add(run=run, key_hash=a.hash, steps=a.steps)
-            encoded = encode(a.values) if encode is not None and a.values else None
-            if encoded is not None:  # the same message, without a Python call per value (to_proto's main cost)
-                entry.MergeFromString(encoded)
-                continue
             for start, value in a.values or ():
                 entry.values.add(start_unix_nano=start, value=value)
         return msg
@@ -291,8 +192,7 @@ class TopologyAcc:
     foreign_buffers: int
     rep_key: tuple[str, int]
     messages: list[pb.Record]  # the representative's records as messages (while `records` is None)
-    # the representative's records not converted yet, or what gives them (a scanned trace, rebuilt when asked)
-    records: Sequence[LaunchRecord] | Callable[[], Sequence[LaunchRecord]] | None = None
+    records: Sequence[LaunchRecord] | None = None  # the representative's records not converted yet
 
     @property
     def representative(self) -> list[pb.Record]:
@@ -300,8 +200,7 @@ class TopologyAcc:
         of a lower trace id before the baseline is written, and rebuilding and converting each as it came was
         most of ``baseline build``'s straightforward path."""
         if self.records is not None:
-            records = self.records() if callable(self.records) else self.records
-            self.messages, self.records = records_to_proto(records), None
+            self.messages, self.records = records_to_proto(self.records), None
         return self.messages
 
 
@@ -489,15 +388,6 @@ class BaselineBuilder:
         self.start_ns = 0
         self.end_ns = 0
         self._signatures = Signatures()
-        self._scanner = scanner_for() if native_fast_path() else None
-        self._scanned: dict[tuple[str, bytes], Known | None] = {}  # None: go the straightforward way
-        # the last (scope, signature, what _scanned holds for it): steps of one signature come in runs, and
-        # comparing a signature (kilobytes) costs a tenth of hashing it afresh for each trace
-        self._last_scanned: tuple = ("", b"", _UNSEEN)
-        self._blocks = Blocks(fold_for(), self._window, by_run)
-        self.scanned_hits = self.scanned_misses = 0  # traces the scanner read: known, and not (yet) known
-        # root code -> _root_facts (None: no plain step); no cache when a group is per trace (by its id)
-        self._roots: dict[bytes, tuple | None] | None = None if TRACE_ID in self.group_by else {}
 
     def add(self, trace: TraceData, step: PlainStep | None = None) -> list[Occurrence]:
         """Add one trace (one outermost scope occurrence of one run); ``step``: the same trace as read by the
@@ -514,28 +404,10 @@ class BaselineBuilder:
             self._signatures.learn(step, occurrences)
         return occurrences
 
-    def use_scanner(self, scanner: Any, fold: Any) -> None:
-        """Read plain steps with ``scanner`` and fold blocks with ``fold`` (:mod:`.stepscan`; the tests give
-        the Python references here, to check that they give the same baseline)."""
-        self.flush()
-        self._scanner = scanner
-        self._blocks = Blocks(fold, self._window, by_run)
-
-    def flush(self) -> None:
-        """Fold the steps that wait in blocks (:mod:`.blocks`) into their scopes; done by :meth:`add_stream`
-        and :meth:`to_proto`."""
-        self._blocks.flush_all()
-
     def add_stream(self, stream: TraceStream, *, fast: bool = True) -> None:
         """Add every trace of ``stream``: plain steps whose signature is known without rebuilding their
-        records (:mod:`.stepscan` where compiled, else :mod:`.fast`; ``fast=False``: every trace rebuilt),
-        the rest rebuilt. Same baseline either way."""
-        scanner = self._scanner if fast else None
+        records (:mod:`.fast`; ``fast=False``: every trace rebuilt), the rest rebuilt. Same baseline either way."""
         for spans in stream.span_lists():
-            if scanner is not None:
-                found = scanner.scan(spans)
-                if found is not None and self._add_scanned(stream, spans, found):
-                    continue
             step = read_step(spans) if fast else None
             if step is not None:
                 known = self._signatures.get(step)
@@ -544,121 +416,10 @@ class BaselineBuilder:
                     continue
             for trace in stream.rebuilt(spans):
                 self.add(trace, step)
-        self.flush()
-
-    def _add_scanned(self, stream: TraceStream, spans: list, found: tuple) -> bool:
-        """Add a trace the scanner read (``found``); ``False``: it was no plain step after all (the Python
-        fast path and the straightforward path take it). A signature's first trace goes the straightforward
-        way and teaches what the signature gives, once the pointers the scanner took are those of the plan."""
-        root, signature, times, root_code = found
-        facts = self._roots.get(root_code, _UNSEEN) if self._roots is not None else _UNSEEN
-        if facts is _UNSEEN:
-            facts = self._root_facts(spans[root])
-            if self._roots is not None:
-                if len(self._roots) >= MAX_ROOTS:
-                    self._roots.clear()
-                self._roots[root_code] = facts
-        if facts is None:
-            return False
-        scope, group_key, service, run = facts
-        key = (scope, signature)
-        last = self._last_scanned
-        if signature == last[1] and scope == last[0]:
-            known = last[2]
-        else:
-            known = self._scanned.get(key, _UNSEEN)
-            self._last_scanned = (scope, signature, known)
-        if known is _UNSEEN:
-            self.scanned_misses += 1
-            occurrences = [o for t in stream.rebuilt(spans) for o in self.add(t)]
-            if len(self._scanned) >= MAX_SIGNATURES:
-                # forgotten all at once, not kept full: signatures whose ids the interner has since given up
-                # (it starts afresh past its bounds) would otherwise hold the places of live ones for good
-                self._scanned.clear()
-            self._scanned[key] = self._verified(spans, scope, occurrences)
-            self._last_scanned = (scope, signature, self._scanned[key])
-            return True
-        trace_id = spans[root].trace_id.hex()  # what the rebuild names the trace
-        if known is None or not self._add_known_times(group_key, service, run, trace_id, scope, known, times, spans):
-            self.scanned_misses += 1
-            for t in stream.rebuilt(spans):
-                self.add(t)
-            return True
-        self.scanned_hits += 1
-        stream.count_trace()
-        return True
 
     def fast_counts(self) -> tuple[int, int]:
         """Traces the fast paths took (``hits``) and those they read but had to rebuild (``misses``)."""
-        return self.scanned_hits + self._signatures.hits, self.scanned_misses + self._signatures.misses
-
-    def _verified(self, spans: list, scope: str, occurrences: list[Occurrence]) -> Known | None:
-        """What a scanned signature gives, or ``None`` unless the Python path reads the trace as a plain step
-        whose plans take the very pointers the scanner took."""
-        step = read_step(spans)
-        again = self._scanner.scan(spans, True) if step is not None else None
-        if step is None or again is None or step.scope != scope:
-            return None
-        root, _, times, _, taken = again
-        if not pointers_match(spans, root, taken):
-            return None
-        pairs = array("q")
-        pairs.frombytes(times)
-        return known_of(scope, list(zip(pairs[0::2], pairs[1::2])), occurrences)
-
-    def _root_facts(self, root: SpanData) -> tuple[str, tuple[str, ...], str, str] | None:
-        """What the baseline takes from a plain step's root: its scope (segment) name, group, service and run;
-        the same for every root of one root code (:meth:`.stepscan.Scanner.root_code`)."""
-        step = root_step(root)
-        if step is None:
-            return None
-        trace, scope = step
-        attrs = trace.attributes
-        group = tuple(str(attrs.get(k, "")) for k in self.group_by)
-        return scope, group, str(attrs.get("service.name", "")), run_key(attrs)
-
-    def _add_known_times(
-        self,
-        key: tuple[str, ...],
-        service: str,
-        run: str,
-        trace_id: str,
-        scope_name: str,
-        known: Known,
-        times: bytes,
-        spans: list,
-    ) -> bool:
-        """:meth:`_add_known` for a scanned step: counted now, its times folded later (:mod:`.blocks`); when it
-        becomes its topology's representative, its ``spans`` are kept to be rebuilt if it still is at the end."""
-        group = self.groups.get(key)
-        scope = group.scopes.get(scope_name) if group is not None else None
-        topo = scope.topologies.get(known.fingerprint) if scope is not None else None
-        if topo is None:
-            return False
-        if (trace_id, 0) < topo.rep_key:
-            topo.rep_key, topo.messages, topo.records = (trace_id, 0), [], self._records_of(spans, known.fingerprint)
-        group.runs.add(run)
-        group.service = group.service or service
-        scope.steps += 1
-        topo.count += 1
-        topo.foreign_buffers = max(topo.foreign_buffers, known.foreign_buffers)
-        group.traces += 1
-        self._blocks.add(scope, known, run, times)
-        return True
-
-    def _records_of(self, spans: list, fingerprint: str) -> Callable[[], Sequence[LaunchRecord]]:
-        """What gives the records of a scanned trace's step (of topology ``fingerprint``): the trace rebuilt as
-        :meth:`TraceStream.rebuilt` names it, the records of its occurrence, as :meth:`add` would have kept."""
-
-        def records() -> Sequence[LaunchRecord]:
-            for trace_id, trace in rebuild(spans).traces.items():
-                trace.attributes.setdefault(TRACE_ID, trace_id)
-                for occ in occurrences_of(trace, self.group_by, scalars=self.scalars):
-                    if occ.fingerprint == fingerprint:
-                        return occ.records
-            raise AssertionError("a scanned trace rebuilt to another topology")  # the signature says it cannot
-
-        return records
+        return self._signatures.hits, self._signatures.misses
 
     def _add_known(self, step: PlainStep, known: Known) -> bool:
         """Add a plain step of known signature; ``False`` (nothing added) when the straightforward path must take
@@ -704,7 +465,6 @@ class BaselineBuilder:
         self.sources.append(pb.Source(location=location, kind=kind, traces=traces, spans=spans))
 
     def to_proto(self) -> pb.Baseline:
-        self.flush()
         msg = pb.Baseline(magic=MAGIC, schema_version=SCHEMA_VERSION, launchtrace_version=__version__)
         msg.window.start_unix_nano, msg.window.end_unix_nano = self.start_ns, self.end_ns
         msg.sources.extend(self.sources)

@@ -45,7 +45,6 @@ __all__ = [
     "PlainStep",
     "Signatures",
     "known_of",
-    "pointers_match",
     "read_step",
     "root_step",
 ]
@@ -79,7 +78,6 @@ class _Plan:
     ints: Callable[[tuple], tuple]
     pointers: int
     seq: int  # index in ints(); -1: no sequence number (0, as the rebuild reads it)
-    taken: tuple[int, ...] = ()  # the indices of the pointers (as i) and VOLATILE ones (as -1 - i), sorted
 
 
 _layouts: dict[tuple, _Layout | None] = {}
@@ -119,27 +117,7 @@ def _plan(layout: _Layout, keys: tuple, args: tuple) -> _Plan | None:
     static = [i for i in range(len(keys)) if i not in taken]
     seq = layout.index.get(C.SEQ)
     ints = pointers + volatile
-    taken_ = tuple(sorted({*pointers, *(-1 - i for i in volatile)}))
-    return _Plan(_getter(static), _getter(ints), len(pointers), -1 if seq is None else ints.index(seq), taken_)
-
-
-def pointers_match(spans: Sequence[SpanData], root: int, taken: Sequence[Sequence[int]]) -> bool:
-    """Whether ``taken`` (per record span in span order: the attribute indices a scanner took for pointers,
-    as ``i``, and for :data:`VOLATILE` ones, as ``-1 - i``; :mod:`.stepscan`) are the ones the plans of
-    :func:`read_step` take, for a trace it read as a plain step."""
-    records = [s for i, s in enumerate(spans) if i != root]
-    if len(records) != len(taken):
-        return False
-    for span, chosen in zip(records, taken):
-        keys, values = zip(*span.attributes)
-        layout = _layouts.get(keys) or _layout(keys)
-        if layout is None:
-            return False
-        args = layout.args(values)
-        plan = layout.plans.get(args) or _plan(layout, keys, args)
-        if plan is None or plan.taken != tuple(sorted(chosen)):
-            return False
-    return True
+    return _Plan(_getter(static), _getter(ints), len(pointers), -1 if seq is None else ints.index(seq))
 
 
 @dataclasses.dataclass(slots=True)

@@ -1,0 +1,110 @@
+"""``dataflow`` streamed (issue 25): the whole-run views printed as from the lists, without holding the runs.
+
+Real Warp programs on the CPU: ``test_steps``' scoped run (written in order, latest trace first, and with the
+unscoped work's trace last, as the exporter writes it), its zero-code timers, the analyzer tests' program, and
+``tests/race_program.py`` (two threads, a hazard) run under the real exporter.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launchtrace.analysis.dataflow import build_dataflow
+from launchtrace.analysis.dataflow_stream import stream_dataflow
+from launchtrace.analysis.runs import views
+from launchtrace.cli import main
+from launchtrace.cli._analyzer import write_json
+from launchtrace.cli.dataflow import _json, _text
+from launchtrace.render.escape import terminal_lines
+from launchtrace.sources.loading import load_traces
+from test_analysis_programs import Sim, write_trace_file
+from test_steps import _stepped, _write, _zero_code
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("flowstream")
+    out = {
+        "stepped": _write(folder / "stepped.jsonl", _stepped),  # latest trace first: every trace is late
+        "in-order": _write(folder / "in-order.jsonl", _stepped, reverse=False),
+        "zero": _write(folder / "zero.jsonl", _zero_code),
+        "base": write_trace_file(folder / "base.jsonl", "base", 3, Sim()),
+    }
+    lines = out["in-order"].read_text(encoding="utf-8").splitlines(keepends=True)
+    out["late"] = folder / "late.jsonl"  # the unscoped work's trace last, as the exporter writes it
+    out["late"].write_text("".join(lines[1:] + lines[:1]), encoding="utf-8")
+    race = folder / "race.jsonl"
+    subprocess.run([sys.executable, str(HERE / "race_program.py"), str(race)], check=True, timeout=300)
+    out["race"] = race
+    return out
+
+
+def _listed(paths: list[Path], fmt: str, edges: bool = False) -> str:
+    flows = [(v.label, build_dataflow(v.data, v.graphs)) for v in views(load_traces(paths))]
+    if fmt == "json":
+        return json_text([_json(label, f) for label, f in flows])
+    return terminal_lines([line for label, f in flows for line in _text(label, f, edges)])
+
+
+def json_text(data) -> str:
+    import io
+    from contextlib import redirect_stdout
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        write_json(data, None)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("name", ["stepped", "in-order", "late", "zero", "base", "race"])
+@pytest.mark.parametrize("fmt", ["text", "json", "edges"])
+def test_streamed_dataflow_prints_what_the_lists_print(files, name, fmt, capsys) -> None:
+    argv = ["dataflow", str(files[name])] + (["--format", "json"] if fmt == "json" else [])
+    argv += ["--edges"] if fmt == "edges" else []
+    main(argv)
+    assert capsys.readouterr().out == _listed([files[name]], "json" if fmt == "json" else "text", fmt == "edges")
+
+
+def test_several_runs_print_in_their_order(files, capsys) -> None:
+    paths = [files["late"], files["base"], files["race"]]  # three files: three runs
+    main(["dataflow", *map(str, paths)])
+    assert capsys.readouterr().out == _listed(paths, "text")
+
+
+def test_the_race_is_found_streamed(files, capsys) -> None:
+    assert main(["dataflow", str(files["race"]), "--fail-on-hazard"]) == 1
+    assert "HAZARD" in capsys.readouterr().out
+
+
+def test_records_wait_for_their_turn_a_few_traces_at_a_time(files, tmp_path) -> None:
+    """Forty copies of the scoped run in one process: the records waiting in the heap stay a few traces'
+    worth (the unscoped work's trace of each copy is read ahead when due), not the run."""
+    text = files["late"].read_text(encoding="utf-8")
+    many = tmp_path / "many.jsonl"
+    with many.open("w", encoding="utf-8") as f:
+        for c in range(40):  # new trace ids and seqs past the previous copy's, one resource: one long run
+            copy = text.replace('"traceId":"', f'"traceId":"{c:08x}')
+            f.write(_shift_seq(copy, c * 1000))
+    flows = stream_dataflow([many])
+    assert flows is not None and len(flows) == 1
+    per_copy = sum(len(t) for t in load_traces(files["late"]))
+    assert flows[0].n == 40 * per_copy
+    assert flows[0].waiting <= 3 * per_copy  # not 40 copies
+    for flow in flows:
+        flow.close()
+
+
+def _shift_seq(text: str, by: int) -> str:
+    import re
+
+    def shift(m: re.Match) -> str:
+        return m.group(1) + str(int(m.group(2)) + by) + m.group(3)
+
+    text = re.sub(r'("traceId":"[0-9a-f]{8})[0-9a-f]{8}', lambda m: m.group(1), text)  # keep 32 hex digits
+    return re.sub(r'("launchtrace\.seq","value":\{"intValue":")(\d+)(")', shift, text)
