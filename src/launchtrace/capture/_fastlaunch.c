@@ -1174,8 +1174,20 @@ static PyTypeObject LauncherType = {
     .tp_getset = Launcher_getset,
 };
 
+/* event(*items): the items as a queued Event rather than a tuple, for a Python hook on the launching thread
+ * (capture/tinygrad.py): a tuple holding tracked objects (the call, its run) is walked by every collection of the
+ * cycle collector while it waits in the queue; an Event is not (it holds its items until drained: no cycle can
+ * pass through it). */
+static PyObject *py_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Event *e = event_new(nargs);
+    if (e == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++) e->items[i] = Py_NewRef(args[i]);
+    return (PyObject *)e;
+}
+
 static PyMethodDef module_methods[] = {
     {"expand", expand, METH_O, "expand(events: list) -> None\n\nEvery queued Event in the list replaced by its flat tuple."},
+    {"event", (PyCFunction)(void (*)(void))py_event, METH_FASTCALL, "event(*items) -> Event\n\nThe items as an Event to queue (outside the cycle collector)."},
     {"touch", py_touch, METH_NOARGS, "touch() -> None\n\nAn event was just queued (by a Python path): the launches go on."},
     {"wake", py_wake, METH_NOARGS, "wake() -> None\n\nEnd every wait_for_pause() now (a flush, stopping, a queue past half full)."},
     {"wake_count", py_wake_count, METH_NOARGS, "wake_count() -> int\n\nThe token for wait_for_pause(): wake() calls so far."},
@@ -1225,9 +1237,6 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     if (m == NULL) return NULL;
     if (lt_add_type(m, "Event", &EventType) < 0) return NULL;
     if (lt_add_type(m, "Launcher", &LauncherType) < 0) return NULL;
-    static LtCaptureAPI api = {&EventType, note_event, wake_waiters};
-    PyObject *capsule = PyCapsule_New(&api, LT_CAPTURE_API_NAME, NULL);
-    if (lt_module_add(m, "_C_API", capsule) < 0) return NULL;
     PyObject *fields = lt_record_fields(); /* the layout it builds: launchtrace.rawevent checks it */
     if (lt_module_add(m, "RECORD_FIELDS", fields) < 0) return NULL;
     return m;
