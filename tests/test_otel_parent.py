@@ -68,7 +68,8 @@ def test_a_scope_opened_in_an_active_sdk_span_is_its_child_in_its_trace(warp_cpu
     rebuilt = rebuild(spans)  # the application's span is not in the file: not a missing parent of ours
     assert not rebuilt.warnings
     (joined,) = [t for tid, t in rebuilt.traces.items() if tid == step.trace_id.hex()]
-    assert [s.name for s in joined.scopes.values()] == ["step"]
+    # the module's load is a scope of its own where this test is the first to launch the kernel (alone, or first)
+    assert [s.name for s in joined.scopes.values() if not s.internal and s.kind != "load"] == ["step"]
     assert sum(1 for r in joined.records if r.scope_id is not None) == 5
     (app_span,) = memory.get_finished_spans()  # the app's own span is exported by the app, not by launchtrace
     assert app_span.name == "handle-request" and not [s for s in spans if s.name == "handle-request"]
