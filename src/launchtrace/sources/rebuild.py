@@ -31,7 +31,7 @@ from functools import lru_cache
 from typing import Any
 
 from launchtrace import conventions as C
-from launchtrace.fastinit import slot_copier
+from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.model import (
     UNKNOWN_SITE,
     BufferArg,
@@ -387,16 +387,26 @@ def _error(span: SpanData) -> str | None:
 
 
 def _site(d: Mapping[str, Any]) -> Site | None:
-    file = d.get(C.CODE_FILE_PATH, d.get(C.CODE_FILEPATH))
+    """A scope's call site (``None`` when no file is named); a record's is read by :meth:`_Layout._site`."""
+    keys = _site_keys(d)
+    if keys is None:
+        return None
+    file_key, line_key, module_key, pair_key, stable_key = keys
+    module = None if module_key is None else d[module_key]
+    function_key = pair_key if module is not None else stable_key
+    file = d[file_key]
     if file is None:
         return None
-    line = d.get(C.CODE_LINE_NUMBER, d.get(C.CODE_LINENO, 0))
-    module = d.get(C.CODE_NAMESPACE)
-    if module is not None:  # the deprecated pair: function and module apart
-        function = d.get(C.CODE_FUNCTION, d.get(C.CODE_FUNCTION_NAME, ""))
+    line = 0 if line_key is None else d[line_key]
+    return _site_of(file, line, module, "" if function_key is None else d[function_key])
+
+
+def _site_of(file: Any, line: Any, module: Any, function: Any) -> Site:
+    """The site of these attribute values: with a module, the deprecated pair (function and module apart), else
+    the stable name ``"module.function"``."""
+    if module is not None:
         return _shared_site(str(file), _int(line), str(function), str(module))
-    qualified = str(d.get(C.CODE_FUNCTION_NAME, d.get(C.CODE_FUNCTION, "")))
-    module, _, function = qualified.rpartition(".")  # the stable name: "module.function"
+    module, _, function = str(function).rpartition(".")
     return _shared_site(str(file), _int(line), function, module)
 
 
@@ -443,66 +453,219 @@ def _scalar(value: Any) -> Any:
 
 def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None) -> LaunchRecord:
     """A record from the attributes of its span (or of a folded position's event)."""
-    params = _strings(d.get(C.PARAMS, ()))
-    array_keys = _strings(d.get(C.ARRAY_KEYS, ()))
-    scalar_keys = _strings(d.get(C.SCALAR_KEYS, ()))
-    array_labels, scalar_labels = C.arg_labels(params, array_keys, scalar_keys)
-    arrays = []
-    buffers = []
-    start_ns = d.get(C.DEVICE_TIME_START)
-    probes: list = [] if start_ns is None else [DeviceTime(_int(start_ns), _int(d.get(C.DEVICE_TIME_END, start_ns)))]
-    for text, label in zip(array_keys, array_labels):
-        key = C.decode_key(text)
-        n_ptr, n_owner, n_offset, n_shape, n_dtype, n_bytes, n_foreign, n_access, n_name, n_alloc = _arg_names(label)
-        ptr = _int(d.get(n_ptr, 0))
-        arrays.append((key, ptr))
-        n_mean, n_std, n_min, n_max, n_skipped = _stats_names(label)
-        if n_mean in d or n_skipped in d:
-            probes.append(_value_stats(d, key, n_mean, n_std, n_min, n_max, n_skipped))
-        shape = d.get(n_shape)
-        if shape is None:
-            continue
-        offset = d.get(n_offset)
-        owner = d.get(n_owner)
-        alloc = d.get(n_alloc)
-        buffers.append(
-            BufferArg(
-                key,
-                str(d.get(n_name, label)),
-                ptr,
-                _ints(shape),
-                str(d.get(n_dtype, "")),
-                _int(d.get(n_bytes, 0)),
-                None if owner is None else str(owner),
-                None if offset is None else _int(offset),
-                bool(d.get(n_foreign, False)),
-                str(d.get(n_access, "")),
-                None if alloc is None else str(alloc),
-            )
+    try:
+        key: tuple | None = (tuple(d), d.get(C.PARAMS), d.get(C.ARRAY_KEYS), d.get(C.SCALAR_KEYS))
+        layout = _LAYOUTS.get(key)
+    except TypeError:  # an unhashable value (a list) where the argument lists are: read without the cache
+        key = layout = None
+    if layout is None:
+        layout = _Layout(d)
+        if key is not None and layout.cacheable:
+            if len(_LAYOUTS) >= _MAX_CACHED:
+                _LAYOUTS.clear()
+            _LAYOUTS[key] = layout
+    return layout.record(d, start, end, error, scope_id)
+
+
+class _Layout:
+    """What the attribute names of a record's span and its argument lists decide, worked out once for all the
+    spans that share them (the spans of one call site have the same names in the same order): the arguments'
+    keys, labels and attribute names, which optional attributes are there, where the call site is read from,
+    and the constructor for the fields present. :meth:`record` then only reads and converts the values, in the
+    order (and so with the errors) of the reading it replaced.
+
+    The cache key is the attribute names in order with the raw ``launchtrace.params`` / ``array_keys`` /
+    ``scalar_keys`` values; a layout is cached only when those are strings or tuples of strings (``None`` when
+    absent), because a value such as ``(1,)`` equals ``(True,)`` and ``(1.0,)`` but is read as another label.
+    """
+
+    __slots__ = ("arrays", "cacheable", "make", "params", "scalars", "site", "streamless", "table")
+
+    def __init__(self, d: Mapping[str, Any]) -> None:
+        raw = (d.get(C.PARAMS), d.get(C.ARRAY_KEYS), d.get(C.SCALAR_KEYS))
+        self.cacheable = all(_plain_strings(v) for v in raw)
+        self.params = _strings(d.get(C.PARAMS, ()))
+        array_keys = _strings(d.get(C.ARRAY_KEYS, ()))
+        scalar_keys = _strings(d.get(C.SCALAR_KEYS, ()))
+        array_labels, scalar_labels = C.arg_labels(self.params, array_keys, scalar_keys)
+        arrays = []
+        for text, label in zip(array_keys, array_labels):
+            names = _arg_names(label)
+            stats = _stats_names(label)
+            measured = stats if stats[0] in d or stats[4] in d else None  # mean, skipped
+            arrays.append((C.decode_key(text), label, *names, measured))
+        self.arrays = tuple(arrays)
+        self.scalars = tuple(
+            (C.decode_key(text), C.scalar_attr(label)) for text, label in zip(scalar_keys, scalar_labels)
         )
-    scalars = tuple(
-        (C.decode_key(text), _scalar(d.get(C.scalar_attr(label)))) for text, label in zip(scalar_keys, scalar_labels)
+        self.table = tuple((key, read) for key, field, read in _RECORD_TABLE if key in d)
+        present = tuple(field for key, field, _ in _RECORD_TABLE if key in d)
+        self.streamless = "stream" not in present  # a field without a default: passed as None
+        self.make = _record_maker((*present, "stream") if self.streamless else present)
+        self.site = _site_keys(d)
+
+    def record(
+        self, d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None
+    ) -> LaunchRecord:
+        get = d.get
+        start_ns = get(C.DEVICE_TIME_START)
+        probes: list = [] if start_ns is None else [DeviceTime(_int(start_ns), _int(get(C.DEVICE_TIME_END, start_ns)))]
+        arrays = []
+        buffers = []
+        for (
+            key,
+            label,
+            n_ptr,
+            n_owner,
+            n_offset,
+            n_shape,
+            n_dtype,
+            n_bytes,
+            n_foreign,
+            n_access,
+            n_name,
+            n_alloc,
+            measured,
+        ) in self.arrays:
+            ptr = get(n_ptr, 0)
+            if type(ptr) is not int:
+                ptr = _int(ptr)
+            arrays.append((key, ptr))
+            if measured is not None:
+                probes.append(_value_stats(d, key, *measured))
+            shape = get(n_shape)
+            if shape is None:
+                continue
+            offset = get(n_offset)
+            owner = get(n_owner)
+            alloc = get(n_alloc)
+            nbytes = get(n_bytes, 0)
+            buffers.append(
+                _new_buffer(
+                    key,
+                    str(get(n_name, label)),
+                    ptr,
+                    _ints_shared(shape),
+                    str(get(n_dtype, "")),
+                    nbytes if type(nbytes) is int else _int(nbytes),
+                    None if owner is None else str(owner),
+                    None if offset is None else offset if type(offset) is int else _int(offset),
+                    bool(get(n_foreign, False)),
+                    str(get(n_access, "")),
+                    None if alloc is None else str(alloc),
+                )
+            )
+        scalars = []
+        for key, name in self.scalars:
+            value = get(name)
+            kind = type(value)
+            scalars.append((key, value if kind is float or kind is int or kind is bool else _scalar(value)))
+        fields = [read(d[key]) for key, read in self.table]  # every field that is one attribute of its own
+        if self.streamless:
+            fields.append(None)
+        seq = get(C.SEQ, 0)
+        return self.make(
+            str(d[C.OP]),
+            str(get(C.KERNEL, "")),
+            _ints_shared(get(C.DIM, ())),
+            tuple(arrays),
+            tuple(scalars),
+            self._site(d),
+            self.params,
+            tuple(buffers) if len(buffers) == len(arrays) else (),
+            start,
+            end,
+            scope_id,
+            error,
+            seq if type(seq) is int else _int(seq),
+            tuple(probes),
+            _int(get(C.GRAPH_REPLAY, 0)),
+            *fields,
+        )
+
+    def _site(self, d: Mapping[str, Any]) -> Site:
+        """The record's call site: the attributes ``_site_keys`` chose, one :class:`Site` per distinct value."""
+        if self.site is None:
+            return UNKNOWN_SITE
+        file_key, line_key, module_key, pair_key, stable_key = self.site
+        file = d[file_key]
+        if file is None:
+            return UNKNOWN_SITE
+        module = None if module_key is None else d[module_key]
+        function_key = pair_key if module is not None else stable_key
+        raw = (file, 0 if line_key is None else d[line_key], module, "" if function_key is None else d[function_key])
+        try:
+            site = _SITES.get(raw)
+        except TypeError:  # unhashable values: read them without the cache
+            return _site_of(*raw)
+        if site is None:
+            site = _site_of(*raw)
+            if type(raw[0]) is str and type(raw[1]) is int and type(raw[2]) in _STR_OR_NONE and type(raw[3]) is str:
+                if len(_SITES) >= _MAX_CACHED:
+                    _SITES.clear()
+                _SITES[raw] = site  # plain values only: 1 == True == 1.0, but str(True) is not str(1)
+        return site
+
+
+_MAX_CACHED = 4096
+"""Entries a rebuild cache holds before it starts over (one per call site, shape or site: a program has few)."""
+_LAYOUTS: dict[tuple, _Layout] = {}
+_SITES: dict[tuple, Site] = {}
+_SHAPES: dict[Any, tuple[int, ...]] = {}
+_STR_OR_NONE = (str, type(None))
+_MAKERS: dict[tuple[str, ...], Callable[..., LaunchRecord]] = {}
+_COMMON = ("op", "kernel", "dim", "arrays", "scalars", "site", "params", "buffers", "start_ns", "end_ns", "scope_id")
+_COMMON += ("error", "seq", "probes", "graph_replay")
+_new_buffer: Callable[..., BufferArg] = slot_constructor(
+    BufferArg, ("key", "name", "ptr", "shape", "dtype", "nbytes", "owner", "offset", "foreign", "access", "alloc")
+)
+
+
+def _record_maker(present: tuple[str, ...]) -> Callable[..., LaunchRecord]:
+    """A positional constructor of :class:`LaunchRecord` for the common fields and the ``present`` table
+    fields (the others keep their defaults), one per distinct set."""
+    make = _MAKERS.get(present)
+    if make is None:
+        make = _MAKERS[present] = slot_constructor(LaunchRecord, _COMMON + present)
+    return make
+
+
+def _plain_strings(value: Any) -> bool:
+    """Whether an argument list's raw value is a string, a tuple of strings or absent: the values that are
+    equal only when they are read the same."""
+    if value is None or type(value) is str:
+        return True
+    return type(value) is tuple and all(type(x) is str for x in value)
+
+
+def _ints_shared(value: Any) -> tuple[int, ...]:
+    """:func:`_ints`, once per distinct value (shapes and dims repeat): equal values read the same here (an
+    int, float or bool element equal to another reads as the same int)."""
+    try:
+        out = _SHAPES.get(value)
+    except TypeError:  # a list
+        return _ints(value)
+    if out is None:
+        out = _ints(value)
+        if len(_SHAPES) >= _MAX_CACHED:
+            _SHAPES.clear()
+        _SHAPES[value] = out
+    return out
+
+
+def _site_keys(d: Mapping[str, Any]) -> tuple[str, str | None, str | None, str | None, str | None] | None:
+    """Which attributes :func:`_site_of` reads: the file's, the line's, the module's (the deprecated pair) and
+    the function's for either convention (each ``None`` when absent); ``None`` when no file is named."""
+    file_key = C.CODE_FILE_PATH if C.CODE_FILE_PATH in d else C.CODE_FILEPATH if C.CODE_FILEPATH in d else None
+    if file_key is None:
+        return None
+    line_key = C.CODE_LINE_NUMBER if C.CODE_LINE_NUMBER in d else C.CODE_LINENO if C.CODE_LINENO in d else None
+    module_key = C.CODE_NAMESPACE if C.CODE_NAMESPACE in d else None
+    pair_key = C.CODE_FUNCTION if C.CODE_FUNCTION in d else C.CODE_FUNCTION_NAME if C.CODE_FUNCTION_NAME in d else None
+    stable_key = (
+        C.CODE_FUNCTION_NAME if C.CODE_FUNCTION_NAME in d else C.CODE_FUNCTION if C.CODE_FUNCTION in d else None
     )
-    fields = _table_fields(d, _RECORD_TABLE)  # every field that is one attribute of its own
-    return LaunchRecord(
-        op=str(d[C.OP]),
-        kernel=str(d.get(C.KERNEL, "")),
-        dim=_ints(d.get(C.DIM, ())),
-        stream=fields.pop("stream", None),
-        arrays=tuple(arrays),
-        scalars=scalars,
-        site=_site(d) or UNKNOWN_SITE,
-        params=params,
-        buffers=tuple(buffers) if len(buffers) == len(arrays) else (),
-        start_ns=start,
-        end_ns=end,
-        scope_id=scope_id,
-        error=error,
-        seq=_int(d.get(C.SEQ, 0)),
-        probes=tuple(probes),
-        graph_replay=_int(d.get(C.GRAPH_REPLAY, 0)),
-        **fields,
-    )
+    return file_key, line_key, module_key, pair_key, stable_key
 
 
 _READ = {"int": _int, "int64": _int, "str": str, "bool": bool}
