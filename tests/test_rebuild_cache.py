@@ -84,3 +84,19 @@ def test_equal_shapes_of_other_types_read_as_the_same_ints():
     assert [r.dim for r in rebuilt] == [(2, 3), (2, 3), (2, 1)]
     assert all(type(n) is int for r in rebuilt for n in r.dim + r.buffers[0].shape)
     assert [dataclasses.replace(r, seq=0) for r in rebuilt[:2]] == [dataclasses.replace(rebuilt[0], seq=0)] * 2
+
+
+def test_a_kept_record_takes_each_span_own_values_and_text_read_from_equal_non_strings_is_not_shared():
+    def span(span_id: int, owner: object, dt: object, start: int) -> SpanData:
+        arg = ((C.PARAMS, ("x", "dt")), (C.ARRAY_KEYS, ("0",)), (C.SCALAR_KEYS, ("1",)))
+        arg += (("launchtrace.arg.x.ptr", 64), ("launchtrace.arg.x.shape", (4,)), ("launchtrace.arg.x.owner", owner))
+        attrs = (*arg, ("launchtrace.scalar.dt", dt), (C.SEQ, span_id))
+        return dataclasses.replace(_launch(span_id, attrs), start_ns=start, end_ns=start + 5)
+
+    spans = [span(1, "a", 0.5, 100), span(2, "a", -0.0, 200), span(3, 1, 0.0, 300), span(4, True, 0, 400)]
+    spans.append(span(5, "a", (1.0, 2), 500))
+    rebuilt = sorted(_records(spans), key=lambda r: r.seq)
+    assert [(r.seq, r.start_ns, r.end_ns) for r in rebuilt] == [(i, 100 * i, 100 * i + 5) for i in range(1, 6)]
+    assert [r.buffers[0].owner for r in rebuilt] == ["a", "a", "1", "True", "a"]
+    assert [repr(r.scalars) for r in rebuilt] == ["((1, 0.5),)", "((1, -0.0),)", "((1, 0.0),)", "((1, 0),)",
+                                                  "((1, (1.0, 2)),)"]  # fmt: skip

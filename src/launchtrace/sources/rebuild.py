@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import gc
 import json
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
@@ -463,8 +464,11 @@ def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope
         if key is not None and layout.cacheable:
             if len(_LAYOUTS) >= _MAX_CACHED:
                 _LAYOUTS.clear()
+                _RECORDS.clear()
             _LAYOUTS[key] = layout
-    return layout.record(d, start, end, error, scope_id)
+    if layout.fixed is None:
+        return layout.record(d, start, end, error, scope_id)
+    return layout.reuse(d, start, end, error, scope_id)
 
 
 class _Layout:
@@ -477,9 +481,17 @@ class _Layout:
     The cache key is the attribute names in order with the raw ``launchtrace.params`` / ``array_keys`` /
     ``scalar_keys`` values; a layout is cached only when those are strings or tuples of strings (``None`` when
     absent), because a value such as ``(1,)`` equals ``(True,)`` and ``(1.0,)`` but is read as another label.
+
+    Most spans of a call site also repeat every value but their own (seq, times, scalar arguments,
+    measurements): :meth:`reuse` keeps one record per distinct tuple of the other values (``fixed``) and gives
+    it the span's own. Those other values are all read through ``str`` / ``int`` / ``bool`` / an int tuple,
+    where equal values read the same, except a ``str()`` of a non-string (``1 == True``, but ``"1"`` is not
+    ``"True"``): a record is kept only when those values (``text_at``) are strings or ``None``. A layout whose
+    values differ span to span (fresh pointers every launch) stops trying after a few hundred misses.
     """
 
-    __slots__ = ("arrays", "cacheable", "make", "params", "scalars", "site", "streamless", "table")
+    __slots__ = ("arrays", "cacheable", "fixed", "hits", "make", "measured", "misses", "params", "scalars")
+    __slots__ += ("site", "streamless", "table", "text_at")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
         raw = (d.get(C.PARAMS), d.get(C.ARRAY_KEYS), d.get(C.SCALAR_KEYS))
@@ -503,6 +515,66 @@ class _Layout:
         self.streamless = "stream" not in present  # a field without a default: passed as None
         self.make = _record_maker((*present, "stream") if self.streamless else present)
         self.site = _site_keys(d)
+        self.measured = tuple((a[0], a[-1]) for a in arrays if a[-1] is not None)
+        self.hits = self.misses = 0
+        texts = [C.OP, C.KERNEL, *(n for a in arrays for n in (a[3], a[6], a[9], a[10], a[11]))]  # owner dtype..
+        texts += [key for key, _, read in _RECORD_TABLE if read is str]
+        texts += [] if self.site is None else [self.site[0], *self.site[2:]]  # file, module, function
+        others = [C.DIM, C.GRAPH_REPLAY, *(n for a in arrays for n in (a[2], a[4], a[5], a[7], a[8]))]  # ptr..
+        others += [key for key, _, read in _RECORD_TABLE if read is not str]
+        others += [] if self.site is None else [self.site[1]]  # line
+        fixed = [k for k in dict.fromkeys(texts + others) if k is not None and k in d]
+        self.text_at = tuple(i for i, k in enumerate(fixed) if k in texts)
+        fixed += fixed[:1] if len(fixed) == 1 else []  # one name: itemgetter would give the value, not a tuple
+        self.fixed = operator.itemgetter(*fixed) if self.cacheable and C.OP in d else None
+
+    def reuse(
+        self, d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None
+    ) -> LaunchRecord:
+        """:meth:`record`, from a kept record with the same fixed values where there is one."""
+        assert self.fixed is not None
+        try:
+            fixed = self.fixed(d)
+            base = _RECORDS.get((self, fixed))
+        except TypeError:  # an unhashable value
+            return self.record(d, start, end, error, scope_id)
+        if base is None:
+            rec = self.record(d, start, end, error, scope_id)
+            if all(type(fixed[i]) in _STR_OR_NONE for i in self.text_at):
+                if len(_RECORDS) >= _MAX_RECORDS:
+                    _RECORDS.clear()
+                _RECORDS[(self, fixed)] = rec
+            self.misses += 1
+            if self.misses >= _GIVE_UP and self.misses > self.hits:
+                self.fixed = None
+            return rec
+        self.hits += 1
+        # the span's own values, read in record()'s order (so a bad one fails as it would there)
+        get = d.get
+        start_ns = get(C.DEVICE_TIME_START)
+        probes: list = [] if start_ns is None else [DeviceTime(_int(start_ns), _int(get(C.DEVICE_TIME_END, start_ns)))]
+        for key, measured in self.measured:
+            probes.append(_value_stats(d, key, *measured))
+        seq = get(C.SEQ, 0)
+        return _reused(
+            base,
+            self._scalars(d),
+            start,
+            end,
+            scope_id,
+            error,
+            seq if type(seq) is int else _int(seq),
+            tuple(probes),
+        )
+
+    def _scalars(self, d: Mapping[str, Any]) -> tuple:
+        scalars = []
+        get = d.get
+        for key, name in self.scalars:
+            value = get(name)
+            kind = type(value)
+            scalars.append((key, value if kind is float or kind is int or kind is bool else _scalar(value)))
+        return tuple(scalars)
 
     def record(
         self, d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None
@@ -555,11 +627,7 @@ class _Layout:
                     None if alloc is None else str(alloc),
                 )
             )
-        scalars = []
-        for key, name in self.scalars:
-            value = get(name)
-            kind = type(value)
-            scalars.append((key, value if kind is float or kind is int or kind is bool else _scalar(value)))
+        scalars = self._scalars(d)
         fields = [read(d[key]) for key, read in self.table]  # every field that is one attribute of its own
         if self.streamless:
             fields.append(None)
@@ -569,7 +637,7 @@ class _Layout:
             str(get(C.KERNEL, "")),
             _ints_shared(get(C.DIM, ())),
             tuple(arrays),
-            tuple(scalars),
+            scalars,
             self._site(d),
             self.params,
             tuple(buffers) if len(buffers) == len(arrays) else (),
@@ -610,6 +678,14 @@ class _Layout:
 _MAX_CACHED = 4096
 """Entries a rebuild cache holds before it starts over (one per call site, shape or site: a program has few)."""
 _LAYOUTS: dict[tuple, _Layout] = {}
+_MAX_RECORDS = 4096
+"""Records kept for reuse (a few MB) before the cache starts over."""
+_GIVE_UP = 256
+"""Misses after which a layout that has had fewer hits stops keeping records."""
+_RECORDS: dict[tuple, LaunchRecord] = {}
+_reused: Callable[..., LaunchRecord] = slot_copier(
+    LaunchRecord, ("scalars", "start_ns", "end_ns", "scope_id", "error", "seq", "probes")
+)
 _SITES: dict[tuple, Site] = {}
 _SHAPES: dict[Any, tuple[int, ...]] = {}
 _STR_OR_NONE = (str, type(None))
