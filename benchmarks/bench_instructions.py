@@ -34,7 +34,8 @@ from another stage would count in both: the remainder below would then come out 
   from the debug information, so an extension's PLT stubs, named after the libpython function they jump to,
   are not counted as its own);
 - ``record/span objects``: ``launchtrace/_slots.c`` (the compiled ``LaunchRecord``/``SpanData`` constructors, used
-  by both materialize and span build), where entered from outside the stages above;
+  by both materialize and span build), where entered from outside the stages above: from Python code, not through
+  ``PyObject_Vectorcall``, the call the compiled stages make (their makers count in their own stage, once);
 - ``span build``: ``launchtrace/export/_fastbuild.c``;
 - ``encode``: ``launchtrace/otlp/_protoenc.c`` and ``launchtrace/otlp/_jsonenc.c``;
 - ``write``: libc's ``write``/``send`` family and CPython's ``_io`` file writes;
@@ -327,12 +328,19 @@ def stage_of(func: str, file: str = "") -> str | None:
     return None
 
 
+# CPython's exported call function, which the compiled stages call the record/span makers through; the
+# interpreter's own calls (the Python parts) reach them without it, from _PyEval_EvalFrameDefault
+_TRAMPOLINE = re.compile(r"^libpython[^:]*:PyObject_Vectorcall(?:'\d+)?$")
+
+
 def stage_costs(profile: Profile) -> dict[str, int]:
     """Per stage, the inclusive cost of the calls entering its functions from functions of no stage."""
     out: dict[str, int] = defaultdict(int)
     files = profile.files
     for (caller, callee), cost in profile.edges.items():
         s = stage_of(callee, files.get(callee, ""))
+        if s == "record/span objects" and _TRAMPOLINE.match(caller):
+            continue  # a compiled stage's call (materialize, span build): already in that stage's cost
         if s is not None and stage_of(caller, files.get(caller, "")) is None:
             out[s] += cost
     return out

@@ -149,6 +149,14 @@ def test_wrong_calls_raise_like_the_python_functions():
         copy(SpanData(**SPAN), 1)
 
 
+def test_a_copy_of_a_base_with_an_unset_field_raises_attribute_error():
+    """A base whose slots were never set (``object.__new__``) cannot be copied: ``AttributeError``, as reading
+    the field would raise, and no half-made object is returned."""
+    copy = slot_copier(LaunchRecord, ("seq",))
+    with pytest.raises(AttributeError):
+        copy(object.__new__(LaunchRecord), 1)
+
+
 def test_made_objects_hold_their_values_and_release_them():
     """Reference counts: a made object holds one reference per field value and drops it when it dies."""
     value = object()

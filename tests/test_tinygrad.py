@@ -498,6 +498,29 @@ def test_queued_events_keep_a_users_buffer_alive_only_until_decoded(instrumented
     assert ref() is None  # decoded: nothing of ours holds it any more
 
 
+def test_queued_events_stay_out_of_the_cycle_collector_where_compiled(instrumented):
+    """A queued tuple holding the call and its run would be walked by every collection while it waits (most of
+    the hook's cost on a jitted step); the compiled ``Event`` is not, and drains to the same tuple."""
+    import gc
+
+    from launchtrace import native
+
+    fast = native.load("launchtrace.capture._fastlaunch")
+    sub = bus.subscribe()
+    try:
+        (Tensor.ones(32).contiguous() * 3).realize()
+        queued = list(sub.queue)
+        records = [item for kind, item in sub.drain() if kind == "record"]
+    finally:
+        sub.close()
+    framework = [e for e in queued if e[0] == bus.FRAMEWORK]
+    assert framework and records
+    if fast is None:  # no compiler at install, or LAUNCHTRACE_PURE_PYTHON: plain tuples
+        assert all(type(e) is tuple for e in framework)
+    else:
+        assert all(type(e) is fast.Event and not gc.is_tracked(e) for e in framework)
+
+
 def test_start_export_writes_tinygrad_spans(instrumented, tmp_path):
     from launchtrace.sources.loading import load_traces
 

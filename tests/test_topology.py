@@ -340,3 +340,12 @@ def test_find_repeats_runs_cover_identical_units() -> None:
     keys = ["i", "f", "c"] * 1000 + ["save"] + ["i", "f"] * 10
     runs = find_repeats(keys)
     assert runs == [(0, 3, 1000), (3001, 2, 10)]
+
+
+def test_align_does_not_lose_matches_to_a_greedy_prefix() -> None:
+    """Found by the property test above: trimming the common prefix and suffix first aligned 4 keys where the
+    whole sequences align 5."""
+    a, b = [2, 1, 2, 1, 1], [2, 2, 1, 0, 2, 1, 0, 1]
+    ops = align(a, b)
+    assert apply_opcodes(a, b, ops) == b
+    assert matched(ops) == 5

@@ -58,12 +58,6 @@ static PyObject *Maker_vectorcall(Maker *self, PyObject *const *args, size_t nar
             PyErr_Format(PyExc_TypeError, "copy() needs a %s, not %s", self->cls->tp_name, Py_TYPE(base)->tp_name);
             return NULL;
         }
-        for (Py_ssize_t i = 0; i < self->n_fields; i++) { /* attrgetter's AttributeError, before allocating */
-            if (self->sources[i] < 0 && *(PyObject **)((char *)base + self->offsets[i]) == NULL) {
-                PyErr_SetString(PyExc_AttributeError, "copy(): a field of the base object is not set");
-                return NULL;
-            }
-        }
     }
     PyObject *obj = self->cls->tp_alloc(self->cls, 0);
     if (obj == NULL) return NULL;
@@ -73,12 +67,21 @@ static PyObject *Maker_vectorcall(Maker *self, PyObject *const *args, size_t nar
         if (src >= 0) v = args[skip + src];
         else if (base != NULL) v = *(PyObject **)((char *)base + self->offsets[i]);
         else v = PyTuple_GET_ITEM(self->defaults, i);
+        if (v == NULL) { /* attrgetter's AttributeError; the half-made object goes (its unset slots are NULL) */
+            Py_DECREF(obj);
+            PyErr_SetString(PyExc_AttributeError, "copy(): a field of the base object is not set");
+            return NULL;
+        }
         Py_INCREF(v);
         *(PyObject **)((char *)obj + self->offsets[i]) = v;
     }
     int untrack = PyObject_IS_GC(obj);
+    /* a copy of an untracked base: the base's values passed this check when it was made (only this module
+     * untracks these objects, and their fields never change), so only the new values are looked at */
+    int from_untracked = base != NULL && !PyObject_GC_IsTracked(base);
     for (Py_ssize_t i = 0; i < self->n_fields && untrack; i++)
-        untrack = lt_acyclic(*(PyObject **)((char *)obj + self->offsets[i]), LT_ACYCLIC_DEPTH);
+        if (!from_untracked || self->sources[i] >= 0)
+            untrack = lt_acyclic(*(PyObject **)((char *)obj + self->offsets[i]), LT_ACYCLIC_DEPTH);
     if (untrack) PyObject_GC_UnTrack(obj);
     return obj;
 }

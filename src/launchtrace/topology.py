@@ -261,6 +261,7 @@ def fingerprint(
 Opcode = tuple[str, int, int, int, int]
 
 SMALL = 1500  # middles up to this length on both sides go to difflib (quadratic on repetitive traces)
+WHOLE = 200  # sequences up to this length on both sides are also aligned whole (see align)
 WINDOW = 24  # how far the linear aligner looks ahead to resynchronise after a mismatch
 
 
@@ -312,6 +313,15 @@ def align(a_keys: Sequence[Hashable], b_keys: Sequence[Hashable]) -> list[Opcode
         _push(ops, tag, i1 + lo, i2 + lo, j1 + lo, j2 + lo)
     if hi:
         _push(ops, "equal", n - hi, n, m - hi, m)
+    if (lo or hi) and n <= WHOLE and m <= WHOLE:
+        # the trimmed prefix or suffix can be the wrong match (a=[2,1,2,1,1], b=[2,2,1,0,2,1,0,1]: the whole
+        # sequences align 5 keys, prefix + middle + suffix 4, found by the property test); short sequences
+        # are also aligned whole
+        import difflib
+
+        whole = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        if _matched(whole) > _matched(ops):
+            return whole
     return ops
 
 

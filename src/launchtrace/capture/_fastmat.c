@@ -7,6 +7,9 @@
  * worker's budget per launch (docs/export.md#speed); here it is one tuple built in place.
  *
  * template_hits(raw, start, out, templates, registry, version, since, thread_names, copy, record_tag, flat_tag)
+ *   `registry` is None or materialize.LABELS.version_dicts(): the owner and allocation registries' instance dicts,
+ *   whose "_version" entries are what LABELS.changed() returns (read here per event without calling back into
+ *   Python: the call was 2,500 of the 8,000 instructions this loop cost per launch, bench_instructions).
  *   Walks raw[start:], appending ("record", copy(proto, t0, t1, scope, seq, proto)) to `out` for each event
  *   that is a hit exactly as _launch_flat decides one, and returns the index of the first event that is not
  *   (or len(raw)): the Python materializer handles that event (a miss adds its template), then calls again.
@@ -25,7 +28,92 @@
 
 #include "_rawevent.h"
 
-static PyObject *s_changed, *s_thread_name, *s_record, *s_empty;
+static PyObject *s_version, *s_thread_name, *s_record, *s_empty;
+
+/* The last hit: a launch from the same call site with the same argument objects as the last one is the same
+ * template, without building and hashing its key (half of this loop's cost per launch). Exact: the templates
+ * dict has not changed since (its version tag, CPython < 3.12), and an event whose key items are the very
+ * objects of the last key has an equal key (tuple equality compares identical items as equal), so the dict
+ * look-up would find the same entry. */
+static PyObject *last_key, *last_hit; /* strong */
+static PyObject *last_templates;      /* borrowed: compared only, with its version tag */
+static uint64_t last_tag;
+
+/* 1 when `e`'s key would be last_key: same tid, line, module, tail objects and length (code and caller ids are
+ * the hit's own objects, checked by the caller). */
+static int same_as_last(PyObject *e, PyObject *templates) {
+#if PY_VERSION_HEX < 0x030C0000
+    if (last_key == NULL || templates != last_templates || ((PyDictObject *)templates)->ma_version_tag != last_tag)
+        return 0;
+    Py_ssize_t n_tail = PyTuple_GET_SIZE(e) - EV_GRAPH;
+    if (PyTuple_GET_SIZE(last_key) != 5 + 2 * n_tail || PyTuple_GET_ITEM(last_key, 0) != PyTuple_GET_ITEM(e, EV_TID) ||
+        PyTuple_GET_ITEM(last_key, 2) != PyTuple_GET_ITEM(e, EV_LINE) ||
+        PyTuple_GET_ITEM(last_key, 3) != PyTuple_GET_ITEM(e, EV_MODULE))
+        return 0;
+    for (Py_ssize_t i = 0; i < n_tail; i++)
+        if (PyTuple_GET_ITEM(last_key, 5 + i) != PyTuple_GET_ITEM(e, EV_GRAPH + i)) return 0;
+    return 1;
+#else
+    (void)e;
+    (void)templates;
+    return 0;
+#endif
+}
+
+static void remember(PyObject *key, PyObject *hit, PyObject *templates) {
+#if PY_VERSION_HEX < 0x030C0000
+    Py_INCREF(key);
+    Py_INCREF(hit);
+    Py_XSETREF(last_key, key);
+    Py_XSETREF(last_hit, hit);
+    last_templates = templates;
+    last_tag = ((PyDictObject *)templates)->ma_version_tag;
+#else
+    (void)key;
+    (void)hit;
+    (void)templates;
+#endif
+}
+
+/* New reference to proto.thread_name: through its slot when the records' class has a plain one (remembered per
+ * class; a pointer load where the attribute look-up was 160 instructions per launch), else the look-up. */
+static PyTypeObject *name_type;
+static Py_ssize_t name_offset = -1;
+
+static PyObject *thread_name_of(PyObject *proto) {
+    PyTypeObject *t = Py_TYPE(proto);
+    if (t != name_type) {
+        Py_INCREF(t);
+        Py_XSETREF(name_type, t);
+        name_offset = t->tp_getattro == PyObject_GenericGetAttr ? lt_slot_offset(t, s_thread_name) : -1;
+    }
+    if (name_offset >= 0) {
+        PyObject *v = *(PyObject **)((char *)proto + name_offset);
+        if (v != NULL) {
+            Py_INCREF(v);
+            return v;
+        }
+    }
+    return PyObject_GetAttr(proto, s_thread_name);
+}
+
+/* 1 when every registry's "_version" (dicts: LABELS.version_dicts()) is still version[i]; 0 not; -1 error. */
+static int registries_same(PyObject *dicts, PyObject *version) {
+    if (!PyTuple_CheckExact(dicts) || !PyTuple_CheckExact(version) || PyTuple_GET_SIZE(dicts) != PyTuple_GET_SIZE(version))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dicts); i++) {
+        PyObject *d = PyTuple_GET_ITEM(dicts, i);
+        if (!PyDict_Check(d)) return 0;
+        PyObject *now = PyDict_GetItemWithError(d, s_version); /* borrowed */
+        if (now == NULL) return PyErr_Occurred() ? -1 : 0;
+        PyObject *then = PyTuple_GET_ITEM(version, i);
+        if (now != then) {
+            int same = PyObject_RichCompareBool(now, then, Py_EQ);
+            if (same <= 0) return same;
+        }
+    }
+    return 1;
+}
 
 /* The template key of flat event `e` (a tuple of more than EV_GRAPH items), or NULL with an exception set. */
 static PyObject *template_key(PyObject *e) {
@@ -68,10 +156,7 @@ static int one(PyObject *e, PyObject *out, PyObject *templates, PyObject *regist
     if (PyTuple_GET_ITEM(e, EV_ERROR) != Py_None) return 0; /* an error: unique, and rare */
     PyObject *seq = PyTuple_GET_ITEM(e, EV_SEQ);
     if (registry != Py_None) {
-        PyObject *now = PyObject_CallMethodNoArgs(registry, s_changed);
-        if (now == NULL) return -1;
-        int same = PyObject_RichCompareBool(now, version, Py_EQ);
-        Py_DECREF(now);
+        int same = registries_same(registry, version);
         if (same <= 0) return same; /* moved: Python drops the templates first */
         if (!PyLong_CheckExact(seq)) return 0;
         int overflow = 0;
@@ -81,16 +166,23 @@ static int one(PyObject *e, PyObject *out, PyObject *templates, PyObject *regist
             return 0;
         }
     }
-    PyObject *key = template_key(e);
-    if (key == NULL) return -1;
-    PyObject *hit = PyDict_GetItemWithError(templates, key); /* borrowed */
-    Py_DECREF(key);
-    if (hit == NULL) {
-        if (PyErr_Occurred()) {
-            if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
-            PyErr_Clear(); /* an unhashable part: Python builds it without a template */
+    PyObject *hit; /* borrowed */
+    if (same_as_last(e, templates)) {
+        hit = last_hit;
+    } else {
+        PyObject *key = template_key(e);
+        if (key == NULL) return -1;
+        hit = PyDict_GetItemWithError(templates, key);
+        if (hit == NULL) {
+            Py_DECREF(key);
+            if (PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+                PyErr_Clear(); /* an unhashable part: Python builds it without a template */
+            }
+            return 0;
         }
-        return 0;
+        if (PyTuple_CheckExact(hit) && PyTuple_GET_SIZE(hit) == 3) remember(key, hit, templates);
+        Py_DECREF(key);
     }
     if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 3) return 0;
     PyObject *proto = PyTuple_GET_ITEM(hit, 0);
@@ -99,9 +191,10 @@ static int one(PyObject *e, PyObject *out, PyObject *templates, PyObject *regist
         return 0;
     PyObject *name = PyDict_GetItemWithError(thread_names, PyTuple_GET_ITEM(e, EV_TID)); /* borrowed */
     if (name == NULL && PyErr_Occurred()) return -1;
-    PyObject *proto_name = PyObject_GetAttr(proto, s_thread_name);
+    PyObject *proto_name = thread_name_of(proto);
     if (proto_name == NULL) return -1;
-    int same = PyObject_RichCompareBool(proto_name, name ? name : s_empty, Py_EQ);
+    PyObject *want = name ? name : s_empty;
+    int same = proto_name == want ? 1 : PyObject_RichCompareBool(proto_name, want, Py_EQ);
     Py_DECREF(proto_name);
     if (same <= 0) return same;
     PyObject *args[6] = {proto, PyTuple_GET_ITEM(e, EV_T0), PyTuple_GET_ITEM(e, EV_T1), PyTuple_GET_ITEM(e, EV_SCOPE),
@@ -151,7 +244,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastmat", "Launch-t
                                     methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__fastmat(void) {
-    if ((s_changed = PyUnicode_InternFromString("changed")) == NULL) return NULL;
+    if ((s_version = PyUnicode_InternFromString("_version")) == NULL) return NULL;
     if ((s_thread_name = PyUnicode_InternFromString("thread_name")) == NULL) return NULL;
     if ((s_record = PyUnicode_InternFromString("record")) == NULL) return NULL;
     if ((s_empty = PyUnicode_FromString("")) == NULL) return NULL;

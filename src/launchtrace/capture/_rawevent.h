@@ -51,19 +51,10 @@ static inline PyObject *lt_record_fields(void) {
 
 /* A queued event that is not a tuple: the same items in plain memory, outside the cycle collector
  * (capture/_fastlaunch.c's Event type, the only type of this layout; Subscription.drain_raw turns each into its
- * tuple). capture/_fastlaunch.c defines the type and hands it, with the two calls every compiled place that
- * queues an event makes, to the other compiled capture parts through the capsule LT_CAPTURE_API_NAME. */
+ * tuple). */
 typedef struct {
     PyObject_VAR_HEAD
     PyObject *items[1];
 } LtEvent;
-
-typedef struct {
-    PyTypeObject *event_type;       /* LtEvent's type: allocate with PyObject_NewVar(LtEvent, event_type, n) */
-    void (*note_event)(long long);  /* an event was queued at this CLOCK_REALTIME ns (the pause watch) */
-    void (*wake)(void);             /* a queue passed half full: wake the export worker */
-} LtCaptureAPI;
-
-#define LT_CAPTURE_API_NAME "launchtrace.capture._fastlaunch._C_API"
 
 #endif

@@ -219,6 +219,11 @@ class _Labels:
     def changed(self) -> tuple[int, int]:
         return (OWNERS.changed(), ALLOCATIONS.changed())
 
+    def version_dicts(self) -> tuple[dict, dict]:
+        """Where :meth:`changed`'s two ticks live (each registry's ``_version``, what its ``changed()`` returns):
+        the compiled template hits (``_fastmat.c``) read them per event there instead of calling back into Python."""
+        return (vars(OWNERS), vars(ALLOCATIONS))
+
     def last_change_seq(self) -> int:
         # The owner registry's answer walks its entries: asked again only when it changed, not at every
         # allocation (which moves this object's version far more often than own() does).
@@ -385,12 +390,13 @@ class Materializer:
         self._templates.clear()  # access modes may have become known since the last drain
         out: list[tuple[str, object]] = []
         hits = _fastmat.template_hits if _fastmat is not None and type(raw) is list else None
+        labels = LABELS.version_dicts() if hits is not None else None
         i, n = 0, len(raw)
         while i < n:
             if hits is not None:  # the run of template hits from here, compiled (_launch_flat's hits)
                 try:
                     i = hits(
-                        raw, i, out, self._templates, LABELS, self._templates_version, self._templates_since,
+                        raw, i, out, self._templates, labels, self._templates_version, self._templates_since,
                         THREAD_NAMES, _copy_launch, RECORD, FLAT,
                     )  # fmt: skip
                 except TypeError:  # wrong arguments (raised before appending anything): the Python path

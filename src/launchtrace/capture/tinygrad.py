@@ -263,16 +263,31 @@ def _make_hook(inner: Any, realize: Any) -> Any:
     return _make_python_hook(inner, realize)
 
 
+def _as_tuple(*items: Any) -> tuple:
+    return items
+
+
+def _event_maker() -> Any:
+    """``_fastlaunch.event`` (an event outside the cycle collector), or a plain tuple maker where it is not built
+    or pure Python was asked for."""
+    from launchtrace import native
+
+    module = native.load("launchtrace.capture._fastlaunch")
+    return getattr(module, "event", None) or _as_tuple
+
+
 def _make_python_hook(inner: Any, realize: Any) -> Any:
     """The wrapper of ``pm_exec.rewrite``.
 
-    One event per kernel or copy: ``(FRAMEWORK, seq, tid, decode, call, run, t0, t1, scope, error)``, a single
-    tuple (the cycle collector's cost grows with the tracked objects queued), sharing one :class:`_Run` per
-    ``run_linear``; the context's run is found again through weak references (the context, the run)."""
+    One event per kernel or copy: ``(FRAMEWORK, seq, tid, decode, call, run, t0, t1, scope, error)``, sharing
+    one :class:`_Run` per ``run_linear``; the context's run is found again through weak references (the context,
+    the run). Where ``capture/_fastlaunch.c`` is built the event is its ``Event``, which the cycle collector does
+    not walk while it waits in the queue (a tuple holding the call and its run is walked by every collection:
+    most of the hook's cost on a jitted step, ``docs/tinygrad.md``); else a tuple."""
     from tinygrad.uop.ops import Ops
 
     program, copy, custom = Ops.PROGRAM, Ops.COPY, Ops.CUSTOM_FUNCTION
-    framework, next_seq, offer = FRAMEWORK, bus.next_seq, bus.offer
+    framework, next_seq, offer, pack = FRAMEWORK, bus.next_seq, bus.offer, _event_maker()
     local = _local
     decode = decode_event
     last: list = [None]  # (weak reference to the context, weak reference to its run): one slot, set at once,
@@ -308,11 +323,11 @@ def _make_python_hook(inner: Any, realize: Any) -> Any:
         except BaseException as exc:
             stack = st.stack
             scope, error = stack[-1] if stack else None, f"{type(exc).__name__}: {exc}"
-            offer((framework, next_seq(), st.tid, decode, call, run, t0, time_ns(), scope, error))
+            offer(pack(framework, next_seq(), st.tid, decode, call, run, t0, time_ns(), scope, error))
             raise
         t1 = time_ns()
         stack = st.stack
-        offer((framework, next_seq(), st.tid, decode, call, run, t0, t1, stack[-1] if stack else None, None))
+        offer(pack(framework, next_seq(), st.tid, decode, call, run, t0, t1, stack[-1] if stack else None, None))
         return result
 
     def _run_graph(inner: Any, call: Any, ctx: Any) -> Any:
@@ -350,7 +365,7 @@ def _make_python_hook(inner: Any, realize: Any) -> Any:
                 for kcall in inner_calls:
                     kop = kcall.src[0].op
                     if kop is program or kop is copy:
-                        offer((framework, next_seq(), st.tid, decode, kcall, run, t0, t1, sid, err))
+                        offer(pack(framework, next_seq(), st.tid, decode, kcall, run, t0, t1, sid, err))
             except Exception:
                 _warn_once("tinygrad graph")
             emit_scope_end(sid, error)

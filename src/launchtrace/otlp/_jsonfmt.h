@@ -6,7 +6,7 @@
  * - jf_hex: bytes as lower-case hex (OTLP/JSON's trace and span ids), 2 bytes per byte;
  * - jf_esc_ascii, jf_escape_utf8: a string's characters as orjson escapes them (the short escapes \b \t \n \f
  *   \r \" \\, \u00xx for the other control characters, everything else as is, in UTF-8), at most 6 bytes per
- *   byte; jf_plain says when a string needs no escaping at all, jf_utf8_seq checks one UTF-8 sequence;
+ *   byte; jf_utf8_seq checks one UTF-8 sequence;
  * - jf_b64: bytes as standard base64 with padding (base64.b64encode, json_format's bytes), jf_b64_len bytes;
  * - jf_layout: a double's shortest round-trip digits (Python's repr digits: PyOS_double_to_string) laid out as
  *   orjson writes them, at most JF_DOUBLE_MAX bytes.
@@ -89,26 +89,6 @@ static inline uint64_t jf_special8(uint64_t x) {
     const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
     uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
     return (x | ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
-}
-
-/* Whether the n bytes are all printable ASCII other than quote and backslash: copied as they are. */
-static inline int jf_plain(const uint8_t *s, size_t n) {
-    if (n < 8) {
-        for (size_t i = 0; i < n; i++)
-            if (s[i] < 0x20 || s[i] >= 0x80 || s[i] == '"' || s[i] == '\\')
-                return 0;
-        return 1;
-    }
-    for (size_t i = 0;; i += 8) {
-        uint64_t x;
-        if (i + 8 > n)
-            i = n - 8; /* the last 8 bytes, overlapping */
-        memcpy(&x, s + i, 8);
-        if (jf_special8(x))
-            return 0;
-        if (i + 8 == n)
-            return 1;
-    }
 }
 
 /* Length of the valid UTF-8 sequence at s (n > 0 bytes left, s[0] >= 0x80), 0 if invalid (RFC 3629: no

@@ -338,29 +338,9 @@ def _values_section(ov: Overview) -> str:
     )
 
 
-def render_report(
-    traces: Sequence[TraceData],
-    ov: Overview,
-    *,
-    diff: Any = None,
-    graph_svg: bytes | None = None,
-    graph_note: str = "",
-    hazards: Sequence[str] = (),
-    title: str = "launchtrace report",
-    large: Detail | None = None,
-    diff_note: str = "",
-) -> str:
-    """The report page as a string (see the module docstring). ``ov`` is the :func:`overview` of ``traces``;
-    ``diff`` a ``TraceDiff`` against the baseline; ``graph_svg`` the SVG bytes of the representative step's
-    dataflow graph (``None``: the section says why, from ``graph_note``); ``hazards`` one line each;
-    ``large``: how ``traces`` were read (:func:`~launchtrace.analysis.detail.read_detail`), for the notice and
-    the exact totals of an input larger than its detail; ``diff_note``: what the diff compares then."""
-    return "".join(
-        report_chunks(
-            traces, ov, diff=diff, graph_svg=graph_svg, graph_note=graph_note, hazards=hazards, title=title,
-            large=large, diff_note=diff_note,
-        )
-    )  # fmt: skip
+def render_report(traces: Sequence[TraceData], ov: Overview, **options: Any) -> str:
+    """The report page as a string (see the module docstring): :func:`report_chunks` joined, same options."""
+    return "".join(report_chunks(traces, ov, **options))
 
 
 def report_chunks(
@@ -375,7 +355,11 @@ def report_chunks(
     large: Detail | None = None,
     diff_note: str = "",
 ) -> Iterator[str]:
-    """:func:`render_report`'s page in pieces, for writing as it is made: the data island goes out view by view."""
+    """The report page in pieces, for writing as it is made: the data island goes out view by view. ``ov`` is the
+    :func:`overview` of ``traces``; ``diff`` a ``TraceDiff`` against the baseline; ``graph_svg`` the SVG bytes of
+    the representative step's dataflow graph (``None``: the section says why, from ``graph_note``); ``hazards``
+    one line each; ``large``: how ``traces`` were read (:func:`~launchtrace.analysis.detail.read_detail`), for the
+    notice and the exact totals of an input larger than its detail; ``diff_note``: what the diff compares then."""
     big = large is not None and large.large
     if big:
         views, defaults, left_out = _views(
