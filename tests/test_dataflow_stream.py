@@ -109,3 +109,19 @@ def _shift_seq(text: str, by: int) -> str:
 
     text = re.sub(r'("traceId":"[0-9a-f]{8})[0-9a-f]{8}', lambda m: m.group(1), text)  # keep 32 hex digits
     return re.sub(r'("launchtrace\.seq","value":\{"intValue":")(\d+)(")', shift, text)
+
+
+def test_rows_the_output_does_not_list_are_counted_not_kept(files) -> None:
+    """The text output lists no records or accesses (and edges only with ``--edges``): those rows are counted,
+    the same counts as when they are kept, and the kept ones read back as they were added."""
+    kept = stream_dataflow(Traces([files["race"]]))
+    counted = stream_dataflow(Traces([files["race"]]), rows=("edges",))
+    assert kept is not None and counted is not None
+    for a, b in zip(kept, counted, strict=True):
+        assert (a.records.count, a.accesses.count, a.edges.count) == (b.records.count, b.accesses.count, b.edges.count)
+        assert a.accesses.count > 0 and list(a.edges) == list(b.edges)
+        assert [r["index"] for r in a.records] == list(range(a.n))
+        with pytest.raises(ValueError, match="counted, not kept"):
+            list(b.accesses)
+        a.close()
+        b.close()

@@ -15,7 +15,7 @@ What is held: the records waiting in the heap (a few traces' worth when the trac
 a late trace is read ahead, by a second reader, when its first record is due), about 80 bytes per record for the
 critical path, the waves and the hazards' wording, and the hazards. The input is read three times. The rows the
 output lists (records, accesses, edges) go to a temporary file as they are made and are read back as they are
-written out.
+written out; those it does not list (the text output: all but the edges of ``--edges``) are only counted.
 
 Example::
 
@@ -26,46 +26,59 @@ from __future__ import annotations
 
 import collections
 import heapq
-import json
+import marshal
 import tempfile
 from array import array
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import IO, Any
 
-from launchtrace.analysis.dataflow import DataflowBuilder, Edge, Hazard, lane_of
+from launchtrace.analysis.dataflow import DataflowBuilder, Edge, EdgeKind, Hazard, lane_of
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.sources.each import Traces
 from launchtrace.steps import run_key
 
-__all__ = ["StreamedFlow", "stream_dataflow"]
+__all__ = ["ROWS", "StreamedFlow", "stream_dataflow"]
+
+ROWS = ("records", "accesses", "edges")
+"""The row lists a :class:`StreamedFlow` can keep for the output."""
+_KIND_TEXT = {kind: str(kind) for kind in EdgeKind}
 
 
 class _Rows:
-    """JSON rows written to a temporary file as they come and read back in order."""
+    """Rows written to a temporary file as they come and read back in order; or, where the output does not
+    list them (``keep`` false: the text output lists only edges, and those only with ``--edges``), counted.
 
-    def __init__(self) -> None:
-        self.file: IO[str] = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 (closed by close())
+    Rows are dicts of strings, ints and bools, written with :mod:`marshal` (read back equal, as JSON would,
+    several times faster to write)."""
+
+    def __init__(self, keep: bool = True) -> None:
+        self.keep = keep
+        self.file: IO[bytes] | None = tempfile.TemporaryFile("w+b") if keep else None  # noqa: SIM115 (close())
         self.count = 0
 
     def add(self, row: Any) -> None:
-        self.file.write(json.dumps(row, ensure_ascii=False) + "\n")
+        if self.file is not None:
+            marshal.dump(row, self.file)
         self.count += 1
 
     def __iter__(self) -> Iterator[Any]:
+        if self.file is None:
+            raise ValueError("these rows were counted, not kept")
         self.file.flush()
         self.file.seek(0)
-        for line in self.file:
-            yield json.loads(line)
+        for _ in range(self.count):
+            yield marshal.load(self.file)
 
     def close(self) -> None:
-        self.file.close()
+        if self.file is not None:
+            self.file.close()
 
 
 class StreamedFlow:
     """One run's dataflow as ``dataflow`` prints it: counts, the critical path, the overlap candidates and the
     hazards in memory; ``records``, ``accesses`` and ``edges`` rows in temporary files (iterate them)."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, rows: Collection[str] = ROWS) -> None:
         self.label = label
         self.builder = DataflowBuilder(None)
         self.kernels: list[str] = []
@@ -76,9 +89,9 @@ class StreamedFlow:
         self.info_of = array("l")
         self.starts = array("q")
         self.ends = array("q")
-        self.records = _Rows()
-        self.accesses = _Rows()
-        self.edges = _Rows()
+        self.records = _Rows("records" in rows)
+        self.accesses = _Rows("accesses" in rows)
+        self.edges = _Rows("edges" in rows)
         self.edge_kinds: dict[str, int] = {}
         self.hazards: list[Hazard] = []
         self.sites: list[tuple[str, str]] = []  # (src site, dst site) per hazard
@@ -105,15 +118,23 @@ class StreamedFlow:
         self.info_of.append(icode)
         self.starts.append(rec.start_ns)
         self.ends.append(rec.end_ns)
-        self.records.add({"index": i, "kernel": rec.kernel, "op": str(rec.op)})
+        records, rows = self.records, self.accesses
+        records.add({"index": i, "kernel": rec.kernel, "op": str(rec.op)} if records.keep else None)
         for a in accesses:
-            row = {"record": a.record, "name": a.name, "buffer": a.region.label, "mode": a.mode}
-            row["inferred"] = a.inferred
-            self.accesses.add(row)
+            if rows.keep:
+                row = {"record": a.record, "name": a.name, "buffer": a.region.label, "mode": a.mode}
+                row["inferred"] = a.inferred
+                rows.add(row)
+            else:
+                rows.count += 1
+        kinds, rows = self.edge_kinds, self.edges
         for e in edges:
-            self.edge_kinds[str(e.kind)] = self.edge_kinds.get(str(e.kind), 0) + 1
-            row = {"src": e.src, "dst": e.dst, "kind": str(e.kind), "buffer": e.buffer, "cross_lane": e.cross_lane}
-            self.edges.add(row)
+            kind = _KIND_TEXT[e.kind]
+            kinds[kind] = kinds.get(kind, 0) + 1
+            if rows.keep:
+                rows.add({"src": e.src, "dst": e.dst, "kind": kind, "buffer": e.buffer, "cross_lane": e.cross_lane})
+            else:
+                rows.count += 1
             if e.cross_lane:
                 self._hazard(e, rec)
 
@@ -216,9 +237,10 @@ class _Ahead:
             self.fetch(run.late.popleft()[1])
 
 
-def stream_dataflow(source: Traces) -> list[StreamedFlow] | None:
+def stream_dataflow(source: Traces, rows: Collection[str] = ROWS) -> list[StreamedFlow] | None:
     """Each run's :class:`StreamedFlow`, runs in ``load_traces``' first-seen order; None for a backend source
-    (the caller builds the views from the lists)."""
+    (the caller builds the views from the lists). ``rows``: which of :data:`ROWS` the output lists (the others
+    are only counted)."""
     from launchtrace.analysis.runs import Run
     from launchtrace.sources.named import parse_backend
 
@@ -261,7 +283,7 @@ def stream_dataflow(source: Traces) -> list[StreamedFlow] | None:
         for k in range(len(lows) - 1, -1, -1):
             later[k] = low_to_come
             low_to_come = min(low_to_come, lows[k])
-        state[codes[rk]] = _Run(StreamedFlow(label), later, info["late"], info["traces"] == 1)
+        state[codes[rk]] = _Run(StreamedFlow(label, rows), later, info["late"], info["traces"] == 1)
     by_key = {rk: state[code] for rk, code in codes.items()}
     ahead = _Ahead(source, late_ones, by_key)
     # second read: records into each run's builder as soon as nothing to come can precede them

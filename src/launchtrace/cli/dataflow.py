@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator
 
 from launchtrace.analysis.dataflow import Dataflow, build_dataflow
-from launchtrace.analysis.dataflow_stream import StreamedFlow, stream_dataflow
+from launchtrace.analysis.dataflow_stream import ROWS, StreamedFlow, stream_dataflow
 from launchtrace.cli._analyzer import (
     LazyList,
     add_format,
@@ -106,7 +106,8 @@ def _json(label: str, flow: Dataflow) -> dict:
 def run(args: argparse.Namespace) -> int:
     chosen = args.scope is not None or args.trace is not None or args.occurrence is not None
     source = Traces(args.traces)
-    streamed = None if chosen else stream_dataflow(source)
+    rows = ROWS if args.format == "json" else ("edges",) if args.edges else ()  # what the output lists
+    streamed = None if chosen else stream_dataflow(source, rows)
     if streamed is not None:  # the whole-run views, without holding the runs
         try:
             return _print_streamed(streamed, args)

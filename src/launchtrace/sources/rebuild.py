@@ -9,7 +9,8 @@ no consumer takes the laid-out times for measured ones); synthetic step roots ar
 have no scope, as when captured). Spans that launchtrace did not write (another instrumentation in the same
 trace) are skipped and counted.
 
-Only :mod:`launchtrace.conventions` is needed: no OpenTelemetry SDK, no export machinery.
+Only :mod:`launchtrace.conventions` is needed: no OpenTelemetry SDK, no export machinery. One record from its
+span's attributes is :mod:`launchtrace.sources.records`' job.
 
 Example::
 
@@ -25,25 +26,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from functools import lru_cache
 from typing import Any
 
 from launchtrace import conventions as C
 from launchtrace.fastinit import slot_copier
-from launchtrace.model import (
-    UNKNOWN_SITE,
-    BufferArg,
-    DeviceTime,
-    Fold,
-    LaunchRecord,
-    ScopeKind,
-    ScopeRecord,
-    Site,
-    TraceData,
-    ValueStats,
-)
+from launchtrace.model import Fold, LaunchRecord, ScopeKind, ScopeRecord, TraceData
+from launchtrace.sources.records import _THREAD_TABLE, _int, _site, _table_fields, _tuple
+from launchtrace.sources.records import record_from_attributes as _record
 from launchtrace.spans import STATUS_ERROR, SpanData
 
 __all__ = ["MAX_EXPANDED", "TRACE_ID", "RebuildResult", "rebuild", "scope_traces"]
@@ -346,34 +336,6 @@ _with_times: Callable[[LaunchRecord, int, int, int], LaunchRecord] = slot_copier
 makes one record per repetition (``test_rebuild`` checks the two agree)."""
 
 
-def _int(value: Any) -> int:
-    """An int attribute as readers deliver it (int, integral float, or a decimal string)."""
-    if type(value) is int:
-        return value
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value)
-    return int(str(value))
-
-
-def _tuple(value: Any) -> tuple:
-    """An array attribute; Jaeger's classic API turns arrays into JSON strings, so those are parsed back."""
-    if type(value) is tuple:
-        return value
-    if isinstance(value, tuple | list):
-        return tuple(value)
-    if isinstance(value, str) and value.startswith("["):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return (value,)
-        return tuple(parsed) if isinstance(parsed, list) else (value,)
-    return () if value is None else (value,)
-
-
 def _error(span: SpanData) -> str | None:
     if span.status_code != STATUS_ERROR:
         return None
@@ -384,158 +346,3 @@ def _error(span: SpanData) -> str | None:
             a = dict(event.attributes)
             return f"{a.get(C.EXCEPTION_TYPE, 'Exception')}: {a.get(C.EXCEPTION_MESSAGE, '')}"
     return "Exception: (no message)"
-
-
-def _site(d: Mapping[str, Any]) -> Site | None:
-    file = d.get(C.CODE_FILE_PATH, d.get(C.CODE_FILEPATH))
-    if file is None:
-        return None
-    line = d.get(C.CODE_LINE_NUMBER, d.get(C.CODE_LINENO, 0))
-    module = d.get(C.CODE_NAMESPACE)
-    if module is not None:  # the deprecated pair: function and module apart
-        function = d.get(C.CODE_FUNCTION, d.get(C.CODE_FUNCTION_NAME, ""))
-        return _shared_site(str(file), _int(line), str(function), str(module))
-    qualified = str(d.get(C.CODE_FUNCTION_NAME, d.get(C.CODE_FUNCTION, "")))
-    module, _, function = qualified.rpartition(".")  # the stable name: "module.function"
-    return _shared_site(str(file), _int(line), function, module)
-
-
-@lru_cache(maxsize=8192)
-def _shared_site(file: str, line: int, function: str, module: str) -> Site:
-    """One Site object per distinct call site (a program has few), as capture shares them."""
-    return Site(file, line, function, module)
-
-
-@lru_cache(maxsize=8192)
-def _arg_names(label: str) -> tuple[str, ...]:
-    """The attribute names of array argument ``label``, in :data:`conventions.ARG_FIELDS` order."""
-    return tuple(C.arg_attr(label, field) for field in C.ARG_FIELDS)
-
-
-def _strings(value: Any) -> tuple[str, ...]:
-    items = _tuple(value)
-    if all(type(x) is str for x in items):
-        return items
-    return tuple(str(x) for x in items)
-
-
-def _ints(value: Any) -> tuple[int, ...]:
-    items = _tuple(value)
-    if all(type(x) is int for x in items):
-        return items
-    return tuple(_int(x) for x in items)
-
-
-def _value(value: Any) -> Any:
-    return tuple(_value(v) for v in value) if isinstance(value, list | tuple) else value
-
-
-def _scalar(value: Any) -> Any:
-    """A scalar argument; a vector or matrix one comes back from Jaeger's classic API as a JSON string (Warp
-    has no string scalars, so such a string is always that)."""
-    if isinstance(value, str) and value.startswith("["):
-        try:
-            return _value(json.loads(value))
-        except ValueError:
-            return value
-    return _value(value)
-
-
-def _record(d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None) -> LaunchRecord:
-    """A record from the attributes of its span (or of a folded position's event)."""
-    params = _strings(d.get(C.PARAMS, ()))
-    array_keys = _strings(d.get(C.ARRAY_KEYS, ()))
-    scalar_keys = _strings(d.get(C.SCALAR_KEYS, ()))
-    array_labels, scalar_labels = C.arg_labels(params, array_keys, scalar_keys)
-    arrays = []
-    buffers = []
-    start_ns = d.get(C.DEVICE_TIME_START)
-    probes: list = [] if start_ns is None else [DeviceTime(_int(start_ns), _int(d.get(C.DEVICE_TIME_END, start_ns)))]
-    for text, label in zip(array_keys, array_labels):
-        key = C.decode_key(text)
-        n_ptr, n_owner, n_offset, n_shape, n_dtype, n_bytes, n_foreign, n_access, n_name, n_alloc = _arg_names(label)
-        ptr = _int(d.get(n_ptr, 0))
-        arrays.append((key, ptr))
-        n_mean, n_std, n_min, n_max, n_skipped = _stats_names(label)
-        if n_mean in d or n_skipped in d:
-            probes.append(_value_stats(d, key, n_mean, n_std, n_min, n_max, n_skipped))
-        shape = d.get(n_shape)
-        if shape is None:
-            continue
-        offset = d.get(n_offset)
-        owner = d.get(n_owner)
-        alloc = d.get(n_alloc)
-        buffers.append(
-            BufferArg(
-                key,
-                str(d.get(n_name, label)),
-                ptr,
-                _ints(shape),
-                str(d.get(n_dtype, "")),
-                _int(d.get(n_bytes, 0)),
-                None if owner is None else str(owner),
-                None if offset is None else _int(offset),
-                bool(d.get(n_foreign, False)),
-                str(d.get(n_access, "")),
-                None if alloc is None else str(alloc),
-            )
-        )
-    scalars = tuple(
-        (C.decode_key(text), _scalar(d.get(C.scalar_attr(label)))) for text, label in zip(scalar_keys, scalar_labels)
-    )
-    fields = _table_fields(d, _RECORD_TABLE)  # every field that is one attribute of its own
-    return LaunchRecord(
-        op=str(d[C.OP]),
-        kernel=str(d.get(C.KERNEL, "")),
-        dim=_ints(d.get(C.DIM, ())),
-        stream=fields.pop("stream", None),
-        arrays=tuple(arrays),
-        scalars=scalars,
-        site=_site(d) or UNKNOWN_SITE,
-        params=params,
-        buffers=tuple(buffers) if len(buffers) == len(arrays) else (),
-        start_ns=start,
-        end_ns=end,
-        scope_id=scope_id,
-        error=error,
-        seq=_int(d.get(C.SEQ, 0)),
-        probes=tuple(probes),
-        graph_replay=_int(d.get(C.GRAPH_REPLAY, 0)),
-        **fields,
-    )
-
-
-_READ = {"int": _int, "int64": _int, "str": str, "bool": bool}
-"""How each kind of :data:`launchtrace.conventions.RECORD_FIELDS` is read back (the writer's inverse)."""
-_RECORD_TABLE = tuple((key, field, _READ[kind]) for key, field, kind, _ in C.RECORD_FIELDS + C.THREAD_FIELDS)
-_THREAD_TABLE = tuple((key, field, _READ[kind]) for key, field, kind, _ in C.THREAD_FIELDS)
-
-
-def _table_fields(d: Mapping[str, Any], table: tuple) -> dict[str, Any]:
-    """The fields of ``table`` whose attribute is present (absent ones keep the record model's default,
-    which is what the exporter leaves out)."""
-    return {field: read(d[key]) for key, field, read in table if key in d}
-
-
-@lru_cache(maxsize=8192)
-def _stats_names(label: str) -> tuple[str, ...]:
-    """The value-statistics attribute names of array argument ``label``, in :data:`conventions.STATS_FIELDS` order."""
-    return tuple(C.arg_stats_attr(label, field) for field in C.STATS_FIELDS)
-
-
-def _value_stats(d: Mapping[str, Any], key: Any, *names: str) -> ValueStats:
-    n_mean, n_std, n_min, n_max, n_skipped = names
-    if n_skipped in d:
-        return ValueStats(key, skipped=str(d[n_skipped]))
-    return ValueStats(key, _float(d.get(n_mean)), _float(d.get(n_std)), _number(d.get(n_min)), _number(d.get(n_max)))
-
-
-def _float(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def _number(value: Any) -> float | int | None:
-    """A min / max as written: an int for integer arrays (readers may hand a decimal string), else a double."""
-    if value is None or isinstance(value, float):
-        return value
-    return _int(value)
