@@ -9,8 +9,8 @@ launchtrace uses the Python references (see launchtrace.native), which the tests
 - capture/_fastmat: the materializer's launch-template hits (reference: Materializer._launch_flat)
 - export/_fastbuild: the span builder's common record (reference: SpanBuilder._on_record)
 - otlp/_jsonread: OTLP JSON Lines -> SpanData (reference: launchtrace.otlp.json_fast / json_codec)
-- otlp/_jsonenc: SpanData -> OTLP JSON Lines (reference: launchtrace.otlp.encode_jsonl)
-- otlp/_protoenc: SpanData -> OTLP protobuf (reference: launchtrace.otlp.encode_proto)
+- otlp/_jsonenc: SpanData -> OTLP JSON Lines (fallback and reference: launchtrace.otlp.json_codec.encode_line)
+- otlp/_protoenc: SpanData -> OTLP protobuf (fallback and reference: the opentelemetry-proto classes, encode_proto)
 Shared headers (every extension depends on them): _native.h (slot offsets, leaving acyclic objects out of the
 cycle collector), capture/_rawevent.h (the capture event's record layout, checked against launchtrace.rawevent
 at load), otlp/_spandata.h (SpanData's fields, looked up by name), otlp/_jsonfmt.h (the JSON text of strings,

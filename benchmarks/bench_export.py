@@ -347,19 +347,23 @@ def stock_sdk(template: list, n: int, tmp: str) -> float:
 def bench_otlp(n_ours: int, n_sdk: int, pairs: int) -> None:
     spans = launch_spans(n_ours)
     print(f"launch spans: {len(spans)} with {len(spans[0].attributes)} attributes each")
-    from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
     from launchtrace.otlp.encode_proto import ProtoEncoder
+    from launchtrace.otlp.json_codec import encode_line_bytes, line_encoder
 
-    encoders = [("ProtoEncoder", ProtoEncoder()), ("JsonLinesEncoder", JsonLinesEncoder())]
-    if encoders[0][1].compiled is not None:
-        encoders[0] = ("ProtoEncoder, compiled", encoders[0][1])
-        encoders.insert(1, ("ProtoEncoder, Python reference", ProtoEncoder(compiled=False)))
+    proto, jsonl = ProtoEncoder(), line_encoder()
+    encoders = [("ProtoEncoder, compiled" if proto.compiled is not None else "ProtoEncoder, protobuf classes", proto)]
+    if proto.compiled is not None:
+        encoders.append(("ProtoEncoder, protobuf classes (no compiler)", ProtoEncoder(compiled=False)))
+    if jsonl is not encode_line_bytes:
+        encoders.append(("JSON Lines, compiled", jsonl))
+    encoders.append(("JSON Lines, encode_line (no compiler)", encode_line_bytes))
     for name, encoder in encoders:
+        encode = getattr(encoder, "encode", encoder)
         rates = []
         for _ in range(3):
             t0 = time.perf_counter()
             for i in range(0, len(spans), 2048):
-                encoder.encode(spans[i : i + 2048])
+                encode(spans[i : i + 2048])
             rates.append(len(spans) / (time.perf_counter() - t0))
         rate = statistics.median(rates)
         print(f"   {name} alone: median {rate:,.0f} spans/s, {1e6 / rate:.2f} us per span (3 runs)")

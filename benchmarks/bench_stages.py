@@ -5,7 +5,8 @@ bus, then times each stage alone on those events, ``--runs`` times, and prints t
 launch. These are absolute times on a shared machine (they move with its load), meant for comparing a change
 before and after in the same conditions; the ratios that judge the targets come from ``bench_export.py``.
 ``--owned`` labels the kernel's arrays among 50 other owned buffers first (owner look-ups in the materializer).
-Where the compiled JSON Lines encoder is built, the Python one it stands in for is timed too, in the same run.
+Where the compiled encoders are built, the library paths that run without a compiler (``json_codec.encode_line``,
+the protobuf classes) are timed too, in the same run.
 
 Run: ``python benchmarks/bench_stages.py [--owned]`` (a few seconds).
 """
@@ -24,8 +25,8 @@ from launchtrace.capture import bus
 from launchtrace.capture.materialize import Materializer
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.spanbuilder import SpanBuilder
-from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
 from launchtrace.otlp.encode_proto import ProtoEncoder
+from launchtrace.otlp.json_codec import encode_line_bytes, line_encoder
 
 wp.config.quiet = True
 
@@ -47,15 +48,21 @@ def one_run(x: wp.array, y: wp.array, n: int) -> list[float]:
     builder = SpanBuilder(ExportConfig.resolve(fold=False, file_path=os.devnull))
     spans = builder.feed(events) + builder.flush()
     t2 = time.perf_counter()
-    JsonLinesEncoder().encode(spans)
+    encode_line = line_encoder()
+    encode_line(spans)
     t3 = time.perf_counter()
-    ProtoEncoder().encode(spans)
+    proto = ProtoEncoder()
+    proto.encode(spans)
     t4 = time.perf_counter()
     times = [1e6 * (b - a) / n for a, b in ((t0, t1), (t1, t2), (t2, t3), (t3, t4))]
-    if JsonLinesEncoder().compiled:
+    if encode_line is not encode_line_bytes:
         t5 = time.perf_counter()
-        JsonLinesEncoder(compiled=False).encode(spans)
+        encode_line_bytes(spans)
         times.append(1e6 * (time.perf_counter() - t5) / n)
+    if proto.compiled is not None:
+        t6 = time.perf_counter()
+        ProtoEncoder(compiled=False).encode(spans)
+        times.append(1e6 * (time.perf_counter() - t6) / n)
     return times
 
 
@@ -77,7 +84,14 @@ def main() -> None:
     runs = [one_run(x, y, args.launches) for _ in range(args.runs)]
     launchtrace.uninstrument()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; CPU device only")
-    names = ("materialise", "span builder", "JSON Lines encode", "protobuf encode", "JSON Lines (Python)")
+    names = (
+        "materialise",
+        "span builder",
+        "JSON Lines encode",
+        "protobuf encode",
+        "JSON Lines (library)",
+        "protobuf (library)",
+    )
     for name, values in zip(names, zip(*runs)):
         print(
             f"{name:>18}: median {statistics.median(values):6.2f} us per launch "

@@ -1,9 +1,10 @@
-"""The hand-written protobuf encoder against messages built field by field with opentelemetry-proto.
+"""The protobuf encoder against messages built field by field with opentelemetry-proto.
 
 The reference below uses only the generated classes (``Span``, ``KeyValue``, ``AnyValue``...), set one field
 at a time, with the same documented conversion rules as the encoder; the encoder's bytes must parse into a
 message equal to it, and re-serialise to the same bytes. Every test runs twice, through the ``encoder`` fixture:
-with the compiled encoder (``launchtrace.otlp._protoenc``, where built) and with the Python one it stands in for.
+with the compiled encoder (``launchtrace.otlp._protoenc``, where built) and with the library path that runs
+without a compiler (``encode_proto.request_message``: the generated classes filled from the spans).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ INT64 = (-(1 << 63), (1 << 63) - 1)
 @pytest.fixture(scope="module", params=["compiled", "python"], autouse=True)
 def encoder(request):
     """Which encoder ``ProtoEncoder()`` and ``encode_spans`` use for the module's tests (module-scoped, so
-    hypothesis's tests may use it): the compiled one, or the Python one (``LAUNCHTRACE_PURE_PYTHON=1``)."""
+    hypothesis's tests may use it): the compiled one, or the library (``LAUNCHTRACE_PURE_PYTHON=1``)."""
     with pytest.MonkeyPatch.context() as mp:
         if request.param == "python":
             mp.setenv("LAUNCHTRACE_PURE_PYTHON", "1")
@@ -178,12 +179,16 @@ def test_cache_distinguishes_equal_but_different_values() -> None:
         )
 
 
-def test_cache_stays_bounded_with_unique_values() -> None:
+def test_unique_values_stay_exact_and_the_caches_bounded() -> None:
     encoder = ProtoEncoder()
     base = {"trace_id": b"\x01" * 16, "span_id": b"\x02" * 8, "parent_span_id": None, "name": "k"}
     for i in range(70_000):
-        encoder.encode([SpanData(**base, attributes=(("seq", i),))])
-    assert len(encoder._fields) <= (1 << 16) + 1
+        span = SpanData(**base, attributes=(("seq", i),))
+        encoded = encoder.encode([span])
+    assert TracesData.FromString(encoded) == reference([span])
+    if encoder.compiled is not None:  # the library path keeps nothing between batches
+        info = encoder.compiled.cache_info()
+        assert info["blocks"] <= info["block_slots"]
 
 
 def test_one_resource_spans_per_resource_value_not_per_object() -> None:

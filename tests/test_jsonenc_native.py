@@ -1,7 +1,7 @@
 """The compiled JSON Lines encoder (``launchtrace.otlp._jsonenc``) against the Python one it stands in for.
 
-The Python ``JsonLinesEncoder`` (``compiled=False``) and ``json_codec.encode_line`` are the references: the
-compiled encoder must write the very same bytes for any batch, warm caches or not, and its lines must parse with
+The library path, ``json_codec.encode_line`` (dicts and orjson), is the reference: the compiled encoder must
+write the very same bytes for any batch, warm caches or not, and its lines must parse with
 protobuf's ``json_format`` (ids turned from OTLP's hex to proto3's base64 first) into the message that
 ``test_encode_proto``'s field-by-field reference builds.
 """
@@ -26,8 +26,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from launchtrace import native
-from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
-from launchtrace.otlp.json_codec import encode_any_value, encode_line, group_spans
+from launchtrace.otlp.json_codec import encode_any_value, encode_line_bytes, group_spans, line_encoder
 from launchtrace.spans import SpanData, SpanEvent, SpanLink
 from strategies import ids8, span_strategy
 from strategies import spans as proto_spans
@@ -42,8 +41,9 @@ def compiled() -> Any:
     return _jsonenc.Encoder(SpanData, SpanEvent, SpanLink, encode_any_value, group_spans)
 
 
-def python_line(batch: list[SpanData]) -> bytes:
-    return JsonLinesEncoder(compiled=False).encode(batch)
+def library_line(batch: list[SpanData]) -> bytes:
+    """The library path's line: ``json_codec.encode_line``, with its newline."""
+    return encode_line_bytes(batch)
 
 
 # -- values of every kind the span model allows, and some it only tolerates --
@@ -115,13 +115,12 @@ spans = span_strategy(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(spans, max_size=6), st.lists(spans, max_size=3))
-def test_same_bytes_as_the_python_encoder(batch: list[SpanData], other: list[SpanData]) -> None:
+def test_same_bytes_as_encode_line(batch: list[SpanData], other: list[SpanData]) -> None:
     encoder = compiled()
     encoder.encode(other)  # warm the caches with something else first
-    expected = python_line(batch)
+    expected = library_line(batch)
     assert encoder.encode(batch) == expected
     assert encoder.encode(batch) == expected  # the cached path gives the same
-    assert expected == (encode_line(batch) + "\n").encode()  # both references agree, too
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -162,7 +161,7 @@ def test_block_cache_stays_exact_as_values_change(rows: list[list]) -> None:
     for i, (a, b) in enumerate(rows):
         attrs = (*_site, shared_pair, ("a", a), ("launchtrace.seq", i), ("b", b))
         span = SpanData(**base, span_id=(i + 1).to_bytes(8, "big"), attributes=attrs)
-        assert encoder.encode([span]) == python_line([span])
+        assert encoder.encode([span]) == library_line([span])
 
 
 def test_a_list_changed_in_place_is_encoded_again() -> None:
@@ -170,10 +169,10 @@ def test_a_list_changed_in_place_is_encoded_again() -> None:
     value: list = [1]
     attrs = (("k", value), ("s", "x"))
     span = SpanData(b"\x01" * 16, b"\x02" * 8, None, "n", attributes=attrs)
-    assert encoder.encode([span]) == python_line([span])
+    assert encoder.encode([span]) == library_line([span])
     value.append("more")
     assert b'"more"' in encoder.encode([span])
-    assert encoder.encode([span]) == python_line([span])
+    assert encoder.encode([span]) == library_line([span])
 
 
 def _escape_cases() -> list[str]:
@@ -189,12 +188,12 @@ def _escape_cases() -> list[str]:
 
 
 def test_strings_are_escaped_as_orjson_escapes_them() -> None:
-    """``_jsonfmt.h``'s escaping, which both compiled writers use, byte for byte orjson's (the Python encoder's)."""
+    """``_jsonfmt.h``'s escaping, which both compiled writers use, byte for byte orjson's (the library path's)."""
     encoder = compiled()
     for text in _escape_cases():
         span = SpanData(b"\x01" * 16, b"\x02" * 8, None, text, attributes=(("k", text),))
         line = encoder.encode([span])
-        assert line == python_line([span]), repr(text)
+        assert line == library_line([span]), repr(text)
         assert orjson.dumps(text) in line
 
 
@@ -209,8 +208,8 @@ def test_floats_are_written_as_orjson_writes_them() -> None:
             assert _jsonenc.format_float(x) == orjson.dumps(x), x
 
 
-def test_unusual_fields_go_to_the_python_encoder() -> None:
-    """What the compiled encoder does not take raises Unsupported; JsonLinesEncoder then uses the Python path."""
+def test_unusual_fields_go_to_the_library() -> None:
+    """What the compiled encoder does not take raises Unsupported; the sink's encoder then uses encode_line."""
     base = {"trace_id": b"\x01" * 16, "span_id": b"\x02" * 8, "parent_span_id": None, "name": "k"}
     deep: Any = 1
     for _ in range(60):
@@ -226,18 +225,17 @@ def test_unusual_fields_go_to_the_python_encoder() -> None:
     for span in odd:
         with pytest.raises(_jsonenc.Unsupported):
             compiled().encode([span])
-        wrapper = JsonLinesEncoder(compiled=None)
-        if wrapper.compiled:
-            try:
-                expected = python_line([span])
-            except Exception as exc:  # whatever the Python encoder raises, the wrapper raises too
-                with pytest.raises(type(exc)):
-                    wrapper.encode([span])
-            else:
-                assert wrapper.encode([span]) == expected
+        wrapper = line_encoder(compiled=True)
+        try:
+            expected = library_line([span])
+        except Exception as exc:  # whatever the library raises, the wrapper raises too
+            with pytest.raises(type(exc)):
+                wrapper([span])
+        else:
+            assert wrapper([span]) == expected
 
 
-def test_several_resources_and_scopes_group_as_in_python() -> None:
+def test_several_resources_and_scopes_group_as_the_library_does() -> None:
     r1, r2 = (("service.name", "a"),), (("service.name", "b"),)
     r1_copy = tuple(list(r1))
     base = {"trace_id": b"\x01" * 16, "parent_span_id": None, "name": "k"}
@@ -247,18 +245,18 @@ def test_several_resources_and_scopes_group_as_in_python() -> None:
         for i, (r, scope) in enumerate(layout)
     ]
     line = compiled().encode(batch)
-    assert line == python_line(batch)
+    assert line == library_line(batch)
     assert len(orjson.loads(line)["resourceSpans"]) == 3
 
 
 def test_the_wrapper_uses_the_compiled_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LAUNCHTRACE_PURE_PYTHON", raising=False)
-    assert JsonLinesEncoder().compiled and JsonLinesEncoder(compiled=True).compiled
-    assert not JsonLinesEncoder(compiled=False).compiled
+    assert line_encoder() is not encode_line_bytes and line_encoder(compiled=True) is not encode_line_bytes
+    assert line_encoder(compiled=False) is encode_line_bytes
     monkeypatch.setenv("LAUNCHTRACE_PURE_PYTHON", "1")
-    assert not JsonLinesEncoder().compiled
+    assert line_encoder() is encode_line_bytes
     with pytest.raises(ImportError):
-        JsonLinesEncoder(compiled=True)
+        line_encoder(compiled=True)
 
 
 def _rss_kib() -> int:

@@ -32,7 +32,7 @@ LEGACY = {"instrumentationLibrarySpans", "instrumentationLibrary"}  # read (and 
 C_ON_THE_TABLE = ("otlp/_jsonenc.c", "otlp/_jsonread.c")  # their keys: _jsonkeys.h's JK_ macros; each writes, or
 # reads, every key launchtrace's spans carry
 KEYS_FROM_THE_TABLE = (
-    "otlp/json_codec.py", "otlp/encode_jsonl.py", "receiver/collect.py", "otlp/transcode.py", "otlp/json_fast.py",
+    "otlp/json_codec.py", "receiver/collect.py", "otlp/transcode.py", "otlp/json_fast.py",
     "sources/documents.py", "sources/traceql_metrics.py",
 )  # fmt: skip
 OTHER_FORMATS = {"timestampMs", "traceID"}  # Tempo's TraceQL metrics answer (labels: OTLP KeyValues), Jaeger's

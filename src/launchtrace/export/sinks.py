@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from launchtrace.export.fileopen import write_whole
 from launchtrace.export.otlpsend import make_sender
-from launchtrace.otlp.encode_jsonl import JsonLinesEncoder
+from launchtrace.otlp.json_codec import line_encoder
 from launchtrace.spans import SpanData
 
 __all__ = [
@@ -164,7 +164,7 @@ class FileSink:
         self._closed = False
         self._acct = _Accounting(self.description)
         self._lock = threading.Lock()
-        self._encoder = JsonLinesEncoder()
+        self._encode = line_encoder()
         if truncate:  # now, not at the first write: a forked child may append before the parent writes
             try:
                 self._open()
@@ -186,7 +186,7 @@ class FileSink:
             return
         with self._lock:
             try:
-                data = self._encoder.encode(spans)
+                data = self._encode(spans)
                 if self.compressed:
                     data = _gzip_member(data)
             except (TypeError, ValueError) as exc:  # an attribute value orjson cannot write

@@ -2,15 +2,14 @@
 
 Why: launchtrace writes and reads OTLP in several codecs (protobuf and JSON, Python and C), and each used to
 spell the keys and numbers itself. The table is read from the opentelemetry-proto descriptors, the
-definition of OTLP, so nothing in it is typed by hand: :mod:`launchtrace.otlp.encode_proto` takes its tags
-from here, and ``scripts/gen_otlp_keys.py`` writes its JSON keys out as constants for the other codecs
-(:mod:`launchtrace.otlp.jsonkeys` for ``json_codec``, ``encode_jsonl``, ``transcode``, ``collect``, the
+definition of OTLP, so nothing in it is typed by hand: ``scripts/gen_otlp_keys.py`` writes its JSON keys out
+as constants for the codecs (:mod:`launchtrace.otlp.jsonkeys` for ``json_codec``, ``transcode``, ``collect``, the
 ``msgspec`` structs of ``json_fast`` and the OTLP keys of ``sources.documents`` and ``sources.traceql_metrics``;
 ``_jsonkeys.h`` for ``_jsonenc.c`` and ``_jsonread.c``), and its field numbers and wire tags as C macros
 (``_otlpfields.h``, for ``_protoenc.c``). ``tests/test_otlp_fields.py`` checks
 that the generated files are current and that those codecs spell no key, number or tag by hand.
-The compiled protobuf encoder is checked byte for byte against :mod:`~launchtrace.otlp.encode_proto`
-(``test_protoenc_native.py``).
+The compiled protobuf encoder's bytes are checked against the protobuf library's parse of them
+(``test_protoenc_native.py``); :mod:`~launchtrace.otlp.encode_proto`'s fallback is the generated classes themselves.
 
 Messages are named as in the ``.proto`` files without their package (``"Span"``, ``"Span.Event"``,
 ``"AnyValue"``), fields by their protobuf name.

@@ -27,7 +27,7 @@ import base64
 import binascii
 import math
 import numbers
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from launchtrace._lazy import lazy_module
@@ -83,8 +83,10 @@ __all__ = [
     "decode_traces_data",
     "encode_any_value",
     "encode_line",
+    "encode_line_bytes",
     "encode_traces_data",
     "group_spans",
+    "line_encoder",
 ]
 
 KIND_NAMES = (
@@ -321,6 +323,39 @@ def encode_line(spans: Iterable[SpanData]) -> str:
         return orjson.dumps(obj).decode("utf-8")
     except orjson.JSONEncodeError:
         return orjson.dumps(_scrub(obj)).decode("utf-8")
+
+
+def encode_line_bytes(spans: Sequence[SpanData]) -> bytes:
+    """:func:`encode_line` as the file sink writes it: UTF-8, with its newline."""
+    return (encode_line(spans) + "\n").encode("utf-8")
+
+
+def line_encoder(compiled: bool | None = None) -> Callable[[Sequence[SpanData]], bytes]:
+    """What the JSON Lines file sink encodes a batch with (one per thread: the compiled encoder caches).
+
+    The compiled ``launchtrace.otlp._jsonenc`` where it is built (it writes :func:`encode_line_bytes`'s bytes
+    several times faster: ``docs/export.md``), with a batch it raises ``Unsupported`` for (odd field types,
+    deep nesting) handed to :func:`encode_line_bytes`; that function alone where no compiler was present (or
+    ``LAUNCHTRACE_PURE_PYTHON`` is set). ``compiled``: ``None`` whichever is there, ``True`` required
+    (``ImportError`` when not built), ``False`` the library path only.
+    """
+    from launchtrace import native
+
+    module = native.load("launchtrace.otlp._jsonenc") if compiled is not False else None
+    if module is None:
+        if compiled:
+            raise ImportError("launchtrace.otlp._jsonenc is not built (or LAUNCHTRACE_PURE_PYTHON is set)")
+        return encode_line_bytes
+    encode = module.Encoder(SpanData, SpanEvent, SpanLink, encode_any_value, group_spans).encode
+    unsupported = module.Unsupported
+
+    def encode_batch(spans: Sequence[SpanData]) -> bytes:
+        try:
+            return encode(spans)
+        except unsupported:  # a batch the compiled encoder leaves to the library
+            return encode_line_bytes(spans)
+
+    return encode_batch
 
 
 # ------------------------------------------------------------------------------------------------ decoding
