@@ -1,15 +1,15 @@
-/* SpanData -> one OTLP JSON Lines line, in C: launchtrace.otlp.encode_jsonl.JsonLinesEncoder's work, compiled.
+/* SpanData -> one OTLP JSON Lines line, in C (without a compiler: launchtrace.otlp.json_codec.encode_line).
  *
  * Why: the export worker shares the GIL with the thread that launches kernels, so every microsecond it spends
  * encoding is taken from the user's loop. The Python encoder costs several times what this one does per
  * launch span (docs/export.md#speed); this one writes the same bytes directly into one growable buffer, reading
  * SpanData's slots by offset (member descriptors looked up once, when the Encoder is made).
  *
- * The Python encoder stays the definition. The output here is byte for byte what it writes for the same spans:
+ * json_codec.encode_line is the definition. The output here is byte for byte what it writes for the same spans:
  * orjson's string escaping (the short escapes \b \t \n \f \r \" \\, \u00xx for other control characters, all
  * else as UTF-8), orjson's float text (the shortest round-trip digits, laid out as orjson lays them out),
  * int64 attribute values as decimal strings and larger ones as stringValue, bytes as padded base64, lone
- * surrogates as '?' (what the Python encoder's fallback, json_codec.encode_line, writes). Values of other
+ * surrogates as '?' (what json_codec.encode_line writes). Values of other
  * types go through json_codec.encode_any_value, as in Python. Whatever this file does not handle (a field of an
  * unexpected type, ints beyond 64 bits in span fields, deep nesting, a re-entrant call) raises Unsupported
  * before anything is returned, and the caller encodes that batch with the Python encoder.
@@ -682,7 +682,7 @@ static int put_list(Encoder *self, Buf *b, PyObject *span, Py_ssize_t off, const
     return rc < 0 ? -1 : put_char(b, ']');
 }
 
-/* one span, as JsonLinesEncoder._span writes it; every field is read just before it is written */
+/* one span, as json_codec.encode_line writes it; every field is read just before it is written */
 static int put_span(Encoder *self, Buf *b, PyObject *s) {
     const Py_ssize_t *off = self->span_off;
     if (Py_TYPE(s) != self->span_type) return unsupported("span of another type");
@@ -1013,7 +1013,7 @@ static PyTypeObject EncoderType = {
     .tp_basicsize = sizeof(Encoder),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Encoder(span_type, event_type, link_type, encode_any_value, group_spans): SpanData batches as OTLP "
-              "JSON Lines, byte for byte as launchtrace.otlp.encode_jsonl's Python encoder writes them.",
+              "JSON Lines, byte for byte as launchtrace.otlp.json_codec.encode_line writes them.",
     .tp_new = Encoder_new,
     .tp_dealloc = (destructor)Encoder_dealloc,
     .tp_traverse = (traverseproc)Encoder_traverse,
@@ -1052,7 +1052,7 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "launchtrace.otlp._jsonenc",
-    "SpanData -> OTLP JSON Lines, compiled (reference: launchtrace.otlp.encode_jsonl).", -1, module_methods,
+    "SpanData -> OTLP JSON Lines, compiled (without a compiler: launchtrace.otlp.json_codec.encode_line).", -1, module_methods,
     NULL, NULL, NULL, NULL,
 };
 

@@ -1,13 +1,13 @@
-/* SpanData -> the bytes of an OTLP ExportTraceServiceRequest, compiled: launchtrace.otlp.encode_proto in C.
+/* SpanData -> the bytes of an OTLP ExportTraceServiceRequest, compiled (launchtrace.otlp.encode_proto picks it).
  *
  * Why: the Python encoder's cost per launch span caps OTLP/gRPC export well below what the channel and the
  * receiver carry, before the channel does any work (docs/export.md, "Encoders"). This writes the same protobuf bytes,
  * byte for byte, from the same SpanData objects: fields read by slot offset (member descriptors looked up once),
  * strings through the UTF-8 that CPython keeps inside each str, numbers written straight into one growing buffer.
  *
- * The Python module stays the definition (its docstring gives the conversion rules, and it is what runs
- * without a compiler); tests/test_protoenc_native.py checks the two give identical bytes for random spans of
- * every value type, and tests/test_encode_proto.py checks whichever is in use against opentelemetry-proto.
+ * Without a compiler the generated protobuf classes do this work (encode_proto.request_message, whose docstring
+ * gives the conversion rules); tests/test_protoenc_native.py checks that these bytes parse to the message the
+ * library builds for random spans of every value type.
  *
  * Caches, each exact and bounded:
  * - attribute blocks, in a table of 1,024 slots indexed by the identity of the block's first (key, value)
@@ -744,7 +744,7 @@ static int same_scope(Encoder *self, PyObject *a, PyObject *b) {
     return 1;
 }
 
-/* {resource key: {scope key: [spans]}} in order of first appearance (the Python ProtoEncoder._group). */
+/* {resource key: {scope key: [spans]}} in order of first appearance (encode_proto._group). */
 static PyObject *group(Encoder *self, PyObject *spans) {
     PyObject *groups = PyDict_New(), *by_id = PyDict_New();
     PyObject *last_r = NULL, *last_s = NULL, *last_list = NULL, *prev = NULL; /* strong */
@@ -1087,7 +1087,7 @@ static void Encoder_dealloc(Encoder *self) {
 
 static PyMethodDef Encoder_methods[] = {
     {"encode", (PyCFunction)Encoder_encode, METH_O,
-     "encode(spans) -> bytes of an ExportTraceServiceRequest (same bytes as encode_proto.ProtoEncoder)."},
+     "encode(spans) -> bytes of an ExportTraceServiceRequest (parses to encode_proto.request_message(spans))."},
     {"cache_info", (PyCFunction)Encoder_cache_info, METH_NOARGS, "Sizes and hit counters of the caches."},
     {"clear_caches", (PyCFunction)Encoder_clear_caches, METH_NOARGS, "Forget every cached block and field."},
     {NULL, NULL, 0, NULL},
