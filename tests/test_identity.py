@@ -77,6 +77,39 @@ def test_statement_names_class_attributes_gradients_factories_and_views(prog, wa
     assert _labels(trace)[0][0].endswith(f"(test_identity.py:{line})")  # the site: the statement's file and line
 
 
+def test_several_allocations_on_one_line_are_named_by_their_own_targets(prog, warp_cpu) -> None:
+    """``a, b = f(), g()`` and ``c = f(); d = g()`` name each array after its own target (they were ``(a, b)``
+    and ``(a, b)#1``, ``d`` and ``d#1``); a second live copy of the line's arrays is ``a#1``, ``b#1``."""
+    wp = warp_cpu
+    with trace_launches() as trace:
+        a, b = wp.zeros(N, dtype=float, device="cpu"), wp.zeros(N, dtype=float, device="cpu")
+        c = wp.zeros(N, dtype=float, device="cpu"); d = wp.zeros(N, dtype=float, device="cpu")  # fmt: skip  # noqa: E702
+        kept = []
+        for _ in range(2):
+            e, f = wp.zeros(N, dtype=float, device="cpu"), wp.zeros(N, dtype=float, device="cpu")
+            kept.append((e, f))
+            wp.launch(prog.scale, dim=N, inputs=[e, 2.0], outputs=[f], device="cpu")
+        wp.launch(prog.scale, dim=N, inputs=[a, 2.0], outputs=[b], device="cpu")
+        wp.launch(prog.scale, dim=N, inputs=[c, 2.0], outputs=[d], device="cpu")
+    here = "test_several_allocations_on_one_line_are_named_by_their_own_targets"
+    labels = [[identity_of(x) for x in row] for row in _labels(trace)]
+    assert labels == [
+        [f"{here}.e", f"{here}.f"],
+        [f"{here}.e#1", f"{here}.f#1"],
+        [f"{here}.a", f"{here}.b"],
+        [f"{here}.c", f"{here}.d"],
+    ]
+
+
+def test_line_targets_only_where_each_allocation_is_one_call(tmp_path: Path) -> None:
+    from launchtrace.allocsite import line_targets
+
+    source = tmp_path / "shapes.py"
+    source.write_text("a, b = f(), g()\nc = f(); d = g()\nx, y = 5, f()\np, q = f(g()), h()\nr = f()\ns, t = pair()\n")
+    name = str(source)
+    assert [line_targets(name, n) for n in range(1, 7)] == [("a", "b"), ("c", "d"), ("y",), (), (), ()]
+
+
 def test_an_inline_allocation_is_named_by_its_first_kernel_parameter(prog, warp_cpu) -> None:
     wp = warp_cpu
     x = wp.ones(N, dtype=float, device="cpu")

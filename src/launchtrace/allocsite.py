@@ -7,6 +7,8 @@ materializer meets an allocation, and each source file is parsed once. What a st
   ``self.xs = [wp.zeros(n) for _ in range(k)]`` -> ``State.xs``);
 - ``tmp = wp.empty_like(x)`` in ``Trainer.step`` -> ``Trainer.step.tmp``; at module level -> ``tmp``;
 - ``self.xs.append(wp.zeros(n))`` -> ``State.xs[]``;
+- several allocations on one line, each a single call (``a, b = wp.zeros(n), wp.zeros(n)``, or
+  ``a = wp.zeros(n); b = wp.zeros(n)``) -> ``a`` and ``b``, by their order on the line (:func:`line_targets`);
 - ``return wp.zeros(n)`` (a factory) -> the target of the statement that called the factory;
 - nothing to name it by -> the function and the first kernel parameter it was passed as
   (``Trainer.step:integrate.x``).
@@ -27,9 +29,10 @@ import os
 import threading
 from typing import Any
 
-__all__ = ["label_of", "names_itself", "qualified", "statement_target"]
+__all__ = ["label_of", "line_targets", "names_itself", "qualified", "statement_target"]
 
 _parsed: dict[str, dict[int, ast.stmt] | None] = {}
+_on_line: dict[str, dict[int, list[ast.stmt]]] = {}  # file -> line -> the statements that start there, in order
 _lock = threading.Lock()
 _RETURN = "<return>"
 
@@ -48,9 +51,11 @@ def _statements(filename: str) -> dict[int, ast.stmt] | None:
             tree = None
         if tree is not None:
             table = {}
+            starts: dict[int, list[ast.stmt]] = {}
             for node in ast.walk(tree):
                 if not isinstance(node, ast.stmt):
                     continue
+                starts.setdefault(node.lineno, []).append(node)
                 end = getattr(node, "end_lineno", None) or node.lineno
                 for line in range(node.lineno, end + 1):
                     held = table.get(line)
@@ -59,7 +64,10 @@ def _statements(filename: str) -> dict[int, ast.stmt] | None:
     with _lock:
         if len(_parsed) > 4096:
             _parsed.clear()
+            _on_line.clear()
         _parsed[filename] = table
+        if table is not None:
+            _on_line[filename] = {line: sorted(nodes, key=lambda n: n.col_offset) for line, nodes in starts.items()}
     return table
 
 
@@ -89,6 +97,39 @@ def statement_target(filename: str, line: int) -> str | None:
             receiver = _text(func.value)
             return f"{receiver}[]" if receiver else None
     return None
+
+
+def _one_call(node: ast.AST) -> bool:
+    """Whether ``node`` is a single call with no call inside it (one allocation at most, in a known order)."""
+    return isinstance(node, ast.Call) and not any(isinstance(n, ast.Call) for n in ast.walk(node) if n is not node)
+
+
+def line_targets(filename: str, line: int) -> tuple[str, ...]:
+    """The targets of the allocating calls on ``filename:line``, in the order they run, where the line holds a
+    tuple assignment or several assignments (``a, b = f(), g()`` and ``a = f(); b = g()`` -> ``("a", "b")``;
+    ``x, y = 5, f()`` -> ``("y",)``), else ``()``: the k-th allocation of the line is the k-th target, as long as
+    each is one call with no call in its arguments."""
+    if _statements(filename) is None:
+        return ()
+    stmts = _on_line.get(filename, {}).get(line, [])
+    names: list[str] = []
+    if len(stmts) == 1 and isinstance(stmts[0], ast.Assign) and len(stmts[0].targets) == 1:
+        target, value = stmts[0].targets[0], stmts[0].value
+        if not (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))):
+            return ()
+        if len(target.elts) != len(value.elts):
+            return ()
+        for t, v in zip(target.elts, value.elts):
+            if _one_call(v):
+                names.append(_text(t))
+            elif any(isinstance(n, ast.Call) for n in ast.walk(v)):
+                return ()
+    elif len(stmts) > 1:
+        for stmt in stmts:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _one_call(stmt.value)):
+                return ()
+            names.append(_text(stmt.targets[0]))
+    return tuple(names) if names and all(names) else ()
 
 
 def _function_path(code: Any) -> list[str]:
@@ -145,6 +186,13 @@ def label_of(entry: Any, kernel: str = "", param: str = "") -> str:
     else:
         code = site.code
         name = _site_name(site)
+        targets = line_targets(code.co_filename, site.line) if name and code is not None else ()
+        if targets:  # the slot says which of the line's allocations this is (#k: its k-th live copy)
+            n = len(targets)
+            name = qualified(targets[entry.slot % n], code)
+            if entry.slot >= n:
+                name = f"{name}#{entry.slot // n}"
+            return f"{name} ({os.path.basename(code.co_filename)}:{site.line})"
         if not name:
             function = ".".join(_function_path(code))
             use = f"{kernel}.{param}" if param else "<array>"
