@@ -26,8 +26,6 @@ Example::
 from __future__ import annotations
 
 import bisect
-import contextlib
-import gc
 import gzip
 import io
 import os
@@ -38,6 +36,7 @@ from typing import BinaryIO
 
 from launchtrace._lazy import lazy_module
 from launchtrace.errors import UserError
+from launchtrace.gcpause import collector_paused
 from launchtrace.otlp.json_fast import FastLineDecoder
 from launchtrace.otlp.problems import Problem, Severity
 from launchtrace.sources.report import ProblemLog, ReadResult
@@ -209,7 +208,7 @@ class SpanFile:
 
     def _json(self, suffix: str, maybe_proto: bool) -> Iterator[tuple[str, list[SpanData]]]:
         first = self._stream.readline().removeprefix(_BOM)  # a UTF-8 byte order mark says nothing more
-        with _gc_paused():
+        with collector_paused():
             spans, empty = self._decode_line(first)
         if spans is not None:  # an OTLP TracesData line and nothing else: what the general path calls otlp-jsonl
             self.format = "otlp-jsonl" + suffix
@@ -227,7 +226,7 @@ class SpanFile:
             rest = self._stream.read()
             whole = first + rest if rest else first  # no copy of a file that is one line
             del first, rest
-            with _gc_paused():
+            with collector_paused():
                 spans = self._fast.decode(whole)
             if spans is not None:
                 self.format = "otlp-json" + suffix
@@ -262,7 +261,7 @@ class SpanFile:
     def _lines(self, stream: Iterable[bytes | memoryview], start: int) -> Iterator[tuple[str, list[SpanData]]]:
         for lineno, line in enumerate(stream, start):
             where = f"{self.name}:{lineno}"
-            with _gc_paused():
+            with collector_paused():
                 spans, empty = self._decode_line(line)  # a view of _read_lines' buffer is read in place
                 if spans is None:
                     line = bytes(line)
@@ -336,24 +335,6 @@ def _read_lines(stream: BinaryIO) -> Iterator[memoryview]:
                 view = memoryview(buf)
     finally:
         view.release()
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused while one line is parsed and decoded.
-
-    Parsing allocates thousands of dicts and tuples that all stay alive until the line is done, so the
-    collector's runs during it find nothing to free; they were two thirds of ``orjson.loads``' time in
-    ``benchmarks/bench_read.py``. It is paused for one line at a time only, never across a ``yield``, and
-    left as it was found (a caller that disabled it keeps it disabled).
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _empty_objects(line: bytes) -> int:
