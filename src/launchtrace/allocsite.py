@@ -24,6 +24,7 @@ Example::
 from __future__ import annotations
 
 import ast
+import functools
 import linecache
 import os
 import threading
@@ -104,6 +105,7 @@ def _one_call(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and not any(isinstance(n, ast.Call) for n in ast.walk(node) if n is not node)
 
 
+@functools.lru_cache(maxsize=4096)  # asked again for each new allocation of a line (a temporary every step)
 def line_targets(filename: str, line: int) -> tuple[str, ...]:
     """The targets of the allocating calls on ``filename:line``, in the order they run, where the line holds a
     tuple assignment or several assignments (``a, b = f(), g()`` and ``a = f(); b = g()`` -> ``("a", "b")``;
