@@ -64,13 +64,13 @@ np = lazy_module("numpy")  # only some functions need it: importing this module 
 __all__ = [
     "NO_SCOPE",
     "ONE_RUN_MIN_DELTA_NS",
+    "DiffSettings",
     "RunDrift",
     "Segment",
     "SegmentDiff",
     "TimingChange",
     "TraceDiff",
     "WarmUp",
-    "diff_options",
     "diff_traces",
     "fold_share",
     "inferred_segments",
@@ -457,23 +457,41 @@ def segment_diff(
     return SegmentDiff(key[0], key[1], len(ra), len(rb), tuple(entries), run)
 
 
-def diff_options(scope: str | None, **options: object) -> tuple[tuple[str, object], ...]:
-    """:attr:`TraceDiff.options` in the order the renderers print them."""
-    return (("scope", scope), *((k, options[k]) for k in _OPTION_ORDER))
+@dataclasses.dataclass(frozen=True)
+class DiffSettings:
+    """The options of one diff (:func:`diff_traces`' keywords), in the order the renderers print them: what both
+    the list diff and the streamed one (:mod:`launchtrace.analysis.diff_stream`) derive their flags from."""
 
+    scope: str | None = None
+    ignore_scalars: bool = False
+    ignore_streams: bool = False
+    raw_pointers: bool = False
+    alpha: float = DEFAULT_ALPHA
+    min_change: float = DEFAULT_MIN_CHANGE
+    min_runs: int = DEFAULT_MIN_RUNS
+    min_steps: int = DEFAULT_MIN_STEPS
+    quantile: float = DEFAULT_QUANTILE
+    one_run_min_delta_ns: float = ONE_RUN_MIN_DELTA_NS
+    absolute: bool = False
 
-_OPTION_ORDER = (
-    "ignore_scalars",
-    "ignore_streams",
-    "raw_pointers",
-    "alpha",
-    "min_change",
-    "min_runs",
-    "min_steps",
-    "quantile",
-    "one_run_min_delta_ns",
-    "absolute",
-)
+    def topology_flags(self) -> dict[str, bool]:
+        """What :func:`segment_diff` compares."""
+        return {"scalars": not self.ignore_scalars, "streams": not self.ignore_streams, "raw": self.raw_pointers}
+
+    def verdict_options(self) -> dict[str, float]:
+        """The verdicts' options (:mod:`launchtrace.analysis.verdicts`)."""
+        return {
+            "alpha": self.alpha,
+            "min_change": self.min_change,
+            "min_runs": self.min_runs,
+            "min_steps": self.min_steps,
+            "quantile": self.quantile,
+            "min_abs_change": self.one_run_min_delta_ns,
+        }
+
+    def options(self) -> tuple[tuple[str, object], ...]:
+        """:attr:`TraceDiff.options`."""
+        return tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self))
 
 
 def diff_traces(
@@ -517,6 +535,10 @@ def diff_traces(
         for row in result.timing:
             print(row.group, row.verdict.verdict, row.verdict.reason)
     """
+    settings = DiffSettings(
+        scope, ignore_scalars, ignore_streams, raw_pointers, alpha, min_change, min_runs, min_steps, quantile,
+        one_run_min_delta_ns, absolute,
+    )  # fmt: skip
     a = [a] if isinstance(a, TraceData) else list(a)
     b = [b] if isinstance(b, TraceData) else list(b)
     runs_a, runs_b = split_runs(a), split_runs(b)
@@ -526,34 +548,15 @@ def diff_traces(
         pairs = [(runs_a[min(k, len(runs_a) - 1)], runs_b[min(k, len(runs_b) - 1)]) for k in range(n)]
     out = []
     cache: dict = {}
+    flags = settings.topology_flags()
     for run, (ta, tb) in enumerate(pairs):
-        flags = {"scalars": not ignore_scalars, "streams": not ignore_streams, "raw": raw_pointers}
         out += _topology(ta, tb, scope, run, **flags, cache=cache)
-    opts = {
-        "alpha": alpha,
-        "min_change": min_change,
-        "min_runs": min_runs,
-        "min_steps": min_steps,
-        "quantile": quantile,
-        "min_abs_change": one_run_min_delta_ns,
-    }
+    opts = settings.verdict_options()
     rows, warm, drifts = _timing(runs_a, runs_b, scope, opts, cache, absolute) if timing else ([], [], [])
     return TraceDiff(
         segments=tuple(out),
         timing=tuple(rows),
-        options=(
-            ("scope", scope),
-            ("ignore_scalars", ignore_scalars),
-            ("ignore_streams", ignore_streams),
-            ("raw_pointers", raw_pointers),
-            ("alpha", alpha),
-            ("min_change", min_change),
-            ("min_runs", min_runs),
-            ("min_steps", min_steps),
-            ("quantile", quantile),
-            ("one_run_min_delta_ns", one_run_min_delta_ns),
-            ("absolute", absolute),
-        ),
+        options=settings.options(),
         warmup=tuple(warm),
         runs_a=len(runs_a),
         runs_b=len(runs_b),

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator
+from typing import Any
 
 from launchtrace.analysis.diff import (
-    ONE_RUN_MIN_DELTA_NS,
+    DiffSettings,
     GroupKey,
     SegmentDiff,
     TraceDiff,
-    diff_options,
     segment_diff,
     series_of_runs,
     step_series,
@@ -40,13 +40,6 @@ from launchtrace.analysis.diff import (
 )
 from launchtrace.analysis.summary_state import SummaryState
 from launchtrace.analysis.values import BadValues, became_non_finite_of
-from launchtrace.analysis.verdicts import (
-    DEFAULT_ALPHA,
-    DEFAULT_MIN_CHANGE,
-    DEFAULT_MIN_RUNS,
-    DEFAULT_MIN_STEPS,
-    DEFAULT_QUANTILE,
-)
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.sources.each import TraceKey, Traces
 from launchtrace.steps import occurrences, run_key
@@ -170,31 +163,20 @@ def _in_turn(a: Iterator, b: Iterator) -> Iterator[tuple[int, tuple]]:
                 yield side, item
 
 
-def diff_streamed(
-    inputs: tuple[Traces, Traces],
-    *,
-    scope: str | None = None,
-    ignore_scalars: bool = False,
-    ignore_streams: bool = False,
-    alpha: float = DEFAULT_ALPHA,
-    min_change: float = DEFAULT_MIN_CHANGE,
-    min_runs: int = DEFAULT_MIN_RUNS,
-    min_steps: int = DEFAULT_MIN_STEPS,
-    quantile: float = DEFAULT_QUANTILE,
-    one_run_min_delta_ns: float = ONE_RUN_MIN_DELTA_NS,
-    raw_pointers: bool = False,
-    absolute: bool = False,
-) -> tuple[TraceDiff, list[BadValues]] | None:
-    """``diff_traces`` of the two ``inputs`` (A, B) and what became non-finite in B, streamed; None where the
-    stream cannot give the lists' answer (see the module docstring)."""
+def diff_streamed(inputs: tuple[Traces, Traces], **options: Any) -> tuple[TraceDiff, list[BadValues]] | None:
+    """``diff_traces`` of the two ``inputs`` (A, B) with the same keyword options (a :class:`DiffSettings`), and
+    what became non-finite in B, streamed; None where the stream cannot give the lists' answer (see the module
+    docstring)."""
     from launchtrace.sources.named import parse_backend
 
+    settings = DiffSettings(**options)
+    scope = settings.scope
     if any(isinstance(s, str) and parse_backend(s) is not None for one in inputs for s in one.specs):
         return None
     sides = (_Side("A", scope), _Side("B", scope))
     pending: tuple[dict, dict] = ({}, {})
     diffs: dict[tuple[str, int], SegmentDiff] = {}
-    flags = {"scalars": not ignore_scalars, "streams": not ignore_streams, "raw": raw_pointers}
+    flags = settings.topology_flags()
     try:
         for side, (key, trace) in _in_turn(iter(inputs[0]), iter(inputs[1])):
             for step, records in sides[side].add(key, trace):
@@ -214,33 +196,14 @@ def diff_streamed(
         diffs[step] = segment_diff(step, (), records, 0, **flags)
     order_a, order_b = sides[0].order, sides[1].order
     keys = sorted(diffs, key=lambda k: (0, order_a[k]) if k in order_a else (1, order_b[k]))
-    opts = {
-        "alpha": alpha,
-        "min_change": min_change,
-        "min_runs": min_runs,
-        "min_steps": min_steps,
-        "quantile": quantile,
-        "min_abs_change": one_run_min_delta_ns,
-    }
+    opts = settings.verdict_options()
     rows, warm, drifts = timing_of_series(
-        series_of_runs([sides[0].series()], "A"), series_of_runs([sides[1].series()], "B"), opts, absolute
+        series_of_runs([sides[0].series()], "A"), series_of_runs([sides[1].series()], "B"), opts, settings.absolute
     )
     result = TraceDiff(
         segments=tuple(diffs[k] for k in keys),
         timing=tuple(rows),
-        options=diff_options(
-            scope,
-            ignore_scalars=ignore_scalars,
-            ignore_streams=ignore_streams,
-            raw_pointers=raw_pointers,
-            alpha=alpha,
-            min_change=min_change,
-            min_runs=min_runs,
-            min_steps=min_steps,
-            quantile=quantile,
-            one_run_min_delta_ns=one_run_min_delta_ns,
-            absolute=absolute,
-        ),
+        options=settings.options(),
         warmup=tuple(warm),
         runs_a=1,
         runs_b=1,
