@@ -30,6 +30,7 @@ __all__ = [
     "ScopeKind",
     "ScopeRecord",
     "Site",
+    "TextEnum",
     "TraceData",
     "ValueStats",
 ]
@@ -39,7 +40,15 @@ ArgKey = "int | str"
 ``wp.struct`` argument."""
 
 
-class Op(str, Enum):
+class TextEnum(str, Enum):
+    """An enum whose members are their text: ``str(Op.LAUNCH)`` and ``f"{Op.LAUNCH}"`` give ``launch``, as
+    written in spans, JSON and reports (a plain ``str`` enum prints ``Op.LAUNCH``)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Op(TextEnum):
     """The kind of device work a record stands for."""
 
     LAUNCH = "launch"  # a kernel launch (wp.launch, launch_tiled, Launch.launch, adjoint launches)
@@ -48,11 +57,8 @@ class Op(str, Enum):
     GRAPH_LAUNCH = "graph_launch"  # wp.capture_launch: a replay of a captured graph
     PRIMITIVE = "primitive"  # native primitives: array_scan, radix_sort_pairs, bsr products, ...
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class ScopeKind(str, Enum):
+class ScopeKind(TextEnum):
     """Where a scope came from."""
 
     TAPE = "tape"  # wp.Tape.record_scope_begin / end called directly
@@ -60,9 +66,6 @@ class ScopeKind(str, Enum):
     USER = "user"  # launchtrace.scope(...)
     STEP = "step"  # a synthetic root for launches outside any scope (export only)
     LOAD = "load"  # Warp compiling or loading a module (warp.module.load): host time, never a launch's
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

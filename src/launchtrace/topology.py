@@ -25,7 +25,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from launchtrace.allocations import identity_of
-from launchtrace.model import BufferArg, LaunchRecord
+from launchtrace.model import BufferArg, LaunchRecord, TextEnum
 
 __all__ = [
     "ALLOCATED",
@@ -400,15 +400,12 @@ def _align_linear(a: list[int], b: list[int]) -> list[Opcode]:
 # ---------------------------------------------------------------------------------------------------------
 
 
-class ChangeKind(str, Enum):
+class ChangeKind(TextEnum):
     """What happened to a record between two traces."""
 
     INSERTED = "inserted"  # only in the second trace
     REMOVED = "removed"  # only in the first trace
     CHANGED = "changed"  # in both, at aligned positions, with different keys
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,11 +42,10 @@ import bisect
 import dataclasses
 from array import array
 from collections.abc import Sequence
-from enum import Enum
 
 from launchtrace.analysis.access import access_mode
 from launchtrace.analysis.replays import Graphs, captured_graphs, replay_buffers
-from launchtrace.model import BufferArg, LaunchRecord, Op, TraceData
+from launchtrace.model import BufferArg, LaunchRecord, Op, TextEnum, TraceData
 
 __all__ = [
     "Access",
@@ -64,15 +63,12 @@ __all__ = [
 ]
 
 
-class EdgeKind(str, Enum):
+class EdgeKind(TextEnum):
     """Why one record must run before another."""
 
     RAW = "RAW"  # read after write: the later record reads what the earlier wrote
     WAR = "WAR"  # write after read: the later record overwrites what the earlier read
     WAW = "WAW"  # write after write: both write; the later result must win
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -38,16 +38,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from enum import Enum
 
 from launchtrace.analysis.segments import segments
-from launchtrace.model import LaunchRecord, TraceData
+from launchtrace.model import LaunchRecord, TextEnum, TraceData
 from launchtrace.topology import AllocRef, ChangeKind, diff_records, format_value, slotless
 
 __all__ = ["Finding", "Reason", "StaticReport", "check_static"]
 
 
-class Reason(str, Enum):
+class Reason(TextEnum):
     """Why a scope is not graph-capturable (or, for ``FOREIGN``, a warning)."""
 
     LAUNCHES = "varying launches"
@@ -58,9 +57,6 @@ class Reason(str, Enum):
     STREAMS = "varying streams"
     FOREIGN = "foreign buffer"
     JIT_INPUT = "jit input"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

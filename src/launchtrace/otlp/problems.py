@@ -14,7 +14,8 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from enum import Enum
+
+from launchtrace.model import TextEnum
 
 __all__ = ["Problem", "Severity", "one_line"]
 
@@ -27,12 +28,9 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
-class Severity(str, Enum):
+class Severity(TextEnum):
     ERROR = "error"  # something was skipped
     WARNING = "warning"  # everything was kept, but the data is suspect
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
