@@ -19,12 +19,17 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from launchtrace.cli._numbers import at_least
 from launchtrace.errors import UserError
+from launchtrace.sources.named import parse_backend
 
 __all__ = [
     "LazyList",
+    "add_bounded_input",
     "add_format",
     "add_selection",
+    "chose_steps",
+    "loads_whole",
     "safe_child",
     "safe_name",
     "selected_views",
@@ -85,6 +90,28 @@ def selected_views(traces: list, args: argparse.Namespace) -> list:
     from launchtrace.analysis.runs import views
 
     return views(traces, scope=args.scope, trace=args.trace, occurrence=args.occurrence)
+
+
+def chose_steps(args: argparse.Namespace) -> bool:
+    """Whether ``--scope``, ``--trace`` or ``--occurrence`` (:func:`add_selection`) chose anything."""
+    return args.scope is not None or args.trace is not None or args.occurrence is not None
+
+
+def add_bounded_input(parser: argparse.ArgumentParser, limit: str, default: int, kept: str) -> None:
+    """The input of a command that reads files one trace at a time, keeps the first ``limit`` (at least 1,
+    ``default`` unless given) of something in full and counts the rest: the trace files or folders, the limit,
+    and :func:`add_selection` (with which the input is loaded whole: :func:`loads_whole`). ``kept`` says what
+    the limit keeps."""
+    parser.add_argument("traces", nargs="+", help="trace files or folders")
+    parser.add_argument(limit, type=at_least(1), default=default, metavar="N", help=f"{kept} (default: %(default)s)")
+    add_selection(parser)
+
+
+def loads_whole(args: argparse.Namespace) -> bool:
+    """Whether a command of :func:`add_bounded_input` loads its input whole instead of one trace at a time:
+    steps were chosen (they are picked from the whole run), or an input names a backend (its answer arrives
+    whole)."""
+    return chose_steps(args) or any(parse_backend(t) is not None for t in args.traces)
 
 
 def write_chunks(chunks: Iterable[str], out: str | None) -> None:

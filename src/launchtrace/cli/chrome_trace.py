@@ -12,26 +12,18 @@ import argparse
 import json
 from collections.abc import Iterator
 
-from launchtrace.cli._analyzer import add_selection, selected_views, write_chunks
-from launchtrace.cli._numbers import at_least
+from launchtrace.cli._analyzer import add_bounded_input, chose_steps, loads_whole, selected_views, write_chunks
 from launchtrace.render.chrome_trace import DEFAULT_MAX_EVENTS, chrome_trace, sampled_chunks
 from launchtrace.sources.loading import load_traces
-from launchtrace.sources.named import parse_backend
 
 HELP = "write Chrome Trace Event JSON (open in Perfetto or chrome://tracing)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("traces", nargs="+", help="trace files or folders")
-    parser.add_argument("--out", required=True, help="the JSON file to write ('-': stdout)")
-    parser.add_argument(
-        "--max-events",
-        type=at_least(1),
-        default=DEFAULT_MAX_EVENTS,
-        metavar="N",
-        help="events written in full before the rest is sampled and counted (default: %(default)s)",
+    add_bounded_input(
+        parser, "--max-events", DEFAULT_MAX_EVENTS, "events written in full before the rest is sampled and counted"
     )
-    add_selection(parser)
+    parser.add_argument("--out", required=True, help="the JSON file to write ('-': stdout)")
 
 
 def _whole(events: list[dict]) -> Iterator[str]:
@@ -42,10 +34,9 @@ def _whole(events: list[dict]) -> Iterator[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    chosen = args.scope is not None or args.trace is not None or args.occurrence is not None
-    if chosen or any(isinstance(t, str) and parse_backend(t) is not None for t in args.traces):
+    if loads_whole(args):
         traces = load_traces(args.traces)
-        if chosen:
+        if chose_steps(args):
             traces = [view.data for view in selected_views(traces, args)]
         write_chunks(_whole(chrome_trace(traces)["traceEvents"]), args.out)
         return 0

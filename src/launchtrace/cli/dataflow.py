@@ -22,6 +22,7 @@ from launchtrace.cli._analyzer import (
     LazyList,
     add_format,
     add_selection,
+    chose_steps,
     selected_views,
     write_json_streamed,
     write_text,
@@ -104,10 +105,9 @@ def _json(label: str, flow: Dataflow) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    chosen = args.scope is not None or args.trace is not None or args.occurrence is not None
     source = Traces(args.traces)
     rows = ROWS if args.format == "json" else ("edges",) if args.edges else ()  # what the output lists
-    streamed = None if chosen else stream_dataflow(source, rows)
+    streamed = None if chose_steps(args) else stream_dataflow(source, rows)
     if streamed is not None:  # the whole-run views, without holding the runs
         try:
             return _print_streamed(streamed, args)

@@ -19,8 +19,7 @@ from launchtrace.analysis.detail import DEFAULT_DETAIL_SPANS, Detail, read_detai
 from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.overview import overview
 from launchtrace.analysis.runs import View, views
-from launchtrace.cli._analyzer import add_selection, selected_views, write_chunks
-from launchtrace.cli._numbers import at_least
+from launchtrace.cli._analyzer import add_bounded_input, chose_steps, loads_whole, selected_views, write_chunks
 from launchtrace.render.dot import render_dot
 from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
 from launchtrace.render.html import report_chunks
@@ -34,18 +33,15 @@ GRAPH_LIMIT = 2000  # records; larger graphs take dot minutes and are unreadable
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("traces", nargs="+", help="trace files or folders")
+    add_bounded_input(
+        parser,
+        "--detail-spans",
+        DEFAULT_DETAIL_SPANS,
+        "spans of the input shown in detail; the rest is counted exactly and summarised",
+    )
     parser.add_argument("--baseline", help="trace file(s) to diff against; the diff goes in the report")
     parser.add_argument("--title", default="launchtrace report", help="the page title")
     parser.add_argument("--out", required=True, help="the HTML file to write")
-    parser.add_argument(
-        "--detail-spans",
-        type=at_least(1),
-        default=DEFAULT_DETAIL_SPANS,
-        metavar="N",
-        help="spans of the input shown in detail; the rest is counted exactly and summarised (default: %(default)s)",
-    )
-    add_selection(parser)
 
 
 def _graph(view) -> tuple[bytes | None, str]:
@@ -64,9 +60,9 @@ def _graph(view) -> tuple[bytes | None, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    chosen = args.scope is not None or args.trace is not None or args.occurrence is not None
+    chosen = chose_steps(args)
     large: Detail | None = None
-    if chosen or any(parse_backend(t) is not None for t in args.traces):
+    if loads_whole(args):
         traces = load_traces(args.traces)
     else:
         large = read_detail(Traces(args.traces), args.detail_spans)
