@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from launchtrace import topology as _topo
 from launchtrace.model import LaunchRecord, ScopeRecord, TraceData
@@ -37,6 +37,7 @@ from launchtrace.ownership import BufferSet, buffers_of
 
 __all__ = [
     "BufferSet",
+    "KeyOptions",
     "LaunchRecord",
     "LaunchTrace",
     "assert_pointers_within",
@@ -69,6 +70,31 @@ def _release_instrumentation() -> None:
         if _instrument_users == 0 and _we_instrumented:
             capture.uninstrument()
             _we_instrumented = False
+
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class KeyOptions(TypedDict, total=False):
+    """The keywords of every method here that compares topologies, beside ``buffers`` (see
+    :meth:`LaunchTrace.topology`): ``scalars`` (default True), ``streams`` (False), ``ignore`` (())."""
+
+    scalars: bool
+    streams: bool
+    ignore: Iterable[Any] | BufferSet
+
+
+def _key_options(
+    buffers: BufferSet | None = None,
+    *,
+    scalars: bool = True,
+    streams: bool = False,
+    ignore: Iterable[Any] | BufferSet = (),
+) -> dict[str, Any]:
+    """The options of :func:`launchtrace.topology.topology_key` that ``buffers`` and :class:`KeyOptions` ask
+    for: the one place their defaults are set; another keyword is a ``TypeError``, as a signature would make it."""
+    return {"buffers": buffers, "scalars": scalars, "streams": streams, "ignore": _ignore_set(ignore)}
 
 
 def _ignore_set(ignore: Any) -> BufferSet | None:
@@ -175,14 +201,7 @@ class LaunchTrace:
         return _topo.replays(self.records, graph_id)
 
     # -- topology ------------------------------------------------------------------------------------
-    def topology(
-        self,
-        buffers: BufferSet | None = None,
-        *,
-        scalars: bool = True,
-        streams: bool = False,
-        ignore: Iterable[Any] | BufferSet = (),
-    ) -> list[tuple]:
+    def topology(self, buffers: BufferSet | None = None, **how: Unpack[KeyOptions]) -> list[tuple]:
         """One comparable key per record: ``(op, kernel, dim, arrays[, scalars][, stream])``.
 
         With ``buffers``, a pointer inside one of them becomes ``(label, offset)`` and any other
@@ -190,48 +209,26 @@ class LaunchTrace:
         pointer. Pointers inside ``ignore`` (arrays, or a BufferSet: e.g. buffers allocated during the call
         and reported elsewhere) become ``"<allocated>"``.
         """
-        return _topo.topology_keys(
-            self.records, buffers=buffers, scalars=scalars, streams=streams, ignore=_ignore_set(ignore)
-        )
+        return _topo.topology_keys(self.records, **_key_options(buffers, **how))
 
-    def fingerprint(
-        self,
-        buffers: BufferSet | None = None,
-        *,
-        scalars: bool = True,
-        streams: bool = False,
-        ignore: Iterable[Any] | BufferSet = (),
-    ) -> str:
+    def fingerprint(self, buffers: BufferSet | None = None, **how: Unpack[KeyOptions]) -> str:
         """A hex digest of the topology, stable across runs and machines (no raw pointers, no times)."""
-        return _topo.fingerprint(self.records, buffers, scalars, streams, _ignore_set(ignore))
+        return _topo.fingerprint(self.records, **_key_options(buffers, **how))
 
     def diff_entries(
-        self,
-        other: LaunchTrace,
-        *,
-        buffers: BufferSet | None = None,
-        scalars: bool = True,
-        streams: bool = False,
-        ignore: Iterable[Any] | BufferSet = (),
+        self, other: LaunchTrace, *, buffers: BufferSet | None = None, **how: Unpack[KeyOptions]
     ) -> list[_topo.DiffEntry]:
         """The aligned differences as :class:`~launchtrace.topology.DiffEntry` objects."""
-        return _topo.diff_records(self.records, other.records, buffers, scalars, streams, _ignore_set(ignore))
+        return _topo.diff_records(self.records, other.records, **_key_options(buffers, **how))
 
     def diff(
-        self,
-        other: LaunchTrace,
-        *,
-        buffers: BufferSet | None = None,
-        scalars: bool = True,
-        streams: bool = False,
-        ignore: Iterable[Any] | BufferSet = (),
-        limit: int = 5,
+        self, other: LaunchTrace, *, buffers: BufferSet | None = None, limit: int = 5, **how: Unpack[KeyOptions]
     ) -> list[str]:
         """Human-readable differences between this trace and ``other`` (``[]`` when their topologies are
         identical; see :meth:`topology`): a count line when the lengths differ, then up to ``limit`` aligned
         differences such as ``#12 inserted sim.apply_drag dim=(64,) (from sim.py:40 (step))`` or
         ``#7 sim.integrate (from sim.py:31 (step)): scalar dt 0.01 -> 0.02``."""
-        entries = self.diff_entries(other, buffers=buffers, scalars=scalars, streams=streams, ignore=ignore)
+        entries = self.diff_entries(other, buffers=buffers, **how)
         out: list[str] = []
         if len(self.records) != len(other.records):
             out.append(f"{len(self.records)} launches/copies vs {len(other.records)}")
@@ -292,14 +289,7 @@ def _offenders(trace: LaunchTrace, foreign: list[tuple[LaunchRecord, Any, int]],
 
 
 def assert_same_topology(
-    a: LaunchTrace,
-    b: LaunchTrace,
-    *,
-    buffers: BufferSet | None = None,
-    scalars: bool = True,
-    streams: bool = False,
-    ignore: Iterable[Any] | BufferSet = (),
-    limit: int = 5,
+    a: LaunchTrace, b: LaunchTrace, *, buffers: BufferSet | None = None, limit: int = 5, **how: Unpack[KeyOptions]
 ) -> None:
     """Raise ``AssertionError`` naming the first differences when two traces differ (see
     :meth:`LaunchTrace.diff`).
@@ -308,7 +298,7 @@ def assert_same_topology(
 
         assert_same_topology(first, second, buffers=buffers_of(sim, root="sim"))
     """
-    diff = a.diff(b, buffers=buffers, scalars=scalars, streams=streams, ignore=ignore, limit=limit)
+    diff = a.diff(b, buffers=buffers, limit=limit, **how)
     if diff:
         raise AssertionError("launch topology differs between the two calls:\n  " + "\n  ".join(diff))
 
