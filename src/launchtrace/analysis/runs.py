@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypedDict
 
 from launchtrace import folds as fold_rules
 from launchtrace.analysis.replays import captured_graphs
@@ -37,7 +38,11 @@ from launchtrace.sources.rebuild import TRACE_ID
 from launchtrace.steps import NO_SCOPE, STEP_ROOT, Occurrence, run_key
 from launchtrace.steps import occurrences as _occurrences
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
+    "Choice",
     "Occurrence",
     "Run",
     "View",
@@ -217,13 +222,16 @@ class View:
     occurrence: Occurrence | None = None
 
 
-def views(
-    traces: Sequence[TraceData],
-    *,
-    scope: str | None = None,
-    trace: str | None = None,
-    occurrence: str | int | None = None,
-) -> list[View]:
+class Choice(TypedDict, total=False):
+    """The keywords of :func:`select` (what ``--scope``, ``--trace`` and ``--occurrence`` name), as
+    :func:`views` passes them on; one left out or None chooses nothing."""
+
+    scope: str | None
+    trace: str | None
+    occurrence: str | int | None
+
+
+def views(traces: Sequence[TraceData], **choice: Unpack[Choice]) -> list[View]:
     """With no choice made, one :class:`View` per run: every thread of the process merged (:func:`merge_run`);
     else one per occurrence :func:`select` picks, run by run.
 
@@ -233,19 +241,19 @@ def views(
             flow = build_dataflow(view.data, view.graphs)
     """
     out = []
-    chosen = scope is not None or trace is not None or occurrence is not None
+    chosen = any(value is not None for value in choice.values())
     for run in group_runs(traces):
         graphs = captured_graphs(run.traces)
         if not chosen:
             out.append(View(run.label, merge_run(run.traces), run, graphs))
             continue
         try:
-            picked = select(run.traces, scope=scope, trace=trace, occurrence=occurrence)
+            picked = select(run.traces, **choice)
         except UserError:
             if len(traces) == len(run.traces):
                 raise
             continue  # another run may hold it
         out.extend(View(f"{run.label}: {o.name} #{o.index}", o.data, run, graphs, o) for o in picked)
     if chosen and not out:
-        select(traces, scope=scope, trace=trace, occurrence=occurrence)  # raises the error naming what is missing
+        select(traces, **choice)  # raises the error naming what is missing
     return out
