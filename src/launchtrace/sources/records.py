@@ -222,39 +222,30 @@ class _Layout:
                 self.fixed = None
             return rec
         self.hits += 1
-        # the span's own values, read in record()'s order (so a bad one fails as it would there)
+        scalars, seq, probes = self._own(d)
+        return _reused(base, scalars, start, end, scope_id, error, seq, probes)
+
+    def _own(self, d: Mapping[str, Any]) -> tuple[tuple, int, tuple]:
+        """The values a span does not share with the other spans of its call site: its scalar arguments, seq
+        and measurements (device time, then value statistics in argument order). :meth:`record` and
+        :meth:`reuse` both read them here, so a bad one fails the same way on either path."""
         get = d.get
         start_ns = get(C.DEVICE_TIME_START)
         probes: list = [] if start_ns is None else [DeviceTime(_int(start_ns), _int(get(C.DEVICE_TIME_END, start_ns)))]
         for key, measured in self.measured:
             probes.append(_value_stats(d, key, *measured))
-        seq = get(C.SEQ, 0)
-        return _reused(
-            base,
-            self._scalars(d),
-            start,
-            end,
-            scope_id,
-            error,
-            seq if type(seq) is int else _int(seq),
-            tuple(probes),
-        )
-
-    def _scalars(self, d: Mapping[str, Any]) -> tuple:
         scalars = []
-        get = d.get
         for key, name in self.scalars:
             value = get(name)
             kind = type(value)
             scalars.append((key, value if kind is float or kind is int or kind is bool else _scalar(value)))
-        return tuple(scalars)
+        seq = get(C.SEQ, 0)
+        return tuple(scalars), seq if type(seq) is int else _int(seq), tuple(probes)
 
     def record(
         self, d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None
     ) -> LaunchRecord:
         get = d.get
-        start_ns = get(C.DEVICE_TIME_START)
-        probes: list = [] if start_ns is None else [DeviceTime(_int(start_ns), _int(get(C.DEVICE_TIME_END, start_ns)))]
         arrays = []
         buffers = []
         for (
@@ -270,14 +261,12 @@ class _Layout:
             n_access,
             n_name,
             n_alloc,
-            measured,
+            _measured,
         ) in self.arrays:
             ptr = get(n_ptr, 0)
             if type(ptr) is not int:
                 ptr = _int(ptr)
             arrays.append((key, ptr))
-            if measured is not None:
-                probes.append(_value_stats(d, key, *measured))
             shape = get(n_shape)
             if shape is None:
                 continue
@@ -300,11 +289,10 @@ class _Layout:
                     None if alloc is None else str(alloc),
                 )
             )
-        scalars = self._scalars(d)
+        scalars, seq, probes = self._own(d)
         fields = [read(d[key]) for key, read in self.table]  # every field that is one attribute of its own
         if self.streamless:
             fields.append(None)
-        seq = get(C.SEQ, 0)
         return self.make(
             str(d[C.OP]),
             str(get(C.KERNEL, "")),
@@ -318,8 +306,8 @@ class _Layout:
             end,
             scope_id,
             error,
-            seq if type(seq) is int else _int(seq),
-            tuple(probes),
+            seq,
+            probes,
             _int(get(C.GRAPH_REPLAY, 0)),
             *fields,
         )
