@@ -46,6 +46,7 @@ __all__ = [
     "build_snapshot",
     "compare",
     "parse_snapshot",
+    "read_snapshot",
     "relative_site",
     "render_snapshot",
     "snapshot_records",
@@ -334,6 +335,18 @@ def parse_snapshot(text: str, path: str | os.PathLike) -> dict[str, Any]:
         if problem:
             raise SnapshotError(f"{path}: launch {i}: {problem}")
     return doc
+
+
+def read_snapshot(path: str | os.PathLike) -> dict[str, Any]:
+    """The snapshot stored at ``path``; :class:`SnapshotError` naming it when it is missing, unreadable or not
+    a snapshot."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SnapshotError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotError(f"{path}: cannot read the snapshot ({exc.__class__.__name__}: {exc})") from None
+    return parse_snapshot(text, path)
 
 
 def _entry_problem(entry: Any) -> str:

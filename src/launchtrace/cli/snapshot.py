@@ -17,7 +17,7 @@ from launchtrace.snapshot import (
     SnapshotOptions,
     build_snapshot,
     compare,
-    parse_snapshot,
+    read_snapshot,
     render_snapshot,
 )
 from launchtrace.sources.loading import load_traces
@@ -70,8 +70,8 @@ def _refuse_overwrite(path: Path) -> None:
     if not path.exists():
         return
     try:
-        parse_snapshot(path.read_text(encoding="utf-8"), path)
-    except (OSError, UnicodeDecodeError, SnapshotError) as exc:
+        read_snapshot(path)
+    except SnapshotError as exc:
         raise UserError(f"{path} exists and is not a launchtrace snapshot; not overwriting it ({exc})") from None
 
 
@@ -111,18 +111,14 @@ def diff_against_snapshot(args: argparse.Namespace) -> int:
 
     path = Path(args.snapshot)
     try:
-        stored = parse_snapshot(path.read_text(encoding="utf-8"), path)
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read the snapshot ({exc.__class__.__name__}: {exc})") from None
+        stored = read_snapshot(path)
     except SnapshotError as exc:
         raise UserError(str(exc)) from None
     scope = args.scope or stored.get("scope")
     if not isinstance(scope, str) or not scope:
         raise UserError(f"{path} does not say which scope it holds: give --scope")
     traces = load_traces(args.traces)
-    options = SnapshotOptions(ignore_scalars=args.ignore_scalars, ignore_streams=args.ignore_streams)
+    options = _options(args)
     pairs = []
     for seg in _segments(traces, scope, args.traces):
         try:
