@@ -30,6 +30,7 @@ from opentelemetry.trace import StatusCode
 from launchtrace.otlp.encode_proto import encode_spans
 from launchtrace.otlp.json_codec import encode_line
 from launchtrace.receiver.collect import Collector
+from protowire import request_of_span
 from strategies import spans as spans_strategy
 from test_sinks import make_spans, parse_jsonl
 
@@ -231,21 +232,6 @@ def test_fast_transcoding_of_every_span_field_set_to_one() -> None:
     }  # fmt: skip
 
 
-def _request_with_span_bytes(span_bytes: bytes) -> bytes:
-    """An ExportTraceServiceRequest whose only span is ``span_bytes`` (hand-framed: fields the walk must refuse)."""
-
-    def field(tag: int, payload: bytes) -> bytes:
-        n, length = len(payload), b""
-        while True:
-            length += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
-            n >>= 7
-            if not n:
-                break
-        return bytes([tag]) + length + payload
-
-    return field(0x0A, field(0x12, field(0x12, span_bytes)))
-
-
 @pytest.mark.parametrize(
     "extra",
     [
@@ -263,7 +249,7 @@ def test_odd_wire_forms_convert_as_json_format_does(extra: bytes) -> None:
     from launchtrace.otlp.transcode import json_line, reference_line
 
     base = ExportTraceServiceRequest.FromString(encode_spans(make_spans(1))).resource_spans[0].scope_spans[0]
-    raw = _request_with_span_bytes(base.spans[0].SerializeToString() + extra)
+    raw = request_of_span(base.spans[0].SerializeToString() + extra)
     message = ExportTraceServiceRequest.FromString(raw)
     assert orjson.loads(json_line(message)) == orjson.loads(reference_line(message))
 

@@ -24,6 +24,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from launchtrace.otlp.transcode import json_line, reference_line
 from launchtrace.receiver.collect import Collector, _count_spans, decode_request
+from protowire import field, request_of_span
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 UINT64 = st.integers(0, 2**64 - 1)
@@ -199,20 +200,9 @@ def test_truncated_and_mutated_bytes_are_rejected_or_written_as_json_format_writ
     check_bytes(bytes(buf))
 
 
-def _field(tag: int, payload: bytes) -> bytes:
-    n, length = len(payload), b""
-    while True:
-        length += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
-        n >>= 7
-        if not n:
-            break
-    return bytes([tag]) + length + payload
-
-
 def _in_span(span_bytes: bytes) -> bytes:
     """A request of one span with valid ids and ``span_bytes`` after them."""
-    ids = _field(0x0A, T_ID) + _field(0x12, S_ID)
-    return _field(0x0A, _field(0x12, _field(0x12, ids + span_bytes)))
+    return request_of_span(field(0x0A, T_ID) + field(0x12, S_ID) + span_bytes)
 
 
 @settings(max_examples=200, deadline=None)
