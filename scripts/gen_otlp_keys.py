@@ -61,8 +61,6 @@ def python_text(table: dict[str, str]) -> str:
         *(f'{name.upper()} = "{json}"' for name, json in table.items()),
         "",
         "_KEYS = {name: value for name, value in globals().items() if name.isupper()}",
-        "# every key by its protobuf field name: msgspec's rename= for structs whose fields are named as in OTLP",
-        "BY_FIELD = {name.lower(): key for name, key in _KEYS.items()}",
         "",
         "",
         "def keyed(template: str) -> bytes:",

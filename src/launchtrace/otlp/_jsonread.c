@@ -15,8 +15,8 @@
  * decoder (json_codec.decode_traces_data of orjson.loads(line)) returns for a line it reads without a
  * problem, or None, and the caller reads the line the general way. Anything this parser is not sure of is
  * None: a key it does not know (legacy keys included), a key written twice, another JSON type than the usual
- * one for a field, integers outside int64, floats that overflow, lone surrogates, nesting past MAX_DEPTH, any
- * value the general decoder would report. What it accepts it validates as strictly as orjson does: the JSON
+ * one for a field, integers outside int64, floats that overflow, lone surrogates, nesting past MAX_DEPTH, too
+ * many empty array elements (MAX_EMPTY_OBJECTS), any value the general decoder would report. What it accepts it validates as strictly as orjson does: the JSON
  * grammar (no trailing commas, no leading zeros, whitespace only of the four JSON kinds), UTF-8 (through
  * CPython's strict decoder: no surrogates, no overlong forms), no raw control characters in strings, escapes.
  *
@@ -52,6 +52,7 @@
 #define STR_CACHE_LEN 64    /* strings up to this many raw bytes are cached */
 #define PAIR_CACHE_LEN 512  /* attribute objects up to this many bytes are cached */
 #define BLOCK_CACHE_LEN 65536 /* resource / scope attribute arrays up to this many bytes are cached */
+#define MAX_EMPTY_OBJECTS 100000 /* sources.files's: a line of 1 MiB with more is skipped with or without this */
 
 /* ------------------------------------------------------------------------------------------ the caches */
 
@@ -230,6 +231,7 @@ typedef struct {
     const unsigned char *p, *end;
     Decoder *d;
     int uncached; /* 1: string values are not put in the cache (a position of ever-new values) */
+    Py_ssize_t empties; /* empty objects read as array elements: entries, events, values */
 } P;
 
 /* Every parse function returns a new reference (or 0), or NULL (-1): with an exception set for a real error
@@ -920,6 +922,7 @@ static PyObject *parse_array_value(P *ps, int depth, int *mutable) {
     for (int r = arr_first(ps); r != 0; r = arr_next(ps)) {
         if (r < 0) goto fail;
         PyObject *v = parse_value(ps, depth, mutable);
+        ps->empties += v == Py_None;
         if (v == NULL || stack_push(&st, v) < 0) goto fail;
     }
     if (!eat(ps, '}')) goto fail;
@@ -1072,6 +1075,7 @@ static PyObject *parse_fields(P *ps, const Field *keys, int n, PyTypeObject *cls
     Py_ssize_t kn;
     int m = 0, i;
     if (!eat(ps, '{')) return NULL;
+    ps->empties += peek(ps) == '}';
     for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
         if (r < 0) goto fail;
         i = 0;
@@ -1299,6 +1303,7 @@ static int parse_entry(P *ps, PyObject *out, int resource) {
     int rc = -1;
     Py_ssize_t start = PyList_GET_SIZE(out);
     if (!eat(ps, '{')) return -1;
+    ps->empties += peek(ps) == '}';
     for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
         if (r < 0) goto fail;
         if (resource ? IS(k, kn, JK_SCOPE_SPANS) : IS(k, kn, JK_SPANS)) {
@@ -1375,7 +1380,7 @@ static void untrack_spans(Decoder *d, PyObject *spans) {
 }
 
 static PyObject *decode_text(Decoder *self, const unsigned char *text, Py_ssize_t size) {
-    P ps = {text, text + size, self, 0};
+    P ps = {text, text + size, self, 0, 0};
     const unsigned char *k;
     Py_ssize_t kn;
     int found = 0;
@@ -1390,7 +1395,7 @@ static PyObject *decode_text(Decoder *self, const unsigned char *text, Py_ssize_
             if (sr < 0 || parse_entry(&ps, out, 1) < 0) goto fail;
     }
     ws(&ps);
-    if (!found || ps.p != ps.end) goto fail;
+    if (!found || ps.p != ps.end || (size >= 1 << 20 && ps.empties > MAX_EMPTY_OBJECTS)) goto fail;
     untrack_spans(self, out);
     return out;
 fail:
