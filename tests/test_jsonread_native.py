@@ -459,8 +459,6 @@ def test_caches_stay_bounded():
     sizes = decoder.cache_sizes()
     assert 0 < sizes["pairs"][0] <= 1 << 14 and sizes["pairs"][1] <= 4 << 20
     assert 0 < sizes["strings"][0] <= 1 << 13 and sizes["strings"][1] <= 1 << 20
-    decoder.clear()
-    assert decoder.cache_sizes() == {"strings": (0, 0), "pairs": (0, 0), "blocks": (0, 0)}
     assert check(decoder, GOOD) is not None
 
 

@@ -24,8 +24,7 @@ SRC = ROOT / "src" / "launchtrace"
 sys.path.insert(0, str(ROOT / "scripts"))
 import gen_otlp_keys  # noqa: E402
 
-# fields launchtrace's spans have no place for (profiles' string tables, resource entities): no codec spells them
-NOT_CARRIED = {"keyStrindex", "stringValueStrindex", "entityRefs", "descriptionKeys", "idKeys", "type"}
+NOT_CARRIED = gen_otlp_keys.NOT_CARRIED  # fields launchtrace's spans have no place for: no codec spells them
 LEGACY = {"instrumentationLibrarySpans", "instrumentationLibrary"}  # read (and refused) by the decoders
 C_ON_THE_TABLE = ("otlp/_jsonenc.c", "otlp/_jsonread.c")  # their keys: _jsonkeys.h's JK_ macros; each writes, or
 # reads, every key launchtrace's spans carry
@@ -149,11 +148,12 @@ def test_compiled_codecs_take_their_keys_from_the_generated_header(path: str) ->
 
 
 def _pb_macros() -> dict[str, tuple[str, str]]:
-    """``PB_SPAN_NAME`` -> ("Span", "name"): every field-number macro of ``_otlpfields.h``."""
+    """``PB_SPAN_NAME`` -> ("Span", "name"): every field-number macro of ``_otlpfields.h`` (the fields carried)."""
     return {
         f"{gen_otlp_keys._macro_prefix(message)}_{f.name.upper()}": (message, f.name)
         for message, fields in MESSAGES.items()
         for f in fields.values()
+        if f.json not in NOT_CARRIED
     }
 
 
