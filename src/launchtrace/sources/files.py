@@ -62,8 +62,8 @@ _GZIP_MAGIC = b"\x1f\x8b"
 MAX_EMPTY_OBJECTS = 100_000
 """Empty JSON objects as array elements (``[{},{}``: empty spans, events, scope or resource entries, values) a
 line of 1 MiB or more may hold before it is skipped unread, the same with and without the compiled reader (which
-answers no line holding one). Our sink and the Collector write none: an empty ``"status":{}`` is a field's value,
-not counted."""
+counts the same elements and answers no such line). Our sink and the Collector write none: an empty
+``"status":{}`` is a field's value, not counted."""
 _BOM = b"\xef\xbb\xbf"
 _BUFFER_BYTES = 1 << 18
 _OTHER_ENCODINGS = (  # byte order marks of text that is not UTF-8, longest first
@@ -343,7 +343,8 @@ def _empty_objects(line: bytes | memoryview) -> int:
     """How many empty JSON objects a line of 1 MiB or more holds as array elements (``[{}`` or ``,{}`` outside
     strings, whitespace aside) when that is past :data:`MAX_EMPTY_OBJECTS`, else 0.
 
-    The compiled reader answers no line holding one, so this rule alone decides, with and without it.
+    The compiled reader counts the same elements of a line it reads and answers no line past the bound, so this
+    rule alone decides, with and without it.
     """
     if len(line) < 1 << 20:
         return 0
