@@ -9,15 +9,15 @@ baseline) with min and max. The baseline only builds protobuf messages (it does 
 so the comparison favours it. Target: >= 200,000 spans/s and faster than the baseline.
 
 "launchtrace" is the reader as installed: the compiled reader (``launchtrace.otlp._jsonread``) where it is
-built. The same pairs also read the file with the Python fast path alone (``LAUNCHTRACE_PURE_PYTHON=1``, as
-without a C compiler), so the two are compared in the same run.
+built. The same pairs also read the file as without a C compiler (``LAUNCHTRACE_PURE_PYTHON=1``: every line
+through ``orjson.loads`` and the general decoder, ``launchtrace.otlp.json_codec``; issue 26 removed the Python
+copy of the compiled reader), so the two are compared in the same run.
 
 For reference it also prints, from the same pairs, the floor of any reader that builds Python objects with
-``orjson`` (``orjson.loads`` of every line and nothing else) and the reader with its fast path switched off
-(every line through the general decoder, ``launchtrace.otlp.json_codec``), as a ratio. Then a second file,
-the fast path's worst case: the same keys and value types, but every attribute value (all but one boolean)
-differs from span to span, so that the attribute caches never hit; it is read alternating with the Python
-fast path, that file's ``orjson.loads`` floor and the general decoder.
+``orjson`` (``orjson.loads`` of every line and nothing else). Then a second file, the compiled reader's worst
+case: the same keys and value types, but every attribute value (all but one boolean) differs from span to span,
+so that the attribute caches never hit; it is read alternating with the no-compiler reading and that file's
+``orjson.loads`` floor.
 
     python benchmarks/bench_read.py [--spans 100000] [--pairs 5]
 """
@@ -37,7 +37,7 @@ from google.protobuf import json_format
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from launchtrace.otlp.json_codec import encode_line
-from launchtrace.otlp.json_fast import FastLineDecoder, compiled_decoder
+from launchtrace.otlp.json_fast import compiled_decoder
 from launchtrace.sources.files import SpanFile
 from launchtrace.spans import SpanData
 
@@ -126,8 +126,8 @@ def ours(path: str) -> tuple[float, float, int]:
     return time.perf_counter() - t0, time.process_time() - c0, n
 
 
-def python_fast(path: str) -> tuple[float, float, int]:
-    """``ours`` with the Python fast path alone: ``LAUNCHTRACE_PURE_PYTHON=1`` while the file is read."""
+def no_compiler(path: str) -> tuple[float, float, int]:
+    """``ours`` as without a compiler: ``LAUNCHTRACE_PURE_PYTHON=1`` while the file is read."""
     saved = os.environ.get("LAUNCHTRACE_PURE_PYTHON")
     os.environ["LAUNCHTRACE_PURE_PYTHON"] = "1"
     try:
@@ -147,16 +147,6 @@ def baseline(path: str) -> tuple[float, float, int]:
             msg = json_format.Parse(line, TracesData())
             n += sum(len(ss.spans) for rs in msg.resource_spans for ss in rs.scope_spans)
     return time.perf_counter() - t0, time.process_time() - c0, n
-
-
-def general_only(path: str) -> tuple[float, float, int]:
-    """``ours`` with the fast path switched off: every line through ``orjson.loads`` + ``decode_traces_data``."""
-    saved = FastLineDecoder.decode
-    FastLineDecoder.decode = lambda self, line: None  # type: ignore[method-assign]
-    try:
-        return ours(path)
-    finally:
-        FastLineDecoder.decode = saved  # type: ignore[method-assign]
 
 
 def orjson_floor(path: str) -> float:
@@ -190,38 +180,33 @@ def main() -> None:
     unique_path = write_file(make_spans(args.spans, _unique_attributes))
     size_mb, unique_mb = os.path.getsize(path) / 1e6, os.path.getsize(unique_path) / 1e6
     try:
-        ours(path), python_fast(path), baseline(path), orjson_floor(path), general_only(path)  # warm-up
-        ratios, ours_rates, base_rates, ours_cpu_rates, floor_rates, general_ratios = [], [], [], [], [], []
-        python_rates, python_ratios = [], []
+        ours(path), no_compiler(path), baseline(path), orjson_floor(path)  # warm-up
+        ratios, ours_rates, base_rates, ours_cpu_rates, floor_rates = [], [], [], [], []
+        plain_rates, plain_ratios = [], []
         for _ in range(args.pairs):
             t_ours, c_ours, n_ours = ours(path)
-            t_python, _, n_python = python_fast(path)
+            t_plain, _, n_plain = no_compiler(path)
             t_base, _, n_base = baseline(path)
             t_floor = orjson_floor(path)
-            t_general, _, n_general = general_only(path)
-            assert n_ours == n_python == n_base == n_general == args.spans, (n_ours, n_python, n_base, n_general)
+            assert n_ours == n_plain == n_base == args.spans, (n_ours, n_plain, n_base)
             ours_rates.append(n_ours / t_ours)
             ours_cpu_rates.append(n_ours / c_ours)
-            python_rates.append(n_python / t_python)
-            python_ratios.append(t_python / t_ours)
+            plain_rates.append(n_plain / t_plain)
+            plain_ratios.append(t_plain / t_ours)
             base_rates.append(n_base / t_base)
             floor_rates.append(n_ours / t_floor)
             ratios.append(t_base / t_ours)
-            general_ratios.append(t_general / t_ours)
-        ours(unique_path), python_fast(unique_path), general_only(unique_path)  # warm-up
-        unique_rates, unique_python_rates, unique_python_ratios = [], [], []
-        unique_floor_rates, unique_general_ratios = [], []
+        ours(unique_path), no_compiler(unique_path)  # warm-up
+        unique_rates, unique_plain_rates, unique_plain_ratios, unique_floor_rates = [], [], [], []
         for _ in range(args.pairs):
             t_ours, _, n_ours = ours(unique_path)
-            t_python, _, n_python = python_fast(unique_path)
+            t_plain, _, n_plain = no_compiler(unique_path)
             t_floor = orjson_floor(unique_path)
-            t_general, _, n_general = general_only(unique_path)
-            assert n_ours == n_python == n_general == args.spans, (n_ours, n_python, n_general)
+            assert n_ours == n_plain == args.spans, (n_ours, n_plain)
             unique_rates.append(n_ours / t_ours)
-            unique_python_rates.append(n_python / t_python)
-            unique_python_ratios.append(t_python / t_ours)
+            unique_plain_rates.append(n_plain / t_plain)
+            unique_plain_ratios.append(t_plain / t_ours)
             unique_floor_rates.append(n_ours / t_floor)
-            unique_general_ratios.append(t_general / t_ours)
     finally:
         os.unlink(path)
         os.unlink(unique_path)
@@ -229,12 +214,12 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus, load {load:.1f}")
     print(f"file: {args.spans} spans, {size_mb:.1f} MB, {BATCH} spans per line")
-    print(f"compiled reader: {'built, in use' if compiled_decoder() is not None else 'NOT built (Python fast path)'}")
-    for i, (a, p, b) in enumerate(zip(ours_rates, python_rates, base_rates), 1):
-        print(f"pair {i}: launchtrace {a:>10,.0f}   python fast path {p:>10,.0f}   json_format {b:>10,.0f} spans/s")
+    print(f"compiled reader: {'built, in use' if compiled_decoder() is not None else 'NOT built (no compiler)'}")
+    for i, (a, p, b) in enumerate(zip(ours_rates, plain_rates, base_rates), 1):
+        print(f"pair {i}: launchtrace {a:>10,.0f}   no compiler {p:>10,.0f}   json_format {b:>10,.0f} spans/s")
     print(f"launchtrace reader: {_summary(ours_rates)}")
-    print(f"Python fast path alone (LAUNCHTRACE_PURE_PYTHON=1): {_summary(python_rates)}")
-    print(f"launchtrace / Python fast path: {_ratios(python_ratios)}")
+    print(f"without a compiler (LAUNCHTRACE_PURE_PYTHON=1, orjson + the general decoder): {_summary(plain_rates)}")
+    print(f"launchtrace / without a compiler: {_ratios(plain_ratios)}")
     print(f"launchtrace reader per CPU second of this process: median {statistics.median(ours_cpu_rates):,.0f}")
     print(f"json_format baseline: median {statistics.median(base_rates):,.0f} spans/s")
     print(
@@ -242,13 +227,11 @@ def main() -> None:
         f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)"
     )
     print(f"for reference, orjson.loads of each line and nothing else: {_summary(floor_rates)}")
-    print(f"fast path on / off (the general decoder alone): {_ratios(general_ratios)}")
     print(f"unique attributes file ({unique_mb:.1f} MB, every attribute value differs per span):")
     print(f"  launchtrace reader: {_summary(unique_rates)}")
-    print(f"  Python fast path alone: {_summary(unique_python_rates)}")
-    print(f"  launchtrace / Python fast path: {_ratios(unique_python_ratios)}")
+    print(f"  without a compiler: {_summary(unique_plain_rates)}")
+    print(f"  launchtrace / without a compiler: {_ratios(unique_plain_ratios)}")
     print(f"  orjson.loads of each line and nothing else: {_summary(unique_floor_rates)}")
-    print(f"  fast path on / off (the general decoder alone): {_ratios(unique_general_ratios)}")
 
 
 if __name__ == "__main__":

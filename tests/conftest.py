@@ -103,8 +103,6 @@ SLOW_TESTS = frozenset(
         "tests/test_fold_modes.py::test_the_default_exports_a_cloth_program_in_full_one_span_per_launch",
         "tests/test_graph_capture.py::test_exported_capture_and_replays_survive_a_file_and_rebuild_across_traces",
         "tests/test_json_codec.py::test_encode_then_decode_gives_equal_spans",
-        "tests/test_json_fast.py::test_attribute_texts_decode_what_the_general_path_decodes",
-        "tests/test_json_fast.py::test_generated_spans_read_back_as_the_general_decoder_reads_them",
         "tests/test_jsonenc_native.py::test_lines_parse_with_json_format_into_the_reference_message",
         "tests/test_jsonenc_native.py::test_no_leak_over_100k_encodes",
         "tests/test_jsonenc_native.py::test_same_bytes_as_encode_line",

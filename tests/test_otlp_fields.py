@@ -14,11 +14,9 @@ import re
 import sys
 from pathlib import Path
 
-import msgspec
 import pytest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from launchtrace.otlp import json_structs
 from launchtrace.otlp.fields import MESSAGES, json_key, tag
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,13 +24,12 @@ SRC = ROOT / "src" / "launchtrace"
 sys.path.insert(0, str(ROOT / "scripts"))
 import gen_otlp_keys  # noqa: E402
 
-# fields launchtrace's spans have no place for (profiles' string tables, resource entities): no codec spells them
-NOT_CARRIED = {"keyStrindex", "stringValueStrindex", "entityRefs", "descriptionKeys", "idKeys", "type"}
+NOT_CARRIED = gen_otlp_keys.NOT_CARRIED  # fields launchtrace's spans have no place for: no codec spells them
 LEGACY = {"instrumentationLibrarySpans", "instrumentationLibrary"}  # read (and refused) by the decoders
 C_ON_THE_TABLE = ("otlp/_jsonenc.c", "otlp/_jsonread.c")  # their keys: _jsonkeys.h's JK_ macros; each writes, or
 # reads, every key launchtrace's spans carry
 KEYS_FROM_THE_TABLE = (
-    "otlp/json_codec.py", "receiver/collect.py", "otlp/transcode.py", "otlp/json_fast.py",
+    "otlp/json_codec.py", "receiver/collect.py", "otlp/transcode.py",
     "sources/documents.py", "sources/traceql_metrics.py",
 )  # fmt: skip
 OTHER_FORMATS = {"timestampMs", "traceID"}  # Tempo's TraceQL metrics answer (labels: OTLP KeyValues), Jaeger's
@@ -69,21 +66,6 @@ def test_the_table_holds_every_message_of_a_trace() -> None:
 def test_wire_keys_are_what_protobuf_writes(field: str, value: object) -> None:
     raw = trace_pb2.Span(**{field: value}).SerializeToString()
     assert raw.startswith(tag("Span", field))
-
-
-@pytest.mark.parametrize(
-    "struct, message",
-    [(json_structs._Span, "Span"), (json_structs._Event, "Span.Event"), (json_structs._Link, "Span.Link"),
-     (json_structs._Status, "Status"), (json_structs._Scope, "InstrumentationScope"),
-     (json_structs._Resource, "Resource"), (json_structs._ScopeSpans, "ScopeSpans"),
-     (json_structs._ResourceSpans, "ResourceSpans"), (json_structs._TracesData, "TracesData")],
-)  # fmt: skip
-def test_the_fast_readers_structs_mirror_the_table(struct: type[msgspec.Struct], message: str) -> None:
-    """Each msgspec struct of the Python fast path has the message's fields by their protobuf names, read by
-    their OTLP/JSON keys (less those it leaves to the general decoder by refusing them as unknown)."""
-    fields = [f for f in MESSAGES[message].values() if f.json not in NOT_CARRIED]
-    assert set(struct.__struct_fields__) == {f.name for f in fields}
-    assert dict(zip(struct.__struct_fields__, struct.__struct_encode_fields__)) == {f.name: f.json for f in fields}
 
 
 def test_generated_keys_are_what_the_script_writes(tmp_path: Path) -> None:
@@ -124,8 +106,8 @@ def _literals(path: str) -> list[tuple[int, str | bytes]]:
 
 @pytest.mark.parametrize("path", KEYS_FROM_THE_TABLE)
 def test_codecs_on_the_table_spell_no_key_by_hand(path: str) -> None:
-    """These take every OTLP/JSON key from ``jsonkeys`` (constants, fragments built by ``keyed``, ``msgspec``
-    structs renamed by ``BY_FIELD``), in their messages too, and no literal is one camel-case word (a key
+    """These take every OTLP/JSON key from ``jsonkeys`` (constants, fragments built by ``keyed``), in their
+    messages too, and no literal is one camel-case word (a key
     misspelled) but a legacy key or another format's."""
     keys = _all_json_keys()
     if path in PROTOBUF_NAMES_TOO:  # a lone word there may be a protobuf name (HasField("status")): JSON needs quotes
@@ -166,11 +148,12 @@ def test_compiled_codecs_take_their_keys_from_the_generated_header(path: str) ->
 
 
 def _pb_macros() -> dict[str, tuple[str, str]]:
-    """``PB_SPAN_NAME`` -> ("Span", "name"): every field-number macro of ``_otlpfields.h``."""
+    """``PB_SPAN_NAME`` -> ("Span", "name"): every field-number macro of ``_otlpfields.h`` (the fields carried)."""
     return {
         f"{gen_otlp_keys._macro_prefix(message)}_{f.name.upper()}": (message, f.name)
         for message, fields in MESSAGES.items()
         for f in fields.values()
+        if f.json not in NOT_CARRIED
     }
 
 

@@ -9,19 +9,15 @@
 #define JK_BOOL_VALUE "boolValue"
 #define JK_BYTES_VALUE "bytesValue"
 #define JK_CODE "code"
-#define JK_DESCRIPTION_KEYS "descriptionKeys"
 #define JK_DOUBLE_VALUE "doubleValue"
 #define JK_DROPPED_ATTRIBUTES_COUNT "droppedAttributesCount"
 #define JK_DROPPED_EVENTS_COUNT "droppedEventsCount"
 #define JK_DROPPED_LINKS_COUNT "droppedLinksCount"
 #define JK_END_TIME_UNIX_NANO "endTimeUnixNano"
-#define JK_ENTITY_REFS "entityRefs"
 #define JK_EVENTS "events"
 #define JK_FLAGS "flags"
-#define JK_ID_KEYS "idKeys"
 #define JK_INT_VALUE "intValue"
 #define JK_KEY "key"
-#define JK_KEY_STRINDEX "keyStrindex"
 #define JK_KIND "kind"
 #define JK_KVLIST_VALUE "kvlistValue"
 #define JK_LINKS "links"
@@ -38,16 +34,14 @@
 #define JK_START_TIME_UNIX_NANO "startTimeUnixNano"
 #define JK_STATUS "status"
 #define JK_STRING_VALUE "stringValue"
-#define JK_STRING_VALUE_STRINDEX "stringValueStrindex"
 #define JK_TIME_UNIX_NANO "timeUnixNano"
 #define JK_TRACE_ID "traceId"
 #define JK_TRACE_STATE "traceState"
-#define JK_TYPE "type"
 #define JK_VALUE "value"
 #define JK_VALUES "values"
 #define JK_VERSION "version"
 
-/* a key's length, a constant expression (a reader's switch on the length of the key it read) */
+/* a key's length, a constant expression (the compiled reader's tables of the keys it reads) */
 #define JK_LEN(key) (sizeof(key "") - 1)
 
 #endif /* LAUNCHTRACE_JSONKEYS_H */

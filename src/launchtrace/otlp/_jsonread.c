@@ -1,7 +1,7 @@
 /* OTLP JSON Lines -> SpanData in C: a hand-written strict JSON parser for the TracesData line, compiled.
  *
  * Why: `orjson.loads` alone, building a dict and a str per attribute, reads a launch file slower than fleet
- * baselines can afford, the Python fast path (launchtrace.otlp.json_fast) slower still (docs/sources.md).
+ * baselines can afford, orjson and the general decoder (the path without a compiler) slower still.
  * This parser reads the line's
  * bytes once and builds the SpanData / SpanEvent / SpanLink objects, the attribute tuples and values directly,
  * through caches of what repeats from span to span: strings by their raw bytes, whole attribute objects
@@ -15,10 +15,11 @@
  * decoder (json_codec.decode_traces_data of orjson.loads(line)) returns for a line it reads without a
  * problem, or None, and the caller reads the line the general way. Anything this parser is not sure of is
  * None: a key it does not know (legacy keys included), a key written twice, another JSON type than the usual
- * one for a field, integers outside int64, floats that overflow, lone surrogates, nesting past MAX_DEPTH, any
- * value the general decoder would report. What it accepts it validates as strictly as orjson does: the JSON
- * grammar (no trailing commas, no leading zeros, whitespace only of the four JSON kinds), UTF-8 (through
- * CPython's strict decoder: no surrogates, no overlong forms), no raw control characters in strings, escapes.
+ * one for a field, integers outside int64, floats that overflow, lone surrogates, nesting past MAX_DEPTH, too
+ * many empty array elements (MAX_EMPTY_OBJECTS), any value the general decoder would report. What it accepts
+ * it validates as strictly as orjson does: the JSON grammar (no trailing commas, no leading zeros, whitespace
+ * only of the four JSON kinds), UTF-8 (through CPython's strict decoder: no surrogates, no overlong forms), no
+ * raw control characters in strings, escapes (a string holding one is decoded by orjson itself).
  *
  * Why the caches are sound: a cached text was parsed and validated in full once and decoded to a value that
  * holds nothing mutable (no dict); JSON text is context-free, so the same bytes at the start of a value are
@@ -52,6 +53,7 @@
 #define STR_CACHE_LEN 64    /* strings up to this many raw bytes are cached */
 #define PAIR_CACHE_LEN 512  /* attribute objects up to this many bytes are cached */
 #define BLOCK_CACHE_LEN 65536 /* resource / scope attribute arrays up to this many bytes are cached */
+#define MAX_EMPTY_OBJECTS 100000 /* sources.files's: a line of 1 MiB with more is skipped with or without this */
 
 /* ------------------------------------------------------------------------------------------ the caches */
 
@@ -180,8 +182,6 @@ static void cache_put(Cache *c, const unsigned char *s, Py_ssize_t n, uint64_t h
 /* ----------------------------------------------------------------------------------------- the decoder */
 
 
-#define MAX_NAMES 16
-
 /* A field whose strings go through the string cache while they repeat: after two misses in a row the next
  * SITE_SKIP strings of that field are made without it (unique span names would only fill it). */
 #define SITE_SKIP 16
@@ -215,9 +215,6 @@ typedef struct {
     PyObject *dec_bytes; /* json_codec._dec_bytes(text): bytesValue */
     PyObject *encoding;  /* the id encoding, a str */
     PyObject *kind_names, *status_names; /* tuples of str: enum names */
-    const char *kinds[MAX_NAMES], *statuses[MAX_NAMES];
-    Py_ssize_t kind_len[MAX_NAMES], status_len[MAX_NAMES];
-    int n_kinds, n_statuses;
     int hex_ids; /* encoding is "auto" or "hex": decode_id's plain-hex shortcut applies */
     PyObject *size16, *size8, *empty_str, *empty_tuple, *zero;
     Cache strings, pairs, blocks;
@@ -230,29 +227,23 @@ typedef struct {
     const unsigned char *p, *end;
     Decoder *d;
     int uncached; /* 1: string values are not put in the cache (a position of ever-new values) */
+    Py_ssize_t empties; /* empty objects read as array elements: entries, events, values */
+    PyObject *out;      /* the spans of the line */
 } P;
 
 /* Every parse function returns a new reference (or 0), or NULL (-1): with an exception set for a real error
  * (out of memory), without one for "no answer". */
 
-static const unsigned char HEXVAL[256] = {
-#define X 0xFF
-    X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
-    X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, X, X, X, X, X, X,
-    X, 10, 11, 12, 13, 14, 15, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
-    X, 10, 11, 12, 13, 14, 15, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
-    X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
-    X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
-    X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
-    X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
-#undef X
-};
+static unsigned char HEXVAL[256]; /* a hex digit's value, 0xFF for any other byte */
 
 /* 0: a byte a string holds as is (printable ASCII but " and \); else 1 */
 static unsigned char SPECIAL[256];
 
 static void init_tables(void) {
     for (int c = 0; c < 256; c++) SPECIAL[c] = (c < 0x20 || c >= 0x80 || c == '"' || c == '\\');
+    memset(HEXVAL, 0xFF, sizeof(HEXVAL));
+    for (int c = 0; c < 10; c++) HEXVAL['0' + c] = (unsigned char)c;
+    for (int c = 0; c < 6; c++) HEXVAL['a' + c] = HEXVAL['A' + c] = (unsigned char)(10 + c);
 }
 
 static inline void ws(P *ps) {
@@ -350,60 +341,25 @@ static PyObject *decode_utf8(const char *s, Py_ssize_t n) {
     return r;
 }
 
-static inline unsigned hex4(const unsigned char *s) {
-    return (unsigned)HEXVAL[s[0]] << 12 | (unsigned)HEXVAL[s[1]] << 8 | (unsigned)HEXVAL[s[2]] << 4 | HEXVAL[s[3]];
-}
-
-/* A string with escapes (validated by scan_string): unescaped to UTF-8, then decoded strictly. */
+/* A string with escapes (checked by scan_string) as orjson reads it, the general decoder's parser: no answer for
+ * what it refuses (a lone surrogate). Escapes are rare in spans; orjson is imported for the first one. */
 static PyObject *unescape(const unsigned char *s, Py_ssize_t n) {
-    char small[256] = {0}; /* (initialised: only for the compiler's sake) */
-    char *out = n <= (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc((size_t)n);
-    if (out == NULL) return PyErr_NoMemory();
-    Py_ssize_t i = 0, o = 0;
-    PyObject *r = NULL;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c != '\\') {
-            out[o++] = (char)c;
-            i++;
-            continue;
-        }
-        unsigned char e = s[i + 1];
-        if (e != 'u') {
-            out[o++] = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : (char)e;
-            i += 2;
-            continue;
-        }
-        unsigned cp = hex4(s + i + 2);
-        i += 6;
-        if (cp >= 0xD800 && cp <= 0xDBFF) { /* a high surrogate: a low one must follow (orjson's rule too) */
-            if (n - i < 6 || s[i] != '\\' || s[i + 1] != 'u') goto done;
-            unsigned lo = hex4(s + i + 2);
-            if (lo < 0xDC00 || lo > 0xDFFF) goto done;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            i += 6;
-        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            goto done;
-        }
-        if (cp < 0x80) {
-            out[o++] = (char)cp;
-        } else if (cp < 0x800) {
-            out[o++] = (char)(0xC0 | (cp >> 6));
-            out[o++] = (char)(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            out[o++] = (char)(0xE0 | (cp >> 12));
-            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            out[o++] = (char)(0x80 | (cp & 0x3F));
-        } else {
-            out[o++] = (char)(0xF0 | (cp >> 18));
-            out[o++] = (char)(0x80 | ((cp >> 12) & 0x3F));
-            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            out[o++] = (char)(0x80 | (cp & 0x3F));
-        }
+    static PyObject *loads;
+    if (loads == NULL) {
+        PyObject *orjson = PyImport_ImportModule("orjson");
+        if (orjson == NULL) return NULL;
+        loads = PyObject_GetAttrString(orjson, "loads");
+        Py_DECREF(orjson);
+        if (loads == NULL) return NULL;
     }
-    r = decode_utf8(out, o);
-done:
-    if (out != small) PyMem_Free(out);
+    PyObject *quoted = PyBytes_FromStringAndSize(NULL, n + 2);
+    if (quoted == NULL) return NULL;
+    char *q = PyBytes_AS_STRING(quoted);
+    q[0] = q[n + 1] = '"';
+    memcpy(q + 1, s, (size_t)n);
+    PyObject *r = PyObject_CallOneArg(loads, quoted);
+    Py_DECREF(quoted);
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) PyErr_Clear(); /* JSONDecodeError */
     return r;
 }
 
@@ -502,14 +458,6 @@ static int arr_next(P *ps) {
 }
 
 #define IS(k, kn, lit) ((kn) == (Py_ssize_t)sizeof(lit) - 1 && memcmp((k), (lit), sizeof(lit) - 1) == 0)
-/* field i of f (a key seen before: no answer, before anything is parsed) = expr */
-#define FIELD(idx, expr)                              \
-    do {                                              \
-        i = (idx);                                    \
-        if (seen & (1u << i)) goto fail;              \
-        seen |= 1u << i;                              \
-        f[i] = (expr);                                \
-    } while (0)
 #define SEEN(bit)                                \
     do {                                         \
         if (seen & (1u << (bit))) goto fail;     \
@@ -577,22 +525,14 @@ static int parse_num(P *ps, Num *num) {
     return 0;
 }
 
-/* The float of a non-integer number, as float() (correctly rounded, as orjson); overflow is no answer. */
+/* The float of a non-integer number (its grammar checked: plain ASCII), as float(): correctly rounded, as
+ * orjson; overflow is no answer. */
 static PyObject *num_float(Num *num) {
-    char small[64];
-    char *buf = num->n < (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc((size_t)num->n + 1);
-    if (buf == NULL) return PyErr_NoMemory();
-    memcpy(buf, num->s, (size_t)num->n);
-    buf[num->n] = 0;
-    char *endp = NULL;
-    double x = PyOS_string_to_double(buf, &endp, NULL);
-    PyObject *r = NULL;
-    if (x == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-    } else if (endp == buf + num->n && isfinite(x)) {
-        r = PyFloat_FromDouble(x);
-    }
-    if (buf != small) PyMem_Free(buf);
+    PyObject *text = PyUnicode_FromStringAndSize((const char *)num->s, num->n);
+    if (text == NULL) return NULL;
+    PyObject *r = PyFloat_FromString(text);
+    Py_DECREF(text);
+    if (r != NULL && !isfinite(PyFloat_AS_DOUBLE(r))) Py_CLEAR(r);
     return r;
 }
 
@@ -635,22 +575,27 @@ static PyObject *parse_intish(P *ps) {
 }
 
 /* json_codec._enum: an int in range, one of the names, or a decimal string in range. */
-static PyObject *parse_enum(P *ps, const char *const *names, const Py_ssize_t *lens, int count) {
+static PyObject *parse_enum(P *ps, PyObject *names) { /* names: a tuple of str (ASCII, or never matched) */
+    Py_ssize_t count = PyTuple_GET_SIZE(names);
     int c = peek(ps);
     if (c == '"') {
         const unsigned char *s;
         Py_ssize_t n;
         int f;
         if (scan_string(ps, &s, &n, &f) < 0 || f != 0 || n == 0) return NULL;
-        for (int i = 0; i < count; i++)
-            if (lens[i] == n && memcmp(names[i], s, (size_t)n) == 0) return PyLong_FromLong(i);
-        long v = 0;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            PyObject *name = PyTuple_GET_ITEM(names, i);
+            if (PyUnicode_Check(name) && PyUnicode_IS_COMPACT_ASCII(name) && PyUnicode_GET_LENGTH(name) == n &&
+                memcmp(PyUnicode_DATA(name), s, (size_t)n) == 0)
+                return PyLong_FromSsize_t(i);
+        }
+        Py_ssize_t v = 0;
         for (Py_ssize_t i = 0; i < n; i++) {
             if (s[i] < '0' || s[i] > '9') return NULL;
             v = v * 10 + (s[i] - '0');
             if (v >= count) return NULL;
         }
-        return PyLong_FromLong(v);
+        return PyLong_FromSsize_t(v);
     }
     if (is_num_start(c)) {
         Num num;
@@ -908,48 +853,28 @@ static PyObject *parse_attr_block(P *ps) {
     return attrs;
 }
 
-/* {"values": [AnyValue, ...]} -> tuple. Without "values" the general decoder has a problem (its default, (),
- * is not a list), so {} is no answer. */
-static PyObject *parse_array_value(P *ps, int depth, int *mutable) {
-    Decoder *d = ps->d;
+/* {"values": [...]}: AnyValues -> tuple, or (kv) KeyValues -> dict, later keys winning as in dict(pairs).
+ * Without "values" the general decoder has a problem (its default, (), is not a list), so {} is no answer. */
+static PyObject *parse_values(P *ps, int depth, int *mutable, int kv) {
     const unsigned char *k;
     Py_ssize_t kn;
     Stack st;
+    PyObject *r = NULL;
     if (!eat(ps, '{') || obj_first(ps, &k, &kn) != 1 || !IS(k, kn, JK_VALUES) || !eat(ps, '[')) return NULL;
     stack_init(&st);
-    for (int r = arr_first(ps); r != 0; r = arr_next(ps)) {
-        if (r < 0) goto fail;
-        PyObject *v = parse_value(ps, depth, mutable);
+    for (int a = arr_first(ps); a != 0; a = arr_next(ps)) {
+        PyObject *v = a < 0 ? NULL : kv ? parse_attr(ps, depth, mutable) : parse_value(ps, depth, mutable);
+        ps->empties += v == Py_None;
         if (v == NULL || stack_push(&st, v) < 0) goto fail;
     }
     if (!eat(ps, '}')) goto fail;
-    return stack_tuple(&st, d);
+    if (!kv) return stack_tuple(&st, ps->d);
+    r = PyDict_New();
+    for (Py_ssize_t i = 0; r != NULL && i < st.n; i++)
+        if (PyDict_SetItem(r, PyTuple_GET_ITEM(st.items[i], 0), PyTuple_GET_ITEM(st.items[i], 1)) < 0) Py_CLEAR(r);
 fail:
     stack_drop(&st);
-    return NULL;
-}
-
-/* {"values": [{"key":..,"value":..}, ...]} -> dict, later keys winning as in dict(pairs); {} as above */
-static PyObject *parse_kvlist_value(P *ps, int depth) {
-    const unsigned char *k;
-    Py_ssize_t kn;
-    int m = 0;
-    if (!eat(ps, '{') || obj_first(ps, &k, &kn) != 1 || !IS(k, kn, JK_VALUES) || !eat(ps, '[')) return NULL;
-    PyObject *dict = PyDict_New();
-    if (dict == NULL) return NULL;
-    for (int r = arr_first(ps); r != 0; r = arr_next(ps)) {
-        if (r < 0) goto fail;
-        PyObject *pair = parse_attr(ps, depth, &m);
-        if (pair == NULL) goto fail;
-        int err = PyDict_SetItem(dict, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1));
-        Py_DECREF(pair);
-        if (err < 0) goto fail;
-    }
-    if (!eat(ps, '}')) goto fail;
-    return dict;
-fail:
-    Py_DECREF(dict);
-    return NULL;
+    return r;
 }
 
 /* An AnyValue object with one kind (or none: None), as json_codec._dec_value reads it. */
@@ -1005,9 +930,9 @@ static PyObject *parse_value(P *ps, int depth, int *mutable) {
             if (v == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) PyErr_Clear();
         }
     } else if (IS(k, kn, JK_ARRAY_VALUE)) {
-        v = parse_array_value(ps, depth + 1, mutable);
+        v = parse_values(ps, depth + 1, mutable, 0);
     } else if (IS(k, kn, JK_KVLIST_VALUE)) {
-        v = parse_kvlist_value(ps, depth + 1);
+        v = parse_values(ps, depth + 1, mutable, 1);
         *mutable = 1;
     }
     if (v != NULL && !eat(ps, '}')) Py_CLEAR(v); /* a second kind: no answer */
@@ -1046,199 +971,154 @@ fail:
     return NULL;
 }
 
-/* How an event's or link's field is read from its key's value, which also gives its default when the key is
- * missing (an id has none: decode_id("") raises IdError, and the general decoder drops the link). */
-enum { AS_INT, AS_STR, AS_ATTRS, AS_TRACE_ID, AS_SPAN_ID };
-typedef struct {
+/* How a field is read from its key's value, which also gives its default when the key is missing (an id has
+ * none: decode_id("") raises IdError, and the general decoder drops the span or link). */
+enum { AS_INT, AS_STR, AS_NAME, AS_ATTRS, AS_SPAN_ATTRS, AS_BLOCK, AS_TRACE_ID, AS_LINK_TRACE_ID, AS_SPAN_ID,
+       AS_PARENT, AS_KIND, AS_STATUS_CODE, AS_EVENTS, AS_LINKS, AS_SPANS, AS_SCOPE_SPANS, AS_OBJECT };
+typedef struct Field {
     const char *key;
     Py_ssize_t len;
-    int as;
+    int field, as;
+    const struct Field *sub; /* AS_OBJECT: null, or an object whose keys these are, read into the same fields */
+    int n_sub;
 } Field;
-#define KEY(key, as) {key, JK_LEN(key), as}
-static const Field EVENT_KEYS[N_EVENT_FIELDS] = {
-    [E_NAME] = KEY(JK_NAME, AS_STR), [E_TIME] = KEY(JK_TIME_UNIX_NANO, AS_INT),
-    [E_ATTRS] = KEY(JK_ATTRIBUTES, AS_ATTRS), [E_DROPPED] = KEY(JK_DROPPED_ATTRIBUTES_COUNT, AS_INT)};
-_Static_assert((int)N_LINK_FIELDS >= (int)N_EVENT_FIELDS, "parse_fields holds a link's fields");
-static const Field LINK_KEYS[N_LINK_FIELDS] = {
-    [L_TRACE_ID] = KEY(JK_TRACE_ID, AS_TRACE_ID), [L_SPAN_ID] = KEY(JK_SPAN_ID, AS_SPAN_ID),
-    [L_ATTRS] = KEY(JK_ATTRIBUTES, AS_ATTRS), [L_TRACE_STATE] = KEY(JK_TRACE_STATE, AS_STR),
-    [L_FLAGS] = KEY(JK_FLAGS, AS_INT), [L_DROPPED] = KEY(JK_DROPPED_ATTRIBUTES_COUNT, AS_INT)};
+#define KEY(key, field, as) {key, JK_LEN(key), field, as, NULL, 0}
+#define COUNT(keys) ((int)(sizeof(keys) / sizeof(keys[0])))
+#define OBJECT(key, sub) {key, JK_LEN(key), 0, AS_OBJECT, sub, COUNT(sub)}
+/* in the order the writers (ours, the Collector's) put them: each key is looked for from the last one's place */
+static const Field STATUS_KEYS[] = {KEY(JK_CODE, F_STATUS_CODE, AS_STATUS_CODE), KEY(JK_MESSAGE, F_STATUS_MSG, AS_STR)};
+static const Field SPAN_KEYS[] = {
+    KEY(JK_TRACE_ID, F_TRACE_ID, AS_TRACE_ID), KEY(JK_SPAN_ID, F_SPAN_ID, AS_SPAN_ID),
+    KEY(JK_TRACE_STATE, F_TRACE_STATE, AS_STR), KEY(JK_PARENT_SPAN_ID, F_PARENT, AS_PARENT),
+    KEY(JK_FLAGS, F_FLAGS, AS_INT), KEY(JK_NAME, F_NAME, AS_NAME), KEY(JK_KIND, F_KIND, AS_KIND),
+    KEY(JK_START_TIME_UNIX_NANO, F_START, AS_INT), KEY(JK_END_TIME_UNIX_NANO, F_END, AS_INT),
+    KEY(JK_ATTRIBUTES, F_ATTRS, AS_SPAN_ATTRS), KEY(JK_DROPPED_ATTRIBUTES_COUNT, F_DROPPED_ATTRS, AS_INT),
+    KEY(JK_EVENTS, F_EVENTS, AS_EVENTS), KEY(JK_DROPPED_EVENTS_COUNT, F_DROPPED_EVENTS, AS_INT),
+    KEY(JK_LINKS, F_LINKS, AS_LINKS), KEY(JK_DROPPED_LINKS_COUNT, F_DROPPED_LINKS, AS_INT),
+    OBJECT(JK_STATUS, STATUS_KEYS)};
+static const Field EVENT_KEYS[] = {
+    KEY(JK_TIME_UNIX_NANO, E_TIME, AS_INT), KEY(JK_NAME, E_NAME, AS_STR), KEY(JK_ATTRIBUTES, E_ATTRS, AS_ATTRS),
+    KEY(JK_DROPPED_ATTRIBUTES_COUNT, E_DROPPED, AS_INT)};
+static const Field LINK_KEYS[] = {
+    KEY(JK_TRACE_ID, L_TRACE_ID, AS_LINK_TRACE_ID), KEY(JK_SPAN_ID, L_SPAN_ID, AS_SPAN_ID),
+    KEY(JK_TRACE_STATE, L_TRACE_STATE, AS_STR), KEY(JK_ATTRIBUTES, L_ATTRS, AS_ATTRS),
+    KEY(JK_DROPPED_ATTRIBUTES_COUNT, L_DROPPED, AS_INT), KEY(JK_FLAGS, L_FLAGS, AS_INT)};
+/* a resourceSpans or scopeSpans entry's fields, its resource's or scope's included */
+enum { G_ATTRS, G_NAME, G_VERSION, G_SCHEMA_URL, G_DROPPED, N_ENTRY_FIELDS };
+static const Field RESOURCE_KEYS[] = {KEY(JK_ATTRIBUTES, G_ATTRS, AS_BLOCK),
+                                      KEY(JK_DROPPED_ATTRIBUTES_COUNT, G_DROPPED, AS_INT)}; /* read, not kept */
+static const Field SCOPE_KEYS[] = {KEY(JK_NAME, G_NAME, AS_STR), KEY(JK_VERSION, G_VERSION, AS_STR),
+                                   KEY(JK_ATTRIBUTES, G_ATTRS, AS_BLOCK),
+                                   KEY(JK_DROPPED_ATTRIBUTES_COUNT, G_DROPPED, AS_INT)};
+static const Field RESOURCE_SPANS_KEYS[] = {OBJECT(JK_RESOURCE, RESOURCE_KEYS), KEY(JK_SCOPE_SPANS, 0, AS_SCOPE_SPANS),
+                                            KEY(JK_SCHEMA_URL, G_SCHEMA_URL, AS_STR)};
+static const Field SCOPE_SPANS_KEYS[] = {OBJECT(JK_SCOPE, SCOPE_KEYS), KEY(JK_SPANS, 0, AS_SPANS),
+                                         KEY(JK_SCHEMA_URL, G_SCHEMA_URL, AS_STR)};
+_Static_assert(COUNT(SPAN_KEYS) == N_SPAN_MESSAGE_FIELDS - 1 && COUNT(EVENT_KEYS) == N_EVENT_FIELDS &&
+                   COUNT(LINK_KEYS) == N_LINK_FIELDS && (int)N_LINK_FIELDS >= (int)N_EVENT_FIELDS,
+               "a key for each field (status: the code and the message)");
 
-/* An event or link object: each key one of `keys` (the n fields of cls, in its slot order), at most once. */
-static PyObject *parse_fields(P *ps, const Field *keys, int n, PyTypeObject *cls, const Py_ssize_t *off) {
+static PyObject *parse_event(P *ps);
+static PyObject *parse_link(P *ps);
+static PyObject *parse_span(P *ps);
+static int parse_entry(P *ps, int resource);
+
+/* The members of an object (after its '{'), each key one of `keys`, at most once, its value read into
+ * f[key.field] as key.as says; then the fields of missing keys get their defaults. 0, or -1: no answer. */
+static int parse_members(P *ps, const Field *keys, int n, PyObject **f) {
     Decoder *d = ps->d;
-    PyObject *f[N_LINK_FIELDS] = {NULL}; /* the longer of the two (checked below) */
-    const unsigned char *k;
-    Py_ssize_t kn;
-    int m = 0, i;
-    if (!eat(ps, '{')) return NULL;
-    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
-        if (r < 0) goto fail;
-        i = 0;
-        while (i < n && !(kn == keys[i].len && memcmp(k, keys[i].key, (size_t)kn) == 0)) i++;
-        if (i == n || f[i] != NULL) goto fail; /* another key, or one twice */
-        int as = keys[i].as;
-        f[i] = as == AS_INT     ? parse_intish(ps)
-               : as == AS_STR   ? parse_str(ps)
-               : as == AS_ATTRS ? parse_attrs(ps, &m, NULL)
-                                : parse_id(ps, as == AS_TRACE_ID ? 16 : 8, NULL);
-        if (f[i] == NULL) goto fail;
-    }
-    for (i = 0; i < n; i++) {
-        int as = keys[i].as;
-        if (f[i] == NULL && (as == AS_TRACE_ID || as == AS_SPAN_ID)) goto fail;
-        if (f[i] == NULL) f[i] = Py_NewRef(as == AS_INT ? d->zero : as == AS_STR ? d->empty_str : d->empty_tuple);
-    }
-    PyObject *o = new_instance(cls, off, f, n);
-    if (o != NULL) return o;
-fail:
-    drop_all(f, n);
-    return NULL;
-}
-
-static PyObject *parse_event(P *ps) {
-    return parse_fields(ps, EVENT_KEYS, N_EVENT_FIELDS, ps->d->event_cls, ps->d->event_off);
-}
-
-static PyObject *parse_link(P *ps) {
-    return parse_fields(ps, LINK_KEYS, N_LINK_FIELDS, ps->d->link_cls, ps->d->link_off);
-}
-
-/* parse_span switches on a key's length first, each case named by one of its keys: the others of a case must
- * have its length, or they would never match */
-#define SAME_CASE(key, other) _Static_assert(JK_LEN(key) == JK_LEN(other), #other " is not in the case of " #key)
-SAME_CASE(JK_NAME, JK_KIND);
-SAME_CASE(JK_FLAGS, JK_LINKS);
-SAME_CASE(JK_SPAN_ID, JK_EVENTS);
-SAME_CASE(JK_SPAN_ID, JK_STATUS);
-SAME_CASE(JK_TRACE_STATE, JK_ATTRIBUTES);
-SAME_CASE(JK_START_TIME_UNIX_NANO, JK_DROPPED_LINKS_COUNT);
-
-/* a span object -> SpanData with every field but the resource's and scope's (set by the callers) */
-static PyObject *parse_span(P *ps) {
-    Decoder *d = ps->d;
-    PyObject *f[N_SPANDATA_FIELDS] = {NULL};
     const unsigned char *k;
     Py_ssize_t kn;
     unsigned seen = 0;
-    int m = 0;
-    if (!eat(ps, '{')) return NULL;
+    int m = 0, j = n - 1;
     for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
-        if (r < 0) goto fail;
-        int i;
-        switch (kn) { /* by length first: most keys differ in it */
-            case JK_LEN(JK_NAME):
-                if (IS(k, kn, JK_NAME))
-                    FIELD(F_NAME, parse_str_at(ps, &d->name_site));
-                else if (IS(k, kn, JK_KIND))
-                    FIELD(F_KIND, parse_enum(ps, d->kinds, d->kind_len, d->n_kinds));
-                else
-                    goto fail;
-                break;
-            case JK_LEN(JK_FLAGS):
-                if (IS(k, kn, JK_FLAGS))
-                    FIELD(F_FLAGS, parse_intish(ps));
-                else if (IS(k, kn, JK_LINKS))
-                    FIELD(F_LINKS, parse_list_of(ps, parse_link));
-                else
-                    goto fail;
-                break;
-            case JK_LEN(JK_SPAN_ID):
-                if (IS(k, kn, JK_SPAN_ID))
-                    FIELD(F_SPAN_ID, parse_id(ps, 8, NULL));
-                else if (IS(k, kn, JK_EVENTS))
-                    FIELD(F_EVENTS, parse_list_of(ps, parse_event));
-                else if (IS(k, kn, JK_STATUS)) {
-                    i = F_STATUS_CODE;
-                    SEEN(F_STATUS_CODE);
-                    SEEN(F_STATUS_MSG);
-                    ws(ps);
-                    if (literal(ps, "null", 4)) {
-                        f[F_STATUS_CODE] = Py_NewRef(d->zero);
-                        f[F_STATUS_MSG] = Py_NewRef(d->empty_str);
-                        break;
-                    }
-                    if (!eat(ps, '{')) goto fail;
-                    unsigned sseen = 0;
-                    for (int sr = obj_first(ps, &k, &kn); sr != 0; sr = obj_next(ps, &k, &kn)) {
-                        if (sr < 0) goto fail;
-                        if (IS(k, kn, JK_CODE) && !(sseen & 1)) {
-                            sseen |= 1;
-                            f[F_STATUS_CODE] = parse_enum(ps, d->statuses, d->status_len, d->n_statuses);
-                            if (f[F_STATUS_CODE] == NULL) goto fail;
-                        } else if (IS(k, kn, JK_MESSAGE) && !(sseen & 2)) {
-                            sseen |= 2;
-                            if ((f[F_STATUS_MSG] = parse_str(ps)) == NULL) goto fail;
-                        } else {
-                            goto fail;
-                        }
-                    }
-                    if (!f[F_STATUS_CODE]) f[F_STATUS_CODE] = Py_NewRef(d->zero);
-                    if (!f[F_STATUS_MSG]) f[F_STATUS_MSG] = Py_NewRef(d->empty_str);
-                } else
-                    goto fail;
-                break;
-            case JK_LEN(JK_TRACE_ID):
-                if (!IS(k, kn, JK_TRACE_ID)) goto fail;
-                FIELD(F_TRACE_ID, parse_id(ps, 16, &d->last_trace));
-                break;
-            case JK_LEN(JK_TRACE_STATE):
-                if (IS(k, kn, JK_TRACE_STATE))
-                    FIELD(F_TRACE_STATE, parse_str(ps));
-                else if (IS(k, kn, JK_ATTRIBUTES))
-                    FIELD(F_ATTRS, parse_attrs(ps, &m, d->pos));
-                else
-                    goto fail;
-                break;
-            case JK_LEN(JK_PARENT_SPAN_ID):
-                if (!IS(k, kn, JK_PARENT_SPAN_ID)) goto fail;
-                i = F_PARENT;
-                SEEN(F_PARENT);
+        int tries = 0;
+        if (r < 0) return -1;
+        do j = j + 1 < n ? j + 1 : 0;
+        while (!(kn == keys[j].len && memcmp(k, keys[j].key, (size_t)kn) == 0) && ++tries < n);
+        if (tries == n || seen & (1u << j)) return -1; /* another key, or one twice */
+        seen |= 1u << j;
+        PyObject **out = &f[keys[j].field];
+        switch (keys[j].as) {
+            case AS_INT: *out = parse_intish(ps); break;
+            case AS_STR: *out = parse_str(ps); break;
+            case AS_NAME: *out = parse_str_at(ps, &d->name_site); break;
+            case AS_ATTRS: *out = parse_attrs(ps, &m, NULL); break;
+            case AS_SPAN_ATTRS: *out = parse_attrs(ps, &m, d->pos); break;
+            case AS_BLOCK: *out = parse_attr_block(ps); break;
+            case AS_TRACE_ID: *out = parse_id(ps, 16, &d->last_trace); break;
+            case AS_LINK_TRACE_ID: *out = parse_id(ps, 16, NULL); break;
+            case AS_SPAN_ID: *out = parse_id(ps, 8, NULL); break;
+            case AS_PARENT: /* null or "" (falsy): a root span */
                 ws(ps);
-                if (literal(ps, "null", 4) || literal(ps, "\"\"", 2)) /* falsy: a root span */
-                    f[i] = Py_NewRef(Py_None);
-                else
-                    f[i] = parse_id(ps, 8, &d->last_parent);
+                *out = literal(ps, "null", 4) || literal(ps, "\"\"", 2) ? Py_NewRef(Py_None)
+                                                                       : parse_id(ps, 8, &d->last_parent);
                 break;
-            case JK_LEN(JK_END_TIME_UNIX_NANO):
-                if (!IS(k, kn, JK_END_TIME_UNIX_NANO)) goto fail;
-                FIELD(F_END, parse_intish(ps));
-                break;
-            case JK_LEN(JK_START_TIME_UNIX_NANO):
-                if (IS(k, kn, JK_START_TIME_UNIX_NANO))
-                    FIELD(F_START, parse_intish(ps));
-                else if (IS(k, kn, JK_DROPPED_LINKS_COUNT))
-                    FIELD(F_DROPPED_LINKS, parse_intish(ps));
-                else
-                    goto fail;
-                break;
-            case JK_LEN(JK_DROPPED_EVENTS_COUNT):
-                if (!IS(k, kn, JK_DROPPED_EVENTS_COUNT)) goto fail;
-                FIELD(F_DROPPED_EVENTS, parse_intish(ps));
-                break;
-            case JK_LEN(JK_DROPPED_ATTRIBUTES_COUNT):
-                if (!IS(k, kn, JK_DROPPED_ATTRIBUTES_COUNT)) goto fail;
-                FIELD(F_DROPPED_ATTRS, parse_intish(ps));
-                break;
-            default:
-                goto fail;
+            case AS_KIND: *out = parse_enum(ps, d->kind_names); break;
+            case AS_STATUS_CODE: *out = parse_enum(ps, d->status_names); break;
+            case AS_EVENTS: *out = parse_list_of(ps, parse_event); break;
+            case AS_LINKS: *out = parse_list_of(ps, parse_link); break;
+            case AS_OBJECT:
+                ws(ps);
+                if (!literal(ps, "null", 4) && (!eat(ps, '{') || parse_members(ps, keys[j].sub, keys[j].n_sub, f) < 0))
+                    return -1;
+                continue;
+            case AS_SPANS: /* a scope's spans, appended to the line's; a resource's scopes, read in turn */
+            case AS_SCOPE_SPANS:
+                if (!eat(ps, '[')) return -1;
+                for (int sr = arr_first(ps); sr != 0; sr = arr_next(ps)) {
+                    if (sr < 0) return -1;
+                    if (keys[j].as == AS_SCOPE_SPANS) {
+                        if (parse_entry(ps, 0) < 0) return -1;
+                        continue;
+                    }
+                    PyObject *span = parse_span(ps);
+                    int err = span == NULL || PyList_Append(ps->out, span) < 0;
+                    Py_XDECREF(span);
+                    if (err) return -1;
+                }
+                continue;
         }
-        if (f[i] == NULL) goto fail;
+        if (*out == NULL) return -1;
     }
-    if (!f[F_TRACE_ID] || !f[F_SPAN_ID]) goto fail; /* decode_id(""): IdError */
-    if (!f[F_PARENT]) f[F_PARENT] = Py_NewRef(Py_None);
-    if (!f[F_NAME]) f[F_NAME] = Py_NewRef(d->empty_str);
-    if (!f[F_STATUS_MSG]) f[F_STATUS_MSG] = Py_NewRef(d->empty_str);
-    if (!f[F_TRACE_STATE]) f[F_TRACE_STATE] = Py_NewRef(d->empty_str);
-    if (!f[F_ATTRS]) f[F_ATTRS] = Py_NewRef(d->empty_tuple);
-    if (!f[F_EVENTS]) f[F_EVENTS] = Py_NewRef(d->empty_tuple);
-    if (!f[F_LINKS]) f[F_LINKS] = Py_NewRef(d->empty_tuple);
-    static const int ints[] = {F_START, F_END, F_KIND, F_STATUS_CODE, F_FLAGS, F_DROPPED_ATTRS,
-                               F_DROPPED_EVENTS, F_DROPPED_LINKS};
-    for (size_t j = 0; j < sizeof(ints) / sizeof(ints[0]); j++)
-        if (!f[ints[j]]) f[ints[j]] = Py_NewRef(d->zero);
-    /* F_RESOURCE .. F_SCHEMA_URL stay NULL here: set when the scope and resource are read */
-    PyObject *o = new_instance(d->span_cls, d->span_off, f, F_RESOURCE);
+    for (j = 0; j < n; j++) {
+        int as = keys[j].as;
+        PyObject **out = &f[keys[j].field];
+        if (*out != NULL || as >= AS_SPANS) continue; /* an object's fields: its own defaults, or the caller's */
+        if (as == AS_TRACE_ID || as == AS_LINK_TRACE_ID || as == AS_SPAN_ID) return -1;
+        *out = Py_NewRef(as == AS_INT || as == AS_KIND || as == AS_STATUS_CODE ? d->zero
+                         : as == AS_STR || as == AS_NAME                      ? d->empty_str
+                         : as == AS_PARENT                                     ? Py_None
+                                                                               : d->empty_tuple);
+    }
+    return 0;
+}
+
+/* An event or link object (an array element: an empty one is counted) -> SpanEvent or SpanLink. */
+static PyObject *parse_instance(P *ps, const Field *keys, int n, PyTypeObject *cls, const Py_ssize_t *off) {
+    PyObject *f[N_LINK_FIELDS] = {NULL}; /* the longer of the two */
+    if (!eat(ps, '{')) return NULL;
+    ps->empties += peek(ps) == '}';
+    PyObject *o = parse_members(ps, keys, n, f) < 0 ? NULL : new_instance(cls, off, f, n);
+    if (o == NULL) drop_all(f, n);
+    return o;
+}
+
+static PyObject *parse_event(P *ps) {
+    return parse_instance(ps, EVENT_KEYS, COUNT(EVENT_KEYS), ps->d->event_cls, ps->d->event_off);
+}
+
+static PyObject *parse_link(P *ps) {
+    return parse_instance(ps, LINK_KEYS, COUNT(LINK_KEYS), ps->d->link_cls, ps->d->link_off);
+}
+
+/* a span object -> SpanData with every field but the resource's and scope's (set by the callers) */
+static PyObject *parse_span(P *ps) {
+    PyObject *f[N_SPANDATA_FIELDS] = {NULL};
+    if (!eat(ps, '{') || parse_members(ps, SPAN_KEYS, COUNT(SPAN_KEYS), f) < 0) goto fail;
+    if (f[F_STATUS_CODE] == NULL) f[F_STATUS_CODE] = Py_NewRef(ps->d->zero); /* no status */
+    if (f[F_STATUS_MSG] == NULL) f[F_STATUS_MSG] = Py_NewRef(ps->d->empty_str);
+    PyObject *o = new_instance(ps->d->span_cls, ps->d->span_off, f, F_RESOURCE); /* the rest NULL until then */
     if (o != NULL) return o;
 fail:
     drop_all(f, N_SPANDATA_FIELDS);
@@ -1254,93 +1134,32 @@ static void set_field(Decoder *d, PyObject *spans, Py_ssize_t start, int i, PyOb
     }
 }
 
-/* the scope: null or {"name", "version", "attributes", "droppedAttributesCount"}; with name and version NULL,
- * the resource: null or {"attributes", "droppedAttributesCount"} (a "name" or "version" key then refuses it) */
-static int parse_scope(P *ps, PyObject **name, PyObject **version, PyObject **attrs) {
-    const unsigned char *k;
-    Py_ssize_t kn;
-    unsigned seen = 0;
-    ws(ps);
-    if (literal(ps, "null", 4)) return 0;
-    if (!eat(ps, '{')) return -1;
-    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
-        if (r < 0) goto fail;
-        if (name != NULL && IS(k, kn, JK_NAME)) {
-            SEEN(0);
-            if ((*name = parse_str(ps)) == NULL) goto fail;
-        } else if (version != NULL && IS(k, kn, JK_VERSION)) {
-            SEEN(1);
-            if ((*version = parse_str(ps)) == NULL) goto fail;
-        } else if (IS(k, kn, JK_ATTRIBUTES)) {
-            SEEN(2);
-            if ((*attrs = parse_attr_block(ps)) == NULL) goto fail;
-        } else if (IS(k, kn, JK_DROPPED_ATTRIBUTES_COUNT)) { /* not read by the general decoder either */
-            SEEN(3);
-            PyObject *n = parse_intish(ps);
-            if (n == NULL) goto fail;
-            Py_DECREF(n);
-        } else {
-            goto fail;
-        }
-    }
-    return 0;
-fail:
-    return -1;
-}
-
-/* one resourceSpans entry (`resource`) or scopeSpans entry: its spans appended to out, then given the entry's
- * fields: the resource's attributes and schema URL, or the scope's name, version, attributes and schema URL */
-static int parse_entry(P *ps, PyObject *out, int resource) {
+/* one resourceSpans entry (`resource`) or scopeSpans entry: its spans appended to the line's, then given the
+ * entry's fields: the resource's attributes and schema URL, or the scope's name, version, attributes and schema URL */
+static int parse_entry(P *ps, int resource) {
     Decoder *d = ps->d;
-    PyObject *name = NULL, *version = NULL, *attrs = NULL, *schema_url = NULL;
-    const unsigned char *k;
-    Py_ssize_t kn;
-    unsigned seen = 0;
+    PyObject *g[N_ENTRY_FIELDS] = {NULL};
+    Py_ssize_t start = PyList_GET_SIZE(ps->out);
     int rc = -1;
-    Py_ssize_t start = PyList_GET_SIZE(out);
     if (!eat(ps, '{')) return -1;
-    for (int r = obj_first(ps, &k, &kn); r != 0; r = obj_next(ps, &k, &kn)) {
-        if (r < 0) goto fail;
-        if (resource ? IS(k, kn, JK_SCOPE_SPANS) : IS(k, kn, JK_SPANS)) {
-            SEEN(0);
-            if (!eat(ps, '[')) goto fail;
-            for (int sr = arr_first(ps); sr != 0; sr = arr_next(ps)) {
-                if (sr < 0) goto fail;
-                if (resource) {
-                    if (parse_entry(ps, out, 0) < 0) goto fail;
-                    continue;
-                }
-                PyObject *span = parse_span(ps);
-                if (span == NULL) goto fail;
-                int err = PyList_Append(out, span);
-                Py_DECREF(span);
-                if (err < 0) goto fail;
-            }
-        } else if (resource ? IS(k, kn, JK_RESOURCE) : IS(k, kn, JK_SCOPE)) {
-            SEEN(1);
-            if (parse_scope(ps, resource ? NULL : &name, resource ? NULL : &version, &attrs) < 0) goto fail;
-        } else if (IS(k, kn, JK_SCHEMA_URL)) {
-            SEEN(2);
-            if ((schema_url = parse_str(ps)) == NULL) goto fail;
-        } else {
-            goto fail;
-        }
-    }
+    ps->empties += peek(ps) == '}';
+    if (resource ? parse_members(ps, RESOURCE_SPANS_KEYS, COUNT(RESOURCE_SPANS_KEYS), g)
+                 : parse_members(ps, SCOPE_SPANS_KEYS, COUNT(SCOPE_SPANS_KEYS), g))
+        goto fail;
+    for (int i = 0; i < N_ENTRY_FIELDS; i++) /* no resource or scope (or null): no attributes, name, version */
+        if (g[i] == NULL) g[i] = Py_NewRef(i == G_ATTRS ? d->empty_tuple : d->empty_str);
     if (resource) {
-        set_field(d, out, start, F_RESOURCE, attrs ? attrs : d->empty_tuple);
-        set_field(d, out, start, F_RESOURCE_SCHEMA, schema_url ? schema_url : d->empty_str);
+        set_field(d, ps->out, start, F_RESOURCE, g[G_ATTRS]);
+        set_field(d, ps->out, start, F_RESOURCE_SCHEMA, g[G_SCHEMA_URL]);
     } else {
-        set_field(d, out, start, F_SCOPE_NAME, name ? name : d->empty_str);
-        set_field(d, out, start, F_SCOPE_VERSION, version ? version : d->empty_str);
-        set_field(d, out, start, F_SCOPE_ATTRS, attrs ? attrs : d->empty_tuple);
-        set_field(d, out, start, F_SCHEMA_URL, schema_url ? schema_url : d->empty_str);
+        set_field(d, ps->out, start, F_SCOPE_NAME, g[G_NAME]);
+        set_field(d, ps->out, start, F_SCOPE_VERSION, g[G_VERSION]);
+        set_field(d, ps->out, start, F_SCOPE_ATTRS, g[G_ATTRS]);
+        set_field(d, ps->out, start, F_SCHEMA_URL, g[G_SCHEMA_URL]);
     }
     rc = 0;
 fail:
-    Py_XDECREF(name);
-    Py_XDECREF(version);
-    Py_XDECREF(attrs);
-    Py_XDECREF(schema_url);
+    drop_all(g, N_ENTRY_FIELDS);
     return rc;
 }
 
@@ -1375,22 +1194,22 @@ static void untrack_spans(Decoder *d, PyObject *spans) {
 }
 
 static PyObject *decode_text(Decoder *self, const unsigned char *text, Py_ssize_t size) {
-    P ps = {text, text + size, self, 0};
     const unsigned char *k;
     Py_ssize_t kn;
     int found = 0;
     PyObject *out = PyList_New(0);
     if (out == NULL) return NULL;
+    P ps = {text, text + size, self, 0, 0, out};
     if (!eat(&ps, '{')) goto fail;
     for (int r = obj_first(&ps, &k, &kn); r != 0; r = obj_next(&ps, &k, &kn)) {
         if (r < 0 || found || !IS(k, kn, JK_RESOURCE_SPANS)) goto fail; /* batches, result, ...: no answer */
         found = 1;
         if (!eat(&ps, '[')) goto fail;
         for (int sr = arr_first(&ps); sr != 0; sr = arr_next(&ps))
-            if (sr < 0 || parse_entry(&ps, out, 1) < 0) goto fail;
+            if (sr < 0 || parse_entry(&ps, 1) < 0) goto fail;
     }
     ws(&ps);
-    if (!found || ps.p != ps.end) goto fail;
+    if (!found || ps.p != ps.end || (size >= 1 << 20 && ps.empties > MAX_EMPTY_OBJECTS)) goto fail;
     untrack_spans(self, out);
     return out;
 fail:
@@ -1402,9 +1221,7 @@ fail:
 /* A line is bytes, or a memoryview of one (sources.files._read_lines: a line of its read buffer, read in place
  * instead of copied out first); nothing made here points into it. */
 static PyObject *Decoder_decode(Decoder *self, PyObject *line) {
-    if (PyBytes_CheckExact(line))
-        return decode_text(self, (const unsigned char *)PyBytes_AS_STRING(line), PyBytes_GET_SIZE(line));
-    if (!PyMemoryView_Check(line)) Py_RETURN_NONE;
+    if (!PyBytes_CheckExact(line) && !PyMemoryView_Check(line)) Py_RETURN_NONE;
     Py_buffer view;
     if (PyObject_GetBuffer(line, &view, PyBUF_SIMPLE) < 0) return NULL; /* released, or not contiguous */
     PyObject *out = decode_text(self, (const unsigned char *)view.buf, view.len);
@@ -1439,23 +1256,6 @@ static int slot_offsets(PyObject *cls, const char *const *names, int n, Py_ssize
                 PyErr_Format(PyExc_TypeError, "%s: two fields share a slot", tp->tp_name);
                 return -1;
             }
-    return 0;
-}
-
-static int enum_names(PyObject *names, const char **out, Py_ssize_t *lens, int *count) {
-    if (!PyTuple_Check(names) || PyTuple_GET_SIZE(names) > MAX_NAMES) {
-        PyErr_SetString(PyExc_TypeError, "enum names must be a tuple of at most 16 str");
-        return -1;
-    }
-    *count = (int)PyTuple_GET_SIZE(names);
-    for (int i = 0; i < *count; i++) {
-        PyObject *name = PyTuple_GET_ITEM(names, i);
-        if (!PyUnicode_Check(name)) {
-            PyErr_SetString(PyExc_TypeError, "enum names must be str");
-            return -1;
-        }
-        if ((out[i] = PyUnicode_AsUTF8AndSize(name, &lens[i])) == NULL) return -1;
-    }
     return 0;
 }
 
@@ -1502,9 +1302,7 @@ static PyObject *Decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     if (self == NULL) return NULL;
     if (slot_offsets(span_cls, SPANDATA_FIELDS, N_SPANDATA_FIELDS, self->span_off) < 0 ||
         slot_offsets(event_cls, EVENT_FIELDS, N_EVENT_FIELDS, self->event_off) < 0 ||
-        slot_offsets(link_cls, LINK_FIELDS, N_LINK_FIELDS, self->link_off) < 0 ||
-        enum_names(kind_names, self->kinds, self->kind_len, &self->n_kinds) < 0 ||
-        enum_names(status_names, self->statuses, self->status_len, &self->n_statuses) < 0)
+        slot_offsets(link_cls, LINK_FIELDS, N_LINK_FIELDS, self->link_off) < 0)
         goto fail;
     if (!PyCallable_Check(decode_id) || !PyCallable_Check(dec_bytes)) {
         PyErr_SetString(PyExc_TypeError, "decode_id and dec_bytes must be callable");
@@ -1536,19 +1334,6 @@ fail:
     return NULL;
 }
 
-static PyObject *Decoder_clear(Decoder *self, PyObject *Py_UNUSED(ignored)) {
-    cache_clear(&self->strings);
-    cache_clear(&self->pairs);
-    cache_clear(&self->blocks);
-    Py_CLEAR(self->last_trace.value);
-    Py_CLEAR(self->last_parent.value);
-    clear_positions(self);
-    self->name_site.misses = self->name_site.skip = 0;
-    self->value_site.misses = self->value_site.skip = 0;
-    self->other_site.misses = self->other_site.skip = 0;
-    Py_RETURN_NONE;
-}
-
 static PyObject *Decoder_cache_sizes(Decoder *self, PyObject *Py_UNUSED(ignored)) {
     return Py_BuildValue("{s:(nn),s:(nn),s:(nn)}", "strings", (Py_ssize_t)self->strings.count,
                          (Py_ssize_t)self->strings.bytes, "pairs", (Py_ssize_t)self->pairs.count,
@@ -1559,7 +1344,6 @@ static PyObject *Decoder_cache_sizes(Decoder *self, PyObject *Py_UNUSED(ignored)
 static PyMethodDef Decoder_methods[] = {
     {"decode", (PyCFunction)Decoder_decode, METH_O,
      "decode(line: bytes | memoryview) -> list[SpanData] | None: the general decoder's spans for the line, or None."},
-    {"clear", (PyCFunction)Decoder_clear, METH_NOARGS, "Empty the caches."},
     {"cache_sizes", (PyCFunction)Decoder_cache_sizes, METH_NOARGS,
      "{cache: (entries, text bytes)} for the strings, attribute pairs and attribute block caches."},
     {NULL, NULL, 0, NULL},
@@ -1579,7 +1363,7 @@ static PyTypeObject DecoderType = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_jsonread",
-    .m_doc = "OTLP JSON Lines -> SpanData: a hand-written strict parser for launchtrace.otlp.json_fast.",
+    .m_doc = "OTLP JSON Lines -> SpanData: the compiled reader of launchtrace.otlp.json_fast.",
     .m_size = -1,
 };
 

@@ -49,8 +49,6 @@ VALUES = "values"
 VERSION = "version"
 
 _KEYS = {name: value for name, value in globals().items() if name.isupper()}
-# every key by its protobuf field name: msgspec's rename= for structs whose fields are named as in OTLP
-BY_FIELD = {name.lower(): key for name, key in _KEYS.items()}
 
 
 def keyed(template: str) -> bytes:

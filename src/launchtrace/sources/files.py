@@ -29,6 +29,7 @@ import bisect
 import gzip
 import io
 import os
+import re
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -44,21 +45,25 @@ from launchtrace.spans import SpanData
 
 # imported on first use: a file of OTLP JSON Lines, what the fleet commands read, needs none of them
 _proto = lazy_module("launchtrace.otlp.proto_decode")  # protobuf files
-_documents = lazy_module("launchtrace.sources.documents")  # whole JSON documents, and lines the fast paths refuse
+_documents = lazy_module("launchtrace.sources.documents")  # whole JSON documents, and lines the fast reader refuses
 _structure = lazy_module("launchtrace.sources.structure")  # read_file(check=True)
 orjson = lazy_module("orjson")  # documents, and lines the compiled reader has no answer for
 
 __all__ = ["MAX_JSON_BYTES", "SpanFile", "read_spans"]
 
 MAX_JSON_BYTES = 64 << 20
-"""A line, or a whole-file document, that the fast readers did not take is parsed by orjson only up to this size:
-orjson builds the whole value before it can say it is broken (a 100 MiB line of small numbers cost 1.35 GB), so
-a longer one is refused, named, unread. The fast readers take valid OTLP lines of any size first."""
+"""A line, or a whole-file document, is read only up to this size: orjson builds the whole value before it can
+say it is broken (a 100 MiB line of small numbers cost 1.35 GB), so a longer one is refused, named, unread. The
+compiled reader is not asked either, so that a file reads the same with and without it (no writer we know
+writes such lines: our sink's 512 spans are about 650 KB, the Collector's default batch of 8,192 about 10 MB)."""
 
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # a JSON string, for _empty_objects
 _GZIP_MAGIC = b"\x1f\x8b"
 MAX_EMPTY_OBJECTS = 100_000
-"""Empty JSON objects (``{}``: an empty span, resource or value) a long line the compiled reader refused may hold
-before it is skipped unread: a line of our sink or the Collector's holds a few per span at most."""
+"""Empty JSON objects as array elements (``[{},{}``: empty spans, events, scope or resource entries, values) a
+line of 1 MiB or more may hold before it is skipped unread, the same with and without the compiled reader (which
+counts the same elements and answers no such line). Our sink and the Collector write none: an empty
+``"status":{}`` is a field's value, not counted."""
 _BOM = b"\xef\xbb\xbf"
 _BUFFER_BYTES = 1 << 18
 _OTHER_ENCODINGS = (  # byte order marks of text that is not UTF-8, longest first
@@ -186,19 +191,16 @@ class SpanFile:
                 yield self._decoded(where, _proto.decode_traces_bytes(body, where=where))
 
     def _decode_line(self, line: bytes | memoryview) -> tuple[list[SpanData] | None, int]:
-        """What ``FastLineDecoder.decode`` answers, and, for a long line the compiled reader has no answer for, the
-        number of empty objects in it when past :data:`MAX_EMPTY_OBJECTS` (then ``None``: the Python paths would
-        build every one of them, 2.7 GB for 10,000,000 empty spans, before saying they are no spans)."""
-        fast = self._fast
-        if fast.compiled is not None:
-            spans = fast.compiled.decode(line)
-            if spans is not None:
-                return spans, 0
-        text = bytes(line)  # the same object when it is bytes; a view of a read buffer is copied here, once
-        empty = _empty_objects(text)
-        if empty:
-            return None, empty
-        return fast.decode_python(text), 0
+        """The compiled reader's answer for a line (``None``: read it the general way), and, when it has none, the
+        number of empty objects the line holds as array elements when past :data:`MAX_EMPTY_OBJECTS` (then the
+        line is skipped unread: ``orjson`` would build every one of them, 2.7 GB for 10,000,000 empty spans,
+        before the general decoder says they are no spans)."""
+        if len(line) > MAX_JSON_BYTES:
+            return None, 0
+        spans = self._fast.decode(line)
+        if spans is not None:
+            return spans, 0
+        return None, _empty_objects(line)
 
     def _decoded(self, where: str, result: tuple[list[SpanData], list[Problem]]) -> tuple[str, list[SpanData]]:
         spans, problems = result
@@ -227,7 +229,7 @@ class SpanFile:
             whole = first + rest if rest else first  # no copy of a file that is one line
             del first, rest
             with collector_paused():
-                spans = self._fast.decode(whole)
+                spans = self._fast.decode(whole) if len(whole) <= MAX_JSON_BYTES else None
             if spans is not None:
                 self.format = "otlp-json" + suffix
                 yield self.name, spans
@@ -337,11 +339,20 @@ def _read_lines(stream: BinaryIO) -> Iterator[memoryview]:
         view.release()
 
 
-def _empty_objects(line: bytes) -> int:
-    """How many empty JSON objects a line of 1 MiB or more holds when that is past :data:`MAX_EMPTY_OBJECTS`, else 0."""
+def _empty_objects(line: bytes | memoryview) -> int:
+    """How many empty JSON objects a line of 1 MiB or more holds as array elements (``[{}`` or ``,{}`` outside
+    strings, whitespace aside) when that is past :data:`MAX_EMPTY_OBJECTS`, else 0.
+
+    The compiled reader counts the same elements of a line it reads and answers no line past the bound, so this
+    rule alone decides, with and without it.
+    """
     if len(line) < 1 << 20:
         return 0
-    n = line.count(b"{}")
+    text = bytes(line)
+    if text.count(b"}") <= MAX_EMPTY_OBJECTS:  # each one has its "}": most lines stop here
+        return 0
+    bare = _STRING.sub(b'""', text).translate(None, b" \t\r\n")
+    n = bare.count(b",{}") + bare.count(b"[{}")
     return n if n > MAX_EMPTY_OBJECTS else 0
 
 
