@@ -10,9 +10,9 @@
  * members are listed, in order, by the V_ enum below and VIEW_FIELDS; the Python side checks the two agree
  * when it loads this module): its whole interface to the builder. Of the objects it is handed it reads only
  * these public attributes: a record's scope_id, template, error, repeat, probes, thread, start_ns, end_ns,
- * kernel, seq; a node's (_Node) trace, folder, records, first_start, launches, digest, last_end, parent,
- * span_id, and its digest's update(); a trace's (_Trace) sampled, used, stream_until, id; a
- * folder's enabled; the rng's getrandbits().
+ * kernel, seq; a node's (_Node) trace, folder, records, first_start, launches, lines, last_end, parent,
+ * span_id, and its flush_lines(); a trace's (_Trace) sampled, used, stream_until, id; a folder's enabled; the
+ * rng's getrandbits().
  * The common case, every condition checked before anything is changed:
  *   - the record's node is an open scope (view.scopes / .aliases by scope id) or, with no scope, the
  *     thread's open step root (view.steps) that neither its count nor its time window closes;
@@ -22,8 +22,8 @@
  *     no error, repeat 1, no probes; its topology line is cached with no foreign pointers (view.lines), its
  *     static attributes are cached (view.attrs); the node's folder is disabled; the kernel name fits the
  *     attribute length limit (view.limit).
- * Then, as the Python does: the step root's record count, every ancestor's launch count, digest and last end,
- * the trace's budget, and the span (static attributes + the sequence number, a span id from view.rng) appended
+ * Then, as the Python does: the step root's record count, every ancestor's launch count, topology line (hashed
+ * LINES_PER_UPDATE at a time by flush_lines) and last end, the trace's budget, and the span (static attributes + the sequence number, a span id from view.rng) appended
  * to view.out. Anything else (a scope event, a new key, folding on, a trace at its switch point or out of
  * budget, any error while looking) goes to Python, which stays the definition.
  * tests/test_spanbuilder.py runs through both and compares the spans.
@@ -35,8 +35,9 @@
 
 static PyObject *s_scope_id, *s_template, *s_error, *s_repeat, *s_probes, *s_thread, *s_start_ns, *s_end_ns;
 static PyObject *s_trace, *s_sampled, *s_used, *s_stream_until, *s_folder, *s_enabled, *s_records, *s_first_start;
-static PyObject *s_launches, *s_digest, *s_last_end, *s_parent, *s_span_id, *s_id, *s_kernel, *s_seq;
-static PyObject *s_update, *s_getrandbits, *s_record;
+static PyObject *s_launches, *s_lines, *s_last_end, *s_parent, *s_span_id, *s_id, *s_kernel, *s_seq;
+static PyObject *s_flush_lines, *s_getrandbits, *s_record;
+#define LINES_PER_UPDATE 256 /* spanbuilder._LINES_PER_UPDATE */
 static PyObject *c_zero, *c_one, *c_64, *c_empty_tuple, *c_empty_str;
 
 /* SpanBuilder.compiled_view's members, in order (launchtrace.export.spanbuilder.CompiledView). */
@@ -87,12 +88,12 @@ typedef struct {
 } Layout;
 
 enum { R_ERROR, R_REPEAT, R_PROBES, R_TEMPLATE, R_KERNEL, R_SCOPE_ID, R_START_NS, R_THREAD, R_END_NS, R_SEQ, N_R };
-enum { N_TRACE, N_FOLDER, N_RECORDS, N_FIRST_START, N_LAUNCHES, N_DIGEST, N_LAST_END, N_PARENT, N_SPAN_ID, N_N };
+enum { N_TRACE, N_FOLDER, N_RECORDS, N_FIRST_START, N_LAUNCHES, N_LINES, N_LAST_END, N_PARENT, N_SPAN_ID, N_N };
 enum { T_SAMPLED, T_USED, T_STREAM_UNTIL, T_ID, N_T };
 static PyObject **rec_names[N_R] = {&s_error,    &s_repeat,   &s_probes, &s_template, &s_kernel,
                                     &s_scope_id, &s_start_ns, &s_thread, &s_end_ns,   &s_seq};
 static PyObject **node_names[N_N] = {&s_trace,  &s_folder,   &s_records, &s_first_start, &s_launches,
-                                     &s_digest, &s_last_end, &s_parent,  &s_span_id};
+                                     &s_lines, &s_last_end, &s_parent,  &s_span_id};
 static PyObject **trace_names[N_T] = {&s_sampled, &s_used, &s_stream_until, &s_id};
 static Layout rec_layout, node_layout, trace_layout;
 
@@ -142,26 +143,6 @@ static inline int set_field(Layout *l, PyObject *obj, int i, PyObject *name, PyO
 #define REC(i, name) field(layout_of(&rec_layout, rec, rec_names, N_R), rec, (i), (name))
 #define NODE(obj, i, name) field(layout_of(&node_layout, (obj), node_names, N_N), (obj), (i), (name))
 #define TRACE(i, name) field(layout_of(&trace_layout, trace, trace_names, N_T), trace, (i), (name))
-
-/* The `update` method descriptor of the digests' class, called without looking it up per record. */
-static PyTypeObject *digest_type;
-static PyObject *digest_update;
-
-static PyObject *update_digest(PyObject *digest, PyObject *line) {
-    if (digest_type != Py_TYPE(digest)) {
-        PyObject *m = PyObject_GetAttr((PyObject *)Py_TYPE(digest), s_update);
-        if (m == NULL) return NULL;
-        if (!Py_IS_TYPE(m, &PyMethodDescr_Type)) { /* not a plain method: the usual call */
-            Py_DECREF(m);
-            return PyObject_CallMethodOneArg(digest, s_update, line);
-        }
-        Py_INCREF(Py_TYPE(digest));
-        Py_XSETREF(digest_type, Py_TYPE(digest));
-        Py_XSETREF(digest_update, m);
-    }
-    PyObject *args[2] = {digest, line};
-    return PyObject_Vectorcall(digest_update, args, 2, NULL);
-}
 
 /* 1 when `a < b` for two Python ints, 0 when not, -1 on error. */
 static int less(PyObject *a, PyObject *b) { return PyObject_RichCompareBool(a, b, Py_LT); }
@@ -346,9 +327,10 @@ static int one(State *st, PyObject *event) {
     for (PyObject *n = node; n != Py_None;) {
         layout_of(&node_layout, n, node_names, N_N);
         if (add_one(&node_layout, n, N_LAUNCHES, s_launches) < 0) goto error;
-        PyObject *digest = field(&node_layout, n, N_DIGEST, s_digest);
-        PyObject *r = digest ? update_digest(digest, line) : NULL;
-        Py_XDECREF(digest);
+        PyObject *lines = field(&node_layout, n, N_LINES, s_lines), *r = NULL;
+        if (lines != NULL && PyList_Append(lines, line) == 0)
+            r = PyList_GET_SIZE(lines) < LINES_PER_UPDATE ? Py_NewRef(Py_None) : PyObject_CallMethodNoArgs(n, s_flush_lines);
+        Py_XDECREF(lines);
         if (r == NULL) goto error;
         Py_DECREF(r);
         PyObject *last = field(&node_layout, n, N_LAST_END, s_last_end);
@@ -504,14 +486,14 @@ PyMODINIT_FUNC PyInit__fastbuild(void) {
     INTERN(s_records, "records");
     INTERN(s_first_start, "first_start");
     INTERN(s_launches, "launches");
-    INTERN(s_digest, "digest");
+    INTERN(s_lines, "lines");
     INTERN(s_last_end, "last_end");
     INTERN(s_parent, "parent");
     INTERN(s_span_id, "span_id");
     INTERN(s_id, "id");
     INTERN(s_kernel, "kernel");
     INTERN(s_seq, "seq");
-    INTERN(s_update, "update");
+    INTERN(s_flush_lines, "flush_lines");
     INTERN(s_getrandbits, "getrandbits");
     INTERN(s_record, "record");
     if ((c_zero = PyLong_FromLong(0)) == NULL || (c_one = PyLong_FromLong(1)) == NULL ||
