@@ -12,7 +12,7 @@
  * these public attributes: a record's scope_id, template, error, repeat, probes, thread, start_ns, end_ns,
  * kernel, seq; a node's (_Node) trace, folder, records, first_start, launches, lines, last_end, parent,
  * span_id, and its flush_lines(); a trace's (_Trace) sampled, used, stream_until, id; a folder's enabled; the
- * rng's getrandbits().
+ * span ids' (a _SpanIds) raw and left, and its take() when they run out.
  * The common case, every condition checked before anything is changed:
  *   - the record's node is an open scope (view.scopes / .aliases by scope id) or, with no scope, the
  *     thread's open step root (view.steps) that neither its count nor its time window closes;
@@ -23,9 +23,10 @@
  *     static attributes are cached (view.attrs); the node's folder is disabled; the kernel name fits the
  *     attribute length limit (view.limit).
  * Then, as the Python does: the step root's record count, every ancestor's launch count, topology line (hashed
- * LINES_PER_UPDATE at a time by flush_lines) and last end, the trace's budget, and the span (static attributes + the sequence number, a span id from view.rng) appended
- * to view.out. Anything else (a scope event, a new key, folding on, a trace at its switch point or out of
- * budget, any error while looking) goes to Python, which stays the definition.
+ * LINES_PER_UPDATE at a time by flush_lines) and last end, the trace's budget, and the span (static attributes +
+ * the sequence number, a span id from view.ids) appended to view.out. Anything else (a scope event, a new key,
+ * folding on, a trace at its switch point or out of budget, any error while looking) goes to Python, which stays
+ * the definition.
  * tests/test_spanbuilder.py runs through both and compares the spans.
  */
 #define PY_SSIZE_T_CLEAN
@@ -36,9 +37,9 @@
 static PyObject *s_scope_id, *s_template, *s_error, *s_repeat, *s_probes, *s_thread, *s_start_ns, *s_end_ns;
 static PyObject *s_trace, *s_sampled, *s_used, *s_stream_until, *s_folder, *s_enabled, *s_records, *s_first_start;
 static PyObject *s_launches, *s_lines, *s_last_end, *s_parent, *s_span_id, *s_id, *s_kernel, *s_seq;
-static PyObject *s_flush_lines, *s_getrandbits, *s_record;
+static PyObject *s_flush_lines, *s_take, *s_raw, *s_left, *s_record;
 #define LINES_PER_UPDATE 256 /* spanbuilder._LINES_PER_UPDATE */
-static PyObject *c_zero, *c_one, *c_64, *c_empty_tuple, *c_empty_str;
+static PyObject *c_zero, *c_one, *c_one_id, *c_empty_tuple, *c_empty_str;
 
 /* SpanBuilder.compiled_view's members, in order (launchtrace.export.spanbuilder.CompiledView). */
 enum {
@@ -49,7 +50,7 @@ enum {
     V_LINES,
     V_ATTRS,
     V_OUT,
-    V_RNG,
+    V_IDS,
     V_RESOURCE,
     V_STEP_MAX,
     V_STEP_WINDOW_NS,
@@ -61,15 +62,14 @@ enum {
     N_VIEW
 };
 static const char *const VIEW_FIELDS[N_VIEW] = {
-    "scopes",   "aliases",  "steps",          "template_keys", "lines",     "attrs",    "out",      "rng",
+    "scopes",   "aliases",  "steps",          "template_keys", "lines",     "attrs",    "out",      "ids",
     "resource", "step_max", "step_window_ns", "limit",         "make_span", "seq_key", "scope_name", "version",
 };
 
 typedef struct {
-    PyObject *scopes, *aliases, *steps, *template_keys, *lines, *attrs, *out, *rng, *resource;
+    PyObject *scopes, *aliases, *steps, *template_keys, *lines, *attrs, *out, *ids, *resource;
     PyObject *make_span, *seq_key, *scope_name, *version;
     PyObject *step_max, *step_window_ns;
-    PyObject *getrandbits; /* rng.getrandbits, bound once per call */
     Py_ssize_t limit;
 } State;
 
@@ -90,12 +90,14 @@ typedef struct {
 enum { R_ERROR, R_REPEAT, R_PROBES, R_TEMPLATE, R_KERNEL, R_SCOPE_ID, R_START_NS, R_THREAD, R_END_NS, R_SEQ, N_R };
 enum { N_TRACE, N_FOLDER, N_RECORDS, N_FIRST_START, N_LAUNCHES, N_LINES, N_LAST_END, N_PARENT, N_SPAN_ID, N_N };
 enum { T_SAMPLED, T_USED, T_STREAM_UNTIL, T_ID, N_T };
+enum { I_RAW, I_LEFT, N_I };
 static PyObject **rec_names[N_R] = {&s_error,    &s_repeat,   &s_probes, &s_template, &s_kernel,
                                     &s_scope_id, &s_start_ns, &s_thread, &s_end_ns,   &s_seq};
 static PyObject **node_names[N_N] = {&s_trace,  &s_folder,   &s_records, &s_first_start, &s_launches,
                                      &s_lines, &s_last_end, &s_parent,  &s_span_id};
 static PyObject **trace_names[N_T] = {&s_sampled, &s_used, &s_stream_until, &s_id};
-static Layout rec_layout, node_layout, trace_layout;
+static PyObject **ids_names[N_I] = {&s_raw, &s_left};
+static Layout rec_layout, node_layout, trace_layout, ids_layout;
 
 /* `obj`'s layout (its class's slot offsets for `names`), made and remembered when its class is new. */
 static Layout *layout_new(Layout *l, PyObject *obj, PyObject **names[], int n) {
@@ -143,6 +145,27 @@ static inline int set_field(Layout *l, PyObject *obj, int i, PyObject *name, PyO
 #define REC(i, name) field(layout_of(&rec_layout, rec, rec_names, N_R), rec, (i), (name))
 #define NODE(obj, i, name) field(layout_of(&node_layout, (obj), node_names, N_N), (obj), (i), (name))
 #define TRACE(i, name) field(layout_of(&trace_layout, trace, trace_names, N_T), trace, (i), (name))
+
+/* The next span id of `ids` (spanbuilder._SpanIds), as its take() gives it: 8 bytes of its draw, from the end; a
+ * new draw is take()'s own. */
+static PyObject *take_id(PyObject *ids) {
+    Layout *l = layout_of(&ids_layout, ids, ids_names, N_I);
+    PyObject *raw = field(l, ids, I_RAW, s_raw), *left = raw ? field(l, ids, I_LEFT, s_left) : NULL, *id = NULL;
+    Py_ssize_t k = left ? PyLong_AsSsize_t(left) : -1;
+    int ready = k > 0 && PyBytes_CheckExact(raw) && PyBytes_GET_SIZE(raw) >= 8 * k;
+    Py_XSETREF(left, ready ? PyLong_FromSsize_t(k - 1) : NULL);
+    if (left != NULL) {
+        const char *p = PyBytes_AS_STRING(raw) + 8 * (k - 1);
+        static const char zero[8];
+        id = memcmp(p, zero, 8) ? PyBytes_FromStringAndSize(p, 8) : Py_NewRef(c_one_id);
+        if (id == NULL || set_field(l, ids, I_LEFT, s_left, left) < 0) Py_CLEAR(id);
+    } else if (!PyErr_Occurred()) {
+        id = PyObject_CallMethodNoArgs(ids, s_take);
+    }
+    Py_XDECREF(raw);
+    Py_XDECREF(left);
+    return id;
+}
 
 /* 1 when `a < b` for two Python ints, 0 when not, -1 on error. */
 static int less(PyObject *a, PyObject *b) { return PyObject_RichCompareBool(a, b, Py_LT); }
@@ -304,16 +327,7 @@ static int one(State *st, PyObject *event) {
             PyObject_GC_UnTrack(pair);
             PyObject_GC_UnTrack(attrs);
         }
-        PyObject *bits = PyObject_Vectorcall(st->getrandbits, &c_64, 1, NULL);
-        if (bits == NULL) goto error;
-        unsigned long long id = PyLong_AsUnsignedLongLong(bits);
-        Py_DECREF(bits);
-        if (id == (unsigned long long)-1 && PyErr_Occurred()) goto error;
-        if (id == 0) id = 1;
-        unsigned char raw[8];
-        for (int i = 7; i >= 0; i--, id >>= 8) raw[i] = (unsigned char)(id & 0xff);
-        span_id = PyBytes_FromStringAndSize((const char *)raw, 8);
-        if (span_id == NULL) goto error;
+        if ((span_id = take_id(st->ids)) == NULL) goto error;
         PyObject *args[14] = {trace_id,  span_id,     parent_id,     kernel,        start,
                               end,       attrs,       c_zero,        c_empty_str,   c_empty_tuple,
                               c_empty_tuple, st->resource, st->scope_name, st->version};
@@ -329,7 +343,8 @@ static int one(State *st, PyObject *event) {
         if (add_one(&node_layout, n, N_LAUNCHES, s_launches) < 0) goto error;
         PyObject *lines = field(&node_layout, n, N_LINES, s_lines), *r = NULL;
         if (lines != NULL && PyList_Append(lines, line) == 0)
-            r = PyList_GET_SIZE(lines) < LINES_PER_UPDATE ? Py_NewRef(Py_None) : PyObject_CallMethodNoArgs(n, s_flush_lines);
+            r = PyList_GET_SIZE(lines) < LINES_PER_UPDATE ? Py_NewRef(Py_None)
+                                                          : PyObject_CallMethodNoArgs(n, s_flush_lines);
         Py_XDECREF(lines);
         if (r == NULL) goto error;
         Py_DECREF(r);
@@ -383,9 +398,8 @@ done:
 
 static void state_clear(State *st) {
     PyObject **all[] = {&st->scopes,    &st->aliases,  &st->steps,    &st->template_keys, &st->lines,
-                        &st->attrs,     &st->out,      &st->rng,      &st->resource,      &st->make_span,
-                        &st->seq_key,   &st->scope_name, &st->version, &st->step_max,     &st->step_window_ns,
-                        &st->getrandbits};
+                        &st->attrs,     &st->out,      &st->ids,      &st->resource,      &st->make_span,
+                        &st->seq_key,   &st->scope_name, &st->version, &st->step_max,     &st->step_window_ns};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) Py_CLEAR(*all[i]);
 }
 
@@ -404,7 +418,7 @@ static int state_load(State *st, PyObject *view) {
     slots[V_LINES] = &st->lines;
     slots[V_ATTRS] = &st->attrs;
     slots[V_OUT] = &st->out;
-    slots[V_RNG] = &st->rng;
+    slots[V_IDS] = &st->ids;
     slots[V_RESOURCE] = &st->resource;
     slots[V_STEP_MAX] = &st->step_max;
     slots[V_STEP_WINDOW_NS] = &st->step_window_ns;
@@ -426,7 +440,6 @@ static int state_load(State *st, PyObject *view) {
     }
     st->limit = PyLong_AsSsize_t(PyTuple_GET_ITEM(view, V_LIMIT));
     if (st->limit == -1 && PyErr_Occurred()) goto fail;
-    if ((st->getrandbits = PyObject_GetAttr(st->rng, s_getrandbits)) == NULL) goto fail;
     return 0;
 fail:
     state_clear(st);
@@ -494,10 +507,13 @@ PyMODINIT_FUNC PyInit__fastbuild(void) {
     INTERN(s_kernel, "kernel");
     INTERN(s_seq, "seq");
     INTERN(s_flush_lines, "flush_lines");
-    INTERN(s_getrandbits, "getrandbits");
+    INTERN(s_take, "take");
+    INTERN(s_raw, "raw");
+    INTERN(s_left, "left");
     INTERN(s_record, "record");
     if ((c_zero = PyLong_FromLong(0)) == NULL || (c_one = PyLong_FromLong(1)) == NULL ||
-        (c_64 = PyLong_FromLong(64)) == NULL || (c_empty_tuple = PyTuple_New(0)) == NULL ||
+        (c_one_id = PyBytes_FromStringAndSize("\0\0\0\0\0\0\0\1", 8)) == NULL ||
+        (c_empty_tuple = PyTuple_New(0)) == NULL ||
         (c_empty_str = PyUnicode_FromString("")) == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
