@@ -71,6 +71,7 @@ typedef struct {
     PyObject *make_span, *seq_key, *scope_name, *version;
     PyObject *step_max, *step_window_ns;
     Py_ssize_t limit;
+    PyObject *hit[4]; /* the last template, its key, line and static attributes: no table changes during a call */
 } State;
 
 /* New reference to obj.name, or NULL (exception set). */
@@ -210,7 +211,11 @@ static int one(State *st, PyObject *event) {
     Py_CLEAR(v);
     if ((template = REC(R_TEMPLATE, s_template)) == NULL) goto error;
     if (template == Py_None) goto leave;
-    {
+    if (template == st->hit[0]) { /* a copy of the last record's template (three dict look-ups, 550 instructions) */
+        key = Py_NewRef(st->hit[1]);
+        line = Py_NewRef(st->hit[2]);
+        static_attrs = Py_NewRef(st->hit[3]);
+    } else {
         PyObject *tid = PyLong_FromVoidPtr(template);
         if (tid == NULL) goto error;
         PyObject *hit = PyDict_GetItemWithError(st->template_keys, tid); /* borrowed */
@@ -220,20 +225,16 @@ static int one(State *st, PyObject *event) {
             goto leave;
         }
         if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2 || PyTuple_GET_ITEM(hit, 0) != template) goto leave;
-        key = PyTuple_GET_ITEM(hit, 1);
-        Py_INCREF(key);
-    }
-    {
+        key = Py_NewRef(PyTuple_GET_ITEM(hit, 1));
         PyObject *cached = PyDict_GetItemWithError(st->lines, key); /* (line, foreign pointers) */
         if (cached == NULL) {
             if (PyErr_Occurred()) goto error;
             goto leave;
         }
-        if (!PyTuple_CheckExact(cached) || PyTuple_GET_SIZE(cached) != 2 || !PyTuple_CheckExact(PyTuple_GET_ITEM(cached, 1)) ||
-            PyTuple_GET_SIZE(PyTuple_GET_ITEM(cached, 1)) != 0)
+        if (!PyTuple_CheckExact(cached) || PyTuple_GET_SIZE(cached) != 2 ||
+            !PyTuple_CheckExact(PyTuple_GET_ITEM(cached, 1)) || PyTuple_GET_SIZE(PyTuple_GET_ITEM(cached, 1)) != 0)
             goto leave;
-        line = PyTuple_GET_ITEM(cached, 0);
-        Py_INCREF(line);
+        line = Py_NewRef(PyTuple_GET_ITEM(cached, 0));
         static_attrs = PyDict_GetItemWithError(st->attrs, key);
         if (static_attrs == NULL) {
             if (PyErr_Occurred()) goto error;
@@ -244,6 +245,8 @@ static int one(State *st, PyObject *event) {
             goto leave;
         }
         Py_INCREF(static_attrs);
+        PyObject *found[4] = {template, key, line, static_attrs};
+        for (int k = 0; k < 4; k++) Py_XSETREF(st->hit[k], Py_NewRef(found[k]));
     }
     if ((kernel = REC(R_KERNEL, s_kernel)) == NULL) goto error;
     if (!PyUnicode_Check(kernel) || PyUnicode_GET_LENGTH(kernel) > st->limit) goto leave;
@@ -401,6 +404,7 @@ static void state_clear(State *st) {
                         &st->attrs,     &st->out,      &st->ids,      &st->resource,      &st->make_span,
                         &st->seq_key,   &st->scope_name, &st->version, &st->step_max,     &st->step_window_ns};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) Py_CLEAR(*all[i]);
+    for (int k = 0; k < 4; k++) Py_CLEAR(st->hit[k]);
 }
 
 /* The view's members (new references) into `st`; 0, or -1 with TypeError when `view` is not a CompiledView. */
@@ -410,23 +414,13 @@ static int state_load(State *st, PyObject *view) {
         PyErr_SetString(PyExc_TypeError, "records(): not a SpanBuilder.compiled_view");
         return -1;
     }
-    PyObject **slots[N_VIEW];
-    slots[V_SCOPES] = &st->scopes;
-    slots[V_ALIASES] = &st->aliases;
-    slots[V_STEPS] = &st->steps;
-    slots[V_TEMPLATE_KEYS] = &st->template_keys;
-    slots[V_LINES] = &st->lines;
-    slots[V_ATTRS] = &st->attrs;
-    slots[V_OUT] = &st->out;
-    slots[V_IDS] = &st->ids;
-    slots[V_RESOURCE] = &st->resource;
-    slots[V_STEP_MAX] = &st->step_max;
-    slots[V_STEP_WINDOW_NS] = &st->step_window_ns;
-    slots[V_LIMIT] = NULL; /* read as a C integer below */
-    slots[V_MAKE_SPAN] = &st->make_span;
-    slots[V_SEQ_KEY] = &st->seq_key;
-    slots[V_SCOPE_NAME] = &st->scope_name;
-    slots[V_VERSION] = &st->version;
+    PyObject **slots[N_VIEW] = {
+        [V_SCOPES] = &st->scopes, [V_ALIASES] = &st->aliases, [V_STEPS] = &st->steps,
+        [V_TEMPLATE_KEYS] = &st->template_keys, [V_LINES] = &st->lines, [V_ATTRS] = &st->attrs, [V_OUT] = &st->out,
+        [V_IDS] = &st->ids, [V_RESOURCE] = &st->resource, [V_STEP_MAX] = &st->step_max,
+        [V_STEP_WINDOW_NS] = &st->step_window_ns, [V_LIMIT] = NULL, /* read as a C integer below */
+        [V_MAKE_SPAN] = &st->make_span, [V_SEQ_KEY] = &st->seq_key, [V_SCOPE_NAME] = &st->scope_name,
+        [V_VERSION] = &st->version};
     for (int i = 0; i < N_VIEW; i++) {
         if (slots[i] == NULL) continue;
         *slots[i] = PyTuple_GET_ITEM(view, i);
