@@ -72,6 +72,7 @@ typedef struct {
     PyObject *step_max, *step_window_ns;
     Py_ssize_t limit;
     PyObject *hit[4]; /* the last template, its key, line and static attributes: no table changes during a call */
+    PyObject *ok_node; /* the last node found sampled and not folding */
 } State;
 
 /* New reference to obj.name, or NULL (exception set). */
@@ -309,13 +310,16 @@ static int one(State *st, PyObject *event) {
     }
     Py_CLEAR(v);
     if ((trace = NODE(node, N_TRACE, s_trace)) == NULL) goto error;
-    if ((v = TRACE(T_SAMPLED, s_sampled)) == NULL) goto error;
-    if (v != Py_True) goto leave;
-    Py_CLEAR(v);
-    if ((folder = NODE(node, N_FOLDER, s_folder)) == NULL) goto error;
-    if ((v = GET(folder, s_enabled)) == NULL) goto error;
-    if (v != Py_False) goto leave;
-    Py_CLEAR(v);
+    if (node != st->ok_node) { /* its trace sampled, its folder off: neither changes during a call */
+        if ((v = TRACE(T_SAMPLED, s_sampled)) == NULL) goto error;
+        if (v != Py_True) goto leave;
+        Py_CLEAR(v);
+        if ((folder = NODE(node, N_FOLDER, s_folder)) == NULL) goto error;
+        if ((v = GET(folder, s_enabled)) == NULL) goto error;
+        if (v != Py_False) goto leave;
+        Py_CLEAR(v);
+        Py_XSETREF(st->ok_node, Py_NewRef(node));
+    }
     if ((used = TRACE(T_USED, s_used)) == NULL || (until = TRACE(T_STREAM_UNTIL, s_stream_until)) == NULL) goto error;
     {
         int room = less(used, until);
@@ -405,6 +409,7 @@ static void state_clear(State *st) {
                         &st->seq_key,   &st->scope_name, &st->version, &st->step_max,     &st->step_window_ns};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) Py_CLEAR(*all[i]);
     for (int k = 0; k < 4; k++) Py_CLEAR(st->hit[k]);
+    Py_CLEAR(st->ok_node);
 }
 
 /* The view's members (new references) into `st`; 0, or -1 with TypeError when `view` is not a CompiledView. */
