@@ -187,7 +187,7 @@ def test_the_compiled_view_is_the_builders_own_state_in_the_order_the_c_reads():
     assert CompiledView._fields == COMPILED.VIEW_FIELDS
     builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x.jsonl"), resource=RESOURCE)
     view = builder.compiled_view
-    assert view.scopes is builder._scopes and view.steps is builder._steps and view.rng is builder._rng
+    assert view.scopes is builder._scopes and view.steps is builder._steps and view.ids is builder._ids
     assert view.limit == builder.config.max_attribute_length and view.step_max == builder.config.step_max_spans
     events = _events([("launch", KERNELS[0])] * 20)
     spans = builder.feed(events, now_ns=0) + builder.flush(now_ns=10**18)

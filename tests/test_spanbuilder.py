@@ -614,6 +614,7 @@ def test_ids_do_not_repeat_after_random_seed_or_fork():
     assert not set(first) & set(ids())
 
     builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x"), resource=RESOURCE)
+    builder._span_id()  # ids drawn ahead before the fork (32 at a time) must not be handed out in both
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: ids from the inherited builder, sent to the parent

@@ -10,9 +10,9 @@
  * members are listed, in order, by the V_ enum below and VIEW_FIELDS; the Python side checks the two agree
  * when it loads this module): its whole interface to the builder. Of the objects it is handed it reads only
  * these public attributes: a record's scope_id, template, error, repeat, probes, thread, start_ns, end_ns,
- * kernel, seq; a node's (_Node) trace, folder, records, first_start, launches, digest, last_end, parent,
- * span_id, and its digest's update(); a trace's (_Trace) sampled, used, stream_until, id; a
- * folder's enabled; the rng's getrandbits().
+ * kernel, seq; a node's (_Node) trace, folder, records, first_start, launches, lines, last_end, parent,
+ * span_id, and its flush_lines(); a trace's (_Trace) sampled, used, stream_until, id; a folder's enabled; the
+ * span ids' (a _SpanIds) raw and left, and its take() when they run out.
  * The common case, every condition checked before anything is changed:
  *   - the record's node is an open scope (view.scopes / .aliases by scope id) or, with no scope, the
  *     thread's open step root (view.steps) that neither its count nor its time window closes;
@@ -22,10 +22,11 @@
  *     no error, repeat 1, no probes; its topology line is cached with no foreign pointers (view.lines), its
  *     static attributes are cached (view.attrs); the node's folder is disabled; the kernel name fits the
  *     attribute length limit (view.limit).
- * Then, as the Python does: the step root's record count, every ancestor's launch count, digest and last end,
- * the trace's budget, and the span (static attributes + the sequence number, a span id from view.rng) appended
- * to view.out. Anything else (a scope event, a new key, folding on, a trace at its switch point or out of
- * budget, any error while looking) goes to Python, which stays the definition.
+ * Then, as the Python does: the step root's record count, every ancestor's launch count, topology line (hashed
+ * LINES_PER_UPDATE at a time by flush_lines) and last end, the trace's budget, and the span (static attributes +
+ * the sequence number, a span id from view.ids) appended to view.out. Anything else (a scope event, a new key,
+ * folding on, a trace at its switch point or out of budget, any error while looking) goes to Python, which stays
+ * the definition.
  * tests/test_spanbuilder.py runs through both and compares the spans.
  */
 #define PY_SSIZE_T_CLEAN
@@ -35,9 +36,10 @@
 
 static PyObject *s_scope_id, *s_template, *s_error, *s_repeat, *s_probes, *s_thread, *s_start_ns, *s_end_ns;
 static PyObject *s_trace, *s_sampled, *s_used, *s_stream_until, *s_folder, *s_enabled, *s_records, *s_first_start;
-static PyObject *s_launches, *s_digest, *s_last_end, *s_parent, *s_span_id, *s_id, *s_kernel, *s_seq;
-static PyObject *s_update, *s_getrandbits, *s_record;
-static PyObject *c_zero, *c_one, *c_64, *c_empty_tuple, *c_empty_str;
+static PyObject *s_launches, *s_lines, *s_last_end, *s_parent, *s_span_id, *s_id, *s_kernel, *s_seq;
+static PyObject *s_flush_lines, *s_take, *s_raw, *s_left, *s_record;
+#define LINES_PER_UPDATE 256 /* spanbuilder._LINES_PER_UPDATE */
+static PyObject *c_zero, *c_one, *c_one_id, *c_empty_tuple, *c_empty_str;
 
 /* SpanBuilder.compiled_view's members, in order (launchtrace.export.spanbuilder.CompiledView). */
 enum {
@@ -48,7 +50,7 @@ enum {
     V_LINES,
     V_ATTRS,
     V_OUT,
-    V_RNG,
+    V_IDS,
     V_RESOURCE,
     V_STEP_MAX,
     V_STEP_WINDOW_NS,
@@ -60,16 +62,17 @@ enum {
     N_VIEW
 };
 static const char *const VIEW_FIELDS[N_VIEW] = {
-    "scopes",   "aliases",  "steps",          "template_keys", "lines",     "attrs",    "out",      "rng",
+    "scopes",   "aliases",  "steps",          "template_keys", "lines",     "attrs",    "out",      "ids",
     "resource", "step_max", "step_window_ns", "limit",         "make_span", "seq_key", "scope_name", "version",
 };
 
 typedef struct {
-    PyObject *scopes, *aliases, *steps, *template_keys, *lines, *attrs, *out, *rng, *resource;
+    PyObject *scopes, *aliases, *steps, *template_keys, *lines, *attrs, *out, *ids, *resource;
     PyObject *make_span, *seq_key, *scope_name, *version;
     PyObject *step_max, *step_window_ns;
-    PyObject *getrandbits; /* rng.getrandbits, bound once per call */
     Py_ssize_t limit;
+    PyObject *hit[4]; /* the last template, its key, line and static attributes: no table changes during a call */
+    PyObject *ok_node; /* the last node found sampled and not folding */
 } State;
 
 /* New reference to obj.name, or NULL (exception set). */
@@ -87,14 +90,16 @@ typedef struct {
 } Layout;
 
 enum { R_ERROR, R_REPEAT, R_PROBES, R_TEMPLATE, R_KERNEL, R_SCOPE_ID, R_START_NS, R_THREAD, R_END_NS, R_SEQ, N_R };
-enum { N_TRACE, N_FOLDER, N_RECORDS, N_FIRST_START, N_LAUNCHES, N_DIGEST, N_LAST_END, N_PARENT, N_SPAN_ID, N_N };
+enum { N_TRACE, N_FOLDER, N_RECORDS, N_FIRST_START, N_LAUNCHES, N_LINES, N_LAST_END, N_PARENT, N_SPAN_ID, N_N };
 enum { T_SAMPLED, T_USED, T_STREAM_UNTIL, T_ID, N_T };
+enum { I_RAW, I_LEFT, N_I };
 static PyObject **rec_names[N_R] = {&s_error,    &s_repeat,   &s_probes, &s_template, &s_kernel,
                                     &s_scope_id, &s_start_ns, &s_thread, &s_end_ns,   &s_seq};
 static PyObject **node_names[N_N] = {&s_trace,  &s_folder,   &s_records, &s_first_start, &s_launches,
-                                     &s_digest, &s_last_end, &s_parent,  &s_span_id};
+                                     &s_lines, &s_last_end, &s_parent,  &s_span_id};
 static PyObject **trace_names[N_T] = {&s_sampled, &s_used, &s_stream_until, &s_id};
-static Layout rec_layout, node_layout, trace_layout;
+static PyObject **ids_names[N_I] = {&s_raw, &s_left};
+static Layout rec_layout, node_layout, trace_layout, ids_layout;
 
 /* `obj`'s layout (its class's slot offsets for `names`), made and remembered when its class is new. */
 static Layout *layout_new(Layout *l, PyObject *obj, PyObject **names[], int n) {
@@ -143,34 +148,48 @@ static inline int set_field(Layout *l, PyObject *obj, int i, PyObject *name, PyO
 #define NODE(obj, i, name) field(layout_of(&node_layout, (obj), node_names, N_N), (obj), (i), (name))
 #define TRACE(i, name) field(layout_of(&trace_layout, trace, trace_names, N_T), trace, (i), (name))
 
-/* The `update` method descriptor of the digests' class, called without looking it up per record. */
-static PyTypeObject *digest_type;
-static PyObject *digest_update;
-
-static PyObject *update_digest(PyObject *digest, PyObject *line) {
-    if (digest_type != Py_TYPE(digest)) {
-        PyObject *m = PyObject_GetAttr((PyObject *)Py_TYPE(digest), s_update);
-        if (m == NULL) return NULL;
-        if (!Py_IS_TYPE(m, &PyMethodDescr_Type)) { /* not a plain method: the usual call */
-            Py_DECREF(m);
-            return PyObject_CallMethodOneArg(digest, s_update, line);
-        }
-        Py_INCREF(Py_TYPE(digest));
-        Py_XSETREF(digest_type, Py_TYPE(digest));
-        Py_XSETREF(digest_update, m);
+/* The next span id of `ids` (spanbuilder._SpanIds), as its take() gives it: 8 bytes of its draw, from the end; a
+ * new draw is take()'s own. */
+static PyObject *take_id(PyObject *ids) {
+    Layout *l = layout_of(&ids_layout, ids, ids_names, N_I);
+    PyObject *raw = field(l, ids, I_RAW, s_raw), *left = raw ? field(l, ids, I_LEFT, s_left) : NULL, *id = NULL;
+    Py_ssize_t k = left ? PyLong_AsSsize_t(left) : -1;
+    int ready = k > 0 && PyBytes_CheckExact(raw) && PyBytes_GET_SIZE(raw) >= 8 * k;
+    Py_XSETREF(left, ready ? PyLong_FromSsize_t(k - 1) : NULL);
+    if (left != NULL) {
+        const char *p = PyBytes_AS_STRING(raw) + 8 * (k - 1);
+        static const char zero[8];
+        id = memcmp(p, zero, 8) ? PyBytes_FromStringAndSize(p, 8) : Py_NewRef(c_one_id);
+        if (id == NULL || set_field(l, ids, I_LEFT, s_left, left) < 0) Py_CLEAR(id);
+    } else if (!PyErr_Occurred()) {
+        id = PyObject_CallMethodNoArgs(ids, s_take);
     }
-    PyObject *args[2] = {digest, line};
-    return PyObject_Vectorcall(digest_update, args, 2, NULL);
+    Py_XDECREF(raw);
+    Py_XDECREF(left);
+    return id;
+}
+
+/* 1 with *x = `a` when `a` is an int that fits a long long (compared and added in C, not through int objects:
+ * 400 instructions per record), else 0 and no error set. */
+static int as_ll(PyObject *a, long long *x) {
+    int overflow;
+    if (!PyLong_CheckExact(a) || ((*x = PyLong_AsLongLongAndOverflow(a, &overflow)) == -1 && PyErr_Occurred()))
+        return (PyErr_Clear(), 0);
+    return !overflow;
 }
 
 /* 1 when `a < b` for two Python ints, 0 when not, -1 on error. */
-static int less(PyObject *a, PyObject *b) { return PyObject_RichCompareBool(a, b, Py_LT); }
+static int less(PyObject *a, PyObject *b) {
+    long long x, y;
+    return as_ll(a, &x) && as_ll(b, &y) ? x < y : PyObject_RichCompareBool(a, b, Py_LT);
+}
 
 /* Increment integer field `i` (named `name`) of `obj` by one; 0 or -1. */
 static int add_one(Layout *l, PyObject *obj, int i, PyObject *name) {
     PyObject *v = field(l, obj, i, name);
     if (v == NULL) return -1;
-    PyObject *w = PyNumber_Add(v, c_one);
+    long long x;
+    PyObject *w = as_ll(v, &x) && x < LLONG_MAX ? PyLong_FromLongLong(x + 1) : PyNumber_Add(v, c_one);
     Py_DECREF(v);
     if (w == NULL) return -1;
     int rc = set_field(l, obj, i, name, w);
@@ -206,7 +225,11 @@ static int one(State *st, PyObject *event) {
     Py_CLEAR(v);
     if ((template = REC(R_TEMPLATE, s_template)) == NULL) goto error;
     if (template == Py_None) goto leave;
-    {
+    if (template == st->hit[0]) { /* a copy of the last record's template (three dict look-ups, 550 instructions) */
+        key = Py_NewRef(st->hit[1]);
+        line = Py_NewRef(st->hit[2]);
+        static_attrs = Py_NewRef(st->hit[3]);
+    } else {
         PyObject *tid = PyLong_FromVoidPtr(template);
         if (tid == NULL) goto error;
         PyObject *hit = PyDict_GetItemWithError(st->template_keys, tid); /* borrowed */
@@ -216,20 +239,16 @@ static int one(State *st, PyObject *event) {
             goto leave;
         }
         if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2 || PyTuple_GET_ITEM(hit, 0) != template) goto leave;
-        key = PyTuple_GET_ITEM(hit, 1);
-        Py_INCREF(key);
-    }
-    {
+        key = Py_NewRef(PyTuple_GET_ITEM(hit, 1));
         PyObject *cached = PyDict_GetItemWithError(st->lines, key); /* (line, foreign pointers) */
         if (cached == NULL) {
             if (PyErr_Occurred()) goto error;
             goto leave;
         }
-        if (!PyTuple_CheckExact(cached) || PyTuple_GET_SIZE(cached) != 2 || !PyTuple_CheckExact(PyTuple_GET_ITEM(cached, 1)) ||
-            PyTuple_GET_SIZE(PyTuple_GET_ITEM(cached, 1)) != 0)
+        if (!PyTuple_CheckExact(cached) || PyTuple_GET_SIZE(cached) != 2 ||
+            !PyTuple_CheckExact(PyTuple_GET_ITEM(cached, 1)) || PyTuple_GET_SIZE(PyTuple_GET_ITEM(cached, 1)) != 0)
             goto leave;
-        line = PyTuple_GET_ITEM(cached, 0);
-        Py_INCREF(line);
+        line = Py_NewRef(PyTuple_GET_ITEM(cached, 0));
         static_attrs = PyDict_GetItemWithError(st->attrs, key);
         if (static_attrs == NULL) {
             if (PyErr_Occurred()) goto error;
@@ -240,6 +259,8 @@ static int one(State *st, PyObject *event) {
             goto leave;
         }
         Py_INCREF(static_attrs);
+        PyObject *found[4] = {template, key, line, static_attrs};
+        for (int k = 0; k < 4; k++) Py_XSETREF(st->hit[k], Py_NewRef(found[k]));
     }
     if ((kernel = REC(R_KERNEL, s_kernel)) == NULL) goto error;
     if (!PyUnicode_Check(kernel) || PyUnicode_GET_LENGTH(kernel) > st->limit) goto leave;
@@ -272,12 +293,16 @@ static int one(State *st, PyObject *event) {
         Py_DECREF(records);
         if (below < 0) goto error;
         if (!below) goto leave;
-        PyObject *first = NODE(step, N_FIRST_START, s_first_start);
-        PyObject *age = first ? PyNumber_Subtract(start, first) : NULL;
+        PyObject *first = NODE(step, N_FIRST_START, s_first_start), *age = NULL;
+        long long s0, f0, w0, d;
+        int young = -1;
+        if (first != NULL && as_ll(start, &s0) && as_ll(first, &f0) && as_ll(st->step_window_ns, &w0) &&
+            !__builtin_sub_overflow(s0, f0, &d))
+            young = d < w0;
+        else if (first != NULL && (age = PyNumber_Subtract(start, first)) != NULL)
+            young = less(age, st->step_window_ns);
         Py_XDECREF(first);
-        if (age == NULL) goto error;
-        int young = less(age, st->step_window_ns);
-        Py_DECREF(age);
+        Py_XDECREF(age);
         if (young < 0) goto error;
         if (!young) goto leave;
         node = step;
@@ -285,13 +310,16 @@ static int one(State *st, PyObject *event) {
     }
     Py_CLEAR(v);
     if ((trace = NODE(node, N_TRACE, s_trace)) == NULL) goto error;
-    if ((v = TRACE(T_SAMPLED, s_sampled)) == NULL) goto error;
-    if (v != Py_True) goto leave;
-    Py_CLEAR(v);
-    if ((folder = NODE(node, N_FOLDER, s_folder)) == NULL) goto error;
-    if ((v = GET(folder, s_enabled)) == NULL) goto error;
-    if (v != Py_False) goto leave;
-    Py_CLEAR(v);
+    if (node != st->ok_node) { /* its trace sampled, its folder off: neither changes during a call */
+        if ((v = TRACE(T_SAMPLED, s_sampled)) == NULL) goto error;
+        if (v != Py_True) goto leave;
+        Py_CLEAR(v);
+        if ((folder = NODE(node, N_FOLDER, s_folder)) == NULL) goto error;
+        if ((v = GET(folder, s_enabled)) == NULL) goto error;
+        if (v != Py_False) goto leave;
+        Py_CLEAR(v);
+        Py_XSETREF(st->ok_node, Py_NewRef(node));
+    }
     if ((used = TRACE(T_USED, s_used)) == NULL || (until = TRACE(T_STREAM_UNTIL, s_stream_until)) == NULL) goto error;
     {
         int room = less(used, until);
@@ -323,16 +351,7 @@ static int one(State *st, PyObject *event) {
             PyObject_GC_UnTrack(pair);
             PyObject_GC_UnTrack(attrs);
         }
-        PyObject *bits = PyObject_Vectorcall(st->getrandbits, &c_64, 1, NULL);
-        if (bits == NULL) goto error;
-        unsigned long long id = PyLong_AsUnsignedLongLong(bits);
-        Py_DECREF(bits);
-        if (id == (unsigned long long)-1 && PyErr_Occurred()) goto error;
-        if (id == 0) id = 1;
-        unsigned char raw[8];
-        for (int i = 7; i >= 0; i--, id >>= 8) raw[i] = (unsigned char)(id & 0xff);
-        span_id = PyBytes_FromStringAndSize((const char *)raw, 8);
-        if (span_id == NULL) goto error;
+        if ((span_id = take_id(st->ids)) == NULL) goto error;
         PyObject *args[14] = {trace_id,  span_id,     parent_id,     kernel,        start,
                               end,       attrs,       c_zero,        c_empty_str,   c_empty_tuple,
                               c_empty_tuple, st->resource, st->scope_name, st->version};
@@ -346,9 +365,11 @@ static int one(State *st, PyObject *event) {
     for (PyObject *n = node; n != Py_None;) {
         layout_of(&node_layout, n, node_names, N_N);
         if (add_one(&node_layout, n, N_LAUNCHES, s_launches) < 0) goto error;
-        PyObject *digest = field(&node_layout, n, N_DIGEST, s_digest);
-        PyObject *r = digest ? update_digest(digest, line) : NULL;
-        Py_XDECREF(digest);
+        PyObject *lines = field(&node_layout, n, N_LINES, s_lines), *r = NULL;
+        if (lines != NULL && PyList_Append(lines, line) == 0)
+            r = PyList_GET_SIZE(lines) < LINES_PER_UPDATE ? Py_NewRef(Py_None)
+                                                          : PyObject_CallMethodNoArgs(n, s_flush_lines);
+        Py_XDECREF(lines);
         if (r == NULL) goto error;
         Py_DECREF(r);
         PyObject *last = field(&node_layout, n, N_LAST_END, s_last_end);
@@ -375,36 +396,20 @@ error:
         PyErr_Clear();
         rc = 0;
     }
-done:
-    Py_XDECREF(v);
-    Py_XDECREF(node);
-    Py_XDECREF(step);
-    Py_XDECREF(trace);
-    Py_XDECREF(template);
-    Py_XDECREF(key);
-    Py_XDECREF(line);
-    Py_XDECREF(static_attrs);
-    Py_XDECREF(folder);
-    Py_XDECREF(kernel);
-    Py_XDECREF(used);
-    Py_XDECREF(until);
-    Py_XDECREF(start);
-    Py_XDECREF(end);
-    Py_XDECREF(seq);
-    Py_XDECREF(attrs);
-    Py_XDECREF(span_id);
-    Py_XDECREF(span);
-    Py_XDECREF(trace_id);
-    Py_XDECREF(parent_id);
+done:;
+    PyObject *refs[] = {v,     node, step, trace, template, key,  line, static_attrs, folder,   kernel,
+                        used,  until, start, end, seq,     attrs, span_id, span,      trace_id, parent_id};
+    for (size_t k = 0; k < sizeof(refs) / sizeof(refs[0]); k++) Py_XDECREF(refs[k]);
     return rc;
 }
 
 static void state_clear(State *st) {
     PyObject **all[] = {&st->scopes,    &st->aliases,  &st->steps,    &st->template_keys, &st->lines,
-                        &st->attrs,     &st->out,      &st->rng,      &st->resource,      &st->make_span,
-                        &st->seq_key,   &st->scope_name, &st->version, &st->step_max,     &st->step_window_ns,
-                        &st->getrandbits};
+                        &st->attrs,     &st->out,      &st->ids,      &st->resource,      &st->make_span,
+                        &st->seq_key,   &st->scope_name, &st->version, &st->step_max,     &st->step_window_ns};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) Py_CLEAR(*all[i]);
+    for (int k = 0; k < 4; k++) Py_CLEAR(st->hit[k]);
+    Py_CLEAR(st->ok_node);
 }
 
 /* The view's members (new references) into `st`; 0, or -1 with TypeError when `view` is not a CompiledView. */
@@ -414,23 +419,13 @@ static int state_load(State *st, PyObject *view) {
         PyErr_SetString(PyExc_TypeError, "records(): not a SpanBuilder.compiled_view");
         return -1;
     }
-    PyObject **slots[N_VIEW];
-    slots[V_SCOPES] = &st->scopes;
-    slots[V_ALIASES] = &st->aliases;
-    slots[V_STEPS] = &st->steps;
-    slots[V_TEMPLATE_KEYS] = &st->template_keys;
-    slots[V_LINES] = &st->lines;
-    slots[V_ATTRS] = &st->attrs;
-    slots[V_OUT] = &st->out;
-    slots[V_RNG] = &st->rng;
-    slots[V_RESOURCE] = &st->resource;
-    slots[V_STEP_MAX] = &st->step_max;
-    slots[V_STEP_WINDOW_NS] = &st->step_window_ns;
-    slots[V_LIMIT] = NULL; /* read as a C integer below */
-    slots[V_MAKE_SPAN] = &st->make_span;
-    slots[V_SEQ_KEY] = &st->seq_key;
-    slots[V_SCOPE_NAME] = &st->scope_name;
-    slots[V_VERSION] = &st->version;
+    PyObject **slots[N_VIEW] = {
+        [V_SCOPES] = &st->scopes, [V_ALIASES] = &st->aliases, [V_STEPS] = &st->steps,
+        [V_TEMPLATE_KEYS] = &st->template_keys, [V_LINES] = &st->lines, [V_ATTRS] = &st->attrs, [V_OUT] = &st->out,
+        [V_IDS] = &st->ids, [V_RESOURCE] = &st->resource, [V_STEP_MAX] = &st->step_max,
+        [V_STEP_WINDOW_NS] = &st->step_window_ns, [V_LIMIT] = NULL, /* read as a C integer below */
+        [V_MAKE_SPAN] = &st->make_span, [V_SEQ_KEY] = &st->seq_key, [V_SCOPE_NAME] = &st->scope_name,
+        [V_VERSION] = &st->version};
     for (int i = 0; i < N_VIEW; i++) {
         if (slots[i] == NULL) continue;
         *slots[i] = PyTuple_GET_ITEM(view, i);
@@ -444,7 +439,6 @@ static int state_load(State *st, PyObject *view) {
     }
     st->limit = PyLong_AsSsize_t(PyTuple_GET_ITEM(view, V_LIMIT));
     if (st->limit == -1 && PyErr_Occurred()) goto fail;
-    if ((st->getrandbits = PyObject_GetAttr(st->rng, s_getrandbits)) == NULL) goto fail;
     return 0;
 fail:
     state_clear(st);
@@ -504,18 +498,21 @@ PyMODINIT_FUNC PyInit__fastbuild(void) {
     INTERN(s_records, "records");
     INTERN(s_first_start, "first_start");
     INTERN(s_launches, "launches");
-    INTERN(s_digest, "digest");
+    INTERN(s_lines, "lines");
     INTERN(s_last_end, "last_end");
     INTERN(s_parent, "parent");
     INTERN(s_span_id, "span_id");
     INTERN(s_id, "id");
     INTERN(s_kernel, "kernel");
     INTERN(s_seq, "seq");
-    INTERN(s_update, "update");
-    INTERN(s_getrandbits, "getrandbits");
+    INTERN(s_flush_lines, "flush_lines");
+    INTERN(s_take, "take");
+    INTERN(s_raw, "raw");
+    INTERN(s_left, "left");
     INTERN(s_record, "record");
     if ((c_zero = PyLong_FromLong(0)) == NULL || (c_one = PyLong_FromLong(1)) == NULL ||
-        (c_64 = PyLong_FromLong(64)) == NULL || (c_empty_tuple = PyTuple_New(0)) == NULL ||
+        (c_one_id = PyBytes_FromStringAndSize("\0\0\0\0\0\0\0\1", 8)) == NULL ||
+        (c_empty_tuple = PyTuple_New(0)) == NULL ||
         (c_empty_str = PyUnicode_FromString("")) == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);

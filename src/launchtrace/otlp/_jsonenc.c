@@ -106,18 +106,14 @@ static void buf_free(Buf *b) {
     b->len = b->cap = 0;
 }
 
-static int put_u64(Buf *b, unsigned long long u) {
+/* u's decimal digits, after a '-' when `minus` */
+static int put_u64(Buf *b, unsigned long long u, int minus) {
     char tmp[24];
     char *start = jf_u64_digits(tmp + 24, u);
+    if (minus) *--start = '-';
     return put(b, start, tmp + 24 - start);
 }
-
-static int put_i64(Buf *b, long long v) {
-    char tmp[24];
-    char *start = jf_u64_digits(tmp + 24, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
-    if (v < 0) *--start = '-';
-    return put(b, start, tmp + 24 - start);
-}
+#define put_i64(b, v) put_u64((b), (v) < 0 ? 0ULL - (unsigned long long)(v) : (unsigned long long)(v), (v) < 0)
 
 static int put_hex(Buf *b, PyObject *bytes) {
     Py_ssize_t n = PyBytes_GET_SIZE(bytes);
@@ -298,7 +294,7 @@ static int put_int_field(Buf *b, PyObject *v) {
         PyErr_Clear();
         return unsupported("integer field beyond 64 bits");
     }
-    return put_u64(b, u);
+    return put_u64(b, u, 0);
 }
 
 static PyObject *str_field(PyObject *obj, Py_ssize_t off) {
@@ -805,10 +801,11 @@ static int put_spans(Encoder *self, Buf *b, PyObject *spans) {
         int rc = (i && put_char(b, ',') < 0) || put_span(self, b, s) < 0;
         Py_DECREF(s);
         if (rc) return -1;
-        if (i == 0) { /* room for the others at the first one's size (+1/8), unless it is huge: fewer reallocations */
+        if (i == 0) { /* room for the others at the first one's size (+1/8 when growing: a realloc copies the
+                       * whole buffer, 1,900 instructions per span), unless it is huge: fewer reallocations */
             Py_ssize_t one = b->len - start + 1;
             Py_ssize_t rest = (is_list ? PyList_GET_SIZE(spans) : PyTuple_GET_SIZE(spans)) - 1;
-            if (one <= 16384 && rest > 0 && rest <= PY_SSIZE_T_MAX / 2 / 16384 &&
+            if (one <= 16384 && rest > 0 && rest <= PY_SSIZE_T_MAX / 2 / 16384 && one * rest > b->cap - b->len &&
                 buf_grow(b, (one + one / 8) * rest, 1) < 0)
                 return -1;
         }
@@ -1057,6 +1054,7 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__jsonenc(void) {
+    jf_hex_init();
     if (PyType_Ready(&EncoderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;
