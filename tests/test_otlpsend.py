@@ -234,3 +234,11 @@ def test_an_endpoint_that_is_not_http_fails_each_send_with_a_reason() -> None:
     sender = HttpSender("ftp://127.0.0.1/v1/traces", timeout=1)
     result = sender.send(request(1))
     assert not result.ok and "not an http:// or https:// URL" in result.reason
+
+
+def test_a_missing_ca_file_fails_at_once_naming_tls(tmp_path, caplog) -> None:
+    sender = HttpSender("https://127.0.0.1:9/v1/traces", certificate_file=str(tmp_path / "absent.pem"), timeout=5)
+    with caplog.at_level(logging.DEBUG, logger="launchtrace.export.otlpsend"):
+        result = sender.send(request(1))
+    assert not result.ok and result.reason.startswith("TLS: ")
+    assert not [rec for rec in caplog.records if "retrying" in rec.getMessage()]  # a retry cannot find the file

@@ -356,7 +356,7 @@ class HttpSender(_Sender):
         try:
             conn = self._connection(timeout)
         except (ssl.SSLError, OSError, ValueError) as exc:  # the configured CA file, key or certificate
-            return SendResult(False, f"TLS: {exc}")
+            return SendResult(False, f"{'TLS' if self._tls else 'connection'}: {exc}")
         try:
             conn.request("POST", self.path, data, self.headers)
             response = conn.getresponse()
