@@ -6,8 +6,8 @@ exporters' public API (``export(ReadableSpan...)``) cannot take; reaching into t
 SDK to one minor release. What is kept from them, as the OTLP exporter specification describes it:
 
 - settings from the keyword arguments, else ``OTEL_EXPORTER_OTLP_TRACES_*``, else ``OTEL_EXPORTER_OTLP_*``:
-  endpoint, headers, timeout (seconds, default 10), compression (``gzip``, ``deflate`` over HTTP), insecure
-  (gRPC), CA certificate, client key and certificate (mTLS);
+  endpoint, headers, timeout (seconds, default 10), compression (``gzip``, ``deflate`` over HTTP, at
+  :data:`COMPRESS_LEVEL`), insecure (gRPC), CA certificate, client key and certificate (mTLS);
 - retries: at most 6 attempts within ``timeout``; back-off ``2**n`` s with +-20 % jitter, or the receiver's own
   delay (gRPC ``RetryInfo``, HTTP ``Retry-After``); retried are gRPC CANCELLED, DEADLINE_EXCEEDED,
   RESOURCE_EXHAUSTED, ABORTED, OUT_OF_RANGE, UNAVAILABLE, DATA_LOSS and HTTP 429, 502, 503, 504 and connection
@@ -58,6 +58,10 @@ DEFAULT_TIMEOUT_S = 10.0
 USER_AGENT = f"launchtrace/{__version__}"
 GRPC_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
+COMPRESS_LEVEL = 1
+"""zlib's fastest level for ``gzip`` / ``deflate`` over HTTP, on the export worker: a request of 512 launch spans
+(539,082 bytes) costs the sender 13.7 million instructions at level 1, 35.4 million at gzip's default 9 and 28.4
+million at zlib's default 6, for 17,823 bytes against 16,689 at 9 (``benchmarks/bench_otlpsend.py``)."""
 RETRYABLE_GRPC_NAMES = frozenset(
     {"CANCELLED", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "OUT_OF_RANGE", "UNAVAILABLE", "DATA_LOSS"}
 )
@@ -350,27 +354,32 @@ class HttpSender(_Sender):
         if self._invalid:
             return SendResult(False, self._invalid)
         if self.compression == "gzip":
-            data = gzip.compress(data, mtime=0)
+            data = gzip.compress(data, COMPRESS_LEVEL, mtime=0)
         elif self.compression == "deflate":
-            data = zlib.compress(data)
+            data = zlib.compress(data, COMPRESS_LEVEL)
+        conn = self._idle_connection(timeout)
         try:
-            conn = self._connection(timeout)
-        except (ssl.SSLError, OSError, ValueError) as exc:  # the configured CA file, key or certificate
-            return SendResult(False, f"{'TLS' if self._tls else 'connection'}: {exc}")
-        try:
-            conn.request("POST", self.path, data, self.headers)
-            response = conn.getresponse()
-            body = response.read()
+            if conn is not None:
+                try:
+                    response, body = _exchange(conn, self.path, data, self.headers)
+                except _STALE:  # closed by the receiver as this request went out: once more at once, on a new one
+                    conn.close()
+                    conn = None
+            if conn is None:
+                conn = self._new_connection(timeout)
+                response, body = _exchange(conn, self.path, data, self.headers)
         except ssl.SSLError as exc:
-            conn.close()
+            _close(conn)
             if not isinstance(exc, _TLS_CLOSED):  # the certificate or the handshake: a retry cannot change it
                 return SendResult(False, f"TLS: {exc}")
             raise _Retry(f"connection failed: {type(exc).__name__}") from None
-        except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, not HTTP
-            conn.close()
+        except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, not HTTP; a CA file
+            _close(conn)
+            if conn is None:  # not connected: the CA file, key or certificate could not be read
+                return SendResult(False, f"{'TLS' if self._tls else 'connection'}: {exc}")
             raise _Retry(f"connection failed: {type(exc).__name__}") from None
         except ValueError:  # http.client refuses a header or path with control characters: never echo a header
-            conn.close()
+            _close(conn)
             return SendResult(False, "invalid request: a header name or value, or the path, is not valid HTTP")
         if response.will_close or self._closed.is_set():
             conn.close()
@@ -384,8 +393,8 @@ class HttpSender(_Sender):
             return SendResult(False, reason)
         raise _Retry(reason, _retry_after(response.getheader("Retry-After")))
 
-    def _connection(self, timeout: float) -> http.client.HTTPConnection:
-        """An idle connection the receiver has not closed meanwhile, else a new one (connected on first use)."""
+    def _idle_connection(self, timeout: float) -> http.client.HTTPConnection | None:
+        """An idle connection the receiver has not closed meanwhile, if there is one."""
         while self._idle:
             try:
                 conn = self._idle.pop()
@@ -396,6 +405,10 @@ class HttpSender(_Sender):
                 conn.timeout = timeout
                 return conn
             conn.close()  # readable while idle: the receiver closed it (or sent bytes nobody asked for)
+        return None
+
+    def _new_connection(self, timeout: float) -> http.client.HTTPConnection:
+        """A new connection (it connects when the request is sent), through the proxy when there is one."""
         if self._proxy is None:
             host, port, tunnel = self._host, self._port, None
         else:
@@ -430,6 +443,21 @@ class HttpSender(_Sender):
 
 
 _TLS_CLOSED = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)  # closed mid-request: retried
+_STALE = (ConnectionResetError, BrokenPipeError, *_TLS_CLOSED)  # http.client.RemoteDisconnected is the first
+
+
+def _exchange(
+    conn: http.client.HTTPConnection, path: str, data: bytes, headers: dict[str, str]
+) -> tuple[http.client.HTTPResponse, bytes]:
+    """One POST and its whole answer (read to the end, so the connection can carry the next request)."""
+    conn.request("POST", path, data, headers)
+    response = conn.getresponse()
+    return response, response.read()
+
+
+def _close(conn: http.client.HTTPConnection | None) -> None:
+    if conn is not None:
+        conn.close()
 
 
 def _certifi() -> str | None:
