@@ -5,6 +5,8 @@
   nothing is sent in the clear and every span is counted as dropped.
 - mTLS: with ``OTEL_EXPORTER_OTLP_CLIENT_KEY`` / ``_CLIENT_CERTIFICATE`` a receiver that requires a client
   certificate gets every span; without them, none.
+- Through ``HTTPS_PROXY`` (a real CONNECT proxy here, with credentials) the OTLP/HTTP sender tunnels and verifies
+  the receiver's certificate, not the proxy's.
 - ``OTEL_EXPORTER_OTLP_HEADERS`` (an ``authorization`` bearer token) reaches the receiver, and never the logs
   (captured at DEBUG, failures included) nor the spans.
 - The query readers (``launchtrace pull --from jaeger|tempo``) over HTTPS with ``--ca-file``; a bearer token
@@ -22,6 +24,7 @@ import http.server
 import ipaddress
 import json
 import logging
+import socket
 import ssl
 import threading
 from concurrent import futures
@@ -348,6 +351,80 @@ def backend_routes() -> dict[str, tuple[int, bytes]]:
     body = (FIXTURES / "jaeger_apiv3_GetTrace.json").read_bytes()
     tempo = json.dumps({"trace": json.loads(body)["result"]}).encode()
     return {f"/api/v3/traces/{TRACE_HEX}": (200, body), f"/api/v2/traces/{TRACE_HEX}": (200, tempo)}
+
+
+class ConnectProxy:
+    """A real HTTP CONNECT proxy on loopback: answers ``CONNECT host:port`` with 200 and relays bytes both ways
+    (it sees only ciphertext); records each CONNECT line and its ``Proxy-Authorization``."""
+
+    def __init__(self) -> None:
+        import socketserver
+
+        self.tunnels: list[tuple[str, str]] = []
+        owner = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                line = self.rfile.readline().decode("latin-1").strip()
+                headers = {}
+                while (h := self.rfile.readline().decode("latin-1").strip()) != "":
+                    key, _, value = h.partition(":")
+                    headers[key.strip().lower()] = value.strip()
+                owner.tunnels.append((line, headers.get("proxy-authorization", "")))
+                host, _, port = line.split()[1].rpartition(":")
+                upstream = socket.create_connection((host, int(port)), timeout=5)
+                self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                self.wfile.flush()
+                relay = threading.Thread(target=_pipe, args=(upstream, self.connection), daemon=True)
+                relay.start()
+                _pipe(self.connection, upstream)  # the client says nothing more until it has the 200
+                relay.join(5)
+
+        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _pipe(src, dst) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def test_otlp_http_through_an_https_proxy_tunnel_verifies_the_receiver(pki, monkeypatch):
+    """``HTTPS_PROXY`` with credentials: the sender opens a CONNECT tunnel and speaks TLS to the receiver through
+    it, verifying the receiver's certificate (not the proxy's) against the configured CA."""
+    from launchtrace.export.otlpsend import HttpSender
+
+    server, proxy = TlsHttpServer(pki), ConnectProxy()
+    for name in ("no_proxy", "NO_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://otlp:pr0xy@127.0.0.1:{proxy.port}")
+    try:
+        sender = HttpSender(server.url + "/v1/traces", certificate_file=str(pki["ca"]), timeout=5)
+        result = sender.send(b"")  # an empty ExportTraceServiceRequest: valid, no spans
+        sender.shutdown()
+    finally:
+        server.stop()
+        proxy.stop()
+    assert result.ok, result
+    assert len(server.headers) == 1
+    (line, auth), *_ = proxy.tunnels
+    assert line.startswith(f"CONNECT localhost:{server.port} ")
+    assert auth == "Basic " + base64.b64encode(b"otlp:pr0xy").decode()
 
 
 @pytest.mark.parametrize("kind", ["jaeger", "tempo"])
