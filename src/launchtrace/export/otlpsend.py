@@ -477,7 +477,7 @@ def _readable(sock: Any) -> bool:
     return bool(select.select([sock], (), (), 0)[0])
 
 
-def _proxy_for(scheme: str, host: str) -> tuple[str, int | None, dict[str, str]] | None:
+def _proxy_for(scheme: str, host: str) -> tuple[str, int, dict[str, str]] | None:
     """The ``HTTP_PROXY`` / ``HTTPS_PROXY`` (else ``ALL_PROXY``) for ``host`` unless ``NO_PROXY`` covers it: its
     host, port and the headers it needs (``Proxy-Authorization`` for ``user:password@``)."""
     proxies = urllib.request.getproxies_environment()
@@ -491,7 +491,7 @@ def _proxy_for(scheme: str, host: str) -> tuple[str, int | None, dict[str, str]]
     if parts.username is not None:
         token = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
         headers["Proxy-Authorization"] = "Basic " + base64.b64encode(token).decode()
-    return parts.hostname, parts.port, headers
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), headers
 
 
 def _retry_after(value: str | None) -> float | None:
