@@ -7,6 +7,8 @@
   certificate gets every span; without them, none.
 - Through ``HTTPS_PROXY`` (a real CONNECT proxy here, with credentials) the OTLP/HTTP sender tunnels and verifies
   the receiver's certificate, not the proxy's.
+- Without a configured CA the OTLP/HTTP sender takes ``REQUESTS_CA_BUNDLE``, else ``CURL_CA_BUNDLE``, else
+  certifi's bundle, as the SDK's exporter (through ``requests``) does.
 - ``OTEL_EXPORTER_OTLP_HEADERS`` (an ``authorization`` bearer token) reaches the receiver, and never the logs
   (captured at DEBUG, failures included) nor the spans.
 - The query readers (``launchtrace pull --from jaeger|tempo``) over HTTPS with ``--ca-file``; a bearer token
@@ -425,6 +427,32 @@ def test_otlp_http_through_an_https_proxy_tunnel_verifies_the_receiver(pki, monk
     (line, auth), *_ = proxy.tunnels
     assert line.startswith(f"CONNECT localhost:{server.port} ")
     assert auth == "Basic " + base64.b64encode(b"otlp:pr0xy").decode()
+
+
+@pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", None])
+def test_otlp_http_without_a_configured_ca_takes_the_bundle_requests_would(variable, pki, monkeypatch):
+    """No ``OTEL_EXPORTER_OTLP_CERTIFICATE``: the CA bundle of ``REQUESTS_CA_BUNDLE``, else ``CURL_CA_BUNDLE``,
+    else certifi's (which does not hold the test CA: refused, as a TLS failure, and not retried)."""
+    from launchtrace.export.otlpsend import HttpSender
+
+    for name in ("OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "REQUESTS_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    if variable is not None:
+        monkeypatch.setenv(variable, str(pki["ca"]))
+    server = TlsHttpServer(pki)
+    try:
+        sender = HttpSender(server.url + "/v1/traces", timeout=5)
+        result = sender.send(b"")
+        sender.shutdown()
+    finally:
+        server.stop()
+    if variable is not None:
+        assert result.ok, result
+        assert len(server.headers) == 1
+    else:
+        assert not result.ok and result.reason.startswith("TLS: ") and "CERTIFICATE_VERIFY_FAILED" in result.reason
+        assert not server.headers
 
 
 @pytest.mark.parametrize("kind", ["jaeger", "tempo"])
