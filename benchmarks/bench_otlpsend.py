@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -111,6 +112,7 @@ def main() -> None:
     p.add_argument("--n2", type=int, default=60)
     p.add_argument("--protocols", default="http/protobuf,grpc")
     p.add_argument("--compression", default="none", choices=("none", "gzip", "deflate"))
+    p.add_argument("--keep", action="store_true", help="keep the temporary folder (callgrind's dumps, the request)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--endpoints", default="", help=argparse.SUPPRESS)
     p.add_argument("--payload", default="", help=argparse.SUPPRESS)
@@ -122,7 +124,7 @@ def main() -> None:
         return
     folder = tempfile.mkdtemp(prefix="bench_otlpsend_")
     payload = os.path.join(folder, "request.pb")
-    Path(payload).write_bytes(request_bytes())  # outside valgrind: Warp and the span builder are not counted
+    size = Path(payload).write_bytes(request_bytes())  # outside valgrind: Warp and the span builder are not counted
     collect, grpc, http = start_collect(folder)
     try:
         endpoints = [grpc if proto == "grpc" else http for proto in args.protocols]
@@ -143,7 +145,8 @@ def main() -> None:
     finally:
         collect.terminate()
         collect.wait(timeout=30)
-    size = os.path.getsize(payload)
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
     print(
         f"per request ({SPANS_PER_REQUEST} spans, {size:,} bytes, compression {args.compression}; "
         f"{args.n2} - {args.n1} requests; callgrind {time.monotonic() - t0:.0f} s):"
@@ -151,6 +154,8 @@ def main() -> None:
     for i, protocol in enumerate(args.protocols):
         a, b = counts[2 * i], counts[2 * i + 1]
         print(f"  {protocol:14s} {(b - a) / (args.n2 - args.n1):12,.0f} instructions")
+    if args.keep:
+        print(f"callgrind's dumps: {folder}/cg.out.* (per protocol, the n1 block then the n2 block)")
 
 
 if __name__ == "__main__":
