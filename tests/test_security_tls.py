@@ -3,6 +3,12 @@
 - OTLP over gRPC and HTTP with TLS: the SDK exporters verify the server against ``OTEL_EXPORTER_OTLP_CERTIFICATE``
   (also when ``REQUESTS_CA_BUNDLE`` is set, which ``requests`` would otherwise prefer); with the wrong CA
   nothing is sent in the clear and every span is counted as dropped.
+- mTLS: with ``OTEL_EXPORTER_OTLP_CLIENT_KEY`` / ``_CLIENT_CERTIFICATE`` a receiver that requires a client
+  certificate gets every span; without them, none.
+- Through ``HTTPS_PROXY`` (a real CONNECT proxy here, with credentials) the OTLP/HTTP sender tunnels and verifies
+  the receiver's certificate, not the proxy's.
+- Without a configured CA the OTLP/HTTP sender takes ``REQUESTS_CA_BUNDLE``, else ``CURL_CA_BUNDLE``, else
+  certifi's bundle, as the SDK's exporter (through ``requests``) does.
 - ``OTEL_EXPORTER_OTLP_HEADERS`` (an ``authorization`` bearer token) reaches the receiver, and never the logs
   (captured at DEBUG, failures included) nor the spans.
 - The query readers (``launchtrace pull --from jaeger|tempo``) over HTTPS with ``--ca-file``; a bearer token
@@ -20,6 +26,7 @@ import http.server
 import ipaddress
 import json
 import logging
+import socket
 import ssl
 import threading
 from concurrent import futures
@@ -75,7 +82,8 @@ def make_ca(cn: str):
     return key, cert
 
 
-def make_server_cert(ca_key, ca_cert):
+def make_server_cert(ca_key, ca_cert, client: bool = False):
+    """A certificate for localhost / 127.0.0.1 signed by the CA; ``client``: for a client (mTLS) instead."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -85,7 +93,7 @@ def make_server_cert(ca_key, ca_cert):
     now = datetime.datetime.now(datetime.timezone.utc)
     cert = (
         x509.CertificateBuilder()
-        .subject_name(_name("localhost"))
+        .subject_name(_name("launchtrace test client" if client else "localhost"))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -95,7 +103,10 @@ def make_server_cert(ca_key, ca_cert):
             x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
             critical=False,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
@@ -110,6 +121,7 @@ def pki(tmp_path_factory) -> dict[str, Path | bytes]:
     d = tmp_path_factory.mktemp("pki")
     ca_key, ca_cert = make_ca("launchtrace test CA")
     key, cert = make_server_cert(ca_key, ca_cert)
+    client_key, client_cert = make_server_cert(ca_key, ca_cert, client=True)
     _, other_ca = make_ca("somebody else's CA")
     pem = serialization.Encoding.PEM
     out = {
@@ -117,11 +129,15 @@ def pki(tmp_path_factory) -> dict[str, Path | bytes]:
         "other_ca": d / "other-ca.pem",
         "cert": d / "server.pem",
         "key": d / "server.key",
+        "client_cert": d / "client.pem",
+        "client_key": d / "client.key",
     }
     out["ca"].write_bytes(ca_cert.public_bytes(pem))
     out["other_ca"].write_bytes(other_ca.public_bytes(pem))
     out["cert"].write_bytes(cert.public_bytes(pem))
-    out["key"].write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    for name, k in (("key", key), ("client_key", client_key)):
+        out[name].write_bytes(k.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    out["client_cert"].write_bytes(client_cert.public_bytes(pem))
     return out
 
 
@@ -129,7 +145,7 @@ def pki(tmp_path_factory) -> dict[str, Path | bytes]:
 class TlsGrpcReceiver:
     """A real OTLP/gRPC TraceService behind TLS; records spans and the metadata of each request."""
 
-    def __init__(self, pki: dict, status: object = None) -> None:
+    def __init__(self, pki: dict, status: object = None, client_certs: bool = False) -> None:
         import grpc
         from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
@@ -149,7 +165,11 @@ class TlsGrpcReceiver:
 
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), self._server)
-        creds = grpc.ssl_server_credentials([(pki["key"].read_bytes(), pki["cert"].read_bytes())])
+        creds = grpc.ssl_server_credentials(
+            [(pki["key"].read_bytes(), pki["cert"].read_bytes())],
+            root_certificates=pki["ca"].read_bytes() if client_certs else None,
+            require_client_auth=client_certs,
+        )
         self.port = self._server.add_secure_port("127.0.0.1:0", creds)
         self._server.start()
         self.url = f"https://127.0.0.1:{self.port}"
@@ -161,7 +181,13 @@ class TlsGrpcReceiver:
 class TlsHttpServer:
     """A real HTTPS server: ``routes`` maps a path to ``(status, body)``; POST bodies count OTLP spans."""
 
-    def __init__(self, pki: dict, routes: dict[str, tuple[int, bytes]] | None = None, post_status: int = 200) -> None:
+    def __init__(
+        self,
+        pki: dict,
+        routes: dict[str, tuple[int, bytes]] | None = None,
+        post_status: int = 200,
+        client_certs: bool = False,
+    ) -> None:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
         self.spans = 0
@@ -198,6 +224,9 @@ class TlsHttpServer:
         self._server.daemon_threads = True
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(pki["cert"], pki["key"])
+        if client_certs:  # mTLS: a client without a certificate from the test CA is refused in the handshake
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(pki["ca"])
         self._server.socket = ctx.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         self.url = f"https://localhost:{self.port}"
@@ -279,6 +308,23 @@ def test_otlp_over_tls_with_the_wrong_ca_sends_nothing_and_counts_every_span(pro
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_otlp_mtls_delivers_with_the_client_certificate_and_sends_nothing_without(protocol, pki, otlp_env, warp_cpu):
+    server = TlsGrpcReceiver(pki, client_certs=True) if protocol == "grpc" else TlsHttpServer(pki, client_certs=True)
+    endpoint = server.url + ("/v1/traces" if protocol != "grpc" else "")
+    try:
+        _, without = run_exported(endpoint, protocol)
+        received_without = server.spans
+        otlp_env.setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", str(pki["client_key"]))
+        otlp_env.setenv("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", str(pki["client_cert"]))
+        _, final = run_exported(endpoint, protocol)
+    finally:
+        server.stop()
+    assert (without.exported, without.dropped_sink, received_without) == (0, SPANS, 0)
+    assert (final.exported, final.dropped) == (SPANS, 0)
+    assert server.spans == SPANS
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_a_rejected_token_is_counted_and_never_logged(protocol, pki, otlp_env, warp_cpu, caplog):
     import grpc
 
@@ -307,6 +353,106 @@ def backend_routes() -> dict[str, tuple[int, bytes]]:
     body = (FIXTURES / "jaeger_apiv3_GetTrace.json").read_bytes()
     tempo = json.dumps({"trace": json.loads(body)["result"]}).encode()
     return {f"/api/v3/traces/{TRACE_HEX}": (200, body), f"/api/v2/traces/{TRACE_HEX}": (200, tempo)}
+
+
+class ConnectProxy:
+    """A real HTTP CONNECT proxy on loopback: answers ``CONNECT host:port`` with 200 and relays bytes both ways
+    (it sees only ciphertext); records each CONNECT line and its ``Proxy-Authorization``."""
+
+    def __init__(self) -> None:
+        import socketserver
+
+        self.tunnels: list[tuple[str, str]] = []
+        owner = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                line = self.rfile.readline().decode("latin-1").strip()
+                headers = {}
+                while (h := self.rfile.readline().decode("latin-1").strip()) != "":
+                    key, _, value = h.partition(":")
+                    headers[key.strip().lower()] = value.strip()
+                owner.tunnels.append((line, headers.get("proxy-authorization", "")))
+                host, _, port = line.split()[1].rpartition(":")
+                upstream = socket.create_connection((host, int(port)), timeout=5)
+                self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                self.wfile.flush()
+                relay = threading.Thread(target=_pipe, args=(upstream, self.connection), daemon=True)
+                relay.start()
+                _pipe(self.connection, upstream)  # the client says nothing more until it has the 200
+                relay.join(5)
+
+        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _pipe(src, dst) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def test_otlp_http_through_an_https_proxy_tunnel_verifies_the_receiver(pki, monkeypatch):
+    """``HTTPS_PROXY`` with credentials: the sender opens a CONNECT tunnel and speaks TLS to the receiver through
+    it, verifying the receiver's certificate (not the proxy's) against the configured CA."""
+    from launchtrace.export.otlpsend import HttpSender
+
+    server, proxy = TlsHttpServer(pki), ConnectProxy()
+    for name in ("no_proxy", "NO_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://otlp:pr0xy@127.0.0.1:{proxy.port}")
+    try:
+        sender = HttpSender(server.url + "/v1/traces", certificate_file=str(pki["ca"]), timeout=5)
+        result = sender.send(b"")  # an empty ExportTraceServiceRequest: valid, no spans
+        sender.shutdown()
+    finally:
+        server.stop()
+        proxy.stop()
+    assert result.ok, result
+    assert len(server.headers) == 1
+    (line, auth), *_ = proxy.tunnels
+    assert line.startswith(f"CONNECT localhost:{server.port} ")
+    assert auth == "Basic " + base64.b64encode(b"otlp:pr0xy").decode()
+
+
+@pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", None])
+def test_otlp_http_without_a_configured_ca_takes_the_bundle_requests_would(variable, pki, monkeypatch):
+    """No ``OTEL_EXPORTER_OTLP_CERTIFICATE``: the CA bundle of ``REQUESTS_CA_BUNDLE``, else ``CURL_CA_BUNDLE``,
+    else certifi's (which does not hold the test CA: refused, as a TLS failure, and not retried)."""
+    from launchtrace.export.otlpsend import HttpSender
+
+    for name in ("OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "REQUESTS_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    if variable is not None:
+        monkeypatch.setenv(variable, str(pki["ca"]))
+    server = TlsHttpServer(pki)
+    try:
+        sender = HttpSender(server.url + "/v1/traces", timeout=5)
+        result = sender.send(b"")
+        sender.shutdown()
+    finally:
+        server.stop()
+    if variable is not None:
+        assert result.ok, result
+        assert len(server.headers) == 1
+    else:
+        assert not result.ok and result.reason.startswith("TLS: ") and "CERTIFICATE_VERIFY_FAILED" in result.reason
+        assert not server.headers
 
 
 @pytest.mark.parametrize("kind", ["jaeger", "tempo"])

@@ -1,23 +1,25 @@
-"""Sends encoded OTLP trace requests over gRPC (grpcio) or HTTP (requests), with the OTLP exporter's settings and
-retry rule, and nothing of the OpenTelemetry SDK's exporters but their behaviour.
+"""Sends encoded OTLP trace requests over gRPC (grpcio) or HTTP (``http.client``), with the OTLP exporter's settings
+and retry rule, and nothing of the OpenTelemetry SDK's exporters but their behaviour.
 
 Why our own: :class:`~launchtrace.export.sinks.OtlpSink` hands over bytes it has already encoded, which the SDK
 exporters' public API (``export(ReadableSpan...)``) cannot take; reaching into their private members pinned the
 SDK to one minor release. What is kept from them, as the OTLP exporter specification describes it:
 
 - settings from the keyword arguments, else ``OTEL_EXPORTER_OTLP_TRACES_*``, else ``OTEL_EXPORTER_OTLP_*``:
-  endpoint, headers, timeout (seconds, default 10), compression (``gzip``, ``deflate`` over HTTP), insecure
-  (gRPC), CA certificate, client key and certificate (mTLS);
+  endpoint, headers, timeout (seconds, default 10), compression (``gzip``, ``deflate`` over HTTP, at
+  :data:`COMPRESS_LEVEL`), insecure (gRPC), CA certificate, client key and certificate (mTLS);
 - retries: at most 6 attempts within ``timeout``; back-off ``2**n`` s with +-20 % jitter, or the receiver's own
   delay (gRPC ``RetryInfo``, HTTP ``Retry-After``); retried are gRPC CANCELLED, DEADLINE_EXCEEDED,
   RESOURCE_EXHAUSTED, ABORTED, OUT_OF_RANGE, UNAVAILABLE, DATA_LOSS and HTTP 429, 502, 503, 504 and connection
   errors; ``shutdown()`` aborts a back-off at once;
 - after gRPC UNAVAILABLE the channel is made again, so a restarted receiver is reached without waiting out the
-  channel's own reconnect back-off;
+  channel's own reconnect back-off; over HTTP one persistent connection per sending thread, replaced at once
+  (no failed attempt) when the receiver closed it between requests;
 - the response's partial success (spans the receiver rejected) is returned for counting.
 
-A configured CA file is passed to ``requests`` per request, so ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` from
-the environment cannot override it (they win over ``Session.verify``).
+Over HTTPS the server is verified against the configured CA file, else ``REQUESTS_CA_BUNDLE`` /
+``CURL_CA_BUNDLE``, else certifi's bundle, as the SDK's exporter (through ``requests``) does; ``HTTP_PROXY`` /
+``HTTPS_PROXY`` / ``NO_PROXY`` are honoured as there (read when the sender is made).
 
 Example::
 
@@ -28,17 +30,22 @@ Example::
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import gzip
+import http.client
 import logging
 import os
 import random
+import select
+import ssl
 import threading
 import time
+import urllib.request
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
 
 from launchtrace._version import __version__
 
@@ -51,6 +58,10 @@ DEFAULT_TIMEOUT_S = 10.0
 USER_AGENT = f"launchtrace/{__version__}"
 GRPC_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
+COMPRESS_LEVEL = 1
+"""zlib's fastest level for ``gzip`` / ``deflate`` over HTTP, on the export worker: a request of 512 launch spans
+(539,082 bytes) costs the sender 13.7 million instructions at level 1, 35.4 million at gzip's default 9 and 28.4
+million at zlib's default 6, for 17,823 bytes against 16,689 at 9 (``benchmarks/bench_otlpsend.py``)."""
 RETRYABLE_GRPC_NAMES = frozenset(
     {"CANCELLED", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "OUT_OF_RANGE", "UNAVAILABLE", "DATA_LOSS"}
 )
@@ -300,11 +311,17 @@ def _retry_info_delay(error: Any) -> float | None:
 
 # -- HTTP -------------------------------------------------------------------------------------------------------
 class HttpSender(_Sender):
-    """OTLP/HTTP protobuf over one ``requests`` session (shared by the sink's sender threads when ``in_flight`` > 1)."""
+    """OTLP/HTTP protobuf over persistent ``http.client`` connections, one per sending thread at a time (the sink's
+    sender threads share the sender when ``in_flight`` > 1).
 
-    def __init__(self, endpoint: str | None = None, *, session: Any = None, **shared: Any) -> None:
-        import requests
+    Not ``requests``: its session cost about 3.4 million instructions per request here, on the export worker that
+    shares the user's GIL (each request walks the whole environment twice for proxy variables and is prepared
+    anew); this sends the same request for about a ninth of that (``benchmarks/bench_otlpsend.py``). What came
+    from ``requests`` stays: the CA bundle is the configured one, else ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``,
+    else certifi's; ``HTTP(S)_PROXY`` / ``NO_PROXY`` are honoured, read once.
+    """
 
+    def __init__(self, endpoint: str | None = None, **shared: Any) -> None:
         super().__init__(**shared)
         url = endpoint or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
         if not url:
@@ -315,38 +332,166 @@ class HttpSender(_Sender):
         if self.compression != "none":
             self.headers["Content-Encoding"] = self.compression
         self.headers.update(self.header_map)
-        self.verify = self.ca_file  # per request: the environment's CA bundle cannot win over it
-        self.cert = (self.cert_file, self.key_file) if self.cert_file and self.key_file else self.cert_file
-        self._session = session or requests.Session()
+        self._idle: list[http.client.HTTPConnection] = []  # connections between requests, ready for the next
+        self._context: ssl.SSLContext | None = None
+        self._invalid = ""
+        parts = urlsplit(url)
+        try:
+            port = parts.port
+        except ValueError as exc:
+            port, self._invalid = None, f"invalid endpoint {url!r}: {exc}"
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            self._invalid = f"invalid endpoint {url!r}: not an http:// or https:// URL"
+        self._tls = parts.scheme == "https"
+        self._host, self._port = parts.hostname or "", port
+        self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._proxy = None if self._invalid else _proxy_for(parts.scheme, parts.hostname or "")
+        if self._proxy is not None and not self._tls:  # a plain proxy gets the whole URL; an https one a tunnel
+            self.path = urlunsplit((parts.scheme, parts.netloc, parts.path or "/", parts.query, ""))
+            self.headers.update(self._proxy[2])
 
     def _attempt(self, data: bytes, timeout: float) -> SendResult:
-        import requests
-
+        if self._invalid:
+            return SendResult(False, self._invalid)
         if self.compression == "gzip":
-            data = gzip.compress(data, mtime=0)
+            data = gzip.compress(data, COMPRESS_LEVEL, mtime=0)
         elif self.compression == "deflate":
-            data = zlib.compress(data)
+            data = zlib.compress(data, COMPRESS_LEVEL)
+        conn = self._idle_connection(timeout)
         try:
-            response = self._session.post(
-                self.url, data=data, headers=self.headers, timeout=timeout, verify=self.verify, cert=self.cert
-            )
-        except requests.exceptions.SSLError as exc:
-            return SendResult(False, f"TLS: {exc}")
-        except requests.exceptions.ConnectionError as exc:
+            if conn is not None:
+                try:
+                    response, body = _exchange(conn, self.path, data, self.headers)
+                except _STALE:  # closed by the receiver as this request went out: once more at once, on a new one
+                    conn.close()
+                    conn = None
+            if conn is None:
+                conn = self._new_connection(timeout)
+                response, body = _exchange(conn, self.path, data, self.headers)
+        except ssl.SSLError as exc:
+            _close(conn)
+            if not isinstance(exc, _TLS_CLOSED):  # the certificate or the handshake: a retry cannot change it
+                return SendResult(False, f"TLS: {exc}")
             raise _Retry(f"connection failed: {type(exc).__name__}") from None
-        except requests.exceptions.RequestException as exc:
-            return SendResult(False, f"{type(exc).__name__}: {exc}")
-        if 200 <= response.status_code < 300:
-            rejected, message = _rejected(response.content)
+        except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, not HTTP; a CA file
+            _close(conn)
+            if conn is None:  # not connected: the CA file, key or certificate could not be read
+                return SendResult(False, f"{'TLS' if self._tls else 'connection'}: {exc}")
+            raise _Retry(f"connection failed: {type(exc).__name__}") from None
+        except ValueError:  # http.client refuses a header or path with control characters: never echo a header
+            _close(conn)
+            return SendResult(False, "invalid request: a header name or value, or the path, is not valid HTTP")
+        if response.will_close or self._closed.is_set():
+            conn.close()
+        else:
+            self._idle.append(conn)
+        if 200 <= response.status < 300:
+            rejected, message = _rejected(body)
             return SendResult(True, "", rejected, message)
-        reason = f"HTTP {response.status_code} {response.reason}"
-        if response.status_code not in RETRYABLE_HTTP:
+        reason = f"HTTP {response.status} {response.reason}"
+        if response.status not in RETRYABLE_HTTP:
             return SendResult(False, reason)
-        raise _Retry(reason, _retry_after(response.headers.get("Retry-After")))
+        raise _Retry(reason, _retry_after(response.getheader("Retry-After")))
+
+    def _idle_connection(self, timeout: float) -> http.client.HTTPConnection | None:
+        """An idle connection the receiver has not closed meanwhile, if there is one."""
+        while self._idle:
+            try:
+                conn = self._idle.pop()
+            except IndexError:  # another sender thread took the last one
+                break
+            if conn.sock is not None and not _readable(conn.sock):
+                conn.sock.settimeout(timeout)
+                conn.timeout = timeout
+                return conn
+            conn.close()  # readable while idle: the receiver closed it (or sent bytes nobody asked for)
+        return None
+
+    def _new_connection(self, timeout: float) -> http.client.HTTPConnection:
+        """A new connection (it connects when the request is sent), through the proxy when there is one."""
+        if self._proxy is None:
+            host, port, tunnel = self._host, self._port, None
+        else:
+            host, port, tunnel = self._proxy
+        if not self._tls:
+            return http.client.HTTPConnection(host, port, timeout=timeout)
+        if self._context is None:
+            self._context = self._tls_context()
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=self._context)
+        if tunnel is not None:
+            conn.set_tunnel(self._host, self._port, headers=tunnel)
+        return conn
+
+    def _tls_context(self) -> ssl.SSLContext:
+        """Verifying against the configured CA, else the bundle ``requests`` would pick; the client certificate."""
+        ca = self.ca_file or os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or _certifi()
+        if ca and os.path.isdir(ca):
+            context = ssl.create_default_context(capath=ca)
+        else:
+            context = ssl.create_default_context(cafile=ca)
+        if self.cert_file:
+            context.load_cert_chain(self.cert_file, self.key_file)
+        return context
 
     def shutdown(self) -> None:
         super().shutdown()
-        self._session.close()
+        while self._idle:
+            try:
+                self._idle.pop().close()
+            except IndexError:
+                break
+
+
+_TLS_CLOSED = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)  # closed mid-request: retried
+_STALE = (ConnectionResetError, BrokenPipeError, *_TLS_CLOSED)  # http.client.RemoteDisconnected is the first
+
+
+def _exchange(
+    conn: http.client.HTTPConnection, path: str, data: bytes, headers: dict[str, str]
+) -> tuple[http.client.HTTPResponse, bytes]:
+    """One POST and its whole answer (read to the end, so the connection can carry the next request)."""
+    conn.request("POST", path, data, headers)
+    response = conn.getresponse()
+    return response, response.read()
+
+
+def _close(conn: http.client.HTTPConnection | None) -> None:
+    if conn is not None:
+        conn.close()
+
+
+def _certifi() -> str | None:
+    try:
+        import certifi
+    except ImportError:  # the system's store
+        return None
+    return certifi.where()
+
+
+def _readable(sock: Any) -> bool:
+    """Whether ``sock`` has something to read now (``poll`` where there is one: ``select`` stops at fd 1024)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([sock], (), (), 0)[0])
+
+
+def _proxy_for(scheme: str, host: str) -> tuple[str, int, dict[str, str]] | None:
+    """The ``HTTP_PROXY`` / ``HTTPS_PROXY`` (else ``ALL_PROXY``) for ``host`` unless ``NO_PROXY`` covers it: its
+    host, port and the headers it needs (``Proxy-Authorization`` for ``user:password@``)."""
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass_environment(host, proxies):
+        return None
+    parts = urlsplit(proxy if "//" in proxy else f"http://{proxy}")
+    if not parts.hostname:
+        return None
+    headers = {}
+    if parts.username is not None:
+        token = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(token).decode()
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), headers
 
 
 def _retry_after(value: str | None) -> float | None:

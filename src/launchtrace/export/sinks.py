@@ -60,7 +60,7 @@ is split in halves until each part fits, rather than rejected whole."""
 GRPC_IN_FLIGHT = 2
 """OTLP/gRPC requests on the wire at once (one channel, HTTP/2 streams): while the receiver decodes one, the next
 arrives. Two moved more spans per second than one into ``launchtrace collect`` (``docs/export.md``, "Speed");
-HTTP keeps one (a ``requests`` session is not documented as safe to share between threads)."""
+HTTP keeps one (one persistent HTTP/1.1 connection; a larger ``in_flight`` opens one per sender thread)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -405,7 +405,7 @@ class OtlpSink:
         return self._acct.stats()
 
     def shutdown(self) -> None:
-        """Close the channel or session and abort retries in progress; the sender thread ends."""
+        """Close the channel or connections and abort retries in progress; the sender thread ends."""
         try:
             self._sender.shutdown()
         except Exception:  # never raise into the user's program at exit

@@ -475,19 +475,19 @@ static void block_free(Block *e) {
     e->cap = e->enc_cap = 0;
 }
 
-static int ensure_tmp(Encoder *self, Py_ssize_t n) {
-    if (n <= self->tmp_cap) return 0;
-    Py_ssize_t *ends = PyMem_Realloc(self->tmp_ends, (size_t)n * sizeof(Py_ssize_t));
-    if (ends == NULL) goto fail;
-    self->tmp_ends = ends;
-    unsigned char *keep = PyMem_Realloc(self->tmp_keep, (size_t)n);
-    if (keep == NULL) goto fail;
-    self->tmp_keep = keep;
-    self->tmp_cap = n;
+/* Per-pair arrays ends[] and keep[] grown to hold n pairs (the scratch ones and each block's); -1: MemoryError. */
+static int grow_pairs(Py_ssize_t **ends, unsigned char **keep, Py_ssize_t *cap, Py_ssize_t n) {
+    if (n <= *cap) return 0;
+    Py_ssize_t *grown = PyMem_Realloc(*ends, (size_t)n * sizeof(Py_ssize_t));
+    if (grown != NULL) *ends = grown;
+    unsigned char *k = grown != NULL ? PyMem_Realloc(*keep, (size_t)n) : NULL;
+    if (k == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *keep = k;
+    *cap = n;
     return 0;
-fail:
-    PyErr_NoMemory();
-    return -1;
 }
 
 static inline size_t slot_of(PyObject *first) {
@@ -498,15 +498,7 @@ static inline size_t slot_of(PyObject *first) {
 /* Stores the block just written at out[start:] for `attrs` in slot e (the tuple is kept alive). */
 static int block_store(Encoder *self, Block *e, PyObject *attrs, Py_ssize_t start, int all_keep) {
     Py_ssize_t n = PyTuple_GET_SIZE(attrs), len = self->out.len - start;
-    if (n > e->cap) {
-        Py_ssize_t *ends = PyMem_Realloc(e->ends, (size_t)n * sizeof(Py_ssize_t));
-        if (ends == NULL) goto fail;
-        e->ends = ends;
-        unsigned char *keep = PyMem_Realloc(e->keep, (size_t)n);
-        if (keep == NULL) goto fail;
-        e->keep = keep;
-        e->cap = n;
-    }
+    if (grow_pairs(&e->ends, &e->keep, &e->cap, n) < 0) goto fail;
     if (len > e->enc_cap) {
         char *enc = PyMem_Realloc(e->enc, (size_t)len);
         if (enc == NULL) goto fail;
@@ -549,7 +541,7 @@ static int put_span_attributes(Encoder *self, PyObject *attrs) {
         Py_INCREF(prev); /* encoding below may run Python code; keep the old pairs alive meanwhile */
     }
     int rc = -1, all_keep = 1;
-    if (ensure_tmp(self, n) < 0) goto done;
+    if (grow_pairs(&self->tmp_ends, &self->tmp_keep, &self->tmp_cap, n) < 0) goto done;
     Py_ssize_t start = b->len, run_from = 0, run_len = 0; /* reused fields are copied in runs */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyTuple_GET_ITEM(attrs, i);
@@ -581,33 +573,31 @@ done:
     return rc;
 }
 
+/* f[i] = o.<names[i]> for i < n as new references (f starts all NULL; drop_all releases it either way). */
+static int get_all(PyObject *o, PyObject **names, PyObject **f, int n) {
+    for (int i = 0; i < n; i++)
+        if ((f[i] = PyObject_GetAttr(o, names[i])) == NULL) return -1;
+    return 0;
+}
+static void drop_all(PyObject **f, int n) {
+    for (int i = 0; i < n; i++) Py_XDECREF(f[i]);
+}
+
 static int put_event(Buf *b, PyObject *ev) {
-    PyObject *time_ns = NULL, *name = NULL, *attrs = NULL, *dropped = NULL;
-    int rc = -1;
-    if ((time_ns = PyObject_GetAttr(ev, s_time_ns)) == NULL || (name = PyObject_GetAttr(ev, s_name)) == NULL ||
-        (attrs = PyObject_GetAttr(ev, s_attributes)) == NULL ||
-        (dropped = PyObject_GetAttr(ev, s_dropped_attributes_count)) == NULL)
-        goto done;
-    if (put_fixed_if(b, TAGS(SPAN_EVENT_TIME_UNIX_NANO), time_ns, 8) < 0 ||
-        put_str_if(b, TAG(SPAN_EVENT_NAME), name) < 0 ||
-        put_attributes(b, TAG(SPAN_EVENT_ATTRIBUTES), attrs) < 0 ||
-        put_varint_if(b, TAG(SPAN_EVENT_DROPPED_ATTRIBUTES_COUNT), dropped) < 0)
-        goto done;
-    rc = 0;
-done:
-    Py_XDECREF(time_ns);
-    Py_XDECREF(name);
-    Py_XDECREF(attrs);
-    Py_XDECREF(dropped);
-    return rc;
+    PyObject *f[4] = {NULL, NULL, NULL, NULL};
+    PyObject *names[4] = {s_time_ns, s_name, s_attributes, s_dropped_attributes_count};
+    int rc = get_all(ev, names, f, 4) < 0 || put_fixed_if(b, TAGS(SPAN_EVENT_TIME_UNIX_NANO), f[0], 8) < 0 ||
+             put_str_if(b, TAG(SPAN_EVENT_NAME), f[1]) < 0 || put_attributes(b, TAG(SPAN_EVENT_ATTRIBUTES), f[2]) < 0 ||
+             put_varint_if(b, TAG(SPAN_EVENT_DROPPED_ATTRIBUTES_COUNT), f[3]) < 0;
+    drop_all(f, 4);
+    return -rc;
 }
 
 static int put_link(Buf *b, PyObject *link) {
     PyObject *f[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
     PyObject *names[6] = {s_trace_id, s_span_id, s_trace_state, s_attributes, s_dropped_attributes_count, s_flags};
     int rc = -1, t;
-    for (int i = 0; i < 6; i++)
-        if ((f[i] = PyObject_GetAttr(link, names[i])) == NULL) goto done;
+    if (get_all(link, names, f, 6) < 0) goto done;
     if ((t = truthy(f[0])) < 0 || (t && put_bytes_field(b, TAG(SPAN_LINK_TRACE_ID), f[0], 0) < 0)) goto done;
     if ((t = truthy(f[1])) < 0 || (t && put_bytes_field(b, TAG(SPAN_LINK_SPAN_ID), f[1], 0) < 0)) goto done;
     if (put_str_if(b, TAG(SPAN_LINK_TRACE_STATE), f[2]) < 0 || put_attributes(b, TAG(SPAN_LINK_ATTRIBUTES), f[3]) < 0 ||
@@ -616,7 +606,7 @@ static int put_link(Buf *b, PyObject *link) {
         goto done;
     rc = 0;
 done:
-    for (int i = 0; i < 6; i++) Py_XDECREF(f[i]);
+    drop_all(f, 6);
     return rc;
 }
 
@@ -839,21 +829,14 @@ static int make_resource(Encoder *self, Buf *b, PyObject *span) {
 }
 
 static int make_scope(Encoder *self, Buf *b, PyObject *span) {
-    PyObject *name = getf(self, span, F_SCOPE_NAME), *version = NULL, *attrs = NULL;
-    int rc = -1;
-    if (name == NULL || (version = getf(self, span, F_SCOPE_VERSION)) == NULL ||
-        (attrs = getf(self, span, F_SCOPE_ATTRS)) == NULL)
-        goto done;
-    if (put_str_if(b, TAG(INSTRUMENTATION_SCOPE_NAME), name) < 0 ||
-        put_str_if(b, TAG(INSTRUMENTATION_SCOPE_VERSION), version) < 0 ||
-        put_attributes(b, TAG(INSTRUMENTATION_SCOPE_ATTRIBUTES), attrs) < 0)
-        goto done;
-    rc = 0;
-done:
-    Py_XDECREF(name);
-    Py_XDECREF(version);
-    Py_XDECREF(attrs);
-    return rc;
+    PyObject *f[3] = {getf(self, span, F_SCOPE_NAME), NULL, NULL};
+    int rc = f[0] == NULL || (f[1] = getf(self, span, F_SCOPE_VERSION)) == NULL ||
+             (f[2] = getf(self, span, F_SCOPE_ATTRS)) == NULL ||
+             put_str_if(b, TAG(INSTRUMENTATION_SCOPE_NAME), f[0]) < 0 ||
+             put_str_if(b, TAG(INSTRUMENTATION_SCOPE_VERSION), f[1]) < 0 ||
+             put_attributes(b, TAG(INSTRUMENTATION_SCOPE_ATTRIBUTES), f[2]) < 0;
+    drop_all(f, 3);
+    return -rc;
 }
 
 /* `if span.<field>: tag + str` for a grouping field, as a new bytes object (empty when the field is empty). */
