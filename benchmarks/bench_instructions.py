@@ -49,7 +49,7 @@ Also printed: the functions with the highest per-launch self cost in each mode (
 execute). ``--wall`` adds wall-clock ratios (mode / bare, alternating pairs) as a second opinion.
 
     python benchmarks/bench_instructions.py [--n1 2000] [--n2 6000] [--kernels trivial,wide]
-        [--modes bare,capture,trace,file,otlp] [--json out.json] [--wall] [--pairs 5] [--keep DIR]
+        [--modes bare,capture,trace,file,otlp] [--labels] [--json out.json] [--wall] [--pairs 5] [--keep DIR]
 
 A reduced run (``--n1 200 --n2 600``) takes about two minutes on a quiet 2-core machine.
 """
@@ -117,6 +117,19 @@ def _kernels() -> dict[str, tuple[Any, list]]:
     trivial_inputs = [wp.zeros(ELEMENTS, dtype=float, device="cpu"), 1.0]
     wide_inputs = [wp.zeros(ELEMENTS, dtype=float, device="cpu") for _ in range(8)] + [1.0, 2.0, 3.0, 4.0]
     return {"trivial": (trivial, trivial_inputs), "wide": (wide, wide_inputs)}
+
+
+def _kernels_for(args: argparse.Namespace) -> dict[str, tuple[Any, list]]:
+    """The kernels and their inputs; with ``--labels`` the arrays are allocated while instrumented, as under
+    ``launchtrace run``, so every array argument carries its allocation label (the zero-code buffer names)."""
+    import launchtrace
+
+    if args.labels:
+        launchtrace.instrument()
+    kernels = _kernels()
+    if args.labels:
+        launchtrace.uninstrument()  # the allocation registry keeps the entries; each block instruments anew
+    return kernels
 
 
 def _loop(kernel: Any, inputs: list, n: int, sub: Any = None) -> None:
@@ -192,7 +205,7 @@ def child(args: argparse.Namespace) -> None:
     import warp as wp
 
     wp.init()
-    kernels = _kernels()
+    kernels = _kernels_for(args)
     folder = tempfile.mkdtemp(prefix="bench_instr_child_")
     try:
         counted_blocks(args, kernels, folder)
@@ -367,7 +380,8 @@ def start_collect(folder: str) -> tuple[subprocess.Popen, str]:
 def child_cmd(args: argparse.Namespace, endpoint: str | None, extra: list[str]) -> list[str]:
     return [
         sys.executable, __file__, "--child", "--n1", str(args.n1), "--n2", str(args.n2),
-        "--kernels", ",".join(args.kernels), "--modes", ",".join(args.modes), "--endpoint", endpoint or "", *extra,
+        "--kernels", ",".join(args.kernels), "--modes", ",".join(args.modes), "--endpoint", endpoint or "",
+        *(["--labels"] if args.labels else []), *extra,
     ]  # fmt: skip
 
 
@@ -421,7 +435,7 @@ def wall_ratios(args: argparse.Namespace, endpoint: str | None) -> dict[str, dic
     import warp as wp
 
     wp.init()
-    kernels = _kernels()
+    kernels = _kernels_for(args)
     folder = tempfile.mkdtemp(prefix="bench_instr_wall_")
     try:
         return _wall_pairs(args, endpoint, kernels, folder)
@@ -456,7 +470,8 @@ def report(args: argparse.Namespace, results: dict, wall: dict | None, meta: dic
     print(
         f"warp {meta['warp']}, python {meta['python']}, launchtrace commit {meta['commit']}, CPU device, "
         f"{ELEMENTS}-element launches; per launch = (I({args.n2}) - I({args.n1})) / {args.n2 - args.n1}; "
-        f"all threads of the program's process; load at start: {meta['load']}"
+        f"all threads of the program's process; allocation labels {'on' if meta['labels'] else 'off'}; "
+        f"load at start: {meta['load']}"
     )
     for name, modes in results.items():
         bare = modes.get("bare", {}).get("total")
@@ -504,6 +519,12 @@ def main() -> None:
     parser.add_argument("--n2", type=int, default=6000)
     parser.add_argument("--kernels", default=",".join(KERNELS))
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument(
+        "--labels",
+        action="store_true",
+        help="the kernels' arrays allocated while instrumented, as under `launchtrace run`: every array argument "
+        "carries its allocation label (the zero-code buffer names)",
+    )
     parser.add_argument("--json", help="also write the figures to this JSON file")
     parser.add_argument("--wall", action="store_true", help="also wall-clock ratios (mode / bare), alternating")
     parser.add_argument("--pairs", type=int, default=5, help="pairs for --wall")
@@ -535,6 +556,7 @@ def main() -> None:
         "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "n1": args.n1,
         "n2": args.n2,
+        "labels": args.labels,
     }
     folder = args.parse or args.keep or tempfile.mkdtemp(prefix="bench_instr_")
     os.makedirs(folder, exist_ok=True)
