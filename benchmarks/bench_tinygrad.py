@@ -13,7 +13,7 @@ the interval, not one median, says what a run shows. ``--callgrind`` adds a nois
 under valgrind's callgrind, instructions of N recorded steps over N bare steps (tinygrad's kernels compiled for
 x86-64-v3 there: valgrind does not run AVX-512).
 
-    python benchmarks/bench_tinygrad.py [--calls 100] [--pairs 41] [--export] [--callgrind]
+    python benchmarks/bench_tinygrad.py [--calls 100] [--pairs 41] [--export] [--callgrind | --callgrind-only]
 """
 
 from __future__ import annotations
@@ -427,6 +427,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=41)
     parser.add_argument("--export", action="store_true", help="also measure with the export pipeline running")
     parser.add_argument("--callgrind", action="store_true", help="also count instructions under callgrind")
+    parser.add_argument(
+        "--callgrind-only", action="store_true", help="only count instructions (no timed pairs: a loaded machine)"
+    )
     parser.add_argument("--simulate", action="store_true", help="callgrind: simulate caches and branches too")
     parser.add_argument("--rounds", type=int, default=3, help="callgrind: bare/recorded rounds (first: warm-up)")
     parser.add_argument("--callgrind-calls", type=int, default=30, help="callgrind: MLP steps per side")
@@ -443,6 +446,10 @@ def main() -> None:
         f"machine: {platform.machine()} python {platform.python_version()} tinygrad {version('tinygrad')}, "
         f"DEV={os.environ['DEV']}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start"
     )
+    if args.callgrind_only:
+        callgrind(args.callgrind_calls, args.rounds, args.simulate)
+        print(f"load average at the end {os.getloadavg()[0]:.2f}")
+        return
     verdicts = []
     results = {}
     for name, fn, fargs, scale in workloads():

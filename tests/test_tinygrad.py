@@ -293,6 +293,30 @@ def test_uninstrument_restores_a_wrapper_installed_before_us():
     launchtrace.instrument()
 
 
+def test_every_open_subscription_gets_every_event_as_subscriptions_come_and_go(instrumented):
+    """The hook queues straight into the one open subscription's queue and goes through ``bus.offer`` when
+    there are several or they change: each subscription sees exactly the events queued while it was open, and a
+    full one counts what it refused."""
+    step = tp.make_training()[2]
+    args = tp.batch()
+    for _ in range(3):
+        step(*args)  # compiled and captured: every later call is one jit replay of the same kernels
+    first = bus.subscribe()
+    step(*args)
+    second = bus.subscribe()
+    step(*args)
+    first.close()
+    step(*args)
+    small = bus.subscribe(capacity=5)
+    step(*args)
+    second.close()
+    small.close()
+    per_step = len(first.drain_raw()) // 2
+    seqs = [e[1] for e in second.drain_raw()]
+    assert per_step >= 13 and len(seqs) == 3 * per_step and seqs == sorted(set(seqs))
+    assert len(small.drain_raw()) == 5 and small.dropped == per_step - 5
+
+
 def test_mixed_warp_and_tinygrad_in_one_scope_give_one_trace(instrumented):
     import warp as wp
 

@@ -15,10 +15,9 @@ the kind of work, the user's frame, found once per run): a small fraction of wha
 ``docs/tinygrad.md``, ``benchmarks/bench_tinygrad.py``).
 Decoding (kernel name, launch dims, buffers, roles, offsets, owners) happens in the materializer, off the
 launching thread, by :func:`launchtrace.capture.tinygrad_decode.decode_event`, which each
-``rawevent.FRAMEWORK`` event names. The queued
-references keep the call's buffers alive until the event is decoded and no longer (the hook itself holds only
-weak references); nothing long-lived is keyed by a raw address (the per-call cache is a ``WeakKeyDictionary`` on
-the call UOp).
+``rawevent.FRAMEWORK`` event names. The queued references keep the call's buffers alive until the event is
+decoded and no longer (the hook itself holds a run only while its context, one ``run_linear``'s, lives);
+nothing long-lived is keyed by a raw address (the per-call cache is a ``WeakKeyDictionary`` on the call UOp).
 
 Kinds of work (``LaunchRecord.api``): ``tinygrad.realize`` (user work: ``Tensor.realize`` and what triggers it,
 uploads included), ``tinygrad.TinyJit`` (a jit replay), ``tinygrad.internal`` (``update_stats=False``: the
@@ -33,6 +32,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
+import itertools
 import logging
 import os
 import sys
@@ -218,20 +218,36 @@ def _user_frame(frame: Any) -> Any:
 
 class _Run:
     """What the calls of one ``run_linear`` (one ``ExecContext``) share: its inputs and variable values, the kind
-    of work, the user's call site, the launching thread's capture state. Queued events hold it; the hook only a
-    weak reference, so the inputs (the user's buffers) live until the last of its events is decoded and no
-    longer.
+    of work, the user's call site, the launching thread's id and scope stack. Queued events hold it, and the
+    hook while its context lives (the context's ``run_linear``), so the inputs (the user's buffers) live until
+    the last of its events is decoded and no longer.
 
     The call site is the frame's code and *instruction offset* (``f_lasti``), not its line: ``f_lineno`` scans
     the code's line table from its start (about 11,000 instructions for a call late in a long function or
     module, most of the recorder's cost on a one-kernel jit call, ``benchmarks/bench_tinygrad.py --callgrind``);
     the decoder turns the offset into the line (:func:`launchtrace.capture.tinygrad_decode.line_at`)."""
 
-    __slots__ = ("__weakref__", "api", "code", "inputs", "lasti", "module", "st", "var_vals")
+    __slots__ = ("api", "code", "inputs", "lasti", "module", "stack", "tid", "var_vals")
 
-    def __init__(self, inputs: tuple, var_vals: Any, api: str, frame: Any, st: Any) -> None:
-        self.inputs, self.var_vals, self.api, self.st = inputs, var_vals, api, st
-        self.code, self.lasti, self.module = frame.f_code, frame.f_lasti, frame.f_globals.get("__name__", "")
+    api: str
+    code: Any
+    inputs: tuple
+    lasti: int
+    module: str
+    stack: list
+    tid: int
+    var_vals: dict | None
+
+
+def _new_run(inputs: tuple, var_vals: Any, api: str, frame: Any, st: Any) -> _Run:
+    """A :class:`_Run` (made without an ``__init__`` call: once per ``run_linear``, a cost on every jit call)."""
+    run = _new(_Run)
+    run.inputs, run.var_vals, run.api, run.stack, run.tid = inputs, var_vals, api, st.stack, st.tid
+    run.code, run.lasti, run.module = frame.f_code, frame.f_lasti, frame.f_globals.get("__name__", "")
+    return run
+
+
+_new = object.__new__
 
 
 def _kind_of(ctx: Any) -> str | None:
@@ -243,23 +259,27 @@ def _kind_of(ctx: Any) -> str | None:
     return JIT if ctx.jit else REALIZE
 
 
-def _new_run(ctx: Any, frame: Any, api: str) -> _Run:
-    vv = ctx.var_vals
-    return _Run(ctx.input_uops, dict(vv) if vv else None, api, _user_frame(frame), _local.st)
-
-
 def _run_for(ctx: Any, frame: Any) -> _Run | None:
-    """The run of a new ``run_linear`` (``frame`` is its frame), or ``None`` when its work is not recorded: what
-    both hooks call once per context."""
-    api = _kind_of(ctx)
-    return None if api is None else _new_run(ctx, frame, api)
+    """The run of a new ``run_linear`` (``frame`` is its frame), or ``None`` when its work is not recorded
+    (:func:`_kind_of`, inlined: this runs on every jit call)."""
+    if ctx.cache is False:
+        if not _record_beam:
+            return None
+        api = BEAM
+    elif not ctx.update_stats:
+        api = INTERNAL
+    else:
+        api = JIT if ctx.jit else REALIZE
+    vv = ctx.var_vals
+    return _new_run(ctx.input_uops, dict(vv) if vv else None, api, _user_frame(frame), _local.st)
 
 
 def _make_hook(inner: Any, realize: Any) -> Any:
     """The wrapper of ``pm_exec.rewrite``; ``inner`` is what was there (bound method or someone's wrapper).
 
-    Python on every install: the compiled hook (``_tinyhook.c``, 599 lines) saved about 2 % of a jitted MLP
-    step's instructions and was removed in issue 26 (``docs/tinygrad.md``, "Cost")."""
+    Python on every install: the compiled hook (``_tinyhook.c``, 599 lines) was removed in issue 26; the Python
+    one was then cut from about 5,900 to 5,300 instructions a kernel, against the compiled one's 1,570
+    (``docs/tinygrad.md``, "Cost")."""
     return _make_python_hook(inner, realize)
 
 
@@ -276,59 +296,144 @@ def _event_maker() -> Any:
     return getattr(module, "event", None) or _as_tuple
 
 
+TOUCH_NS = 2_000_000
+"""How often the hot path tells a consumer waiting for a pause in the launches that they go on
+(``bus.touch_activity``, a clock read of its own): every 2 ms of launching rather than every kernel; the export
+worker waits for a 20 ms gap (``export.pipeline.BUSY_GAP_S``)."""
+
+
+def _nothing() -> None:
+    return None
+
+
+def _dead() -> None:
+    """A weak reference that has died (what :func:`_make_python_hook`'s cell holds before its first run)."""
+    return None
+
+
+def _seq_iterator(next_seq: Any) -> Any:
+    """An iterator giving ``next_seq()``'s numbers: the ``itertools.count`` behind it where it is one
+    (``next(count)`` is a plain C call; calling ``count.__next__`` goes through a method-wrapper, about 300
+    instructions more a kernel), else an iterator calling it."""
+    count = getattr(next_seq, "__self__", None)
+    if type(count) is itertools.count and next_seq == count.__next__:
+        return count
+    return iter(next_seq, object())
+
+
 def _make_python_hook(inner: Any, realize: Any) -> Any:
     """The wrapper of ``pm_exec.rewrite``.
 
     One event per kernel or copy: ``(FRAMEWORK, seq, tid, decode, call, run, t0, t1, scope, error)``, sharing
-    one :class:`_Run` per ``run_linear``; the context's run is found again through weak references (the context,
-    the run). Where ``capture/_fastlaunch.c`` is built the event is its ``Event``, which the cycle collector does
-    not walk while it waits in the queue (a tuple holding the call and its run is walked by every collection:
-    most of the hook's cost on a jitted step, ``docs/tinygrad.md``); else a tuple."""
+    one :class:`_Run` per ``run_linear``, found again through a weak reference to its context (the run is let go
+    when the context dies): per kernel the hook checks the call's kind, times the call and queues the event;
+    everything constant over a run (kind of work, call site, thread, its scope stack) was found at the run's
+    first kernel. Where
+    ``capture/_fastlaunch.c`` is built the event is its ``Event``, which the cycle collector does not walk while
+    it waits in the queue (``docs/tinygrad.md``); else a tuple."""
     from tinygrad.uop.ops import Ops
 
     program, copy, custom = Ops.PROGRAM, Ops.COPY, Ops.CUSTOM_FUNCTION
-    framework, next_seq, offer, pack = FRAMEWORK, bus.next_seq, bus.offer, _event_maker()
+    framework, offer, pack, decode = FRAMEWORK, bus.offer, _event_maker(), decode_event
+    next_seq = bus.next_seq
+    seqs = _seq_iterator(next_seq)
     local = _local
-    decode = decode_event
-    last: list = [None]  # (weak reference to the context, weak reference to its run): one slot, set at once,
-    # so a thread never pairs its context with another thread's run
+    last: tuple = (_dead, None)  # (weak reference to the context, its run): one cell, set at once, so a thread
+    # never pairs its context with another thread's run; emptied when the context dies (forget)
+    touch, wake = bus.touch_activity or _nothing, bus.wake_consumers
+    # The one open subscription (the exporter's, in a program), read by the hot path without bus.offer's loop:
+    # the _subs tuple it was found in, its queue, capacity and half (where the consumer is woken; -1: never).
+    # Four cells rather than one tuple (160 instructions a kernel less): a thread that reads them while another
+    # thread's subscription change rewrites them can queue one event to the new subscription's queue instead
+    # of the one just closed, and no event is lost or doubled.
+    one_subs: tuple | None = None
+    one_queue: Any = None
+    one_capacity, one_half = 0, -1
+    touch_after = 0  # wall-clock ns after which the next event touch()es: every TOUCH_NS while launching
 
     def rewrite(call: Any, ctx: Any = None) -> Any:
+        nonlocal touch_after
+        pair = last
+        run = pair[1] if pair[0]() is ctx is not None else None
         subs = bus._subs
-        if not subs or ctx is None:
+        if not subs:
             return inner(call, ctx)
-        ast = call.src[0]
-        op = ast.op
+        op = call.src[0].op
         if op is not program and op is not copy:
-            if op is custom and ast.arg == "graph":
-                return _run_graph(inner, call, ctx)
-            return inner(call, ctx)
-        run = None
-        pair = last[0]
-        if pair is not None and pair[0]() is ctx:
-            run = pair[1]()
+            return other(call, ctx, op)
         if run is None:
-            try:
-                run = _run_for(ctx, sys._getframe(1))
-                if run is None:
-                    return inner(call, ctx)
-                last[0] = (weakref.ref(ctx), weakref.ref(run))
-            except Exception:
-                _warn_once("tinygrad")
+            if ctx is None:
                 return inner(call, ctx)
-        st = run.st  # the run's thread: a context lives in one run_linear call, on one thread
+            run = find(ctx)
+            if run is None:
+                return inner(call, ctx)
         t0 = time_ns()
         try:
             result = inner(call, ctx)
         except BaseException as exc:
-            stack = st.stack
-            scope, error = stack[-1] if stack else None, f"{type(exc).__name__}: {exc}"
-            offer(pack(framework, next_seq(), st.tid, decode, call, run, t0, time_ns(), scope, error))
+            failed(call, run, t0, exc)
             raise
         t1 = time_ns()
-        stack = st.stack
-        offer(pack(framework, next_seq(), st.tid, decode, call, run, t0, t1, stack[-1] if stack else None, None))
+        stack = run.stack
+        event = pack(framework, next(seqs), run.tid, decode, call, run, t0, t1, stack[-1] if stack else None, None)
+        if subs is one_subs:
+            q = one_queue
+            n = len(q)
+            if n < one_capacity:
+                q.append(event)
+                if n == one_half:
+                    wake()
+            else:
+                subs[0].full(event)
+            if t1 > touch_after:
+                touch_after = t1 + TOUCH_NS
+                touch()
+        else:
+            put(subs, event)
         return result
+
+    def find(ctx: Any) -> _Run | None:
+        """A context's run, found at its first kernel or copy (remembered until the context dies); ``None``: not
+        recorded."""
+        nonlocal last
+        try:
+            run = _run_for(ctx, sys._getframe(2))
+            if run is not None:
+                last = (weakref.ref(ctx, forget), run)
+        except Exception:
+            _warn_once("tinygrad")
+            return None
+        return run
+
+    def forget(ref: Any) -> None:
+        """The context of the remembered run died (its ``run_linear`` ended): the run is no longer held here."""
+        nonlocal last
+        if last[0] is ref:
+            last = (_dead, None)
+
+    def put(subs: tuple, event: Any) -> None:
+        """``bus.offer`` (every subscription, the consumer told), then remember a single subscription."""
+        nonlocal one_subs, one_queue, one_capacity, one_half
+        offer(event)
+        if len(subs) == 1:
+            sub = subs[0]
+            one_queue, one_capacity = sub.queue, sub.capacity
+            one_half = sub.capacity // 2 if wake is not None else -1
+            one_subs = subs
+        else:
+            one_subs = None
+
+    def failed(call: Any, run: _Run, t0: int, exc: BaseException) -> None:
+        queue(call, run, t0, time_ns(), f"{type(exc).__name__}: {exc}")
+
+    def queue(call: Any, run: _Run, t0: int, t1: int, error: str | None) -> None:
+        stack = run.stack
+        offer(pack(framework, next_seq(), run.tid, decode, call, run, t0, t1, stack[-1] if stack else None, error))
+
+    def other(call: Any, ctx: Any, op: Any) -> Any:
+        if op is custom and call.src[0].arg == "graph":
+            return _run_graph(inner, call, ctx)
+        return inner(call, ctx)
 
     def _run_graph(inner: Any, call: Any, ctx: Any) -> Any:
         """A graph runner's batch: a ``graph`` scope around one record per kernel it ran (timed per batch)."""
@@ -336,7 +441,7 @@ def _make_python_hook(inner: Any, realize: Any) -> Any:
             api = _kind_of(ctx)
             if api is None:
                 return inner(call, ctx)
-            f = _user_frame(sys._getframe(2))
+            f = _user_frame(sys._getframe(1))  # our own frames are passed over
             inner_calls = call.src[0].src[0].src
             device = call.src[0].device
             attrs = (
@@ -345,7 +450,7 @@ def _make_python_hook(inner: Any, realize: Any) -> Any:
                 ("device", device if isinstance(device, str) else ",".join(device)),
             )
             vv = ctx.var_vals
-            run = _Run(ctx.input_uops, dict(vv) if vv else None, GRAPH, f, local.st)
+            run = _new_run(ctx.input_uops, dict(vv) if vv else None, GRAPH, f, local.st)
             sid = emit_scope_begin(GRAPH_SCOPE, "graph", attrs, False, f)
         except Exception:
             _warn_once("tinygrad graph")
@@ -360,12 +465,11 @@ def _make_python_hook(inner: Any, realize: Any) -> Any:
         finally:
             t1 = time_ns()
             try:
-                st = local.st
                 err = None if error is None else f"{type(error).__name__}: {error}"
                 for kcall in inner_calls:
                     kop = kcall.src[0].op
                     if kop is program or kop is copy:
-                        offer(pack(framework, next_seq(), st.tid, decode, kcall, run, t0, t1, sid, err))
+                        offer(pack(framework, next_seq(), run.tid, decode, kcall, run, t0, t1, sid, err))
             except Exception:
                 _warn_once("tinygrad graph")
             emit_scope_end(sid, error)
