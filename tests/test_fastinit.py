@@ -1,10 +1,10 @@
-"""launchtrace.fastinit's generated constructors and copiers build exactly what the dataclass builds.
+"""launchtrace.fastinit's constructors and copiers build exactly what the dataclass builds.
 
-They create an instance of a same-layout twin class and re-class it (or set slots through descriptors where no
-twin can be made); whatever the path, the object must be an ordinary frozen instance: same type, equal field for
-field (compared by ``repr`` too, so ``1`` / ``1.0`` / ``True`` count as different), same hash, immutable,
-picklable, tracked by the garbage collector like one made by ``cls(...)``. Every test runs twice: with the
-compiled makers (``launchtrace._slots``, where built) and with the Python functions, the reference.
+Compiled (one allocation, one store per slot) or the dataclass's own, the object must be an ordinary frozen
+instance: same type, equal field for field (compared by ``repr`` too, so ``1`` / ``1.0`` / ``True`` count as
+different), same hash, immutable, picklable, tracked by the garbage collector like one made by ``cls(...)``.
+Every test runs twice: with the compiled makers (``launchtrace._slots``, where built) and without them (the
+dataclass's own constructor and ``dataclasses.replace``, the library the compiled makers are checked against).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import weakref
 import pytest
 
 from launchtrace import native
-from launchtrace.fastinit import _twin, slot_constructor, slot_copier
+from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.model import BufferArg, LaunchRecord, Site
 from launchtrace.spans import SpanData, SpanEvent
 
@@ -68,7 +68,7 @@ def maker_kind(request, monkeypatch):
 
 def test_the_compiled_makers_are_used_for_the_hot_dataclasses(maker_kind):
     """Where ``_slots`` is built, the positional constructors and copiers are its types (the speed-up would
-    otherwise be silent); ``LAUNCHTRACE_PURE_PYTHON`` gives the Python functions."""
+    otherwise be silent); ``LAUNCHTRACE_PURE_PYTHON`` gives the library's (``cls(...)``, ``dataclasses.replace``)."""
     compiled = native.load("launchtrace._slots")
     made = [
         slot_constructor(SpanData, ("trace_id", "span_id", "parent_span_id", "name")),
@@ -80,16 +80,12 @@ def test_the_compiled_makers_are_used_for_the_hot_dataclasses(maker_kind):
         assert [type(m) for m in made] == [compiled.Constructor, compiled.Copier]
 
 
-@pytest.mark.parametrize("cls", [SpanData, LaunchRecord, BufferArg, SpanEvent])
-def test_the_twin_class_is_used_for_the_hot_dataclasses(cls):
-    """The fast path is really taken for the classes made per launch (else the speed-up would be silent)."""
-    assert _twin(cls) is not None
-
-
 def test_constructor_with_every_field_equals_the_dataclass():
-    _same(slot_constructor(SpanData)(*SPAN.values()), SpanData(**SPAN))
+    _same(slot_constructor(SpanData, tuple(SPAN))(*SPAN.values()), SpanData(**SPAN))
+    head = ("trace_id", "span_id", "parent_span_id", "name")
     _same(
-        slot_constructor(SpanData)(b"\x01" * 16, b"\x02" * 8, None, "n"), SpanData(b"\x01" * 16, b"\x02" * 8, None, "n")
+        slot_constructor(SpanData, head)(b"\x01" * 16, b"\x02" * 8, None, "n"),
+        SpanData(b"\x01" * 16, b"\x02" * 8, None, "n"),
     )
 
 
@@ -126,15 +122,16 @@ class _Derived(_Base):
 
 
 @pytest.mark.parametrize("cls", [_WithWeakref, _Derived])
-def test_classes_without_a_twin_take_the_descriptor_path(cls):
-    """A weakref slot or a base class: no twin (re-classing would be refused or unsafe); same results."""
-    assert _twin(cls) is None
-    _same(slot_constructor(cls)(1, "y"), cls(1, "y"))
+def test_classes_with_a_weakref_slot_or_a_base_make_the_same_objects(cls):
+    """A weakref slot (not a plain object slot: the dataclass's constructor) or a base class; same results."""
+    _same(slot_constructor(cls, ("a", "b"))(1, "y"), cls(1, "y"))
+    _same(slot_constructor(cls, ("a",))(1), cls(1))
     _same(slot_copier(cls, ("b",))(cls(1), "z"), cls(1, "z"))
 
 
 def test_wrong_calls_raise_like_the_python_functions():
-    """Wrong argument counts, keywords and a base of another class raise ``TypeError``; nothing is made."""
+    """Wrong argument counts, keywords and a base of another class raise ``TypeError``, compiled or not;
+    nothing is made."""
     new = slot_constructor(SpanData, ("trace_id", "span_id", "parent_span_id", "name"))
     copy = slot_copier(LaunchRecord, ("seq",))
     with pytest.raises(TypeError):
@@ -170,8 +167,8 @@ def test_made_objects_hold_their_values_and_release_them():
     assert sys.getrefcount(value) == before
 
 
-def test_a_default_factory_keeps_the_python_function():
-    """A field filled by a default factory needs a call per object: the Python function makes it."""
+def test_a_default_factory_takes_the_dataclass_constructor():
+    """A field filled by a default factory needs a call per object: the dataclass's own constructor makes it."""
 
     @dataclasses.dataclass(frozen=True, slots=True)
     class WithFactory:
@@ -186,13 +183,13 @@ def test_a_default_factory_keeps_the_python_function():
 
 def test_compiled_makers_untrack_only_what_cannot_be_in_a_cycle(maker_kind):
     """An object whose values are all atomic (or tuples of them) is left out of the cycle collector by the
-    compiled makers (the Python functions leave it in, as ``cls(...)`` does); one holding a list (mutable,
+    compiled makers (``cls(...)``, their fallback, leaves it in); one holding a list (mutable,
     tracked) stays in with either, and so does a cycle through it, which the collector then frees."""
     new = slot_constructor(SpanData, ("trace_id", "span_id", "parent_span_id", "name", "attributes"))
     atomic = new(b"\x01" * 16, b"\x02" * 8, None, "n", (("a", 1), ("b", (1, 2.0, "x"))))
     if maker_kind == "compiled" and native.load("launchtrace._slots") is not None:
         assert not gc.is_tracked(atomic) and not gc.is_tracked(atomic.attributes)
-    else:  # the Python functions leave that to the collector, as cls(...) does
+    else:  # cls(...) leaves that to the collector
         assert gc.is_tracked(atomic)
 
     class Holder(list):  # a list that a weak reference can watch

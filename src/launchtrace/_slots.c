@@ -1,15 +1,15 @@
 /* Slot-level constructors for launchtrace's frozen, slotted dataclasses, compiled.
  *
  * Why: the capture materializer copies a LaunchRecord (27 fields) and the span builder makes a SpanData (23
- * fields) once per launch; in Python (launchtrace.fastinit: a twin class, one attribute store per field) each
- * costs a noticeable share of the export worker's whole budget per launch. Here each is one allocation and
- * one pointer store per field.
+ * fields) once per launch; the dataclass's own __init__ (one object.__setattr__ per field, looked up by
+ * name) costs a noticeable share of the export worker's whole budget per launch. Here each is one allocation
+ * and one pointer store per field.
  *
- * What it does is exactly what launchtrace.fastinit's generated functions do, which stay the reference: make
- * an instance of the class (its tp_alloc, as object.__new__ does) and store each field's value in its slot
- * (the offset of the class's own member descriptor for that field, as descriptor.__set__ does). Only plain
- * object slots (T_OBJECT_EX member descriptors of the class or a base) are accepted; fastinit falls back to
- * Python for anything else. tests/test_fastinit.py compares both against cls(...) / dataclasses.replace.
+ * It makes an instance of the class (its tp_alloc, as object.__new__ does) and stores each field's value in
+ * its slot (the offset of the class's own member descriptor for that field, as descriptor.__set__ does). Only
+ * plain object slots (T_OBJECT_EX member descriptors of the class or a base) are accepted; launchtrace.fastinit
+ * falls back to cls(...) / dataclasses.replace for anything else, and where this module is not built.
+ * tests/test_fastinit.py compares it against those.
  *
  * Left out of the cycle collector: a made object whose field values are all out of it already (atomic values,
  * or tuples whose items are, recursively, which are then untracked as CPython's collector would untrack them

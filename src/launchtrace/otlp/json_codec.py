@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import math
 import numbers
 from collections.abc import Callable, Iterable, Sequence
@@ -586,7 +587,7 @@ def _dec_link(k: Any, id_encoding: str) -> SpanLink:
     )
 
 
-_new_span = slot_constructor(SpanData)
+_new_span = slot_constructor(SpanData, tuple(f.name for f in dataclasses.fields(SpanData)))  # every field, in order
 
 
 class _Context:
