@@ -38,6 +38,7 @@ from typing import Any
 from launchtrace import native
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.sinks import EXPORT_THREAD_PREFIX, FileSink, OtlpSink, Sink
+from launchtrace.export.threadsignals import leave_signals_to_the_program
 
 __all__ = ["DEFAULT_DUTY_CYCLE", "ExportPipeline", "ExportStats", "sink_for"]
 
@@ -310,6 +311,7 @@ class ExportPipeline:
 
     # -- the worker ------------------------------------------------------------------------------------------
     def _run(self) -> None:
+        leave_signals_to_the_program()
         pauses = _pause_waiter()
         if pauses is not None:
             self._run_waiting_outside_the_gil(pauses)

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from launchtrace.export.fileopen import write_whole
 from launchtrace.export.otlpsend import make_sender
+from launchtrace.export.threadsignals import leave_signals_to_the_program
 from launchtrace.otlp.json_codec import line_encoder
 from launchtrace.spans import SpanData
 
@@ -378,6 +379,7 @@ class OtlpSink:
         return self._queue
 
     def _send_loop(self) -> None:
+        leave_signals_to_the_program()
         q = self._queue
         while True:
             try:
