@@ -262,6 +262,13 @@ def test_sys_exit_zero_inside_a_scope_is_not_an_error(tmp_path: Path, code: str,
 
 
 # -------------------------------------------------------------------------------------- 5: SIGHUP, SIGTERM
+def _default_signal_actions() -> None:
+    """The child starts with SIGHUP and SIGTERM at their default actions, whatever the test run inherited: under
+    ``nohup`` SIGHUP is ignored, a child inherits that, and launchtrace rightly leaves an ignored signal ignored."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _started(tmp_path: Path, n: int, **extra: str) -> tuple[subprocess.Popen, Path]:
     script = write_program(tmp_path, f"launch({n})\nprint('ready', flush=True)\ntime.sleep(120)\n")
     out = tmp_path / "s.jsonl"
@@ -272,6 +279,7 @@ def _started(tmp_path: Path, n: int, **extra: str) -> tuple[subprocess.Popen, Pa
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_signal_actions,
     )
     wait_ready(proc)
     return proc, out

@@ -3,8 +3,8 @@
 A signal sent to the process goes to any thread that does not block it; Python runs handlers only in the main
 thread, and a main thread waiting in ``time.sleep`` is not woken when the kernel picked another thread. So the
 export worker and the OTLP sender threads block the asynchronous signals. Which thread the kernel picks is its
-choice (it prefers the main thread; once in many CI runs a SIGHUP sent during a sleep went unhandled for a minute,
-which a worker taking it explains), so the test reads the worker's signal mask rather than waiting for the kernel to choose it.
+choice (it prefers the main thread), so the test reads the worker's signal mask rather than waiting for the
+kernel to choose it.
 """
 
 from __future__ import annotations
