@@ -113,7 +113,7 @@ def main() -> None:
     ]
     compiled = native.load("launchtrace._slots") is not None
     print(
-        f"msgspec {msgspec.__version__}; ours: {'_slots (compiled)' if compiled else 'the dataclasses (no compiled makers)'}; "
+        f"msgspec {msgspec.__version__}; ours: {'_slots (compiled)' if compiled else 'dataclasses (no _slots)'}; "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; median of {runs} runs of {n}"
     )
     for label, ours, theirs in cases:

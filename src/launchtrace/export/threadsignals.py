@@ -5,8 +5,8 @@ that does not block it. CPython runs Python signal handlers only in the main thr
 another thread, a main thread waiting in ``time.sleep`` or a blocking call is not interrupted: the program's
 handler, and launchtrace's flush on SIGTERM/SIGHUP, would run only when that wait ended. With these signals
 blocked in launchtrace's threads (and in threads they start, such as grpcio's, which inherit the mask), the
-kernel delivers them to a thread that takes them: the main thread, as in the program without launchtrace. Synchronous signals (SIGSEGV, SIGFPE, ...) are
-left alone: they belong to the thread that caused them.
+kernel delivers them to a thread that takes them: the main thread, as in the program without launchtrace.
+Synchronous signals (SIGSEGV, SIGFPE, ...) are left alone: they belong to the thread that caused them.
 """
 
 from __future__ import annotations
