@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import http.server
+import socketserver
 import ssl
 import subprocess
 import threading
@@ -123,3 +124,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def serve_in_background(server: socketserver.BaseServer) -> int:
+    """Serve ``server`` (bound to a free loopback port) from a daemon thread, its handler threads daemons too;
+    its port. Stop it with :func:`stop_serving`."""
+    if isinstance(server, socketserver.ThreadingMixIn):
+        server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server.server_address[1]
+
+
+def stop_serving(server: socketserver.BaseServer) -> None:
+    server.shutdown()
+    server.server_close()

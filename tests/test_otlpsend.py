@@ -28,6 +28,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from launchtrace.export.otlpsend import HttpSender
 from launchtrace.receiver.collect import Collector
+from loopback_http import serve_in_background, stop_serving
 
 
 def request(spans: int, first: int = 0) -> bytes:
@@ -79,17 +80,14 @@ class Receiver:
                     self.close_connection = True
 
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
+        self.port = serve_in_background(self._server)
         self.url = f"http://127.0.0.1:{self.port}/v1/traces"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
     def __enter__(self) -> Receiver:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        stop_serving(self._server)
 
 
 @pytest.fixture(autouse=True)

@@ -39,6 +39,7 @@ import launchtrace.capture as capture
 import launchtrace.export as export
 from launchtrace import conventions as C
 from launchtrace.receiver.collect import Collector
+from loopback_http import serve_in_background, stop_serving
 
 STEPS = 20
 RECORDS_PER_STEP = 5  # Sim.step: a copy, a launch, a fill, two launches
@@ -188,13 +189,10 @@ class ScriptedHttp:
                 self.wfile.write(reply)
 
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.port = serve_in_background(self._server)
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        stop_serving(self._server)
 
 
 @contextlib.contextmanager

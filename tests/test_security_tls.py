@@ -41,6 +41,7 @@ import launchtrace.capture as capture
 import launchtrace.export as export
 from conftest import upstream_fixtures
 from launchtrace.cli import main
+from loopback_http import serve_in_background, stop_serving
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = upstream_fixtures()
@@ -383,13 +384,10 @@ class ConnectProxy:
                 relay.join(5)
 
         self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.port = serve_in_background(self._server)
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        stop_serving(self._server)
 
 
 def _pipe(src, dst) -> None:
