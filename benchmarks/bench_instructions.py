@@ -72,6 +72,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from collect_process import start_collect
+
 MODES = ("bare", "capture", "trace", "file", "otlp")
 KERNELS = ("trivial", "wide")
 STAGES = (
@@ -362,21 +364,6 @@ def stage_costs(profile: Profile) -> dict[str, int]:
 # -- the parent --------------------------------------------------------------------------------------------------
 
 
-def start_collect(folder: str) -> tuple[subprocess.Popen, str]:
-    """``launchtrace collect`` on loopback (OTLP/HTTP, any free port), outside valgrind."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "launchtrace", "collect", "--out", os.path.join(folder, "collected.jsonl"),
-         "--grpc", "off", "--http", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    line = proc.stdout.readline()
-    m = re.search(r"http 127\.0\.0\.1:(\d+)", line)
-    if not m:
-        proc.kill()
-        raise SystemExit(f"launchtrace collect did not start: {line!r}")
-    return proc, f"http://127.0.0.1:{m.group(1)}/v1/traces"
-
-
 def child_cmd(args: argparse.Namespace, endpoint: str | None, extra: list[str]) -> list[str]:
     return [
         sys.executable, __file__, "--child", "--n1", str(args.n1), "--n2", str(args.n2),
@@ -561,7 +548,9 @@ def main() -> None:
     folder = args.parse or args.keep or tempfile.mkdtemp(prefix="bench_instr_")
     os.makedirs(folder, exist_ok=True)
     need_collect = "otlp" in args.modes and (args.wall or not args.parse)
-    collect, endpoint = start_collect(folder) if need_collect else (None, None)
+    collect, endpoint = (None, None)
+    if need_collect:
+        collect, _, endpoint = start_collect(os.path.join(folder, "collected.jsonl"), grpc=False)
     try:
         t0 = time.perf_counter()
         profiles = read_dumps(args, folder) if args.parse else run_callgrind(args, endpoint, folder)

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from collect_process import start_collect
 
 SPANS_PER_REQUEST = 512
 WARM_REQUESTS = 5
@@ -84,20 +85,6 @@ def child(args: argparse.Namespace) -> None:
         sender.shutdown()
 
 
-def start_collect(folder: str) -> tuple[subprocess.Popen, str, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "launchtrace", "collect", "--out", os.path.join(folder, "got.pb"),
-         "--grpc", "0", "--http", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    line = proc.stdout.readline()
-    grpc, http = re.search(r"grpc 127\.0\.0\.1:(\d+)", line), re.search(r"http 127\.0\.0\.1:(\d+)", line)
-    if not (grpc and http):
-        proc.kill()
-        raise SystemExit(f"launchtrace collect did not start: {line!r}")
-    return proc, f"http://127.0.0.1:{grpc.group(1)}", f"http://127.0.0.1:{http.group(1)}/v1/traces"
-
-
 def total(path: Path) -> int:
     """The instructions a callgrind dump counted (its ``summary:`` or ``totals:`` line)."""
     for line in path.read_text().splitlines():
@@ -125,7 +112,7 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="bench_otlpsend_")
     payload = os.path.join(folder, "request.pb")
     size = Path(payload).write_bytes(request_bytes())  # outside valgrind: Warp and the span builder are not counted
-    collect, grpc, http = start_collect(folder)
+    collect, grpc, http = start_collect(os.path.join(folder, "got.pb"))
     try:
         endpoints = [grpc if proto == "grpc" else http for proto in args.protocols]
         out = os.path.join(folder, "cg.out")
