@@ -303,11 +303,8 @@ worker waits for a 20 ms gap (``export.pipeline.BUSY_GAP_S``)."""
 
 
 def _nothing() -> None:
-    return None
-
-
-def _dead() -> None:
-    """A weak reference that has died (what :func:`_make_python_hook`'s cell holds before its first run)."""
+    """Returns None: the stand-in for a missing ``touch`` and for a weak reference that has died (what
+    :func:`_make_python_hook`'s cell holds before its first run and after its context dies)."""
     return None
 
 
@@ -338,7 +335,7 @@ def _make_python_hook(inner: Any, realize: Any) -> Any:
     next_seq = bus.next_seq
     seqs = _seq_iterator(next_seq)
     local = _local
-    last: tuple = (_dead, None)  # (weak reference to the context, its run): one cell, set at once, so a thread
+    last: tuple = (_nothing, None)  # (weak reference to the context, its run): one cell, set at once, so a thread
     # never pairs its context with another thread's run; emptied when the context dies (forget)
     touch, wake = bus.touch_activity or _nothing, bus.wake_consumers
     # The one open subscription (the exporter's, in a program), read by the hot path without bus.offer's loop:
@@ -409,7 +406,7 @@ def _make_python_hook(inner: Any, realize: Any) -> Any:
         """The context of the remembered run died (its ``run_linear`` ended): the run is no longer held here."""
         nonlocal last
         if last[0] is ref:
-            last = (_dead, None)
+            last = (_nothing, None)
 
     def put(subs: tuple, event: Any) -> None:
         """``bus.offer`` (every subscription, the consumer told), then remember a single subscription."""
