@@ -127,6 +127,25 @@ def test_a_launch_that_raises_raises_unchanged_and_is_recorded_as_failed(warp_cp
     assert [_comparable(e)[4:] for e in events[:2]] == [_comparable(e)[4:] for e in events[2:]]  # but the site
 
 
+def test_more_subscriptions_than_remembered_each_get_every_event(warp_cpu, wrappers):
+    """The compiled wrapper remembers eight subscriptions' queues; past that it queues through ``bus.offer``,
+    and each subscription gets the same events as with one."""
+    import warp_programs as p
+
+    wp = warp_cpu
+    compiled, _python = wrappers
+    x = wp.zeros(8, dtype=float, device=p.DEVICE)
+    subs = [bus.subscribe() for _ in range(10)]
+    try:
+        for _ in range(3):
+            compiled(p.scale, dim=8, inputs=[x, x, 2.0], device=p.DEVICE)
+    finally:
+        for sub in subs:
+            sub.close()
+    drained = [[_comparable(e) for e in sub.drain_raw() if e[0] == bus.RECORD] for sub in subs]
+    assert len(drained[0]) == 3 and all(d == drained[0] for d in drained)
+
+
 def test_call_sites_keep_their_own_lines(warp_cpu, wrappers):
     """The compiled wrapper remembers the line of the last call site (code object and instruction): launches
     from other lines of the same function, and from the same line again, each get their own line number."""
@@ -173,7 +192,6 @@ def test_a_queued_launch_is_an_event_outside_the_collector_and_drains_as_the_tup
         event = queued[0]
         assert not gc.is_tracked(event) and not type(event).__flags__ & (1 << 14)  # no Py_TPFLAGS_HAVE_GC
         as_read = [event[i] for i in range(len(event))]  # it reads like the tuple while queued (peeking code)
-        assert repr(event) == "Event" + repr(tuple(as_read))
         with pytest.raises(IndexError):
             event[len(event)]
         raw = [e for e in sub.drain_raw() if e[0] == bus.RECORD]

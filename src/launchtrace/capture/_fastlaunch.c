@@ -32,6 +32,7 @@
 
 #define HANDLE_CACHE 8
 #define MAX_SUBS 8 /* subscriptions remembered; more than that are looked up on every call */
+#define N_TINY_EVENT 10 /* (FRAMEWORK, seq, tid, decode, call, run, t0, t1, scope, error): tinygrad_decode's layout */
 
 /* A value read from a dict (a module's, or hotpath._USER_MODULE) and the dict's version tag when it was read. */
 typedef struct {
@@ -51,27 +52,44 @@ typedef struct {
     PyObject *vals[5]; /* ptr (0 for none), shape, dtype id, capacity (0 for none), device id */
 } ArrSlot;
 
+/* The subscriptions of the bus._subs tuple last seen (the bus replaces the tuple when one comes or goes): each
+ * one's queue (a deque, never replaced), its bound append and its capacity (fixed). */
+typedef struct {
+    PyObject *seen;
+    Py_ssize_t n;
+    PyObject *queues[MAX_SUBS];
+    PyObject *appends[MAX_SUBS];
+    Py_ssize_t capacities[MAX_SUBS];
+} SubsCache;
+
+#define N_LAUNCHER_REFS 17
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall; /* called as Warp's function is: positional arguments and keyword names */
     PyObject *dict;        /* __dict__: functools-style identity (__name__, __wrapped__, ...) */
-    PyObject *original;    /* Warp's launch */
-    PyObject *fallback;    /* the Python wrapper: every call this object does not handle */
-    PyObject *local;       /* capture.state._local (threading.local, .st: the thread's state) */
-    PyObject *bus;         /* the capture.bus module (._subs) */
-    PyObject *warp_mod;    /* the capture.warp module (._PROBES) */
-    PyObject *ctx;         /* warp._src.context (.runtime.tape) */
-    PyObject *next_seq;    /* bus.next_seq */
-    PyObject *user_module; /* hotpath._USER_MODULE: id(code) -> (code, module) */
-    PyObject *handles;     /* hotpath.HANDLES: id -> object, kept alive */
-    PyObject *array_type;  /* warp array */
-    PyObject *device_type; /* warp Device */
-    PyObject *find_site;   /* hotpath.find_site(frame) -> (code, line, module, caller) */
-    PyObject *failed;      /* warp._record_failed_launch(args, kwargs, exc, t0, frame) */
-    PyObject *warn;        /* hotpath._warn_once(what) */
-    PyObject *record;      /* bus.RECORD */
-    PyObject *arr;         /* hotpath.ARR */
-    PyObject *flat;        /* hotpath.FLAT */
+    union { /* what __init__ is given, in its order: by name, and as one array for init, traverse and clear */
+        struct {
+            PyObject *original;    /* Warp's launch */
+            PyObject *fallback;    /* the Python wrapper: every call this object does not handle */
+            PyObject *local;       /* capture.state._local (threading.local, .st: the thread's state) */
+            PyObject *bus;         /* the capture.bus module (._subs) */
+            PyObject *warp_mod;    /* the capture.warp module (._PROBES) */
+            PyObject *ctx;         /* warp._src.context (.runtime.tape) */
+            PyObject *next_seq;    /* bus.next_seq */
+            PyObject *user_module; /* hotpath._USER_MODULE: id(code) -> (code, module) */
+            PyObject *handles;     /* hotpath.HANDLES: id -> object, kept alive */
+            PyObject *array_type;  /* warp array */
+            PyObject *device_type; /* warp Device */
+            PyObject *find_site;   /* hotpath.find_site(frame) -> (code, line, module, caller) */
+            PyObject *failed;      /* warp._record_failed_launch(exc, t0, frame, *args, **kwargs) */
+            PyObject *warn;        /* hotpath._warn_once(what) */
+            PyObject *record;      /* bus.RECORD */
+            PyObject *arr;         /* hotpath.ARR */
+            PyObject *flat;        /* hotpath.FLAT */
+        };
+        PyObject *refs[N_LAUNCHER_REFS];
+    };
     /* what the common call reads, found once: capture.state.ThreadState's slot offsets (busy, stack,
      * capture_graph, tid; st_type NULL until known, or when the state object is of another type), and the
      * last few kernels / dtypes / devices with their handle ids (hotpath.HANDLES keeps them alive for good,
@@ -81,13 +99,7 @@ typedef struct {
     PyObject *handle_objs[HANDLE_CACHE]; /* borrowed: kept alive by `handles` */
     PyObject *handle_ids[HANDLE_CACHE];
     int handle_next;
-    /* the subscriptions of the bus._subs tuple last seen (the bus replaces the tuple when one comes or goes):
-     * each one's queue (a deque, never replaced), its bound append and its capacity (fixed) */
-    PyObject *subs_seen;
-    Py_ssize_t n_subs_seen;
-    PyObject *sub_queues[MAX_SUBS];
-    PyObject *sub_appends[MAX_SUBS];
-    Py_ssize_t sub_capacities[MAX_SUBS];
+    SubsCache subs;
     /* the call site's line last computed: for (code, instruction offset) it never changes */
     PyObject *line_code;
     int line_lasti;
@@ -105,9 +117,9 @@ typedef struct {
 } Launcher;
 
 static PyObject *s_st, *s_busy, *s_subs, *s_probes, *s_runtime, *s_tape, *s_stack, *s_capture_graph, *s_tid;
-static PyObject *s_queue, *s_capacity, *s_append, *s_full, *s_ptr, *s_shape, *s_dtype, *s_capacity_attr;
+static PyObject *s_offer, *s_queue, *s_capacity, *s_append, *s_full, *s_ptr, *s_shape, *s_dtype, *s_capacity_attr;
 static PyObject *s_device, *s_kernel, *s_dim, *s_inputs, *s_outputs, *s_record_tape, *s_launch;
-static PyObject *s_state_key, *c_zero;
+static PyObject *s_state_key, *c_zero, *s_src, *s_op, *s_tinygrad;
 
 enum { ST_BUSY, ST_STACK, ST_CAPTURE_GRAPH, ST_TID };
 
@@ -245,11 +257,13 @@ static int st_set_busy(Launcher *self, PyObject *st, PyObject *value) {
     return PyObject_SetAttr(st, s_busy, value);
 }
 
-static long long now_ns(void) {
+static long long clock_ns(clockid_t clock) {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* time.time_ns()'s clock on Linux */
+    clock_gettime(clock, &ts);
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
+#define now_ns() clock_ns(CLOCK_REALTIME) /* time.time_ns()'s clock on Linux */
+#define mono_ns() clock_ns(CLOCK_MONOTONIC)
 
 /* 1 when v is a value the flat event holds as is: int, float, bool, str, None (exact types). */
 static int is_plain(PyObject *v) {
@@ -430,14 +444,6 @@ static PyObject *event_tuple_take(Event *e) {
     return t;
 }
 
-static PyObject *Event_repr(Event *self) {
-    PyObject *t = event_tuple(self);
-    if (t == NULL) return NULL;
-    PyObject *r = PyUnicode_FromFormat("Event%R", t);
-    Py_DECREF(t);
-    return r;
-}
-
 static PySequenceMethods Event_as_sequence = {
     .sq_length = (lenfunc)Event_length,
     .sq_item = (ssizeargfunc)Event_item,
@@ -450,13 +456,11 @@ static PyTypeObject EventType = {
     .tp_flags = Py_TPFLAGS_DEFAULT, /* no Py_TPFLAGS_HAVE_GC: the point of the type */
     .tp_doc = "A queued launch event outside the cycle collector; expand() makes it the flat tuple.",
     .tp_dealloc = (destructor)Event_dealloc,
-    .tp_repr = (reprfunc)Event_repr,
     .tp_as_sequence = &Event_as_sequence,
 };
 
 /* expand(events: list) -> None: every Event in the list replaced by its tuple, in place. */
-static PyObject *expand(PyObject *module, PyObject *events) {
-    (void)module;
+static PyObject *expand(PyObject *Py_UNUSED(module), PyObject *events) {
     if (!PyList_Check(events)) {
         PyErr_SetString(PyExc_TypeError, "expand() takes a list");
         return NULL;
@@ -579,19 +583,28 @@ static int put_values(Launcher *self, Event *event, Py_ssize_t *pos, PyObject *s
     return 0;
 }
 
-static void forget_subs(Launcher *self) {
-    for (Py_ssize_t i = 0; i < self->n_subs_seen; i++) {
-        Py_CLEAR(self->sub_queues[i]);
-        Py_CLEAR(self->sub_appends[i]);
+static void forget_subs(SubsCache *c) {
+    for (Py_ssize_t i = 0; i < c->n; i++) {
+        Py_CLEAR(c->queues[i]);
+        Py_CLEAR(c->appends[i]);
     }
-    self->n_subs_seen = 0;
-    Py_CLEAR(self->subs_seen);
+    c->n = 0;
+    Py_CLEAR(c->seen);
+}
+
+static int visit_subs(SubsCache *c, visitproc visit, void *arg) {
+    Py_VISIT(c->seen);
+    for (Py_ssize_t i = 0; i < c->n; i++) {
+        Py_VISIT(c->queues[i]);
+        Py_VISIT(c->appends[i]);
+    }
+    return 0;
 }
 
 /* Remember `subs`' queues, appends and capacities (0), or leave nothing remembered (-1 with an exception set;
  * 0 with more subscriptions than MAX_SUBS). */
-static int remember_subs(Launcher *self, PyObject *subs) {
-    forget_subs(self);
+static int remember_subs(SubsCache *c, PyObject *subs) {
+    forget_subs(c);
     Py_ssize_t n = PyTuple_GET_SIZE(subs);
     if (n > MAX_SUBS) return 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -604,16 +617,16 @@ static int remember_subs(Launcher *self, PyObject *subs) {
         if (append == NULL || (limit == -1 && PyErr_Occurred())) {
             Py_XDECREF(q);
             Py_XDECREF(append);
-            forget_subs(self);
+            forget_subs(c);
             return -1;
         }
-        self->sub_queues[i] = q;
-        self->sub_appends[i] = append;
-        self->sub_capacities[i] = limit;
-        self->n_subs_seen = i + 1;
+        c->queues[i] = q;
+        c->appends[i] = append;
+        c->capacities[i] = limit;
+        c->n = i + 1;
     }
     Py_INCREF(subs);
-    self->subs_seen = subs;
+    c->seen = subs;
     return 0;
 }
 
@@ -647,29 +660,17 @@ static void pause_after_fork_child(void) { /* another thread may have held them 
     pthread_cond_init(&pause_cv, NULL);
 }
 
-static long long mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static PyObject *py_touch(PyObject *module, PyObject *unused) {
-    (void)module;
-    (void)unused;
+static PyObject *py_touch(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused)) {
     note_event(now_ns());
     Py_RETURN_NONE;
 }
 
-static PyObject *py_wake(PyObject *module, PyObject *unused) {
-    (void)module;
-    (void)unused;
+static PyObject *py_wake(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused)) {
     wake_waiters(); /* the mutex is only ever held for a few instructions, never around the GIL */
     Py_RETURN_NONE;
 }
 
-static PyObject *py_wake_count(PyObject *module, PyObject *unused) {
-    (void)module;
-    (void)unused;
+static PyObject *py_wake_count(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused)) {
     pthread_mutex_lock(&pause_mu); /* never held for long: no GIL release needed */
     unsigned long long n = wake_counter;
     pthread_mutex_unlock(&pause_mu);
@@ -678,8 +679,7 @@ static PyObject *py_wake_count(PyObject *module, PyObject *unused) {
 
 /* wait_for_pause(gap_s, timeout_s, token[, first_s]) -> "pause" | "timeout" | "woken", without the GIL: after
  * first_s (0 by default; a wake ends that too), until no event came for gap_s, or timeout_s from the call. */
-static PyObject *py_wait_for_pause(PyObject *module, PyObject *args) {
-    (void)module;
+static PyObject *py_wait_for_pause(PyObject *Py_UNUSED(module), PyObject *args) {
     double gap_s, timeout_s, first_s = 0.0;
     unsigned long long token;
     if (!PyArg_ParseTuple(args, "ddK|d", &gap_s, &timeout_s, &token, &first_s)) return NULL;
@@ -727,36 +727,23 @@ static PyObject *py_wait_for_pause(PyObject *module, PyObject *args) {
     return PyUnicode_FromString(why);
 }
 
-/* Queue `event` on every subscription (sub.full(event) where one is full); 0 or -1 with an exception set. */
-static int queue_event(Launcher *self, PyObject *subs, PyObject *event) {
-    if (subs != self->subs_seen && remember_subs(self, subs) < 0) return -1;
-    Py_ssize_t n_subs = PyTuple_GET_SIZE(subs);
-    for (Py_ssize_t i = 0; i < n_subs; i++) {
-        PyObject *sub = PyTuple_GET_ITEM(subs, i), *r;
-        if (subs == self->subs_seen) {
-            Py_ssize_t len = PyObject_Length(self->sub_queues[i]);
-            if (len < 0) return -1;
-            r = len < self->sub_capacities[i] ? PyObject_CallOneArg(self->sub_appends[i], event)
-                                              : PyObject_CallMethodOneArg(sub, s_full, event);
-            if (len == self->sub_capacities[i] / 2) wake_waiters(); /* past half full: the worker exports now */
-        } else {
-            PyObject *q = PyObject_GetAttr(sub, s_queue);
-            PyObject *cap = q ? PyObject_GetAttr(sub, s_capacity) : NULL;
-            if (cap == NULL) {
-                Py_XDECREF(q);
-                return -1;
-            }
-            Py_ssize_t len = PyObject_Length(q);
-            Py_ssize_t limit = PyLong_AsSsize_t(cap);
-            r = NULL;
-            if (len >= 0 && !(limit == -1 && PyErr_Occurred())) {
-                r = len < limit ? PyObject_CallMethodOneArg(q, s_append, event)
-                                : PyObject_CallMethodOneArg(sub, s_full, event);
-                if (len == limit / 2) wake_waiters();
-            }
-            Py_DECREF(q);
-            Py_DECREF(cap);
-        }
+/* Queue `event` on every subscription (sub.full(event) where one is full); 0 or -1 with an exception set. More
+ * subscriptions than MAX_SUBS (never remembered): bus.offer, which does the same in Python. */
+static int queue_event(SubsCache *c, PyObject *bus, PyObject *subs, PyObject *event) {
+    if (subs != c->seen && remember_subs(c, subs) < 0) return -1;
+    if (subs != c->seen) {
+        PyObject *offer = module_attr(bus, s_offer);
+        PyObject *r = offer ? PyObject_CallOneArg(offer, event) : NULL;
+        Py_XDECREF(offer);
+        Py_XDECREF(r);
+        return r ? 0 : -1;
+    }
+    for (Py_ssize_t i = 0; i < c->n; i++) {
+        Py_ssize_t len = PyObject_Length(c->queues[i]);
+        if (len < 0) return -1;
+        PyObject *r = len < c->capacities[i] ? PyObject_CallOneArg(c->appends[i], event)
+                                             : PyObject_CallMethodOneArg(PyTuple_GET_ITEM(subs, i), s_full, event);
+        if (len == c->capacities[i] / 2) wake_waiters(); /* past half full: the worker exports now */
         if (r == NULL) return -1;
         Py_DECREF(r);
     }
@@ -909,7 +896,7 @@ static int record(Launcher *self, PyObject *st, PyObject *subs, const Call *c, l
         }
         Py_SETREF(event, t);
     }
-    if (queue_event(self, subs, event) < 0) goto done;
+    if (queue_event(&self->subs, self->bus, subs, event) < 0) goto done;
     note_event(t1);
     rc = 0;
 done:
@@ -971,25 +958,6 @@ static int common_call(Launcher *self, const Call *c, PyObject **st_out, PyObjec
     return ok;
 }
 
-/* The call's arguments as a tuple and a dict, for the Python side (a failed launch only). */
-static int as_tuple_and_dict(const Call *c, PyObject **args_out, PyObject **kwargs_out) {
-    PyObject *args = PyTuple_New(c->nargs), *kwargs = PyDict_New();
-    if (args == NULL || kwargs == NULL) goto fail;
-    for (Py_ssize_t i = 0; i < c->nargs; i++) {
-        Py_INCREF(c->args[i]);
-        PyTuple_SET_ITEM(args, i, c->args[i]);
-    }
-    for (Py_ssize_t k = 0; c->kwnames != NULL && k < PyTuple_GET_SIZE(c->kwnames); k++)
-        if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(c->kwnames, k), c->args[c->nargs + k]) < 0) goto fail;
-    *args_out = args;
-    *kwargs_out = kwargs;
-    return 0;
-fail:
-    Py_XDECREF(args);
-    Py_XDECREF(kwargs);
-    return -1;
-}
-
 static PyObject *Launcher_vectorcall(Launcher *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Call call = {.args = args, .nargs = PyVectorcall_NARGS(nargsf), .kwnames = kwnames && PyTuple_GET_SIZE(kwnames) ? kwnames : NULL};
     read_keywords(&call);
@@ -1017,16 +985,17 @@ static PyObject *Launcher_vectorcall(Launcher *self, PyObject *const *args, size
         PyFrameObject *frame = PyEval_GetFrame(); /* the caller's, as before the call */
         PyErr_NormalizeException(&etype, &evalue, &etb);
         if (etb != NULL && evalue != NULL) PyException_SetTraceback(evalue, etb);
-        PyObject *t0o = PyLong_FromLongLong(t0);
-        PyObject *a = NULL, *kw = NULL; /* the Python side reads a tuple and a dict */
-        PyObject *r = t0o && as_tuple_and_dict(c, &a, &kw) == 0
-                          ? PyObject_CallFunctionObjArgs(self->failed, a, kw, evalue ? evalue : Py_None, t0o,
-                                                         frame ? (PyObject *)frame : Py_None, NULL)
-                          : NULL;
-        Py_XDECREF(a);
-        Py_XDECREF(kw);
+        Py_ssize_t n = c->nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+        PyObject *t0o = PyLong_FromLongLong(t0), **full = PyMem_Malloc((size_t)(n + 3) * sizeof(PyObject *));
+        if (t0o != NULL && full != NULL) { /* failed(error, t0, frame, *args, **kwargs) */
+            full[0] = evalue ? evalue : Py_None;
+            full[1] = t0o;
+            full[2] = frame ? (PyObject *)frame : Py_None;
+            memcpy(full + 3, args, (size_t)n * sizeof(PyObject *));
+            Py_XDECREF(PyObject_Vectorcall(self->failed, full, (size_t)c->nargs + 3, kwnames));
+        }
+        PyMem_Free(full);
         Py_XDECREF(t0o);
-        Py_XDECREF(r);
         PyErr_Clear();
         PyErr_Restore(etype, evalue, etb);
         Py_DECREF(st);
@@ -1044,8 +1013,17 @@ static PyObject *Launcher_vectorcall(Launcher *self, PyObject *const *args, size
     return result;
 }
 
-/* Drop what dict_cached, thread_state and array_values remember. */
+/* Drop everything remembered between calls (subscriptions, call site, layouts, handles, module attributes,
+ * thread state, arrays). */
 static void forget_caches(Launcher *self) {
+    forget_subs(&self->subs);
+    Py_CLEAR(self->line_code);
+    Py_CLEAR(self->line);
+    Py_CLEAR(self->st_type);
+    for (int i = 0; i < HANDLE_CACHE; i++) {
+        Py_CLEAR(self->handle_ids[i]);
+        self->handle_objs[i] = NULL;
+    }
     for (int i = 0; i < DC_COUNT; i++) dict_cache_clear(&self->attrs[i]);
     Py_CLEAR(self->st_cached);
     self->st_thread = 0;
@@ -1056,53 +1034,21 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"original", "fallback", "local", "bus", "warp_module", "ctx", "next_seq",
                             "user_module", "handles", "array_type", "device_type", "find_site", "failed",
                             "warn", "record", "arr", "flat", NULL};
-    PyObject *v[17];
+    PyObject *v[N_LAUNCHER_REFS];
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOO!O!OOOOOOOO", names, &v[0], &v[1], &v[2], &v[3], &v[4],
                                      &v[5], &v[6], &PyDict_Type, &v[7], &PyDict_Type, &v[8], &v[9], &v[10],
                                      &v[11], &v[12], &v[13], &v[14], &v[15], &v[16]))
         return -1;
-    PyObject **slots[17] = {&self->original, &self->fallback,  &self->local,     &self->bus,   &self->warp_mod,
-                            &self->ctx,      &self->next_seq,  &self->user_module, &self->handles,
-                            &self->array_type, &self->device_type, &self->find_site, &self->failed, &self->warn,
-                            &self->record,   &self->arr,       &self->flat};
-    for (int i = 0; i < 17; i++) {
-        Py_INCREF(v[i]);
-        Py_XSETREF(*slots[i], v[i]);
-    }
+    for (int i = 0; i < N_LAUNCHER_REFS; i++) Py_XSETREF(self->refs[i], Py_NewRef(v[i]));
     self->vectorcall = (vectorcallfunc)Launcher_vectorcall;
-    forget_subs(self);
-    Py_CLEAR(self->line_code);
-    Py_CLEAR(self->line);
-    Py_CLEAR(self->st_type);
-    for (int i = 0; i < HANDLE_CACHE; i++) {
-        Py_CLEAR(self->handle_ids[i]);
-        self->handle_objs[i] = NULL;
-    }
     forget_caches(self);
     return 0;
 }
 
 static int Launcher_traverse(Launcher *self, visitproc visit, void *arg) {
     Py_VISIT(self->dict);
-    Py_VISIT(self->original);
-    Py_VISIT(self->fallback);
-    Py_VISIT(self->local);
-    Py_VISIT(self->bus);
-    Py_VISIT(self->warp_mod);
-    Py_VISIT(self->ctx);
-    Py_VISIT(self->next_seq);
-    Py_VISIT(self->user_module);
-    Py_VISIT(self->handles);
-    Py_VISIT(self->array_type);
-    Py_VISIT(self->device_type);
-    Py_VISIT(self->find_site);
-    Py_VISIT(self->failed);
-    Py_VISIT(self->warn);
-    Py_VISIT(self->record);
-    Py_VISIT(self->arr);
-    Py_VISIT(self->flat);
+    for (int i = 0; i < N_LAUNCHER_REFS; i++) Py_VISIT(self->refs[i]);
     Py_VISIT(self->st_type);
-    Py_VISIT(self->subs_seen);
     Py_VISIT(self->line_code);
     for (int i = 0; i < DC_COUNT; i++) Py_VISIT(self->attrs[i].value);
     Py_VISIT(self->st_cached);
@@ -1110,48 +1056,20 @@ static int Launcher_traverse(Launcher *self, visitproc visit, void *arg) {
         Py_VISIT(self->arr_cache[i].ref);
         for (int k = 0; k < 5; k++) Py_VISIT(self->arr_cache[i].vals[k]);
     }
-    for (Py_ssize_t i = 0; i < self->n_subs_seen; i++) {
-        Py_VISIT(self->sub_queues[i]);
-        Py_VISIT(self->sub_appends[i]);
-    }
-    return 0;
+    return visit_subs(&self->subs, visit, arg);
 }
 
 static int Launcher_clear(Launcher *self) {
     Py_CLEAR(self->dict);
-    Py_CLEAR(self->original);
-    Py_CLEAR(self->fallback);
-    Py_CLEAR(self->local);
-    Py_CLEAR(self->bus);
-    Py_CLEAR(self->warp_mod);
-    Py_CLEAR(self->ctx);
-    Py_CLEAR(self->next_seq);
-    Py_CLEAR(self->user_module);
-    Py_CLEAR(self->handles);
-    Py_CLEAR(self->array_type);
-    Py_CLEAR(self->device_type);
-    Py_CLEAR(self->find_site);
-    Py_CLEAR(self->failed);
-    Py_CLEAR(self->warn);
-    Py_CLEAR(self->record);
-    Py_CLEAR(self->arr);
-    Py_CLEAR(self->flat);
-    Py_CLEAR(self->line_code);
-    Py_CLEAR(self->line);
-    forget_subs(self);
+    for (int i = 0; i < N_LAUNCHER_REFS; i++) Py_CLEAR(self->refs[i]);
     forget_caches(self);
-    Py_CLEAR(self->st_type);
-    for (int i = 0; i < HANDLE_CACHE; i++) {
-        Py_CLEAR(self->handle_ids[i]);
-        self->handle_objs[i] = NULL;
-    }
     return 0;
 }
 
-static void Launcher_dealloc(Launcher *self) {
+static void gc_dealloc(PyObject *self) { /* Launcher's and TinyHook's */
     PyObject_GC_UnTrack(self);
-    Launcher_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    Py_TYPE(self)->tp_clear(self);
+    Py_TYPE(self)->tp_free(self);
 }
 
 /* binds like a function when stored on a class, so it stays a drop-in for Warp's launch function */
@@ -1168,9 +1086,173 @@ static PyTypeObject LauncherType = {
     .tp_vectorcall_offset = offsetof(Launcher, vectorcall),
     .tp_traverse = (traverseproc)Launcher_traverse,
     .tp_clear = (inquiry)Launcher_clear,
-    .tp_dealloc = (destructor)Launcher_dealloc,
+    .tp_dealloc = gc_dealloc,
     .tp_dictoffset = offsetof(Launcher, dict),
     .tp_descr_get = lt_bind_like_function,
+    .tp_getset = Launcher_getset,
+};
+
+/* -- tinygrad's executor hook (capture/tinygrad.py installs it as pm_exec.rewrite) -----------------------------
+ *
+ * Why: the Python hook costs about 5,300 instructions a kernel and 19,000 a run_linear (docs/tinygrad.md#cost).
+ * This object takes the common call, a kernel or copy (call.src[0].op PROGRAM or COPY): it finds the call's run
+ * (the one remembered in cell[0]; for a new run_linear, the user's frame walked to here and the run made by the
+ * Python hook's begin()), times the call and queues the Python hook's event, item for item, as an Event. Every
+ * other call goes to the Python hook (`fallback`) before running: keywords, nothing subscribed, graph batches,
+ * anything unexpected. */
+enum { TH_INNER, TH_FALLBACK, TH_CELL, TH_BUS, TH_SEQS, TH_PROGRAM, TH_COPY, TH_FRAMEWORK, TH_DECODE, TH_FAILED,
+       TH_WARN, TH_SITES, TH_SKIP_NEW, TH_BEGIN, TH_EMPTY, TH_REFS };
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict; /* __dict__: functools-style identity (__wrapped__, __name__, ...) */
+    PyObject *refs[TH_REFS];
+    SubsCache subs;
+} TinyHook;
+
+
+/* tinygrad._user_frame in C (a new reference; NULL, maybe without an exception, where the Python hook decides):
+ * the innermost frame outside tinygrad, contextlib and launchtrace, through the same per-code cache `sites`
+ * (id(code) -> (code, skip?); a miss asks skip_new(code)), from run_linear's frame (this call made none). */
+#define IS_PAIR(t) ((t) != NULL && PyTuple_CheckExact(t) && PyTuple_GET_SIZE(t) == 2)
+
+static PyObject *tiny_user_frame(PyObject *sites, PyObject *skip_new) {
+    PyObject *first = (PyObject *)PyEval_GetFrame(), *f = Py_XNewRef(first);
+    while (f != NULL) {
+        PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)f), *key = PyLong_FromVoidPtr(code);
+        PyObject *hit = key ? Py_XNewRef(PyDict_GetItemWithError(sites, key)) : NULL;
+        if (!IS_PAIR(hit) || PyTuple_GET_ITEM(hit, 0) != code)
+            Py_XSETREF(hit, PyErr_Occurred() ? NULL : PyObject_CallOneArg(skip_new, code));
+        int skip = IS_PAIR(hit) ? PyObject_IsTrue(PyTuple_GET_ITEM(hit, 1)) : -1;
+        Py_XDECREF(key);
+        Py_XDECREF(hit);
+        Py_DECREF(code);
+        if (skip <= 0) {
+            if (skip < 0) Py_CLEAR(f);
+            return f;
+        }
+        Py_SETREF(f, (PyObject *)PyFrame_GetBack((PyFrameObject *)f));
+    }
+    return Py_XNewRef(first); /* every frame passed over: run_linear's own, as the Python hook does */
+}
+
+/* The run of ctx's run_linear (new reference): the one remembered (cell[0]: (weakref to ctx, run)), else begin(ctx,
+ * user frame)'s, Py_None where not recorded; NULL (maybe without an exception) where the Python hook decides. */
+static PyObject *tiny_run(PyObject **r, PyObject *ctx) {
+    PyObject *pair = PyList_GET_SIZE(r[TH_CELL]) ? PyList_GET_ITEM(r[TH_CELL], 0) : Py_None;
+    if (IS_PAIR(pair) && PyWeakref_CheckRef(PyTuple_GET_ITEM(pair, 0)) && weak_target(PyTuple_GET_ITEM(pair, 0)) == ctx)
+        return Py_NewRef(PyTuple_GET_ITEM(pair, 1));
+    PyObject *frame = tiny_user_frame(r[TH_SITES], r[TH_SKIP_NEW]);
+    PyObject *run = frame ? PyObject_CallFunctionObjArgs(r[TH_BEGIN], ctx, frame, NULL) : NULL;
+    Py_XDECREF(frame);
+    return run;
+}
+
+static PyObject *TinyHook_vectorcall(TinyHook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    PyObject **r = self->refs, *subs = NULL, *src = NULL, *op = NULL, *run = NULL;
+    if (!kwnames && PyVectorcall_NARGS(nargsf) == 1 && PyWeakref_CheckRef(args[0])) { /* begin()'s weakref callback: */
+        PyObject *pair = PyList_GET_SIZE(r[TH_CELL]) ? PyList_GET_ITEM(r[TH_CELL], 0) : Py_None; /* a context died */
+        int mine = IS_PAIR(pair) && PyTuple_GET_ITEM(pair, 0) == args[0]; /* the run's: forget the run */
+        return mine && PyList_SetItem(r[TH_CELL], 0, Py_NewRef(r[TH_EMPTY])) < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    if (kwnames || PyVectorcall_NARGS(nargsf) != 2 || args[1] == Py_None ||
+        (subs = module_attr(r[TH_BUS], s_subs)) == NULL || !PyTuple_CheckExact(subs) || PyTuple_GET_SIZE(subs) == 0 ||
+        (src = PyObject_GetAttr(args[0], s_src)) == NULL || !PyTuple_CheckExact(src) || PyTuple_GET_SIZE(src) == 0 ||
+        (op = PyObject_GetAttr(PyTuple_GET_ITEM(src, 0), s_op)) == NULL || (op != r[TH_PROGRAM] && op != r[TH_COPY]) ||
+        (run = tiny_run(r, args[1])) == NULL) { /* held: the call may start another run_linear */
+        PyErr_Clear(); /* the Python hook decides, as it would have anyway */
+        Py_XDECREF(subs);
+        Py_XDECREF(src);
+        Py_XDECREF(op);
+        return PyObject_Vectorcall(r[TH_FALLBACK], args, nargsf, kwnames);
+    }
+    Py_DECREF(src);
+    Py_DECREF(op);
+    if (run == Py_None) { /* a run_linear not recorded (BEAM's, unless asked), or begin() failed and warned */
+        Py_DECREF(run);
+        Py_DECREF(subs);
+        return PyObject_Vectorcall(r[TH_INNER], args, 2, NULL);
+    }
+    long long t0 = now_ns();
+    PyObject *result = PyObject_Vectorcall(r[TH_INNER], args, 2, NULL);
+    long long t1 = now_ns();
+    PyObject *seq = NULL, *t0o = PyLong_FromLongLong(t0), *t1o = NULL, *tid = NULL, *stack = NULL, *x = NULL;
+    if (result == NULL) { /* recorded as failed by the Python hook, then raised unchanged */
+        PyObject *etype, *evalue, *etb;
+        PyErr_Fetch(&etype, &evalue, &etb);
+        PyErr_NormalizeException(&etype, &evalue, &etb);
+        if (etb != NULL && evalue != NULL) PyException_SetTraceback(evalue, etb);
+        x = t0o ? PyObject_CallFunctionObjArgs(r[TH_FAILED], args[0], run, t0o, evalue ? evalue : Py_None, NULL) : NULL;
+        PyErr_Clear();
+        PyErr_Restore(etype, evalue, etb);
+    } else {
+        Event *e = NULL;
+        if ((seq = PyIter_Next(r[TH_SEQS])) != NULL && (t1o = PyLong_FromLongLong(t1)) != NULL && t0o != NULL &&
+            (tid = PyObject_GetAttr(run, s_tid)) != NULL && (stack = PyObject_GetAttr(run, s_stack)) != NULL &&
+            (e = event_new(N_TINY_EVENT)) != NULL) {
+            Py_ssize_t depth = PyList_Check(stack) ? PyList_GET_SIZE(stack) : 0;
+            PyObject *items[N_TINY_EVENT] = {r[TH_FRAMEWORK], seq, tid, r[TH_DECODE], args[0], run, t0o, t1o,
+                                             depth ? PyList_GET_ITEM(stack, depth - 1) : Py_None, Py_None};
+            for (int i = 0; i < N_TINY_EVENT; i++) e->items[i] = Py_NewRef(items[i]);
+        }
+        if (e == NULL || queue_event(&self->subs, r[TH_BUS], subs, (PyObject *)e) < 0) {
+            PyErr_Clear();
+            x = PyObject_CallOneArg(r[TH_WARN], s_tinygrad); /* reported once; the result stands */
+        } else note_event(t1);
+        Py_XDECREF(e);
+    }
+    if (result != NULL) PyErr_Clear();
+    Py_XDECREF(x);
+    Py_XDECREF(seq);
+    Py_XDECREF(t0o);
+    Py_XDECREF(t1o);
+    Py_XDECREF(tid);
+    Py_XDECREF(stack);
+    Py_DECREF(run);
+    Py_DECREF(subs);
+    return result;
+}
+
+static int TinyHook_init(TinyHook *self, PyObject *args, PyObject *kwds) {
+    static char *positional[TH_REFS + 1] = {"", "", "", "", "", "", "", "", "", "", "", "", "", "", "", NULL};
+    PyObject *v[TH_REFS];
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!OOOOOOOOO!OOO", positional, &v[0], &v[1], &PyList_Type, &v[2],
+                                     &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &PyDict_Type, &v[11],
+                                     &v[12], &v[13], &v[14]))
+        return -1;
+    for (int i = 0; i < TH_REFS; i++) Py_XSETREF(self->refs[i], Py_NewRef(v[i]));
+    self->vectorcall = (vectorcallfunc)TinyHook_vectorcall;
+    return 0;
+}
+
+static int TinyHook_traverse(TinyHook *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dict);
+    for (int i = 0; i < TH_REFS; i++) Py_VISIT(self->refs[i]);
+    return visit_subs(&self->subs, visit, arg);
+}
+
+static int TinyHook_clear(TinyHook *self) {
+    Py_CLEAR(self->dict);
+    for (int i = 0; i < TH_REFS; i++) Py_CLEAR(self->refs[i]);
+    forget_subs(&self->subs);
+    return 0;
+}
+
+static PyTypeObject TinyHookType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "launchtrace.capture._fastlaunch.TinyHook",
+    .tp_basicsize = sizeof(TinyHook),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "TinyHook(inner, fallback, cell, bus, seqs, program, copy, framework, decode, failed, warn, sites, "
+              "skip_new, begin, empty): tinygrad's pm_exec.rewrite hook, compiled (see the module source).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)TinyHook_init,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(TinyHook, vectorcall),
+    .tp_traverse = (traverseproc)TinyHook_traverse,
+    .tp_clear = (inquiry)TinyHook_clear,
+    .tp_dealloc = gc_dealloc,
+    .tp_dictoffset = offsetof(TinyHook, dict),
     .tp_getset = Launcher_getset,
 };
 
@@ -1198,7 +1280,7 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastlaunch", "wp.launch's capture wrapper in C.", -1,
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastlaunch", "wp.launch's and tinygrad's capture wrappers in C.", -1,
                                     module_methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
@@ -1215,6 +1297,10 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     INTERN(s_capacity, "capacity");
     INTERN(s_append, "append");
     INTERN(s_full, "full");
+    INTERN(s_offer, "offer");
+    INTERN(s_src, "src");
+    INTERN(s_op, "op");
+    INTERN(s_tinygrad, "tinygrad");
     INTERN(s_ptr, "ptr");
     INTERN(s_shape, "shape");
     INTERN(s_dtype, "dtype");
@@ -1232,11 +1318,11 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         PyErr_SetString(PyExc_RuntimeError, "pthread_atfork failed");
         return NULL;
     }
-    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&EventType) < 0) return NULL;
+    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&EventType) < 0 || PyType_Ready(&TinyHookType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (lt_add_type(m, "Event", &EventType) < 0) return NULL;
-    if (lt_add_type(m, "Launcher", &LauncherType) < 0) return NULL;
+    if (lt_add_type(m, "Launcher", &LauncherType) < 0 || lt_add_type(m, "TinyHook", &TinyHookType) < 0) return NULL;
     PyObject *fields = lt_record_fields(); /* the layout it builds: launchtrace.rawevent checks it */
     if (lt_module_add(m, "RECORD_FIELDS", fields) < 0) return NULL;
     return m;

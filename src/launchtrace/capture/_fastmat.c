@@ -210,8 +210,7 @@ static int one(PyObject *e, PyObject *out, PyObject *templates, PyObject *regist
     return rc < 0 ? -1 : 1;
 }
 
-static PyObject *template_hits(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
+static PyObject *template_hits(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 11 || !PyList_Check(args[0]) || !PyList_Check(args[2]) || !PyDict_Check(args[3]) ||
         !PyDict_Check(args[7])) {
         PyErr_SetString(PyExc_TypeError,

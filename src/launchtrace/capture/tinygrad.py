@@ -259,41 +259,15 @@ def _kind_of(ctx: Any) -> str | None:
     return JIT if ctx.jit else REALIZE
 
 
-def _run_for(ctx: Any, frame: Any) -> _Run | None:
-    """The run of a new ``run_linear`` (``frame`` is its frame), or ``None`` when its work is not recorded
-    (:func:`_kind_of`, inlined: this runs on every jit call)."""
-    if ctx.cache is False:
-        if not _record_beam:
-            return None
-        api = BEAM
-    elif not ctx.update_stats:
-        api = INTERNAL
-    else:
-        api = JIT if ctx.jit else REALIZE
-    vv = ctx.var_vals
-    return _new_run(ctx.input_uops, dict(vv) if vv else None, api, _user_frame(frame), _local.st)
-
-
-def _make_hook(inner: Any, realize: Any) -> Any:
-    """The wrapper of ``pm_exec.rewrite``; ``inner`` is what was there (bound method or someone's wrapper).
-
-    Python on every install: the compiled hook (``_tinyhook.c``, 599 lines) was removed in issue 26; the Python
-    one was then cut from about 5,900 to 5,300 instructions a kernel, against the compiled one's 1,570
-    (``docs/tinygrad.md``, "Cost")."""
-    return _make_python_hook(inner, realize)
-
-
 def _as_tuple(*items: Any) -> tuple:
     return items
 
 
-def _event_maker() -> Any:
-    """``_fastlaunch.event`` (an event outside the cycle collector), or a plain tuple maker where it is not built
-    or pure Python was asked for."""
+def _compiled() -> Any:
+    """``capture/_fastlaunch`` where it is built and pure Python was not asked for, else ``None``."""
     from launchtrace import native
 
-    module = native.load("launchtrace.capture._fastlaunch")
-    return getattr(module, "event", None) or _as_tuple
+    return native.load("launchtrace.capture._fastlaunch")
 
 
 TOUCH_NS = 2_000_000
@@ -318,25 +292,31 @@ def _seq_iterator(next_seq: Any) -> Any:
     return iter(next_seq, object())
 
 
-def _make_python_hook(inner: Any, realize: Any) -> Any:
-    """The wrapper of ``pm_exec.rewrite``.
+def _make_hook(inner: Any, realize: Any) -> Any:
+    """The wrapper of ``pm_exec.rewrite``; ``inner`` is what was there (bound method or someone's wrapper).
 
     One event per kernel or copy: ``(FRAMEWORK, seq, tid, decode, call, run, t0, t1, scope, error)``, sharing
     one :class:`_Run` per ``run_linear``, found again through a weak reference to its context (the run is let go
     when the context dies): per kernel the hook checks the call's kind, times the call and queues the event;
     everything constant over a run (kind of work, call site, thread, its scope stack) was found at the run's
-    first kernel. Where
-    ``capture/_fastlaunch.c`` is built the event is its ``Event``, which the cycle collector does not walk while
-    it waits in the queue (``docs/tinygrad.md``); else a tuple."""
+    first kernel.
+
+    Where ``capture/_fastlaunch.c`` is built (and ``LAUNCHTRACE_PURE_PYTHON`` is not set) the hook is its
+    ``TinyHook``: it takes a kernel or copy of a run already found (the common call: every kernel of a jit replay
+    but the first) and hands every other call to ``rewrite`` below, the whole hook where nothing is compiled; the
+    event is its ``Event``, which the cycle collector does not walk while it waits in the queue (a tuple without
+    the compiled module). Cost of each: ``docs/tinygrad.md``, "Cost"."""
     from tinygrad.uop.ops import Ops
 
     program, copy, custom = Ops.PROGRAM, Ops.COPY, Ops.CUSTOM_FUNCTION
-    framework, offer, pack, decode = FRAMEWORK, bus.offer, _event_maker(), decode_event
+    compiled = _compiled()
+    framework, offer, pack, decode = FRAMEWORK, bus.offer, getattr(compiled, "event", _as_tuple), decode_event
     next_seq = bus.next_seq
     seqs = _seq_iterator(next_seq)
-    local = _local
-    last: tuple = (_nothing, None)  # (weak reference to the context, its run): one cell, set at once, so a thread
-    # never pairs its context with another thread's run; emptied when the context dies (forget)
+    local, new, ref = _local, _new, weakref.ref
+    empty = (_nothing, None)
+    cell: list = [empty]  # [(weak reference to the context, its run)], set at once, so a thread never pairs its
+    # context with another thread's run; emptied when the context dies (forget); the compiled hook reads it
     touch, wake = bus.touch_activity or _nothing, bus.wake_consumers
     # The one open subscription (the exporter's, in a program), read by the hot path without bus.offer's loop:
     # the _subs tuple it was found in, its queue, capacity and half (where the consumer is woken; -1: never).
@@ -350,7 +330,7 @@ def _make_python_hook(inner: Any, realize: Any) -> Any:
 
     def rewrite(call: Any, ctx: Any = None) -> Any:
         nonlocal touch_after
-        pair = last
+        pair = cell[0]
         run = pair[1] if pair[0]() is ctx is not None else None
         subs = bus._subs
         if not subs:
@@ -392,11 +372,32 @@ def _make_python_hook(inner: Any, realize: Any) -> Any:
     def find(ctx: Any) -> _Run | None:
         """A context's run, found at its first kernel or copy (remembered until the context dies); ``None``: not
         recorded."""
-        nonlocal last
         try:
-            run = _run_for(ctx, sys._getframe(2))
-            if run is not None:
-                last = (weakref.ref(ctx, forget), run)
+            frame = _user_frame(sys._getframe(2))
+        except Exception:
+            _warn_once("tinygrad")
+            return None
+        return begin(ctx, frame)
+
+    def begin(ctx: Any, frame: Any) -> _Run | None:
+        """:func:`find` once the user's frame is found (the compiled hook walks to it itself): :func:`_kind_of`
+        and :func:`_new_run` inlined (once per ``run_linear``: most of a one-kernel jit call's recording)."""
+        try:
+            if ctx.cache is False:
+                if not _record_beam:
+                    return None
+                api = BEAM
+            elif not ctx.update_stats:
+                api = INTERNAL
+            else:
+                api = JIT if ctx.jit else REALIZE
+            vv = ctx.var_vals
+            st = local.st
+            run = new(_Run)
+            run.inputs, run.var_vals, run.api = ctx.input_uops, dict(vv) if vv else None, api
+            run.stack, run.tid = st.stack, st.tid
+            run.code, run.lasti, run.module = frame.f_code, frame.f_lasti, frame.f_globals.get("__name__", "")
+            cell[0] = (ref(ctx, died), run)
         except Exception:
             _warn_once("tinygrad")
             return None
@@ -404,9 +405,8 @@ def _make_python_hook(inner: Any, realize: Any) -> Any:
 
     def forget(ref: Any) -> None:
         """The context of the remembered run died (its ``run_linear`` ended): the run is no longer held here."""
-        nonlocal last
-        if last[0] is ref:
-            last = (_nothing, None)
+        if cell[0][0] is ref:
+            cell[0] = empty
 
     def put(subs: tuple, event: Any) -> None:
         """``bus.offer`` (every subscription, the consumer told), then remember a single subscription."""
@@ -421,7 +421,10 @@ def _make_python_hook(inner: Any, realize: Any) -> Any:
             one_subs = None
 
     def failed(call: Any, run: _Run, t0: int, exc: BaseException) -> None:
-        queue(call, run, t0, time_ns(), f"{type(exc).__name__}: {exc}")
+        try:
+            queue(call, run, t0, time_ns(), f"{type(exc).__name__}: {exc}")
+        except Exception:
+            _warn_once("tinygrad")
 
     def queue(call: Any, run: _Run, t0: int, t1: int, error: str | None) -> None:
         stack = run.stack
@@ -471,7 +474,15 @@ def _make_python_hook(inner: Any, realize: Any) -> Any:
                 _warn_once("tinygrad graph")
             emit_scope_end(sid, error)
 
-    rewrite.__wrapped__ = inner  # type: ignore[attr-defined]
-    rewrite.__name__ = "rewrite"
-    rewrite.__qualname__ = "PatternMatcher.rewrite"
-    return rewrite
+    hook: Any = rewrite
+    died = forget  # the weak references' callback: the compiled hook does forget()'s work when called with one
+    if compiled is not None:
+        hook = died = compiled.TinyHook(
+            inner, rewrite, cell, bus, seqs, program, copy, framework, decode, failed, _warn_once, _SITE_CACHE,
+            _skip_new, begin, empty,
+        )  # fmt: skip
+    for it in {rewrite, hook}:
+        it.__wrapped__ = inner
+        it.__name__ = "rewrite"
+        it.__qualname__ = "PatternMatcher.rewrite"
+    return hook

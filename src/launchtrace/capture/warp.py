@@ -265,7 +265,7 @@ def wrap_launch(original: Callable) -> Callable:
             result = original(*args, **kwargs)
         except BaseException as exc:
             st.busy = False
-            _record_failed_launch(args, kwargs, exc, t0, sys._getframe(1))
+            _record_failed_launch(exc, t0, sys._getframe(1), *args, **kwargs)
             raise
         t1 = time_ns()
         st.busy = False
@@ -362,7 +362,7 @@ def _compiled_launch(original: Callable, fallback: Callable) -> Callable | None:
     return wraps_like(original, fast)
 
 
-def _record_failed_launch(args: tuple, kwargs: dict, error: BaseException, t0: int, frame: Any) -> None:
+def _record_failed_launch(error: BaseException, t0: int, frame: Any, /, *args: Any, **kwargs: Any) -> None:
     try:
         payload = extract_launch(args, kwargs, None)
         _append("launch", payload, frame, t0, time_ns(), error)

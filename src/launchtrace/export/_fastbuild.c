@@ -445,8 +445,7 @@ fail:
     return -1;
 }
 
-static PyObject *records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
+static PyObject *records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyList_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "records(view: SpanBuilder.compiled_view, events: list, start: int)");
         return NULL;

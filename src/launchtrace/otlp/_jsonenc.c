@@ -297,32 +297,18 @@ static int put_int_field(Buf *b, PyObject *v) {
     return put_u64(b, u, 0);
 }
 
-static PyObject *str_field(PyObject *obj, Py_ssize_t off) {
+/* Field `off` of `obj` (borrowed) when it is exactly of `type`, else NULL with `what` reported unsupported. */
+static PyObject *typed_field(PyObject *obj, Py_ssize_t off, PyTypeObject *type, const char *what) {
     PyObject *v = field(obj, off);
-    if (v != NULL && !PyUnicode_CheckExact(v)) {
-        unsupported("string field of another type");
+    if (v != NULL && !Py_IS_TYPE(v, type)) {
+        unsupported(what);
         return NULL;
     }
     return v;
 }
-
-static PyObject *tuple_field(PyObject *obj, Py_ssize_t off) {
-    PyObject *v = field(obj, off);
-    if (v != NULL && !PyTuple_CheckExact(v)) {
-        unsupported("tuple field of another type");
-        return NULL;
-    }
-    return v;
-}
-
-static PyObject *bytes_field(PyObject *obj, Py_ssize_t off) {
-    PyObject *v = field(obj, off);
-    if (v != NULL && !PyBytes_CheckExact(v)) {
-        unsupported("id of another type than bytes");
-        return NULL;
-    }
-    return v;
-}
+#define str_field(obj, off) typed_field(obj, off, &PyUnicode_Type, "string field of another type")
+#define tuple_field(obj, off) typed_field(obj, off, &PyTuple_Type, "tuple field of another type")
+#define bytes_field(obj, off) typed_field(obj, off, &PyBytes_Type, "id of another type than bytes")
 
 static int put_float(Encoder *self, Buf *b, double v) {
     uint64_t bits;
@@ -622,20 +608,25 @@ static int put_count(Buf *b, PyObject *obj, Py_ssize_t off, const char *prefix, 
 }
 #define PUT_COUNT(b, obj, off, lit) put_count((b), (obj), (off), (lit), (Py_ssize_t)(sizeof(lit) - 1))
 
+/* ,"attributes":[...] when `attrs` (a tuple) is not empty; `cached`: a span's, through the per-call-site texts */
+static int put_attributes(Encoder *self, Buf *b, PyObject *attrs, int cached) {
+    if (PyTuple_GET_SIZE(attrs) == 0) return 0;
+    Py_INCREF(attrs);
+    int rc = PUTS(b, ",\"" JK_ATTRIBUTES "\":[") < 0 ||
+             (cached ? put_attrs_cached(self, b, attrs) : put_attrs_direct(self, b, attrs)) < 0 || put_char(b, ']') < 0;
+    Py_DECREF(attrs);
+    return rc ? -1 : 0;
+}
+
 static int put_event(Encoder *self, Buf *b, PyObject *e) {
     if (Py_TYPE(e) != self->event_type) return unsupported("event of another type");
     PyObject *name, *attrs, *t;
     if ((t = field(e, self->event_off[E_TIME])) == NULL || PUTS(b, "{\"" JK_TIME_UNIX_NANO "\":\"") < 0 ||
         put_int_field(b, t) < 0 || PUTS(b, "\",\"" JK_NAME "\":") < 0 ||
         (name = str_field(e, self->event_off[E_NAME])) == NULL ||
-        put_str(b, name) < 0 || (attrs = tuple_field(e, self->event_off[E_ATTRS])) == NULL)
+        put_str(b, name) < 0 || (attrs = tuple_field(e, self->event_off[E_ATTRS])) == NULL ||
+        put_attributes(self, b, attrs, 0) < 0)
         return -1;
-    if (PyTuple_GET_SIZE(attrs)) {
-        Py_INCREF(attrs);
-        int rc = PUTS(b, ",\"" JK_ATTRIBUTES "\":[") < 0 || put_attrs_direct(self, b, attrs) < 0 || put_char(b, ']') < 0;
-        Py_DECREF(attrs);
-        if (rc) return -1;
-    }
     if (PUT_COUNT(b, e, self->event_off[E_DROPPED], ",\"" JK_DROPPED_ATTRIBUTES_COUNT "\":") < 0) return -1;
     return put_char(b, '}');
 }
@@ -649,13 +640,7 @@ static int put_link(Encoder *self, Buf *b, PyObject *k) {
         put_hex(b, v) < 0 || put_char(b, '"') < 0 || (v = str_field(k, self->link_off[L_TRACE_STATE])) == NULL)
         return -1;
     if (PyUnicode_GET_LENGTH(v) && (PUTS(b, ",\"" JK_TRACE_STATE "\":") < 0 || put_str(b, v) < 0)) return -1;
-    if ((v = tuple_field(k, self->link_off[L_ATTRS])) == NULL) return -1;
-    if (PyTuple_GET_SIZE(v)) {
-        Py_INCREF(v);
-        int rc = PUTS(b, ",\"" JK_ATTRIBUTES "\":[") < 0 || put_attrs_direct(self, b, v) < 0 || put_char(b, ']') < 0;
-        Py_DECREF(v);
-        if (rc) return -1;
-    }
+    if ((v = tuple_field(k, self->link_off[L_ATTRS])) == NULL || put_attributes(self, b, v, 0) < 0) return -1;
     if (PUT_COUNT(b, k, self->link_off[L_DROPPED], ",\"" JK_DROPPED_ATTRIBUTES_COUNT "\":") < 0 ||
         PUT_COUNT(b, k, self->link_off[L_FLAGS], ",\"" JK_FLAGS "\":") < 0)
         return -1;
@@ -698,14 +683,8 @@ static int put_span(Encoder *self, Buf *b, PyObject *s) {
         PUTS(b, ",\"" JK_NAME "\":") < 0 || put_str(b, v) < 0 || PUT_COUNT(b, s, off[F_KIND], ",\"" JK_KIND "\":") < 0 ||
         (v = field(s, off[F_START])) == NULL || PUTS(b, ",\"" JK_START_TIME_UNIX_NANO "\":\"") < 0 || put_int_field(b, v) < 0 ||
         (v = field(s, off[F_END])) == NULL || PUTS(b, "\",\"" JK_END_TIME_UNIX_NANO "\":\"") < 0 || put_int_field(b, v) < 0 ||
-        put_char(b, '"') < 0 || (v = tuple_field(s, off[F_ATTRS])) == NULL)
+        put_char(b, '"') < 0 || (v = tuple_field(s, off[F_ATTRS])) == NULL || put_attributes(self, b, v, 1) < 0)
         return -1;
-    if (PyTuple_GET_SIZE(v)) {
-        Py_INCREF(v);
-        int rc = PUTS(b, ",\"" JK_ATTRIBUTES "\":[") < 0 || put_attrs_cached(self, b, v) < 0 || put_char(b, ']') < 0;
-        Py_DECREF(v);
-        if (rc) return -1;
-    }
     if (PUT_COUNT(b, s, off[F_DROPPED_ATTRS], ",\"" JK_DROPPED_ATTRIBUTES_COUNT "\":") < 0 ||
         put_list(self, b, s, off[F_EVENTS], ",\"" JK_EVENTS "\":[", sizeof(",\"" JK_EVENTS "\":[") - 1, put_event) < 0 ||
         PUT_COUNT(b, s, off[F_DROPPED_EVENTS], ",\"" JK_DROPPED_EVENTS_COUNT "\":") < 0 ||
@@ -899,13 +878,11 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *arg) {
     return result;
 }
 
-static PyObject *Encoder_cached_blocks(Encoder *self, void *closure) {
-    (void)closure;
+static PyObject *Encoder_cached_blocks(Encoder *self, void *Py_UNUSED(closure)) {
     return PyLong_FromSsize_t(self->nblocks);
 }
 
-static PyObject *Encoder_clear(Encoder *self, PyObject *unused) {
-    (void)unused;
+static PyObject *Encoder_clear(Encoder *self, PyObject *Py_UNUSED(unused)) {
     if (self->busy) return unsupported("re-entrant call"), NULL;
     blocks_clear(self);
     memset(self->floats, 0, sizeof self->floats);
@@ -1019,8 +996,7 @@ static PyTypeObject EncoderType = {
     .tp_getset = Encoder_getset,
 };
 
-static PyObject *identity(PyObject *module, PyObject *x) {
-    (void)module;
+static PyObject *identity(PyObject *Py_UNUSED(module), PyObject *x) {
     Py_INCREF(x);
     return x;
 }
@@ -1028,8 +1004,7 @@ static PyObject *identity(PyObject *module, PyObject *x) {
 static PyMethodDef identity_def = {"identity", identity, METH_O, "identity(x) -> x"};
 
 /* the float text this module writes for x (for tests: it must equal orjson.dumps(x)) */
-static PyObject *format_float(PyObject *module, PyObject *x) {
-    (void)module;
+static PyObject *format_float(PyObject *Py_UNUSED(module), PyObject *x) {
     double d = PyFloat_AsDouble(x);
     if (d == -1.0 && PyErr_Occurred()) return NULL;
     if (d != d || d - d != 0.0) {
