@@ -10,6 +10,7 @@ spans (ids included), the counters and the fingerprints must be equal.
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -110,6 +111,32 @@ def test_compiled_loop_builds_the_spans_python_builds(ops, seed, fold, budget, s
     config = dict(fold=fold, span_budget=budget, step_max_spans=step_max, max_attribute_length=30,
                   sampler=sampler, sampler_arg=0.5)  # fmt: skip
     assert _build(events, True, seed, **config) == _build(events, False, seed, **config)
+
+
+class _ZeroIds(random.Random):
+    """Draws in which every other span id comes out all zero (an invalid span id in OTLP)."""
+
+    def randbytes(self, n: int) -> bytes:
+        return (bytes(8) + self.getrandbits(64).to_bytes(8, "big")) * (n // 16)
+
+
+def test_an_all_zero_span_id_becomes_one_on_both_paths():
+    """The span ids' draw is shared by the compiled loop and the Python (``ready.pop()`` on both): an id drawn
+    all zero is handed out as 1 by either, and both give the same ids in the same order."""
+    events = _events([("begin", "step"), *[("launch", KERNELS[0])] * 40, ("end", None)])
+    built = []
+    for compiled in (True, False):
+        builder = SpanBuilder(ExportConfig.resolve(env={}, file_path="x.jsonl"), resource=RESOURCE)
+        builder._rng.seed(3)
+        builder._ids.rng = _ZeroIds(3)
+        saved, spanbuilder._fastbuild = spanbuilder._fastbuild, COMPILED if compiled else None
+        try:
+            built.append(builder.feed(events, now_ns=0) + builder.flush(now_ns=10**18))
+        finally:
+            spanbuilder._fastbuild = saved
+    ids = [s.span_id for s in built[0]]
+    assert built[0] == built[1] and len(ids) == 41
+    assert bytes(8) not in ids and ids.count((1).to_bytes(8, "big")) == 20
 
 
 @pytest.mark.parametrize("fold", ["off", "auto"])

@@ -12,7 +12,7 @@
  * these public attributes: a record's scope_id, template, error, repeat, probes, thread, start_ns, end_ns,
  * kernel, seq; a node's (_Node) trace, folder, records, first_start, launches, lines, last_end, parent,
  * span_id, and its flush_lines(); a trace's (_Trace) sampled, used, stream_until, id; a folder's enabled; the
- * span ids' (a _SpanIds) raw and left, and its take() when they run out.
+ * span ids' (a _SpanIds) ready list, and its take() when it is empty.
  * The common case, every condition checked before anything is changed:
  *   - the record's node is an open scope (view.scopes / .aliases by scope id) or, with no scope, the
  *     thread's open step root (view.steps) that neither its count nor its time window closes;
@@ -37,9 +37,9 @@
 static PyObject *s_scope_id, *s_template, *s_error, *s_repeat, *s_probes, *s_thread, *s_start_ns, *s_end_ns;
 static PyObject *s_trace, *s_sampled, *s_used, *s_stream_until, *s_folder, *s_enabled, *s_records, *s_first_start;
 static PyObject *s_launches, *s_lines, *s_last_end, *s_parent, *s_span_id, *s_id, *s_kernel, *s_seq;
-static PyObject *s_flush_lines, *s_take, *s_raw, *s_left, *s_record;
+static PyObject *s_flush_lines, *s_take, *s_ready, *s_record;
 #define LINES_PER_UPDATE 256 /* spanbuilder._LINES_PER_UPDATE */
-static PyObject *c_zero, *c_one, *c_one_id, *c_empty_tuple, *c_empty_str;
+static PyObject *c_zero, *c_one, *c_empty_tuple, *c_empty_str;
 
 /* SpanBuilder.compiled_view's members, in order (launchtrace.export.spanbuilder.CompiledView). */
 enum {
@@ -92,13 +92,13 @@ typedef struct {
 enum { R_ERROR, R_REPEAT, R_PROBES, R_TEMPLATE, R_KERNEL, R_SCOPE_ID, R_START_NS, R_THREAD, R_END_NS, R_SEQ, N_R };
 enum { N_TRACE, N_FOLDER, N_RECORDS, N_FIRST_START, N_LAUNCHES, N_LINES, N_LAST_END, N_PARENT, N_SPAN_ID, N_N };
 enum { T_SAMPLED, T_USED, T_STREAM_UNTIL, T_ID, N_T };
-enum { I_RAW, I_LEFT, N_I };
+enum { I_READY, N_I };
 static PyObject **rec_names[N_R] = {&s_error,    &s_repeat,   &s_probes, &s_template, &s_kernel,
                                     &s_scope_id, &s_start_ns, &s_thread, &s_end_ns,   &s_seq};
 static PyObject **node_names[N_N] = {&s_trace,  &s_folder,   &s_records, &s_first_start, &s_launches,
                                      &s_lines, &s_last_end, &s_parent,  &s_span_id};
 static PyObject **trace_names[N_T] = {&s_sampled, &s_used, &s_stream_until, &s_id};
-static PyObject **ids_names[N_I] = {&s_raw, &s_left};
+static PyObject **ids_names[N_I] = {&s_ready};
 static Layout rec_layout, node_layout, trace_layout, ids_layout;
 
 /* `obj`'s layout (its class's slot offsets for `names`), made and remembered when its class is new. */
@@ -148,24 +148,18 @@ static inline int set_field(Layout *l, PyObject *obj, int i, PyObject *name, PyO
 #define NODE(obj, i, name) field(layout_of(&node_layout, (obj), node_names, N_N), (obj), (i), (name))
 #define TRACE(i, name) field(layout_of(&trace_layout, trace, trace_names, N_T), trace, (i), (name))
 
-/* The next span id of `ids` (spanbuilder._SpanIds), as its take() gives it: 8 bytes of its draw, from the end; a
- * new draw is take()'s own. */
+/* The next span id of `ids` (spanbuilder._SpanIds) as its take() gives it: the last of its ready list, taken off
+ * it; a new draw is take()'s own. */
 static PyObject *take_id(PyObject *ids) {
-    Layout *l = layout_of(&ids_layout, ids, ids_names, N_I);
-    PyObject *raw = field(l, ids, I_RAW, s_raw), *left = raw ? field(l, ids, I_LEFT, s_left) : NULL, *id = NULL;
-    Py_ssize_t k = left ? PyLong_AsSsize_t(left) : -1;
-    int ready = k > 0 && PyBytes_CheckExact(raw) && PyBytes_GET_SIZE(raw) >= 8 * k;
-    Py_XSETREF(left, ready ? PyLong_FromSsize_t(k - 1) : NULL);
-    if (left != NULL) {
-        const char *p = PyBytes_AS_STRING(raw) + 8 * (k - 1);
-        static const char zero[8];
-        id = memcmp(p, zero, 8) ? PyBytes_FromStringAndSize(p, 8) : Py_NewRef(c_one_id);
-        if (id == NULL || set_field(l, ids, I_LEFT, s_left, left) < 0) Py_CLEAR(id);
-    } else if (!PyErr_Occurred()) {
+    PyObject *ready = field(layout_of(&ids_layout, ids, ids_names, N_I), ids, I_READY, s_ready), *id = NULL;
+    Py_ssize_t n = ready != NULL && PyList_CheckExact(ready) ? PyList_GET_SIZE(ready) : 0;
+    if (n > 0) {
+        id = Py_NewRef(PyList_GET_ITEM(ready, n - 1));
+        if (PyList_SetSlice(ready, n - 1, n, NULL) < 0) Py_CLEAR(id);
+    } else if (ready != NULL) {
         id = PyObject_CallMethodNoArgs(ids, s_take);
     }
-    Py_XDECREF(raw);
-    Py_XDECREF(left);
+    Py_XDECREF(ready);
     return id;
 }
 
@@ -506,11 +500,9 @@ PyMODINIT_FUNC PyInit__fastbuild(void) {
     INTERN(s_seq, "seq");
     INTERN(s_flush_lines, "flush_lines");
     INTERN(s_take, "take");
-    INTERN(s_raw, "raw");
-    INTERN(s_left, "left");
+    INTERN(s_ready, "ready");
     INTERN(s_record, "record");
     if ((c_zero = PyLong_FromLong(0)) == NULL || (c_one = PyLong_FromLong(1)) == NULL ||
-        (c_one_id = PyBytes_FromStringAndSize("\0\0\0\0\0\0\0\1", 8)) == NULL ||
         (c_empty_tuple = PyTuple_New(0)) == NULL ||
         (c_empty_str = PyUnicode_FromString("")) == NULL)
         return NULL;

@@ -187,9 +187,12 @@ def scope_attributes(
     if begin.site is not None:
         attrs.extend(site_attributes(begin.site, limit, deprecated_code))
     user = end.attributes or begin.attributes
-    ours = C.LOAD_ATTRIBUTES  # a module load's (issue 23): under their own names
-    attrs.extend((k, v) for k, v in user if k in ours)
-    user = tuple((k, v) for k, v in user if k not in ours)
+    ours = C.LOAD_ATTRIBUTES
+    for key, _ in user:  # a plain look first: the two generators, run for every scope, cost ~9,000 instructions
+        if key in ours:  # a module load's (issue 23): under their own names
+            attrs.extend(item for item in user if item[0] in ours)
+            user = tuple(item for item in user if item[0] not in ours)
+            break
     if user:
         attrs.append((C.SCOPE_ATTRIBUTE_KEYS, tuple(str(k) for k, _ in user)))
         for key, value in user:
