@@ -13,9 +13,10 @@ first records, ends last. So the input is read twice:
 
 What is held: the records waiting in the heap (a few traces' worth when the traces of a run follow one another;
 a late trace is read ahead, by a second reader, when its first record is due), about 80 bytes per record for the
-critical path, the waves and the hazards' wording, and the hazards. The input is read three times. The rows the
-output lists (records, accesses, edges) go to a temporary file as they are made and are read back as they are
-written out; those it does not list (the text output: all but the edges of ``--edges``) are only counted.
+critical path, the waves and the hazards' wording, and the hazards. The input is read three times (the third
+reader rebuilds only the late traces). The rows the output lists (records, accesses, edges) go to a temporary
+file as they are made and are read back as they are written out; those it does not list (the text output: all
+but the edges of ``--edges``) are only counted.
 
 Example::
 
@@ -218,7 +219,7 @@ class _Ahead:
     """A second reader of the input, ahead of the main one: it fetches late traces when they are needed."""
 
     def __init__(self, source: Traces, late: set[int], runs: dict[tuple, _Run]) -> None:
-        self.reader = iter(source)
+        self.reader = source.only(late)  # rebuilds the late traces only: the others are read past
         self.late = late
         self.runs = runs
         self.fetched: set[int] = set()
@@ -226,10 +227,9 @@ class _Ahead:
     def fetch(self, arrival: int) -> None:
         """Read on until the trace at ``arrival`` is in its run's heap (late ones met on the way go in too)."""
         while arrival not in self.fetched:
-            key, trace = next(self.reader)
-            if key.arrival in self.late:
-                self.runs[run_key(trace)].push(trace)
-                self.fetched.add(key.arrival)
+            at, trace = next(self.reader)
+            self.runs[run_key(trace)].push(trace)
+            self.fetched.add(at)
 
     def needed(self, run: _Run, bound: int) -> None:
         """Every late trace of ``run`` that may hold a record below ``bound``, in its heap."""
