@@ -9,7 +9,9 @@ the wall clock from start to exit (imports count), spans per second are the file
 MB`` is what it wrote to ``--out`` (stdout is thrown away). ``cpu s`` is the child's own CPU time (user + system,
 from the same ``os.wait4``), and ``cpu spans/s`` the spans over it: on a shared machine the wall clock also counts
 the time the child waited for a core, the CPU time much less so. ``--repeat N`` runs each command N times on each
-input (the trees alternating) and gives the median times and the largest peak.
+input (the trees alternating) and gives the median times and the largest peak. The trees are compiled first into
+a bytecode cache (``PYTHONPYCACHEPREFIX``), as an installed package is: ``--no-bytecode`` runs without it where
+``PYTHONDONTWRITEBYTECODE`` is set (every run then compiles its modules, about 0.1 s).
 
 Targets (issue 25): peak RSS flat in the input (the 400 MB peak at most 1.25x the 100 MB peak + 40 MB), at least
 100,000 spans/s for ``summary``, ``dataflow``, ``diff`` and ``report``, and one wide trace's time linear in its
@@ -78,10 +80,31 @@ def input_file(megabytes: float = 0, wide: int = 0) -> tuple[Path, int]:
     return path, int(count.read_text())
 
 
+_BYTECODE: dict[str, str] = {}
+
+
+def bytecode_env() -> dict[str, str]:
+    """Where the children find the trees' compiled modules (``PYTHONPYCACHEPREFIX``), or nothing with
+    ``--no-bytecode``: an installed package has its ``.pyc`` files, and without them (``PYTHONDONTWRITEBYTECODE``
+    set, as on this machine) every run compiles some 60 modules first (about 0.1 s)."""
+    return dict(_BYTECODE)
+
+
+def compile_tree(src: Path) -> None:
+    """Compile ``src`` into the bytecode cache before it is measured (the first run would else do it; the
+    modules from outside it, NumPy's and the standard library's, are compiled by an unmeasured first run)."""
+    if _BYTECODE:
+        env = {**os.environ, **_BYTECODE}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], env=env, check=True, capture_output=True)
+
+
 def measure(args: list[str], src: Path, timeout: float, out_dir: Path) -> tuple[float, float, int, int, float]:
     """``(seconds, peak MB, exit status, bytes written to out_dir, CPU seconds)`` of ``python -m launchtrace ARGS``
     run from ``src``; ``out_dir`` is emptied after."""
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**os.environ, "PYTHONPATH": str(src), **bytecode_env()}
+    if "PYTHONPYCACHEPREFIX" in env:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "launchtrace", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -151,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per command before it is killed")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each command per input and tree (median)")
+    parser.add_argument(
+        "--no-bytecode", action="store_true", help="run without compiled modules where PYTHONDONTWRITEBYTECODE is set"
+    )
     args = parser.parse_args(argv)
     sizes = [float(s) for s in args.sizes.split(",") if s] + ([2000.0] if args.big else [])
     wides = [int(w) for w in args.wide.split(",") if w]
@@ -159,14 +185,22 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown commands {sorted(unknown)}; choose from {','.join(COMMANDS)}")
     trees = [("after", args.src)] + ([("before", args.before)] if args.before else [])
+    if not args.no_bytecode:
+        _BYTECODE["PYTHONPYCACHEPREFIX"] = str(cache() / "pycache")
+        for _side, tree in trees:
+            compile_tree(tree)
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     print("source trees: " + ", ".join(f"{side} {tree}" for side, tree in trees))
+    print("compiled modules: " + (_BYTECODE.get("PYTHONPYCACHEPREFIX") or "none (--no-bytecode)"))
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         inputs = [("traces", s, *input_file(megabytes=s)) for s in sizes]
         inputs += [("wide", w, *input_file(wide=w)) for w in wides]
         for command in commands:
+            if _BYTECODE:  # one run of each tree unmeasured: the modules it imports from outside the trees compiled
+                for _side, tree in trees:
+                    measure(COMMANDS[command](inputs[0][2], tmp), tree, args.timeout, tmp)
             for shape, size, path, spans in inputs:
                 if shape == "wide" and command in NOT_WIDE:
                     continue
