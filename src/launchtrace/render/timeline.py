@@ -147,10 +147,24 @@ def _fold_item(t: int, depth: int, recs: list[tuple[int, LaunchRecord]]) -> Time
     )
 
 
-def timeline_items(traces: Sequence[TraceData]) -> list[TimelineItem]:
+def _details(rec: LaunchRecord, memo: dict[int, tuple[LaunchRecord, tuple]]) -> tuple:
+    known = memo.get(id(rec))
+    if known is not None and known[0] is rec:
+        return known[1]
+    found = record_details(rec)
+    memo[id(rec)] = (rec, found)
+    return found
+
+
+def timeline_items(
+    traces: Sequence[TraceData], details: dict[int, tuple[LaunchRecord, tuple]] | None = None
+) -> list[TimelineItem]:
     """Every scope and record of ``traces`` as a :class:`TimelineItem` (folds as one each), in start order
-    per trace."""
+    per trace. ``details``: :func:`record_details` already worked out, by the record's id (with the record, so
+    an id is only ever its own), shared by a caller that lays out the same records in several views (the
+    report's steps and its whole run)."""
     items: list[TimelineItem] = []
+    memo: dict[int, tuple[LaunchRecord, tuple]] = {} if details is None else details
     for t, trace in enumerate(traces):
         depths: dict[int | None, int] = {None: -1}
         for scope in trace.scopes.values():
@@ -176,7 +190,7 @@ def timeline_items(traces: Sequence[TraceData]) -> list[TimelineItem]:
                     rec.start_ns,
                     rec.end_ns,
                     depth if rec.stream is None else 0,
-                    record_details(rec),
+                    _details(rec, memo),
                     i,
                     lane_of_record(rec),
                     rec.thread,
