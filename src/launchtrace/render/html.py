@@ -371,7 +371,8 @@ def report_chunks(
     else:
         views, defaults, left_out = _views(traces, ov)
     plotted = [o for o in ov.steps if o.name not in CATCH_ALL] or list(ov.steps)  # the catch-all steps apart
-    apart = [o for o in ov.steps if o not in plotted]
+    shown = {id(o) for o in plotted}  # plotted is a part of ov.steps: by identity, not a scan that compares each
+    apart = [o for o in ov.steps if id(o) not in shown]
     steps = _large_points(large) if big else [_step_point(o) for o in plotted]
     rep = ov.representative
     parts = [
