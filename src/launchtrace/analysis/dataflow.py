@@ -293,21 +293,27 @@ class DataflowBuilder:
         spaces = self.spaces
         edges: dict[tuple, Edge] = {}
         lanes = self.lanes
-
-        def add(src: int, kind: EdgeKind, label: str) -> None:
-            if src != i and (src, kind, label) not in edges:
-                edges[(src, kind, label)] = Edge(src, i, kind, label, lanes[src] != lanes[i])
+        lane = lanes[i]
+        raw, war, waw = EdgeKind.RAW, EdgeKind.WAR, EdgeKind.WAW
 
         for acc in mine:  # dependencies first, against the state before this record
             space = spaces.get(acc.region.space)
-            for state in space.overlapping(acc.region) if space is not None else ():
+            if space is None:
+                continue
+            label, reads, writes = acc.region.label, acc.reads, acc.writes
+            first = raw if reads else waw
+            # each edge once per (src, kind, buffer), in the order met (the dict's order is the edges' order)
+            for state in space.overlapping(acc.region):
                 for w in state.writers:
-                    add(w, EdgeKind.RAW if acc.reads else EdgeKind.WAW, acc.region.label)
-                    if acc.reads and acc.writes:
-                        add(w, EdgeKind.WAW, acc.region.label)
-                if acc.writes:
+                    if w != i:
+                        if (w, first, label) not in edges:
+                            edges[(w, first, label)] = Edge(w, i, first, label, lanes[w] != lane)
+                        if reads and writes and (w, waw, label) not in edges:
+                            edges[(w, waw, label)] = Edge(w, i, waw, label, lanes[w] != lane)
+                if writes:
                     for r in state.readers:
-                        add(r, EdgeKind.WAR, acc.region.label)
+                        if r != i and (r, war, label) not in edges:
+                            edges[(r, war, label)] = Edge(r, i, war, label, lanes[r] != lane)
         for acc in mine:  # then this record's own effects
             space = spaces.setdefault(acc.region.space, _Space())
             space.state(acc.region)
