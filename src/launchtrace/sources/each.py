@@ -167,7 +167,10 @@ class Traces:
                 found += 1
                 yield trace
             if made is not None:
-                made.append(found - before)  # a list holds one trace's spans: 0 or 1
+                if found - before > 1:  # a list holds one trace's spans; if not, only() reads as iterating does
+                    made = None
+                else:
+                    made.append(found - before)
         if made is not None:
             self._made[where] = made
 
