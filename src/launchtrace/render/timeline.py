@@ -75,8 +75,7 @@ def record_details(rec: LaunchRecord) -> tuple[tuple[str, str], ...]:
         ("thread", rec.thread_name or str(rec.thread)),
         ("site", str(rec.site)),
     ]
-    for b in rec.buffers:
-        rows.append((f"arg {b.name or rec.arg_name(b.key)}", f"{_owner(b)} {b.dtype}{list(b.shape)} {b.access}"))
+    rows.extend(_buffer_rows(rec))
     for key, value in rec.scalars:
         rows.append((f"arg {rec.arg_name(key)}", repr(value)))
     if rec.captured:
@@ -87,7 +86,27 @@ def record_details(rec: LaunchRecord) -> tuple[tuple[str, str], ...]:
         rows.append(("repeat", str(rec.repeat)))
     if rec.error:
         rows.append(("error", rec.error))
-    return tuple((k, v) for k, v in rows if v != "")
+    return tuple([row for row in rows if row[1] != ""])
+
+
+def _buffer_rows(rec: LaunchRecord) -> list[tuple[str, str]]:
+    """The array arguments' rows of :func:`record_details`: they depend on the buffers and the parameter names
+    only, which a call site's rebuilt launches share (the same tuples), so they are made once per pair (kept
+    with the tuples, so an id is never another's)."""
+    bufs, params = rec.buffers, rec.params
+    key = (id(bufs), id(params))
+    known = _BUFFER_ROWS.get(key)
+    if known is not None and known[0] is bufs and known[1] is params:
+        return known[2]
+    rows = [(f"arg {b.name or rec.arg_name(b.key)}", f"{_owner(b)} {b.dtype}{list(b.shape)} {b.access}") for b in bufs]
+    if type(bufs) is tuple and type(params) is tuple:  # immutable: the rows stay right
+        if len(_BUFFER_ROWS) >= 4096:
+            _BUFFER_ROWS.clear()
+        _BUFFER_ROWS[key] = (bufs, params, rows)
+    return rows
+
+
+_BUFFER_ROWS: dict[tuple[int, int], tuple[tuple, tuple, list[tuple[str, str]]]] = {}
 
 
 def scope_details(scope: ScopeRecord) -> tuple[tuple[str, str], ...]:
