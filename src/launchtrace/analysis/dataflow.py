@@ -206,9 +206,15 @@ class _Space:
         self.longest = 0
 
     def overlapping(self, region: Region) -> list[_RegionState]:
-        lo = bisect.bisect_left(self.keys, (region.start - self.longest, region.start - self.longest))
-        hi = bisect.bisect_left(self.keys, (region.end, region.end))
-        return [st for key in self.keys[lo:hi] if (st := self.states[key]).region.overlaps(region)]
+        keys = self.keys
+        low = (region.start - self.longest, region.start - self.longest)
+        if len(keys) == 1:  # one region in the space (an owner's whole array, the usual case): no search
+            key = keys[0]
+            st = self.states[key]
+            return [st] if low <= key < (region.end, region.end) and st.region.overlaps(region) else []
+        lo = bisect.bisect_left(keys, low)
+        hi = bisect.bisect_left(keys, (region.end, region.end))
+        return [st for key in keys[lo:hi] if (st := self.states[key]).region.overlaps(region)]
 
     def state(self, region: Region) -> _RegionState:
         key = (region.start, region.end)
@@ -219,11 +225,27 @@ class _Space:
         return self.states[key]
 
 
+def _region_of_shared(buf: BufferArg) -> Region | None:
+    """:func:`region_of`, once per buffer object: a call site's rebuilt launches share their (frozen) buffers
+    (kept with the answer, so an id is never another buffer's)."""
+    known = _REGIONS.get(id(buf))
+    if known is not None and known[0] is buf:
+        return known[1]
+    region = region_of(buf)
+    if len(_REGIONS) >= 4096:
+        _REGIONS.clear()
+    _REGIONS[id(buf)] = (buf, region)
+    return region
+
+
+_REGIONS: dict[int, tuple[BufferArg, Region | None]] = {}
+
+
 def _accesses_of(i: int, rec: LaunchRecord, graphs: Graphs) -> list[Access]:
     out = []
     replay = rec.op == Op.GRAPH_LAUNCH and rec.graph_id in graphs
     for buf in replay_buffers(rec, graphs) if replay else buffers_of_record(rec):
-        region = region_of(buf)
+        region = _region_of_shared(buf)
         if region is None:
             continue
         if rec.captured:
