@@ -337,15 +337,18 @@ class DataflowBuilder:
                         if r != i and (r, war, label) not in edges:
                             edges[(r, war, label)] = Edge(r, i, war, label, lanes[r] != lane)
         for acc in mine:  # then this record's own effects
-            space = spaces.setdefault(acc.region.space, _Space())
-            space.state(acc.region)
-            for state in space.overlapping(acc.region):
-                if acc.writes:
-                    if acc.region.covers(state.region):
+            region, reads, writes = acc.region, acc.reads, acc.writes
+            space = spaces.get(region.space)
+            if space is None:  # (setdefault made a _Space for every access only to drop it)
+                space = spaces[region.space] = _Space()
+            space.state(region)
+            for state in space.overlapping(region):
+                if writes:
+                    if region.covers(state.region):
                         state.writers, state.readers = {i: None}, {}
                     else:
                         state.writers[i] = None
-                if acc.reads and state.region == acc.region:
+                if reads and state.region == region:
                     state.readers[i] = None
         return list(edges.values())
 

@@ -87,6 +87,7 @@ class StreamedFlow:
         self.kernel = array("l")
         self.info: list[tuple] = []  # per distinct (stream, site, thread) of records: a hazard's wording
         self._info_codes: dict[tuple, int] = {}
+        self._site_texts: dict[int, tuple[object, str]] = {}  # Site objects are kept, so ids stay theirs
         self.info_of = array("l")
         self.starts = array("q")
         self.ends = array("q")
@@ -112,7 +113,13 @@ class StreamedFlow:
         if code == len(self.kernels):
             self.kernels.append(rec.kernel)
         self.kernel.append(code)
-        info = (rec.stream, str(rec.site), rec.thread_name or rec.thread)
+        site = rec.site
+        known = self._site_texts.get(id(site))  # a call site's launches share their Site: its text made once
+        if known is None or known[0] is not site:
+            if len(self._site_texts) >= 4096:  # bounded: a source whose every record has its own Site
+                self._site_texts.clear()
+            known = self._site_texts[id(site)] = (site, str(site))
+        info = (rec.stream, known[1], rec.thread_name or rec.thread)
         icode = self._info_codes.setdefault(info, len(self._info_codes))
         if icode == len(self.info):
             self.info.append(info)
