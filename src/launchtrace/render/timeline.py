@@ -196,7 +196,8 @@ def timeline_items(
             items.append(dataclasses.replace(item, thread=scope.thread))
         folds: dict[str, tuple[int, list[tuple[int, LaunchRecord]]]] = {}
         for i, rec in enumerate(trace.records):
-            depth = depths.get(rec.scope_id, len(trace.scope_path(rec.scope_id)) - 1) + 1
+            known = depths.get(rec.scope_id)  # (a default argument would walk the scope path every time)
+            depth = (known if known is not None else len(trace.scope_path(rec.scope_id)) - 1) + 1
             if rec.fold is not None:
                 folds.setdefault(rec.fold.span_id, (depth, []))[1].append((i, rec))
                 continue
