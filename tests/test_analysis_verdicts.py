@@ -216,3 +216,33 @@ def test_long_series_are_bootstrapped_with_bounded_work() -> None:
     values = rng.lognormal(0.0, 0.1, 50_000)
     got = verdicts._resampled_quantiles(values, 0.1, np.random.default_rng(1), 300)
     assert got.shape == (300,) and abs(float(np.median(got)) - float(np.quantile(values, 0.1))) < 0.01
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.sampled_from([1.0, 2.0, 2.5, 1e9]), st.floats(1e-3, 1e12, allow_nan=False)),
+        min_size=1,
+        max_size=80,
+    ),
+    st.sampled_from([0.0, 0.05, 0.25, 1 / 3, 0.5, 0.9, 0.95, 0.99, 1.0]),
+    st.integers(1, 40),
+)
+def test_counted_quantiles_are_numpys_to_the_bit(values: list[float], q: float, rows: int) -> None:
+    """The bootstrap's quantile of each resample by counting ranks (no row sorted) is ``np.quantile``'s own,
+    ties, one value, the ends and the two halves of the interpolation included."""
+    from launchtrace.analysis.verdicts import _CountedQuantile
+
+    v = np.asarray(values, dtype=float)
+    drawn = np.random.default_rng(len(values)).integers(0, len(v), (rows, len(v)))
+    expected = np.quantile(v[drawn], q, axis=1)
+    assert np.array_equal(_CountedQuantile(v, q).of_rows(drawn), expected)
+
+
+def test_resampled_quantiles_with_a_nan_take_numpys_way() -> None:
+    from launchtrace.analysis.verdicts import _resampled_quantiles
+
+    v = np.array([1.0, math.nan, 3.0, 2.0])
+    got = _resampled_quantiles(v, 0.5, np.random.default_rng(1), 50)
+    expected = np.quantile(v[np.random.default_rng(1).integers(0, 4, (50, 4))], 0.5, axis=1)
+    assert np.array_equal(got, expected, equal_nan=True)

@@ -125,3 +125,31 @@ def test_rows_the_output_does_not_list_are_counted_not_kept(files) -> None:
             list(b.accesses)
         a.close()
         b.close()
+
+
+def test_only_rebuilds_the_traces_asked_for(files, monkeypatch) -> None:
+    """The reader of late traces rebuilds only those (``Traces.only``): the same traces, at the same arrivals,
+    as iterating; before a first read through it answers by iterating."""
+    import launchtrace.sources.each as each
+
+    paths = [files["late"], files["base"], files["race"]]
+    every = [(key.arrival, trace) for key, trace in Traces(paths)]
+    wanted = {0, 2, len(every) - 1}
+    fresh = Traces(paths)
+    assert [(a, t.records) for a, t in fresh.only(wanted)] == [(a, t.records) for a, t in every if a in wanted]
+    source = Traces(paths)
+    for _ in source:
+        pass
+    rebuilt = []
+    real = each._rebuilt
+
+    def counting(where, spans):
+        rebuilt.append(where)
+        return real(where, spans)
+
+    monkeypatch.setattr(each, "_rebuilt", counting)
+    picked = list(source.only(wanted))
+    assert [(a, t.records, t.attributes) for a, t in picked] == [
+        (a, t.records, t.attributes) for a, t in every if a in wanted
+    ]
+    assert len(rebuilt) == len(wanted)  # not every trace of the input

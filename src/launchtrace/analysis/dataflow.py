@@ -206,9 +206,15 @@ class _Space:
         self.longest = 0
 
     def overlapping(self, region: Region) -> list[_RegionState]:
-        lo = bisect.bisect_left(self.keys, (region.start - self.longest, region.start - self.longest))
-        hi = bisect.bisect_left(self.keys, (region.end, region.end))
-        return [st for key in self.keys[lo:hi] if (st := self.states[key]).region.overlaps(region)]
+        keys = self.keys
+        low = (region.start - self.longest, region.start - self.longest)
+        if len(keys) == 1:  # one region in the space (an owner's whole array, the usual case): no search
+            key = keys[0]
+            st = self.states[key]
+            return [st] if low <= key < (region.end, region.end) and st.region.overlaps(region) else []
+        lo = bisect.bisect_left(keys, low)
+        hi = bisect.bisect_left(keys, (region.end, region.end))
+        return [st for key in keys[lo:hi] if (st := self.states[key]).region.overlaps(region)]
 
     def state(self, region: Region) -> _RegionState:
         key = (region.start, region.end)
@@ -219,11 +225,27 @@ class _Space:
         return self.states[key]
 
 
+def _region_of_shared(buf: BufferArg) -> Region | None:
+    """:func:`region_of`, once per buffer object: a call site's rebuilt launches share their (frozen) buffers
+    (kept with the answer, so an id is never another buffer's)."""
+    known = _REGIONS.get(id(buf))
+    if known is not None and known[0] is buf:
+        return known[1]
+    region = region_of(buf)
+    if len(_REGIONS) >= 4096:
+        _REGIONS.clear()
+    _REGIONS[id(buf)] = (buf, region)
+    return region
+
+
+_REGIONS: dict[int, tuple[BufferArg, Region | None]] = {}
+
+
 def _accesses_of(i: int, rec: LaunchRecord, graphs: Graphs) -> list[Access]:
     out = []
     replay = rec.op == Op.GRAPH_LAUNCH and rec.graph_id in graphs
     for buf in replay_buffers(rec, graphs) if replay else buffers_of_record(rec):
-        region = region_of(buf)
+        region = _region_of_shared(buf)
         if region is None:
             continue
         if rec.captured:
@@ -293,31 +315,40 @@ class DataflowBuilder:
         spaces = self.spaces
         edges: dict[tuple, Edge] = {}
         lanes = self.lanes
-
-        def add(src: int, kind: EdgeKind, label: str) -> None:
-            if src != i and (src, kind, label) not in edges:
-                edges[(src, kind, label)] = Edge(src, i, kind, label, lanes[src] != lanes[i])
+        lane = lanes[i]
+        raw, war, waw = EdgeKind.RAW, EdgeKind.WAR, EdgeKind.WAW
 
         for acc in mine:  # dependencies first, against the state before this record
             space = spaces.get(acc.region.space)
-            for state in space.overlapping(acc.region) if space is not None else ():
-                for w in state.writers:
-                    add(w, EdgeKind.RAW if acc.reads else EdgeKind.WAW, acc.region.label)
-                    if acc.reads and acc.writes:
-                        add(w, EdgeKind.WAW, acc.region.label)
-                if acc.writes:
-                    for r in state.readers:
-                        add(r, EdgeKind.WAR, acc.region.label)
-        for acc in mine:  # then this record's own effects
-            space = spaces.setdefault(acc.region.space, _Space())
-            space.state(acc.region)
+            if space is None:
+                continue
+            label, reads, writes = acc.region.label, acc.reads, acc.writes
+            first = raw if reads else waw
+            # each edge once per (src, kind, buffer), in the order met (the dict's order is the edges' order)
             for state in space.overlapping(acc.region):
-                if acc.writes:
-                    if acc.region.covers(state.region):
+                for w in state.writers:
+                    if w != i:
+                        if (w, first, label) not in edges:
+                            edges[(w, first, label)] = Edge(w, i, first, label, lanes[w] != lane)
+                        if reads and writes and (w, waw, label) not in edges:
+                            edges[(w, waw, label)] = Edge(w, i, waw, label, lanes[w] != lane)
+                if writes:
+                    for r in state.readers:
+                        if r != i and (r, war, label) not in edges:
+                            edges[(r, war, label)] = Edge(r, i, war, label, lanes[r] != lane)
+        for acc in mine:  # then this record's own effects
+            region, reads, writes = acc.region, acc.reads, acc.writes
+            space = spaces.get(region.space)
+            if space is None:  # (setdefault made a _Space for every access only to drop it)
+                space = spaces[region.space] = _Space()
+            space.state(region)
+            for state in space.overlapping(region):
+                if writes:
+                    if region.covers(state.region):
                         state.writers, state.readers = {i: None}, {}
                     else:
                         state.writers[i] = None
-                if acc.reads and state.region == acc.region:
+                if reads and state.region == region:
                     state.readers[i] = None
         return list(edges.values())
 

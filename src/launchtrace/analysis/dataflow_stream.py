@@ -13,9 +13,10 @@ first records, ends last. So the input is read twice:
 
 What is held: the records waiting in the heap (a few traces' worth when the traces of a run follow one another;
 a late trace is read ahead, by a second reader, when its first record is due), about 80 bytes per record for the
-critical path, the waves and the hazards' wording, and the hazards. The input is read three times. The rows the
-output lists (records, accesses, edges) go to a temporary file as they are made and are read back as they are
-written out; those it does not list (the text output: all but the edges of ``--edges``) are only counted.
+critical path, the waves and the hazards' wording, and the hazards. The input is read three times (the third
+reader rebuilds only the late traces). The rows the output lists (records, accesses, edges) go to a temporary
+file as they are made and are read back as they are written out; those it does not list (the text output: all
+but the edges of ``--edges``) are only counted.
 
 Example::
 
@@ -86,6 +87,7 @@ class StreamedFlow:
         self.kernel = array("l")
         self.info: list[tuple] = []  # per distinct (stream, site, thread) of records: a hazard's wording
         self._info_codes: dict[tuple, int] = {}
+        self._site_texts: dict[int, tuple[object, str]] = {}  # Site objects are kept, so ids stay theirs
         self.info_of = array("l")
         self.starts = array("q")
         self.ends = array("q")
@@ -111,7 +113,13 @@ class StreamedFlow:
         if code == len(self.kernels):
             self.kernels.append(rec.kernel)
         self.kernel.append(code)
-        info = (rec.stream, str(rec.site), rec.thread_name or rec.thread)
+        site = rec.site
+        known = self._site_texts.get(id(site))  # a call site's launches share their Site: its text made once
+        if known is None or known[0] is not site:
+            if len(self._site_texts) >= 4096:  # bounded: a source whose every record has its own Site
+                self._site_texts.clear()
+            known = self._site_texts[id(site)] = (site, str(site))
+        info = (rec.stream, known[1], rec.thread_name or rec.thread)
         icode = self._info_codes.setdefault(info, len(self._info_codes))
         if icode == len(self.info):
             self.info.append(info)
@@ -218,7 +226,7 @@ class _Ahead:
     """A second reader of the input, ahead of the main one: it fetches late traces when they are needed."""
 
     def __init__(self, source: Traces, late: set[int], runs: dict[tuple, _Run]) -> None:
-        self.reader = iter(source)
+        self.reader = source.only(late)  # rebuilds the late traces only: the others are read past
         self.late = late
         self.runs = runs
         self.fetched: set[int] = set()
@@ -226,10 +234,9 @@ class _Ahead:
     def fetch(self, arrival: int) -> None:
         """Read on until the trace at ``arrival`` is in its run's heap (late ones met on the way go in too)."""
         while arrival not in self.fetched:
-            key, trace = next(self.reader)
-            if key.arrival in self.late:
-                self.runs[run_key(trace)].push(trace)
-                self.fetched.add(key.arrival)
+            at, trace = next(self.reader)
+            self.runs[run_key(trace)].push(trace)
+            self.fetched.add(at)
 
     def needed(self, run: _Run, bound: int) -> None:
         """Every late trace of ``run`` that may hold a record below ``bound``, in its heap."""

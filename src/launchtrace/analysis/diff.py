@@ -270,9 +270,22 @@ def step_series(
                 occurrence_of[(seg.trace, seg.scope_id)] = occ
                 for path, ns in nested.get((seg.trace, seg.scope_id), ()):
                     add(("scope", seg.name, path), occ, ns, 1, 0)
-        for rec in timed:
-            ns, launches, folded = _record_total(rec)
-            add(("kernel", seg.name, kernel_title(rec.kernel, rec.adjoint)), occ, float(ns), launches, folded)
+        name = seg.name
+        for rec in timed:  # add(...) inline: this loop runs once per launch of every step
+            if rec.fold is None and rec.repeat <= 1:  # _record_total of a measured launch
+                ns, launches, folded = max(0, rec.end_ns - rec.start_ns), 1, 0
+            else:
+                ns, launches, folded = _record_total(rec)
+            key = ("kernel", name, kernel_title(rec.kernel, rec.adjoint))
+            per = values.get(key)
+            if per is None:
+                per = values[key] = {}
+            per[occ] = per.get(occ, 0.0) + float(ns)
+            c = counts.get(key)
+            if c is None:
+                c = counts[key] = [0, 0]
+            c[0] += launches
+            c[1] += folded
     return steps, values, counts
 
 

@@ -26,6 +26,7 @@ import dataclasses
 import math
 from array import array
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +34,9 @@ from launchtrace import folds as fold_rules
 from launchtrace.analysis.verdicts import mann_whitney_u
 from launchtrace.conventions import kernel_title
 from launchtrace.model import LaunchRecord, TraceData
+
+if TYPE_CHECKING:
+    from launchtrace.steps import Occurrence
 
 __all__ = [
     "KernelStats",
@@ -110,18 +114,39 @@ class KernelTable:
 
     def __init__(self) -> None:
         self.groups: dict[tuple[str, str], _Group] = {}
+        # per (kernel, adjoint, op) of plain strings: its group, so a launch finds its row with one lookup
+        self._group_of: dict[tuple[str, bool, str], _Group] = {}
+        # a buffers tuple's nbytes, by its id (the tuple is kept, so the id stays its own): a call site's
+        # rebuilt launches share one tuple, and summing it was a tenth of summary's time per launch
+        self._nbytes: dict[int, tuple[tuple, int]] = {}
 
     def add(self, trace: TraceData) -> None:
         groups = self.groups
+        group_of = self._group_of
+        nbytes_of = self._nbytes
         seen: set[tuple[int, int]] = set()
         for rec in trace.records:
-            title = kernel_title(rec.kernel, rec.adjoint)  # forward and adjoint launches: two rows
-            g = groups.get((title, str(rec.op)))
+            raw = (rec.kernel, rec.adjoint, rec.op)
+            g = group_of.get(raw)
             if g is None:
-                g = groups[(title, str(rec.op))] = _Group()
+                title = kernel_title(rec.kernel, rec.adjoint)  # forward and adjoint launches: two rows
+                g = groups.get((title, str(rec.op)))
+                if g is None:
+                    g = groups[(title, str(rec.op))] = _Group()
+                if type(rec.kernel) is str and type(rec.adjoint) is bool and type(rec.op) is str:
+                    group_of[raw] = g  # equal values of these types read the same
+            bufs = rec.buffers
+            known = nbytes_of.get(id(bufs))
+            if known is not None and known[0] is bufs:
+                nbytes = known[1]
+            else:
+                nbytes = sum(b.nbytes for b in bufs)
+                if len(nbytes_of) >= 4096:
+                    nbytes_of.clear()
+                nbytes_of[id(bufs)] = (bufs, nbytes)
             fold = rec.fold
             if fold is not None:
-                g.nbytes += rec.nbytes * fold_rules.launches(rec)
+                g.nbytes += nbytes * fold_rules.launches(rec)
                 key = (fold.span_id, fold.position)
                 if key in seen:
                     continue  # another copy of a position already counted
@@ -137,14 +162,17 @@ class KernelTable:
                 g.count += rec.repeat
                 g.folded += rec.repeat
                 g.total += rec.duration_ns * rec.repeat
-                g.nbytes += rec.nbytes * rec.repeat
+                g.nbytes += nbytes * rec.repeat
                 g.fold_max = max(g.fold_max, rec.duration_ns)
                 g.folds.append((rec.duration_ns, rec.repeat))
             else:
+                duration = rec.end_ns - rec.start_ns  # LaunchRecord.duration_ns, inline
+                if duration < 0:
+                    duration = 0
                 g.count += 1
-                g.total += rec.duration_ns
-                g.nbytes += rec.nbytes
-                g.measured.append(rec.duration_ns)
+                g.total += duration
+                g.nbytes += nbytes
+                g.measured.append(duration)
 
     def rows(self, per_step: dict[str, Sequence[float]]) -> list[KernelStats]:
         """The rows, the largest total time first; ``per_step``: each kernel's total time per step."""
@@ -184,13 +212,16 @@ class KernelTable:
         return rows
 
 
-def add_step_values(per_step: dict[str, list[float]], traces: Sequence[TraceData]) -> None:
+def add_step_values(
+    per_step: dict[str, list[float]], traces: Sequence[TraceData], segs: Sequence[Occurrence] | None = None
+) -> None:
     """Add each kernel's total time per step of ``traces`` (the one rule's steps,
     :func:`launchtrace.analysis.diff.step_series`) to ``per_step``. A step never spans traces, so a reader may
-    add one trace at a time and get the same values."""
+    add one trace at a time and get the same values. ``segs``: the steps of ``traces`` that hold records, when
+    the caller has cut them already (``summary`` cuts each trace once)."""
     from launchtrace.analysis.diff import step_series
 
-    _, values, _ = step_series(traces)
+    _, values, _ = step_series(traces, None, segs)
     for (kind, _scope, name), per in values.items():
         if kind == "kernel":
             per_step.setdefault(name, []).extend(per.values())

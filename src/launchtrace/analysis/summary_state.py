@@ -46,7 +46,7 @@ from launchtrace.analysis.stats import (
 from launchtrace.analysis.values import BadValues, StepClock, trace_non_finite
 from launchtrace.model import ScopeKind, TraceData
 from launchtrace.sources.each import TraceKey
-from launchtrace.steps import inferred_how, occurrences, repeating_unit, run_key
+from launchtrace.steps import Occurrence, inferred_how, occurrences, repeating_unit, run_key
 
 __all__ = ["BAD_KEEP", "Inferred", "SummaryResult", "SummaryState"]
 
@@ -132,19 +132,21 @@ class SummaryState:
             self.scopes.add(trace, ordinal)
             self.loads.add(trace, ordinal)
             self.replays.add(trace)
+        occs = occurrences(trace)  # cut once: the step values and the runs' occurrences share it
+        if self.figures:
             per_step: dict[str, list[float]] = {}
-            add_step_values(per_step, [trace])  # a step never spans traces
+            add_step_values(per_step, [trace], [occ for occ in occs if occ.records])  # a step never spans traces
             for name, values in per_step.items():
                 self.per_step.setdefault(name, array("d")).extend(values)
-        self._add_occurrences(trace, ordinal)
+        self._add_occurrences(trace, ordinal, occs)
         self._add_bad(trace)
 
-    def _add_occurrences(self, trace: TraceData, ordinal: int) -> None:
+    def _add_occurrences(self, trace: TraceData, ordinal: int, occs: list[Occurrence]) -> None:
         run = self.runs.get(run_key(trace))
         if run is None:
             run = self.runs[run_key(trace)] = _Run()
         run.traces.append(ordinal)
-        for local, occ in enumerate(occurrences(trace)):
+        for local, occ in enumerate(occs):
             if occ.scope_id is None:
                 continue
             run.starts.append(occ.start_ns)

@@ -379,11 +379,58 @@ def _resampled_quantiles(values: np.ndarray, q: float, rng: np.random.Generator,
     :data:`_BATCH_VALUES` values, so a long series (a fleet's hosts) stays within a few tens of MB."""
     n = len(values)
     per_batch = max(1, _BATCH_VALUES // n)
+    counted = _CountedQuantile(values, q) if np.isfinite(values).all() else None
     out = []
     for start in range(0, count, per_batch):
         rows = min(per_batch, count - start)
-        out.append(_quantile(values[rng.integers(0, n, (rows, n))], q, axis=1))
+        drawn = rng.integers(0, n, (rows, n))
+        out.append(_quantile(values[drawn], q, axis=1) if counted is None else counted.of_rows(drawn))
     return np.concatenate(out)
+
+
+class _CountedQuantile:
+    """``np.quantile(values[drawn], q, axis=1)`` (the linear method) without sorting or partitioning a row: the
+    two order statistics it interpolates between are found by counting each row's draws of each rank of the
+    sorted ``values`` (one ``bincount`` and one ``cumsum`` for a whole batch), then interpolated with NumPy's own
+    arithmetic, step for step, so the result is the same to the bit (``tests/test_analysis_verdicts.py``
+    compares them). Partitioning every resample was half of ``diff``'s time on a 100 MB file. Finite values
+    only (NumPy gives NaN for a row holding one; the caller partitions those)."""
+
+    def __init__(self, values: np.ndarray, q: float) -> None:
+        n = len(values)
+        order = np.argsort(values, kind="stable")
+        self.n = n
+        self.ordered = values[order]
+        self.rank = np.empty(n, dtype=np.intp)
+        self.rank[order] = np.arange(n)
+        # numpy.lib._function_base_impl._quantile for one q: virtual index, neighbours (the last value when at or
+        # past the end), and gamma from the neighbour as an index
+        self.virtual = (n - 1) * np.float64(q)
+        lo = int(np.floor(self.virtual))
+        if self.virtual >= n - 1:
+            lo = hi = -1
+        elif self.virtual < 0:
+            lo = hi = 0
+        else:
+            hi = lo + 1
+        self.gamma = np.float64(self.virtual - lo)
+        self.lo, self.hi = lo % n, hi % n
+
+    def of_rows(self, drawn: np.ndarray) -> np.ndarray:
+        """The quantile of each row of ``values[drawn]``; ``drawn`` (an intp array) is overwritten: no more
+        arrays of its size are held at once than partitioning held (two)."""
+        rows, n = drawn.shape
+        ranks = np.take(self.rank, drawn, out=drawn, mode="clip")  # in place: "clip" is unbuffered (all in range)
+        ranks += (np.arange(rows) * n)[:, None]  # each row's ranks in a range of its own
+        counts = np.bincount(ranks.ravel(), minlength=rows * n).reshape(rows, n)
+        np.cumsum(counts, axis=1, out=counts)  # draws at or below each rank: the k-th smallest is past k of them
+        a = self.ordered[np.count_nonzero(counts <= self.lo, axis=1)]
+        b = a if self.hi == self.lo else self.ordered[np.count_nonzero(counts <= self.hi, axis=1)]
+        diff_b_a = b - a  # numpy's _lerp
+        result = a + diff_b_a * self.gamma
+        if self.gamma >= 0.5:
+            result = b - diff_b_a * (1 - self.gamma)
+        return result
 
 
 def _half_width(var_a: float, var_b: float, n: int, alpha: float) -> float:

@@ -20,6 +20,7 @@ from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.overview import overview
 from launchtrace.analysis.runs import View, views
 from launchtrace.cli._analyzer import add_bounded_input, chose_steps, loads_whole, selected_views, write_chunks
+from launchtrace.gcpause import collector_relaxed
 from launchtrace.render.dot import render_dot
 from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
 from launchtrace.render.html import report_chunks
@@ -59,6 +60,7 @@ def _graph(view) -> tuple[bytes | None, str]:
         return None, f"graph left out: {exc}"
 
 
+@collector_relaxed()
 def run(args: argparse.Namespace) -> int:
     chosen = chose_steps(args)
     large: Detail | None = None

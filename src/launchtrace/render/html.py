@@ -87,14 +87,16 @@ def _items(items: Sequence[TimelineItem], origin: int) -> list[dict[str, Any]]:
             "d": it.depth,
             "c": it.count,
             "r": it.record,
-            "h": [list(p) for p in it.details],
+            "h": it.details,  # pairs as tuples: JSON writes a tuple as the array a list would be
         }
         for it in items
     ]
 
 
-def _view(vid: str, label: str, data: TraceData) -> tuple[dict[str, Any], int]:
-    items = timeline_items([data])
+def _view(
+    vid: str, label: str, data: TraceData, details: dict[int, tuple[Any, tuple]] | None = None
+) -> tuple[dict[str, Any], int]:
+    items = timeline_items([data], details)
     origin = min((it.start_ns for it in items if it.start_ns), default=0)
     return {"id": vid, "label": label, "origin": str(origin), "items": _items(items, origin)}, len(items)
 
@@ -128,6 +130,7 @@ def _views(
     order.extend((_step_id(o), f"{o.name} #{o.index}", o.data) for o in ov.steps)
     order.append(("run", whole, merge_run(list(traces))))
     views, seen, used, left = [], set(), 0, 0
+    details: dict[int, tuple[Any, tuple]] = {}  # a record's hover details, once for its step's view and the run's
     for vid, label, data in order:
         if vid in seen:
             continue
@@ -135,7 +138,7 @@ def _views(
         if used >= MAX_TIMELINE_ITEMS:  # full: not worth laying the step out to find that it does not fit
             left += 1
             continue
-        view, n = _view(vid, label, data)
+        view, n = _view(vid, label, data, details)
         if used + n > MAX_TIMELINE_ITEMS and views:
             left += 1
             continue
@@ -368,7 +371,8 @@ def report_chunks(
     else:
         views, defaults, left_out = _views(traces, ov)
     plotted = [o for o in ov.steps if o.name not in CATCH_ALL] or list(ov.steps)  # the catch-all steps apart
-    apart = [o for o in ov.steps if o not in plotted]
+    shown = {id(o) for o in plotted}  # plotted is a part of ov.steps: by identity, not a scan that compares each
+    apart = [o for o in ov.steps if id(o) not in shown]
     steps = _large_points(large) if big else [_step_point(o) for o in plotted]
     rep = ov.representative
     parts = [

@@ -75,8 +75,7 @@ def record_details(rec: LaunchRecord) -> tuple[tuple[str, str], ...]:
         ("thread", rec.thread_name or str(rec.thread)),
         ("site", str(rec.site)),
     ]
-    for b in rec.buffers:
-        rows.append((f"arg {b.name or rec.arg_name(b.key)}", f"{_owner(b)} {b.dtype}{list(b.shape)} {b.access}"))
+    rows.extend(_buffer_rows(rec))
     for key, value in rec.scalars:
         rows.append((f"arg {rec.arg_name(key)}", repr(value)))
     if rec.captured:
@@ -87,7 +86,27 @@ def record_details(rec: LaunchRecord) -> tuple[tuple[str, str], ...]:
         rows.append(("repeat", str(rec.repeat)))
     if rec.error:
         rows.append(("error", rec.error))
-    return tuple((k, v) for k, v in rows if v != "")
+    return tuple([row for row in rows if row[1] != ""])
+
+
+def _buffer_rows(rec: LaunchRecord) -> list[tuple[str, str]]:
+    """The array arguments' rows of :func:`record_details`: they depend on the buffers and the parameter names
+    only, which a call site's rebuilt launches share (the same tuples), so they are made once per pair (kept
+    with the tuples, so an id is never another's)."""
+    bufs, params = rec.buffers, rec.params
+    key = (id(bufs), id(params))
+    known = _BUFFER_ROWS.get(key)
+    if known is not None and known[0] is bufs and known[1] is params:
+        return known[2]
+    rows = [(f"arg {b.name or rec.arg_name(b.key)}", f"{_owner(b)} {b.dtype}{list(b.shape)} {b.access}") for b in bufs]
+    if type(bufs) is tuple and type(params) is tuple:  # immutable: the rows stay right
+        if len(_BUFFER_ROWS) >= 4096:
+            _BUFFER_ROWS.clear()
+        _BUFFER_ROWS[key] = (bufs, params, rows)
+    return rows
+
+
+_BUFFER_ROWS: dict[tuple[int, int], tuple[tuple, tuple, list[tuple[str, str]]]] = {}
 
 
 def scope_details(scope: ScopeRecord) -> tuple[tuple[str, str], ...]:
@@ -147,10 +166,24 @@ def _fold_item(t: int, depth: int, recs: list[tuple[int, LaunchRecord]]) -> Time
     )
 
 
-def timeline_items(traces: Sequence[TraceData]) -> list[TimelineItem]:
+def _details(rec: LaunchRecord, memo: dict[int, tuple[LaunchRecord, tuple]]) -> tuple:
+    known = memo.get(id(rec))
+    if known is not None and known[0] is rec:
+        return known[1]
+    found = record_details(rec)
+    memo[id(rec)] = (rec, found)
+    return found
+
+
+def timeline_items(
+    traces: Sequence[TraceData], details: dict[int, tuple[LaunchRecord, tuple]] | None = None
+) -> list[TimelineItem]:
     """Every scope and record of ``traces`` as a :class:`TimelineItem` (folds as one each), in start order
-    per trace."""
+    per trace. ``details``: :func:`record_details` already worked out, by the record's id (with the record, so
+    an id is only ever its own), shared by a caller that lays out the same records in several views (the
+    report's steps and its whole run)."""
     items: list[TimelineItem] = []
+    memo: dict[int, tuple[LaunchRecord, tuple]] = {} if details is None else details
     for t, trace in enumerate(traces):
         depths: dict[int | None, int] = {None: -1}
         for scope in trace.scopes.values():
@@ -163,7 +196,8 @@ def timeline_items(traces: Sequence[TraceData]) -> list[TimelineItem]:
             items.append(dataclasses.replace(item, thread=scope.thread))
         folds: dict[str, tuple[int, list[tuple[int, LaunchRecord]]]] = {}
         for i, rec in enumerate(trace.records):
-            depth = depths.get(rec.scope_id, len(trace.scope_path(rec.scope_id)) - 1) + 1
+            known = depths.get(rec.scope_id)  # (a default argument would walk the scope path every time)
+            depth = (known if known is not None else len(trace.scope_path(rec.scope_id)) - 1) + 1
             if rec.fold is not None:
                 folds.setdefault(rec.fold.span_id, (depth, []))[1].append((i, rec))
                 continue
@@ -176,7 +210,7 @@ def timeline_items(traces: Sequence[TraceData]) -> list[TimelineItem]:
                     rec.start_ns,
                     rec.end_ns,
                     depth if rec.stream is None else 0,
-                    record_details(rec),
+                    _details(rec, memo),
                     i,
                     lane_of_record(rec),
                     rec.thread,

@@ -74,6 +74,9 @@ class Traces:
         self.first_problem = ""  # the first problem met, for an error that says why nothing was read
         self._sources: list[Path | str] | None = None
         self._read: set[str] = set()  # files read once: what they met is counted and logged
+        # per file read through once: whether each of its span lists gave a trace (1 byte a trace), so that
+        # :meth:`only` can rebuild just the traces it is asked for
+        self._made: dict[str, bytearray] = {}
 
     def sources(self) -> list[Path | str]:
         """Each file of the specs (a folder's, sorted), or a backend spec as given."""
@@ -107,6 +110,25 @@ class Traces:
                 yield TraceKey(source, first_time(trace), arrival), trace
                 arrival += 1
 
+    def only(self, wanted: set[int]) -> Iterator[tuple[int, TraceData]]:
+        """``(arrival, trace)`` of the traces whose arrival (:class:`TraceKey`) is in ``wanted``, in input order,
+        rebuilding only those: the other traces' spans are read and let go (``dataflow``'s reader of late traces,
+        which rebuilt the whole input again to find them). Needs every file iterated through once before (else
+        it reads as iterating does)."""
+        files = self.sources()
+        if len(self.files) != len(files) or any(str(path) not in self._made for path in self.files):
+            yield from ((key.arrival, trace) for key, trace in self if key.arrival in wanted)
+            return
+        arrival = 0
+        for path in self.files:
+            where = str(path)
+            made = self._made[where]
+            for i, spans in enumerate(self._file_spans(path)):
+                if i < len(made) and made[i]:
+                    if arrival in wanted:
+                        yield from ((arrival, trace) for trace in _rebuilt(where, spans))
+                    arrival += made[i]
+
     def in_order(self) -> list[TraceData]:
         """What :func:`~launchtrace.sources.loading.load_traces` returns, read through the stream: the spans of
         one trace at a time are held while it is rebuilt, never the whole file's (for commands that need every
@@ -138,10 +160,19 @@ class Traces:
             if not found:
                 raise UserError(f"{where}: no launchtrace spans in this source" + (f" ({first})" if first else ""))
 
+        made = bytearray() if where not in self._made else None  # the first read through: what each list gave
         for spans in self._file_spans(path, check):
+            before = found
             for trace in _rebuilt(where, spans):
                 found += 1
                 yield trace
+            if made is not None:
+                if found - before > 1:  # a list holds one trace's spans; if not, only() reads as iterating does
+                    made = None
+                else:
+                    made.append(found - before)
+        if made is not None:
+            self._made[where] = made
 
     def _file_spans(self, path: Path, check: Callable[[str], None] | None = None) -> Iterator[list[SpanData]]:
         """One file's traces' spans; at its end ``check`` is given the file's first problem (it may raise),

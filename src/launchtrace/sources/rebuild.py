@@ -134,12 +134,25 @@ class _TraceRebuilder:
         scopes: dict[int, ScopeRecord] = {}
         attributes: dict[str, Any] = {}
         ours = 0
+        attrs_of, scope_of, append = self.attrs.get, self._scope_of, keyed.append
+        op, fold_count, joined = C.OP, C.FOLD_COUNT, C.SCOPE_JOINED
         for span_id, span in self.spans.items():
-            d = self.attrs.get(span_id)
+            d = attrs_of(span_id)
             if d is None:
                 d = dict(span.attributes)
             try:
-                ours += self._take(span, d, keyed, scopes, attributes)
+                if op in d and fold_count not in d:  # a launch: _take's second case, inline (most spans are)
+                    parent = span.parent_span_id
+                    if parent in scope_of and not d.get(joined):  # _parent_scope's first answer
+                        scope_id = scope_of[parent]
+                    else:
+                        scope_id = self._parent_scope(span, d)
+                    error = None if span.status_code != STATUS_ERROR else _error(span)
+                    rec = _record(d, span.start_ns, span.end_ns, error, scope_id)
+                    append(((rec.seq, 0), rec))
+                    ours += 1
+                else:
+                    ours += self._take(span, d, keyed, scopes, attributes)
             except (ValueError, TypeError, KeyError, OverflowError) as exc:  # our names, unreadable values
                 ours += 1
                 self.malformed += 1
