@@ -406,7 +406,7 @@ static PyObject *Event_item(Event *self, Py_ssize_t i) {
 }
 
 /* The event's items as a tuple, left out of the cycle collector when every item is (a launch's always are;
- * capture/_tinyhook.c's tinygrad events hold the call and its run, which the collector tracks: their tuple stays
+ * the tinygrad hooks' events hold the call and its run, which the collector tracks: their tuple stays
  * tracked, as a tuple made in Python would be). */
 static PyObject *event_tuple(Event *e) {
     PyObject *t = PyTuple_New(Py_SIZE(e));
