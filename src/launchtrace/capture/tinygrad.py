@@ -302,10 +302,11 @@ def _make_hook(inner: Any, realize: Any) -> Any:
     first kernel.
 
     Where ``capture/_fastlaunch.c`` is built (and ``LAUNCHTRACE_PURE_PYTHON`` is not set) the hook is its
-    ``TinyHook``: it takes a kernel or copy of a run already found (the common call: every kernel of a jit replay
-    but the first) and hands every other call to ``rewrite`` below, the whole hook where nothing is compiled; the
-    event is its ``Event``, which the cycle collector does not walk while it waits in the queue (a tuple without
-    the compiled module). Cost of each: ``docs/tinygrad.md``, "Cost"."""
+    ``TinyHook``: it takes every kernel or copy (for a new ``run_linear``'s first it walks to the user's frame
+    itself and asks ``begin`` below for the run; it is also the weak references' callback) and hands every other
+    call to ``rewrite`` below, the whole hook where nothing is compiled; the event is its ``Event``, which the
+    cycle collector does not walk while it waits in the queue (a tuple without the compiled module). Cost of
+    each: ``docs/tinygrad.md``, "Cost"."""
     from tinygrad.uop.ops import Ops
 
     program, copy, custom = Ops.PROGRAM, Ops.COPY, Ops.CUSTOM_FUNCTION
@@ -403,9 +404,9 @@ def _make_hook(inner: Any, realize: Any) -> Any:
             return None
         return run
 
-    def forget(ref: Any) -> None:
+    def forget(dead: Any) -> None:
         """The context of the remembered run died (its ``run_linear`` ended): the run is no longer held here."""
-        if cell[0][0] is ref:
+        if cell[0][0] is dead:
             cell[0] = empty
 
     def put(subs: tuple, event: Any) -> None:
