@@ -385,7 +385,9 @@ def callgrind(calls: int, rounds: int, simulate: bool = False) -> None:
         f"--callgrind-out-file={out}", *(["--cache-sim=yes", "--branch-sim=yes"] if simulate else []),
         sys.executable, __file__, "--callgrind-child", "--calls", str(calls), "--rounds", str(rounds),
     ]  # fmt: skip
-    env = dict(os.environ, PYTHONHASHSEED="0")
+    # every thread counts: OpenBLAS's idle workers (numpy's, loaded with tinygrad) spin for a while after each use,
+    # thousands of instructions a call that came and went between processes of the same code
+    env = dict(os.environ, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
     parts = sorted(Path(folder).glob("cg.out.*"), key=lambda p: int(p.suffix[1:]))
     expected = 2 * 2 * rounds
