@@ -261,32 +261,12 @@ def measure_hook(pairs: int, per_block: int = 20_000) -> float:
     """The recorder's own cost per kernel: the hook around a no-op instead of tinygrad's executor, called with a
     real jit call and context, queue drained every 1,000 events (as a consumer would), against the bare no-op.
     Returns the median cost in microseconds (less noisy than the workload ratios on a shared machine)."""
-    from tinygrad import Tensor, TinyJit
     from tinygrad.engine import realize
 
     from launchtrace.capture import tinygrad as frontend
 
-    seen = []
-    original = realize.pm_exec.rewrite
-
-    def grab(call, ctx=None):
-        seen.append((call, ctx))
-        return original(call, ctx)
-
     launchtrace.uninstrument()
-    a = Tensor.ones(16).contiguous().realize()
-
-    @TinyJit
-    def add(t):
-        return (t * 2).realize()
-
-    realize.pm_exec.rewrite = grab
-    try:
-        for _ in range(3):
-            add(a)
-    finally:
-        del realize.pm_exec.rewrite
-    call, ctx = seen[-1]
+    call, ctx = tp.a_kernel_call()
 
     def noop(c, x=None):
         return None

@@ -20,7 +20,7 @@ import tinygrad_programs as tp
 tp.configure_env("CPU")
 tinygrad = pytest.importorskip("tinygrad")
 
-from tinygrad import Tensor, TinyJit, Variable
+from tinygrad import Tensor, Variable
 from tinygrad.engine import realize
 
 import launchtrace
@@ -173,36 +173,12 @@ def test_the_compiled_hook_takes_every_kernel_and_asks_python_once_per_run(use_h
     assert set(entered[False]) <= {"begin", "_skip_new"}, entered  # _skip_new: a code seen for the first time
 
 
-def _a_kernel_call():
-    """A real jit replay's kernel call and its context, as tinygrad passes them to ``pm_exec.rewrite``."""
-    seen = []
-    original = realize.pm_exec.rewrite
-
-    def grab(call, ctx=None):
-        seen.append((call, ctx))
-        return original(call, ctx)
-
-    a = Tensor.ones(16).contiguous().realize()
-
-    @TinyJit
-    def add(t):
-        return (t * 5).realize()
-
-    realize.pm_exec.rewrite = grab
-    try:
-        for _ in range(3):
-            add(a)
-    finally:
-        del realize.pm_exec.rewrite
-    return seen[-1]
-
-
 def test_a_failing_call_is_recorded_and_re_raised_unchanged_by_both(use_hook):
     """The compiled hook takes the second call (the first finds the run, in Python): both are recorded as failed
     and re-raise the very exception."""
     use_hook(pure=False)
     launchtrace.uninstrument()
-    call, ctx = _a_kernel_call()
+    call, ctx = tp.a_kernel_call()
     error = ValueError("no memory for you")
 
     def failing(c, x=None):
@@ -227,7 +203,7 @@ def test_a_failing_call_is_recorded_and_re_raised_unchanged_by_both(use_hook):
 def test_keyword_and_context_free_calls_go_through_the_python_hook(use_hook):
     use_hook(pure=False)
     launchtrace.uninstrument()
-    call, ctx = _a_kernel_call()
+    call, ctx = tp.a_kernel_call()
     launchtrace.instrument()
     hook = tg_capture._make_hook(lambda c, ctx=None: "done", realize)
     sub = bus.subscribe()

@@ -64,3 +64,31 @@ def batch(n: int = 4, seed: int = 1) -> tuple[Any, Any]:
     x = Tensor(rng.standard_normal((n, 8)).astype(np.float32)).realize()
     y = Tensor(rng.integers(0, 4, n).astype(np.int32)).realize()
     return x, y
+
+
+def a_kernel_call() -> tuple[Any, Any]:
+    """A real jit replay's kernel call and its context, as tinygrad passes them to ``pm_exec.rewrite`` (with no
+    hook of ours in place: call ``launchtrace.uninstrument()`` first)."""
+    from tinygrad import Tensor, TinyJit
+    from tinygrad.engine import realize
+
+    seen = []
+    original = realize.pm_exec.rewrite
+
+    def grab(call: Any, ctx: Any = None) -> Any:
+        seen.append((call, ctx))
+        return original(call, ctx)
+
+    a = Tensor.ones(16).contiguous().realize()
+
+    @TinyJit
+    def add(t: Any) -> Any:
+        return (t * 2).realize()
+
+    realize.pm_exec.rewrite = grab
+    try:
+        for _ in range(3):
+            add(a)
+    finally:
+        del realize.pm_exec.rewrite
+    return seen[-1]
