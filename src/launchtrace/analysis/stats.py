@@ -25,18 +25,21 @@ from __future__ import annotations
 import dataclasses
 import math
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from launchtrace import folds as fold_rules
+from launchtrace._lazy import lazy_module
 from launchtrace.analysis.verdicts import mann_whitney_u
 from launchtrace.conventions import kernel_title
 from launchtrace.model import LaunchRecord, TraceData
 
 if TYPE_CHECKING:
     from launchtrace.steps import Occurrence
+
+np = lazy_module("numpy")  # the scope table's ordering only: the report's tables need no NumPy (0.1 s to import)
 
 __all__ = [
     "KernelStats",
@@ -53,16 +56,67 @@ __all__ = [
 
 
 def percentiles(values: Sequence[float], qs: Iterable[float] = (50, 95)) -> tuple[float, ...]:
-    """Linear-interpolated percentiles (NumPy's default); NaN for an empty sample."""
+    """Linear-interpolated percentiles (NumPy's default); NaN for an empty sample.
+
+    Worked out here as ``np.percentile(np.asarray(values, dtype=float), list(qs))`` works them out, to the bit
+    (the same IEEE operations in the same order: the virtual index ``(n - 1) * q / 100``, its floor and
+    fraction, and NumPy's two-sided interpolation), so that a command that needs no other NumPy does not import
+    it; a sample NumPy would treat specially (NaN, an infinity, a negative zero, an integer it cannot hold
+    exactly) goes to NumPy itself. ``tests/test_stats_exact.py`` checks the two agree."""
+    qs = list(qs)
     if len(values) == 0:
         return tuple(math.nan for _ in qs)
-    return tuple(float(v) for v in np.percentile(np.asarray(values, dtype=float), list(qs)))
+    ranked = sorted(map(float, values))
+    if not _plain(values, ranked) or not all(0 <= q <= 100 for q in qs):  # NumPy says what is wrong with a q
+        return tuple(float(v) for v in np.percentile(np.asarray(values, dtype=float), qs))
+    n = len(ranked)
+    out = []
+    for q in qs:
+        virtual = (n - 1) * (q / 100)
+        if virtual >= n - 1:
+            out.append(ranked[-1])
+            continue
+        below = math.floor(virtual)
+        a, b = ranked[below], ranked[below + 1]
+        gamma = virtual - below
+        step = b - a
+        out.append(b - step * (1 - gamma) if gamma >= 0.5 else a + step * gamma)
+    return tuple(out)
 
 
-def _weighted_median(values: Sequence[float], weights: Sequence[int]) -> float:
-    order = np.argsort(values, kind="mergesort")
-    v = np.asarray(values, dtype=float)[order]
-    w = np.cumsum(np.asarray(weights, dtype=float)[order])
+_EXACT = 2**53  # integers up to this convert to float and compare as they are
+
+
+def _plain(values: Sequence[float], ranked: list[float]) -> bool:
+    """Whether ``ranked`` (``values`` as floats, sorted) is a sample the plain arithmetic above gives NumPy's
+    answer for: finite, no negative zero, no integer beyond 2**53 and no other type than int and float."""
+    if isinstance(values, array) and values.typecode in "bhilqBHILQ":
+        return ranked[0] >= -_EXACT and ranked[-1] <= _EXACT
+    if not all(type(v) is int or type(v) is float for v in values):
+        return False
+    if not (ranked[0] >= -_EXACT and ranked[-1] <= _EXACT):  # also false for NaN at either end
+        return False
+    if not all(map(math.isfinite, ranked)):  # a NaN sorts anywhere
+        return False
+    return not (ranked[0] <= 0.0 <= ranked[-1] and any(v == 0.0 and math.copysign(1.0, v) < 0 for v in ranked))
+
+
+def _weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
+    """The value where the cumulative weight, in value order (ties in the given order), first reaches half the
+    total: NumPy's stable argsort, ``cumsum`` (a running sum, left to right) and ``searchsorted``, worked out
+    here to the bit, or by NumPy for a sample :func:`_plain` does not pass."""
+    if (
+        values
+        and weights
+        and _plain(values, sorted(map(float, values)))
+        and _plain(weights, sorted(map(float, weights)))
+    ):
+        order = sorted(range(len(values)), key=values.__getitem__)
+        totals = list(accumulate(float(weights[i]) for i in order))
+        return float(values[order[bisect_left(totals, totals[-1] / 2.0)]])
+    order_np = np.argsort(values, kind="mergesort")
+    v = np.asarray(values, dtype=float)[order_np]
+    w = np.cumsum(np.asarray(weights, dtype=float)[order_np])
     return float(v[int(np.searchsorted(w, w[-1] / 2.0))])
 
 
