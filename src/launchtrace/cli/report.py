@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from launchtrace.analysis.dataflow import build_dataflow
+from launchtrace.analysis.dataflow import build_dataflow, find_hazards
 from launchtrace.analysis.detail import DEFAULT_DETAIL_SPANS, Detail, read_detail
 from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.overview import overview
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         if ov.inferred and ov.representative is not None and chosen:  # the median inferred step
             rep, run = ov.representative, chosen[0].run
             chosen = [View(f"{run.label}: {rep.name} #{rep.index}", rep.data, run, chosen[0].graphs, rep)]
-    hazards = [h.reason for v in views(traces) for h in build_dataflow(v.data, v.graphs).hazards]
+    hazards = [h.reason for v in views(traces) for h in find_hazards(v.data, v.graphs)]
     svg, note = _graph(chosen[0] if chosen else None)
     page = report_chunks(
         traces, ov, diff=diff, graph_svg=svg, graph_note=note, hazards=hazards, title=args.title, large=large,
