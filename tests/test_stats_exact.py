@@ -1,8 +1,9 @@
-"""The per-kernel tables' percentiles and weighted median, worked out without NumPy, give NumPy's bits.
+"""The tables' percentiles, weighted median and warm-up rule, worked out without NumPy, give NumPy's bits.
 
 ``launchtrace.analysis.stats.percentiles`` and ``_weighted_median`` follow ``np.percentile`` (linear) and an
-argsort / cumsum / searchsorted median step for step, so that ``report`` need not import NumPy (issue 25's
-speed). Equal to the bit, not approximately: the tables print these numbers and a page must not change.
+argsort / cumsum / searchsorted median step for step, and ``verdicts.warmup_steps`` its ``np.median``, so that
+``report`` and ``summary`` need not import NumPy (issue 25's speed). Equal to the bit, not approximately: the
+tables print these numbers and a page must not change.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from launchtrace.analysis import stats
+from launchtrace.analysis import stats, verdicts
 
 
 def numpy_percentiles(values, qs=(50, 95)):
@@ -81,3 +82,37 @@ def test_weighted_median_is_numpys(pairs) -> None:
 def test_weighted_median_of_unusual_samples_goes_to_numpy() -> None:
     for values, weights in (([math.nan, 1.0, 2.0], [1, 1, 1]), ([1, 2**60, 3], [1, 2, 3]), ([1.0, 2.0], [math.inf, 1])):
         assert same((stats._weighted_median(values, weights),), (numpy_weighted_median(values, weights),))
+
+
+def numpy_warmup_steps(step_durations, factor=1.5, spread=6.0) -> int:
+    """``warmup_steps`` as it was written with NumPy."""
+    d = np.asarray(step_durations, dtype=float)
+    n = len(d)
+    if n < 3:
+        return 0
+    warm = d[n // 2 :]
+    warm = warm[np.isfinite(warm)]
+    if len(warm) == 0:
+        return 0
+    ref = float(np.median(warm))
+    mad = 1.4826 * float(np.median(np.abs(warm - ref)))
+    threshold = max(factor * ref, ref + spread * mad)
+    k = 0
+    while k < n // 2 and (not math.isfinite(d[k]) or d[k] > threshold):
+        k += 1
+    return k
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.one_of(durations, floats, st.sampled_from([100, 101, 5000, 10**9])), max_size=30),
+    st.sampled_from([1.0, 1.5, 3.0]),
+    st.sampled_from([0.0, 6.0]),
+)
+def test_warmup_steps_are_numpys(values, factor, spread) -> None:
+    assert verdicts.warmup_steps(values, factor=factor, spread=spread) == numpy_warmup_steps(values, factor, spread)
+
+
+def test_the_median_is_numpys_to_the_bit() -> None:
+    for values in ([1.0], [1.0, 2.0], [0.1, 0.2], [1e308, 1e308], [3.0, 1.0, 2.0, 10.0], [0.1, 0.7, 0.3]):
+        assert same((verdicts._median(values),), (float(np.median(values)),)), values

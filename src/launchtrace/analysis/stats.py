@@ -39,7 +39,7 @@ from launchtrace.model import LaunchRecord, TraceData
 if TYPE_CHECKING:
     from launchtrace.steps import Occurrence
 
-np = lazy_module("numpy")  # the scope table's ordering only: the report's tables need no NumPy (0.1 s to import)
+np = lazy_module("numpy")  # for samples the plain arithmetic leaves to it: no table needs NumPy (0.1 s to import)
 
 __all__ = [
     "KernelStats",
@@ -379,15 +379,15 @@ class ScopeTable:
         from launchtrace.analysis.verdicts import warmup_steps
 
         kinds = list(self._kinds)
-        ranked = np.asarray(rank if rank is not None else [], dtype=np.int64)
         found = []
         for path, entry in self.paths.items():
-            ords = np.frombuffer(entry.ordinals, dtype=np.int64)
-            order_of = ranked[ords] if rank is not None else ords
-            order = np.lexsort((np.frombuffer(entry.places, dtype=np.int64), order_of))
-            values = np.frombuffer(entry.values, dtype=np.int64)[order].tolist()
-            first = int(order[0])
-            found.append(((int(order_of[first]), entry.places[first]), path, kinds[entry.kinds[first]], values))
+            places = entry.places
+            order_of = [rank[o] for o in entry.ordinals] if rank is not None else list(entry.ordinals)
+            # trace order, then place in the trace (NumPy's lexsort did this: the same order, without NumPy)
+            order = sorted(range(len(order_of)), key=lambda i: (order_of[i], places[i]))
+            values = [entry.values[i] for i in order]
+            first = order[0]
+            found.append(((int(order_of[first]), places[first]), path, kinds[entry.kinds[first]], values))
         found.sort(key=lambda item: item[0])
         rows = []
         for _, path, kind, values in found:
