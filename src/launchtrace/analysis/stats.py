@@ -269,16 +269,58 @@ class KernelTable:
 def add_step_values(
     per_step: dict[str, list[float]], traces: Sequence[TraceData], segs: Sequence[Occurrence] | None = None
 ) -> None:
-    """Add each kernel's total time per step of ``traces`` (the one rule's steps,
-    :func:`launchtrace.analysis.diff.step_series`) to ``per_step``. A step never spans traces, so a reader may
-    add one trace at a time and get the same values. ``segs``: the steps of ``traces`` that hold records, when
-    the caller has cut them already (``summary`` cuts each trace once)."""
-    from launchtrace.analysis.diff import step_series
+    """Add each kernel's total time per step of ``traces`` (the one rule's steps, as
+    :func:`launchtrace.analysis.diff.step_series` counts them) to ``per_step``. A step never spans traces, so a
+    reader may add one trace at a time and get the same values. ``segs``: the steps of ``traces`` that hold
+    records, when the caller has cut them already (``summary`` cuts each trace once)."""
+    if segs is None:
+        from launchtrace.analysis.segments import segments
 
-    _, values, _ = step_series(traces, None, segs)
-    for (kind, _scope, name), per in values.items():
-        if kind == "kernel":
-            per_step.setdefault(name, []).extend(per.values())
+        segs = segments(traces, None)
+    for (_step, name), per in _kernel_step_values(traces, segs).items():
+        per_step.setdefault(name, []).extend(per.values())
+
+
+def _kernel_step_values(
+    traces: Sequence[TraceData], segs: Sequence[Occurrence]
+) -> dict[tuple[str, str], dict[int, float]]:
+    """The ``("kernel", step, title)`` groups of :func:`~launchtrace.analysis.diff.step_series`, alone: the same
+    occurrences (a scope cut in two is one step, an open scope none, an unscoped run without timed records
+    none) and the same sums in the same order, without the scope groups, the step durations and the counts
+    that ``summary`` and ``report`` never read (they were half of ``summary``'s own time per trace).
+    ``tests/test_summary_stream.py`` checks it against ``step_series`` on real runs."""
+    occurrences: dict[str, int] = {}  # step name -> occurrences so far
+    occurrence_of: dict[tuple[int, int], int] = {}
+    values: dict[tuple[str, str], dict[int, float]] = {}
+    for seg in segs:
+        timed = [r for r in seg.records if r.end_ns > 0]
+        if seg.scope_id is not None and (seg.trace, seg.scope_id) in occurrence_of:
+            occ = occurrence_of[(seg.trace, seg.scope_id)]
+        elif seg.scope_id is None and seg.scopes and seg.source is not None:  # an inferred step
+            occ = occurrences.get(seg.name, 0)
+            occurrences[seg.name] = occ + 1
+        else:
+            if seg.scope_id is not None:
+                if traces[seg.trace].scopes[seg.scope_id].end_ns <= 0:
+                    continue  # still open when exported: no step
+            elif not timed:
+                continue
+            occ = occurrences.get(seg.name, 0)
+            occurrences[seg.name] = occ + 1
+            if seg.scope_id is not None:
+                occurrence_of[(seg.trace, seg.scope_id)] = occ
+        name = seg.name
+        for rec in timed:
+            if rec.fold is None and rec.repeat <= 1:
+                ns = max(0, rec.end_ns - rec.start_ns)
+            else:
+                ns = fold_rules.record_total(rec)[0]
+            key = (name, kernel_title(rec.kernel, rec.adjoint))
+            per = values.get(key)
+            if per is None:
+                per = values[key] = {}
+            per[occ] = per.get(occ, 0.0) + float(ns)
+    return values
 
 
 def step_record_totals(records: Iterable[LaunchRecord]) -> dict[str, float]:
