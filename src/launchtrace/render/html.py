@@ -85,6 +85,7 @@ class _ViewText:
     def __init__(self) -> None:
         self._strings: dict[str, str] = {}
         self._details: dict[int, tuple[tuple, str]] = {}  # by the details tuple's id, with the tuple (kept)
+        self._heads: dict[tuple[str, str, str, str], str] = {}  # (lane, lane kind, kind, name) -> their JSON
 
     def text(self, value: Any) -> str:
         """``value`` as script-safe JSON; strings remembered."""
@@ -106,15 +107,29 @@ class _ViewText:
         return found
 
     def view(self, vid: str, label: str, items: Sequence[TimelineItem], origin: int) -> str:
-        text, details = self.text, self.details
+        text, details, heads = self.text, self.details, self._heads
         bars = []
         for it in items:
+            lane, lane_kind, kind, name = it.lane, it.lane_kind, it.kind, it.name
             start, end = it.start_ns - origin, max(it.end_ns, it.start_ns) - origin
-            bars.append(
-                f'{{"l":{text(it.lane)},"lk":{text(it.lane_kind)},"k":{text(it.kind)},"n":{text(it.name)},'
-                f'"s":{start if type(start) is int else text(start)},"e":{end if type(end) is int else text(end)},'
-                f'"d":{text(it.depth)},"c":{text(it.count)},"r":{text(it.record)},"h":{details(it.details)}}}'
-            )
+            depth, count, record = it.depth, it.count, it.record
+            if type(lane) is type(lane_kind) is type(kind) is type(name) is str:  # one bar's first four, once
+                head = heads.get((lane, lane_kind, kind, name))
+                if head is None:
+                    head = heads[(lane, lane_kind, kind, name)] = (
+                        f'{{"l":{text(lane)},"lk":{text(lane_kind)},"k":{text(kind)},"n":{text(name)},'
+                    )
+            else:
+                head = f'{{"l":{text(lane)},"lk":{text(lane_kind)},"k":{text(kind)},"n":{text(name)},'
+            if type(start) is type(end) is type(depth) is type(count) is type(record) is int:
+                bars.append(
+                    f'{head}"s":{start},"e":{end},"d":{depth},"c":{count},"r":{record},"h":{details(it.details)}}}'
+                )
+            else:  # not a plain int (a bool is written true): what the encoder writes
+                bars.append(
+                    f'{head}"s":{text(start)},"e":{text(end)},"d":{text(depth)},"c":{text(count)},'
+                    f'"r":{text(record)},"h":{details(it.details)}}}'
+                )
         return f'{{"id":{text(vid)},"label":{text(label)},"origin":{text(str(origin))},"items":[{",".join(bars)}]}}'
 
 
