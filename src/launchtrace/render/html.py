@@ -86,6 +86,7 @@ class _ViewText:
         self._strings: dict[str, str] = {}
         self._details: dict[int, tuple[tuple, str]] = {}  # by the details tuple's id, with the tuple (kept)
         self._heads: dict[tuple[str, str, str, str], str] = {}  # (lane, lane kind, kind, name) -> their JSON
+        self._pairs: dict[tuple[str, str], str] = {}  # a hover row of two strings -> its JSON
 
     def text(self, value: Any) -> str:
         """``value`` as script-safe JSON; strings remembered."""
@@ -99,10 +100,25 @@ class _ViewText:
         return script_safe(json_text(value))
 
     def details(self, rows: tuple) -> str:
+        """The hover rows' JSON, once per rows tuple; each ``(key, value)`` row of two strings once per page (a
+        call site's launches repeat most of theirs: kernel, site, arrays)."""
         known = self._details.get(id(rows))
         if known is not None and known[0] is rows:
             return known[1]
-        found = script_safe(json_text(rows))
+        if type(rows) is tuple:
+            pairs = self._pairs
+            parts = []
+            for row in rows:
+                if type(row) is tuple and len(row) == 2 and type(row[0]) is type(row[1]) is str:
+                    text = pairs.get(row)
+                    if text is None:
+                        text = pairs[row] = script_safe(json_text(row))  # equal pairs of strings write the same
+                else:
+                    text = script_safe(json_text(row))
+                parts.append(text)
+            found = f"[{','.join(parts)}]"
+        else:
+            found = script_safe(json_text(rows))
         self._details[id(rows)] = (rows, found)
         return found
 
