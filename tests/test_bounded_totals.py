@@ -116,3 +116,24 @@ def test_a_repeated_name_counts_its_last_value() -> None:
     totals.add([span])
     assert list(totals.kernels) == [("launch", "last")]
     assert totals.operations == 3 and totals.threads == {1}
+
+
+def test_equal_values_of_two_types_count_as_written() -> None:
+    """A device of ``1`` and one of ``True`` are two devices ("1", "True") as counting each span's text gives,
+    though a set of the raw values holds one; threads keep the first of equal values, as before."""
+    spans = [
+        SpanData(
+            trace_id=bytes(16),
+            span_id=bytes(7) + bytes([k]),
+            parent_span_id=None if k == 2 else bytes(8),
+            name="k",
+            start_ns=1,
+            end_ns=2,
+            attributes=((C.OP, "launch"), (C.DEVICE, device), (C.THREAD_ID, device)),
+        )
+        for k, device in enumerate([1, True, "cpu"])
+    ]
+    totals = Totals()
+    totals.add(spans)
+    assert totals.devices == {"1", "True", "cpu"}
+    assert len(totals.threads) == 2

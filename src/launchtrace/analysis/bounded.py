@@ -163,7 +163,7 @@ class Totals:
         operations = 0
         # this trace's threads and devices, added to the totals' at the end (in order if they would pass the cap)
         threads: set[object] = set()
-        devices: set[object] = set()
+        devices: set[str] = set()
         layouts, first_key = _LAYOUTS, _first
         for span in spans:  # the per-span work: where the wanted attributes are (once per layout), then a few lookups
             attrs = span.attributes
@@ -201,10 +201,10 @@ class Totals:
             if device_at is not None:
                 device = attrs[device_at][1]
                 if device:
-                    devices.add(device)
+                    devices.add(device if type(device) is str else str(device))  # as written: 1 and True are two
         self.operations += operations
         if threads or devices:
-            self._add_names(spans, threads, {str(d) for d in devices})
+            self._add_names(spans, threads, devices)
         if spans and len(self.pids) < MAX_NAMES:
             pid = dict(spans[0].resource).get("process.pid")
             if pid not in (None, ""):
@@ -216,7 +216,8 @@ class Totals:
     def _add_names(self, spans: Sequence[SpanData], threads: set[object], devices: set[str]) -> None:
         """One trace's threads and devices into the totals' sets: all of them while the sets stay within
         :data:`MAX_NAMES`, else span by span in order until full (what counting them one at a time keeps)."""
-        if len(self.threads | threads) <= MAX_NAMES and len(self.devices | devices) <= MAX_NAMES:
+        threads, devices = threads - self.threads, devices - self.devices  # the new ones: a trace's size of work
+        if len(self.threads) + len(threads) <= MAX_NAMES and len(self.devices) + len(devices) <= MAX_NAMES:
             self.threads |= threads
             self.devices |= devices
             return
