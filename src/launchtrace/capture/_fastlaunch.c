@@ -1087,7 +1087,7 @@ static PyTypeObject LauncherType = {
  * call goes to the Python hook (`fallback`) before running: keywords, nothing subscribed, graph batches, anything
  * unexpected. */
 enum { TH_INNER, TH_FALLBACK, TH_BUS, TH_SEQS, TH_PROGRAM, TH_COPY, TH_FRAMEWORK, TH_DECODE, TH_FAILED, TH_WARN,
-       TH_SITES, TH_SKIP_NEW, TH_BEGIN, TH_LOCAL, TH_RUN, TH_NAMES, TH_APIS, TH_REFS, /* given; then remembered: */
+       TH_SITES, TH_SKIP_NEW, TH_LOCAL, TH_RUN, TH_NAMES, TH_APIS, TH_UOP, TH_REFS, /* given; remembered: */
        TH_LAST_CTX = TH_REFS, TH_LAST_RUN, TH_STACK, TH_TID, TH_ALL }; /* TH_LAST_CTX: a weakref, the hook its callback */
 enum { RUN_INPUTS, RUN_VAR_VALS, RUN_API, RUN_STACK, RUN_TID, RUN_CODE, RUN_LASTI, RUN_MODULE, RUN_SIZE }; /* a _Run */
 
@@ -1097,6 +1097,7 @@ typedef struct {
     PyObject *dict; /* __dict__: functools-style identity (__wrapped__, __name__, ...) */
     PyObject *refs[TH_ALL];
     uint64_t st_thread; /* the thread whose ThreadState's stack and tid are remembered (neither changes) */
+    Py_ssize_t src_off, op_off; /* UOp's src and op slots, read per kernel (-1: by the usual look-up) */
     SubsCache subs;
 } TinyHook;
 
@@ -1129,9 +1130,9 @@ static PyObject *tiny_user_frame(PyObject *sites, PyObject *skip_new) {
 /* The Python hook's begin(ctx, frame) for a context recorded as usual (cache not False, both flags bools, its
  * variable values a dict), once per run_linear (most of a one-kernel jit call's recording in Python): a new _Run
  * (a tuple: names[0:5] are the context's attributes read, apis the kinds of work and the default module),
- * remembered with a weak reference to ctx whose callback is this hook. NULL, maybe with an exception: begin()
- * decides (its run serves the call, and is not remembered here). */
-#if PY_VERSION_HEX >= 0x030B0000 /* PyFrame_GetGlobals, PyFrame_GetLasti; before 3.11, begin() makes every run */
+ * remembered with a weak reference to ctx whose callback is this hook. NULL, maybe with an exception, for any
+ * other context: the Python hook decides (BEAM's, for one). */
+#if PY_VERSION_HEX >= 0x030B0000 /* PyFrame_GetGlobals, PyFrame_GetLasti (capture/tinygrad.py uses no TinyHook before) */
 static PyObject *tiny_begin(TinyHook *self, PyObject *ctx, PyObject *frame) {
     PyObject **r = self->refs, *v[10] = {NULL}, *run = NULL, *apis = r[TH_APIS];
     uint64_t thread = PyThreadState_GetID(PyThreadState_Get());
@@ -1167,20 +1168,18 @@ static PyObject *tiny_begin(TinyHook *self, PyObject *ctx, PyObject *frame) {
 #define tiny_begin(self, ctx, frame) NULL
 #endif
 
-/* The run of ctx's run_linear (new reference): the one remembered, else a new one (tiny_begin's, or begin(ctx, user
- * frame)'s), Py_None where not recorded; NULL (maybe without an exception) where the Python hook decides. */
+/* The run of ctx's run_linear (new reference): the one remembered, else a new one from the user's frame; NULL (maybe
+ * without an exception) where the Python hook decides. */
 static PyObject *tiny_run(TinyHook *self, PyObject *ctx) {
     PyObject **r = self->refs;
     if (r[TH_LAST_RUN] != NULL && weak_target(r[TH_LAST_CTX]) == ctx) return Py_NewRef(r[TH_LAST_RUN]);
     PyObject *frame = tiny_user_frame(r[TH_SITES], r[TH_SKIP_NEW]), *run = frame ? tiny_begin(self, ctx, frame) : NULL;
-    if (run == NULL && frame != NULL) {
-        PyErr_Clear();
-        run = PyObject_CallFunctionObjArgs(r[TH_BEGIN], ctx, frame, NULL);
-    }
     Py_XDECREF(frame);
     return run;
 }
 
+#define UOP_ATTR(o, off, name) (Py_TYPE(o) == (PyTypeObject *)r[TH_UOP] && self->off > 0 && *(PyObject **)((char *)(o) + \
+    self->off) ? Py_NewRef(*(PyObject **)((char *)(o) + self->off)) : PyObject_GetAttr(o, name))
 static PyObject *TinyHook_vectorcall(TinyHook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     PyObject **r = self->refs, *subs = NULL, *src = NULL, *op = NULL, *run = NULL;
     if (!kwnames && PyVectorcall_NARGS(nargsf) == 1 && PyWeakref_CheckRef(args[0])) { /* the weakref's callback: */
@@ -1189,10 +1188,11 @@ static PyObject *TinyHook_vectorcall(TinyHook *self, PyObject *const *args, size
     }
     if (kwnames || PyVectorcall_NARGS(nargsf) != 2 || args[1] == Py_None ||
         (subs = module_attr(r[TH_BUS], s_subs)) == NULL || !PyTuple_CheckExact(subs) || PyTuple_GET_SIZE(subs) == 0 ||
-        (src = PyObject_GetAttr(args[0], s_src)) == NULL || !PyTuple_CheckExact(src) || PyTuple_GET_SIZE(src) == 0 ||
-        (op = PyObject_GetAttr(PyTuple_GET_ITEM(src, 0), s_op)) == NULL || (op != r[TH_PROGRAM] && op != r[TH_COPY]) ||
+        (src = UOP_ATTR(args[0], src_off, s_src)) == NULL || !PyTuple_CheckExact(src) || PyTuple_GET_SIZE(src) == 0 ||
+        (op = UOP_ATTR(PyTuple_GET_ITEM(src, 0), op_off, s_op)) == NULL || (op != r[TH_PROGRAM] && op != r[TH_COPY]) ||
         (run = tiny_run(self, args[1])) == NULL) { /* held: the call may start another run_linear */
-        PyErr_Clear(); /* the Python hook decides, as it would have anyway */
+        PyErr_Clear(); /* the Python hook decides, as it would have anyway (BEAM's runs, for one) */
+        Py_XDECREF(run);
         Py_XDECREF(subs);
         Py_XDECREF(src);
         Py_XDECREF(op);
@@ -1200,11 +1200,6 @@ static PyObject *TinyHook_vectorcall(TinyHook *self, PyObject *const *args, size
     }
     Py_DECREF(src);
     Py_DECREF(op);
-    if (run == Py_None) { /* a run_linear not recorded (BEAM's, unless asked), or begin() failed and warned */
-        Py_DECREF(run);
-        Py_DECREF(subs);
-        return PyObject_Vectorcall(r[TH_INNER], args, 2, NULL);
-    }
     long long t0 = now_ns();
     PyObject *result = PyObject_Vectorcall(r[TH_INNER], args, 2, NULL);
     long long t1 = now_ns();
@@ -1245,12 +1240,16 @@ static PyObject *TinyHook_vectorcall(TinyHook *self, PyObject *const *args, size
 
 static int TinyHook_init(TinyHook *self, PyObject *args, PyObject *kwds) {
     PyObject *const *v = PySequence_Fast_ITEMS(args);
-    if (kwds || PyTuple_GET_SIZE(args) != TH_REFS || !PyDict_Check(v[TH_SITES]) || !PyType_Check(v[TH_RUN]) || !PyType_IsSubtype((PyTypeObject *)v[TH_RUN], &PyTuple_Type) ||
-        !PyTuple_Check(v[TH_NAMES]) || PyTuple_GET_SIZE(v[TH_NAMES]) != 6 || !PyTuple_Check(v[TH_APIS]) || PyTuple_GET_SIZE(v[TH_APIS]) != 4) {
+    if (kwds || PyTuple_GET_SIZE(args) != TH_REFS || !PyDict_Check(v[TH_SITES]) || !PyType_Check(v[TH_UOP]) ||
+        !PyType_Check(v[TH_RUN]) || !PyType_IsSubtype((PyTypeObject *)v[TH_RUN], &PyTuple_Type) ||
+        !PyTuple_Check(v[TH_NAMES]) || PyTuple_GET_SIZE(v[TH_NAMES]) != 6 || !PyTuple_Check(v[TH_APIS]) ||
+        PyTuple_GET_SIZE(v[TH_APIS]) != 4) {
         PyErr_SetString(PyExc_TypeError, "TinyHook() takes its 17 arguments by position (see the module source)");
         return -1;
     }
     for (int i = 0; i < TH_REFS; i++) Py_XSETREF(self->refs[i], Py_NewRef(v[i]));
+    self->src_off = lt_slot_offset((PyTypeObject *)v[TH_UOP], s_src); /* -1 where not a plain slot */
+    self->op_off = lt_slot_offset((PyTypeObject *)v[TH_UOP], s_op);
     self->vectorcall = (vectorcallfunc)TinyHook_vectorcall;
     return 0;
 }
@@ -1273,7 +1272,7 @@ static PyTypeObject TinyHookType = {
     .tp_basicsize = sizeof(TinyHook),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "TinyHook(inner, fallback, bus, seqs, program, copy, framework, decode, failed, warn, sites, skip_new, "
-              "begin, local, run_type, names, apis): tinygrad's pm_exec.rewrite hook, compiled.",
+              "local, run_type, names, apis, uop_type): tinygrad's pm_exec.rewrite hook, compiled.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)TinyHook_init,
     .tp_call = PyVectorcall_Call,

@@ -305,13 +305,13 @@ def _make_hook(inner: Any, realize: Any) -> Any:
     first kernel.
 
     Where ``capture/_fastlaunch.c`` is built (and ``LAUNCHTRACE_PURE_PYTHON`` is not set) the hook is its
-    ``TinyHook``: it takes every kernel or copy (for a new ``run_linear``'s first it walks to the user's frame and
-    makes the run as ``begin`` below does, and remembers it with its own weak reference, whose callback it is; a
-    context it does not make a run for, BEAM's for one, it hands to ``begin``) and hands every other call to
-    ``rewrite`` below, the whole hook where nothing is compiled; the event is its ``Event``, which the
+    ``TinyHook`` (from Python 3.11): it takes every kernel or copy (for a new ``run_linear``'s first it walks to
+    the user's frame and makes the run as ``begin`` below does, and remembers it with its own weak reference, whose
+    callback it is) and hands every other call to ``rewrite`` below (a context it does not make a run for, BEAM's
+    for one, too), the whole hook where nothing is compiled; the event is its ``Event``, which the
     cycle collector does not walk while it waits in the queue (a tuple without the compiled module). Cost of
     each: ``docs/tinygrad.md``, "Cost"."""
-    from tinygrad.uop.ops import Ops
+    from tinygrad.uop.ops import Ops, UOp
 
     program, copy, custom = Ops.PROGRAM, Ops.COPY, Ops.CUSTOM_FUNCTION
     compiled = _compiled()
@@ -490,10 +490,10 @@ def _make_hook(inner: Any, realize: Any) -> Any:
 
     hook: Any = rewrite
     died = forget  # the weak references' callback (begin's: the compiled hook remembers its own runs)
-    if compiled is not None:
+    if compiled is not None and sys.version_info >= (3, 11):  # it reads frames through 3.11's C API
         hook = compiled.TinyHook(
             inner, rewrite, bus, seqs, program, copy, framework, decode, failed, _warn_once, _SITE_CACHE,
-            _skip_new, begin, local, _Run, _CONTEXT_NAMES, (INTERNAL, JIT, REALIZE, ""),
+            _skip_new, local, _Run, _CONTEXT_NAMES, (INTERNAL, JIT, REALIZE, ""), UOp,
         )  # fmt: skip
     for it in {rewrite, hook}:
         it.__wrapped__ = inner
