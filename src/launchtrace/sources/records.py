@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 import operator
 from collections.abc import Callable, Mapping
 from functools import lru_cache
@@ -240,7 +241,7 @@ class _Layout:
             kind = type(value)
             scalars.append((key, value if kind is float or kind is int or kind is bool else _scalar(value)))
         seq = get(C.SEQ, 0)
-        return tuple(scalars), seq if type(seq) is int else _int(seq), tuple(probes)
+        return _shared_scalars(tuple(scalars)), seq if type(seq) is int else _int(seq), tuple(probes)
 
     def record(
         self, d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None
@@ -348,6 +349,7 @@ _reused: Callable[..., LaunchRecord] = slot_copier(
     LaunchRecord, ("scalars", "start_ns", "end_ns", "scope_id", "error", "seq", "probes")
 )
 _SITES: dict[tuple, Site] = {}
+_SCALARS: dict[tuple, tuple] = {}
 _SHAPES: dict[Any, tuple[int, ...]] = {}
 _STR_OR_NONE = (str, type(None))
 _MAKERS: dict[tuple[str, ...], Callable[..., LaunchRecord]] = {}
@@ -365,6 +367,37 @@ def _record_maker(present: tuple[str, ...]) -> Callable[..., LaunchRecord]:
     if make is None:
         make = _MAKERS[present] = slot_constructor(LaunchRecord, _COMMON + present)
     return make
+
+
+def _shared_scalars(scalars: tuple) -> tuple:
+    """``scalars``, or an equal tuple read earlier that reads the same (:func:`_same`): a call site's launches
+    mostly pass the same scalars, and a tuple of them with its pairs, vectors and floats is about 340 bytes a
+    record, most of what a rebuilt trace of one million launches would hold apart from the records (issue 25)."""
+    if not scalars:
+        return scalars
+    try:
+        shared = _SCALARS.get(scalars)
+    except TypeError:  # an unhashable value
+        return scalars
+    if shared is None:
+        if len(_SCALARS) >= _MAX_CACHED:
+            _SCALARS.clear()
+        _SCALARS[scalars] = scalars
+        return scalars
+    return shared if _same(scalars, shared) else scalars
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two equal values also read the same: the same types all the way down (``1 == True == 1.0``) and
+    floats of the same sign (``0.0 == -0.0``); a NaN is equal only to itself, so it is never shared."""
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is tuple:
+        return len(a) == len(b) and all(map(_same, a, b))
+    if kind is float:
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    return a == b
 
 
 def _plain_strings(value: Any) -> bool:

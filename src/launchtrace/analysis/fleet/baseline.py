@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from launchtrace import __version__
 from launchtrace.analysis.fleet.fast import Known, PlainStep, Signatures, read_step
 from launchtrace.analysis.fleet.occurrences import Occurrence, occurrences_of, run_key, step_times
-from launchtrace.analysis.fleet.records import records_to_proto
+from launchtrace.analysis.fleet.records import records_into, records_to_proto
 from launchtrace.histogram import DEFAULT_MAX_SIZE, ExpHistogram
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.sources.rebuild import TRACE_ID
@@ -295,15 +295,18 @@ class ScopeAcc:
             msg = pb.Scope()
         msg.name, msg.steps, msg.other_steps = self.name, self.steps, self.other_steps
         for fp, t in sorted(self.topologies.items()):
-            msg.topologies.add(
+            topo = msg.topologies.add(
                 fingerprint=fp,
                 count=t.count,
                 launches=t.launches,
                 foreign_buffers=t.foreign_buffers,
-                representative=t.representative,
                 exemplar_trace_id=t.rep_key[0],
                 exemplar_index=t.rep_key[1],
             )
+            if t.records is not None:  # made in place, never as messages apart (see records_into)
+                records_into(topo.representative, t.records)
+            else:
+                topo.representative.extend(t.messages)
         self.duration.to_proto(msg.duration)
         for (kernel, op), acc in sorted(self.kernels.items()):
             acc.to_proto(msg.kernels.add(kernel=kernel, op=op).latency)

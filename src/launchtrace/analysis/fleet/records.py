@@ -24,7 +24,7 @@ from launchtrace.model import BufferArg, LaunchRecord, Site
 from launchtrace.topology import AllocRef
 from launchtrace.v1 import baseline_pb2 as pb
 
-__all__ = ["records_from_proto", "records_to_proto"]
+__all__ = ["records_from_proto", "records_into", "records_to_proto"]
 
 _UNOWNED = "<unowned #"
 
@@ -65,15 +65,28 @@ def records_to_proto(records: Iterable[LaunchRecord]) -> list[pb.Record]:
     """``records`` (unowned buffers already by order) as ``Record`` messages."""
     out = []
     for r in records:
-        bufs = r.buffers if len(r.buffers) == len(r.arrays) else [r.buffer(k) for k, _ in r.arrays]
-        msg = pb.Record(op=str(r.op), kernel=r.kernel, repeat=max(1, int(r.repeat or 1)))
-        msg.dim.extend(int(d) for d in r.dim)
-        msg.buffers.extend(_buffer(k, p, b) for (k, p), b in zip(r.arrays, bufs))
-        msg.scalars.extend(pb.Scalar(key=encode_key(k), json=_json_value(v)) for k, v in r.scalars)
-        msg.site.CopyFrom(pb.Site(file=r.site.file, line=r.site.line, function=r.site.function, module=r.site.module))
-        msg.params.extend(r.params)
+        msg = pb.Record()
+        _fill(msg, r)
         out.append(msg)
     return out
+
+
+def records_into(field: Any, records: Iterable[LaunchRecord]) -> None:
+    """``records`` as :func:`records_to_proto` gives them, each added to the repeated ``Record`` field ``field``
+    (a ``Topology``'s ``representative``) in place: a message made apart and copied in costs its own arena, about
+    2.7 KB a record more at the peak of ``baseline build`` on one step of 100,000 launches (issue 25)."""
+    for r in records:
+        _fill(field.add(), r)
+
+
+def _fill(msg: pb.Record, r: LaunchRecord) -> None:
+    bufs = r.buffers if len(r.buffers) == len(r.arrays) else [r.buffer(k) for k, _ in r.arrays]
+    msg.op, msg.kernel, msg.repeat = str(r.op), r.kernel, max(1, int(r.repeat or 1))
+    msg.dim.extend(int(d) for d in r.dim)
+    msg.buffers.extend(_buffer(k, p, b) for (k, p), b in zip(r.arrays, bufs))
+    msg.scalars.extend(pb.Scalar(key=encode_key(k), json=_json_value(v)) for k, v in r.scalars)
+    msg.site.CopyFrom(pb.Site(file=r.site.file, line=r.site.line, function=r.site.function, module=r.site.module))
+    msg.params.extend(r.params)
 
 
 def records_from_proto(messages: Sequence[pb.Record]) -> tuple[LaunchRecord, ...]:
