@@ -176,7 +176,7 @@ class _TraceRebuilder:
         elif C.OP in d:
             plain.append(_record(d, span.start_ns, span.end_ns, _error(span), self._parent_scope(span, d)))
         elif C.SCOPE_KIND in d:
-            if span.parent_span_id is None or span.parent_span_id not in self.spans:
+            if span.parent_span_id is None or not self._known(span.parent_span_id):
                 attributes.setdefault(ROOT_NAME, span.name)
             if d[C.SCOPE_KIND] == STEP:
                 attributes[C.STEP_INDEX] = d.get(C.STEP_INDEX, 0)
@@ -207,6 +207,11 @@ class _TraceRebuilder:
             own = self._attrs_of(span.span_id)
         if own.get(C.SCOPE_JOINED):  # its parent is the application's span
             return None
+        return self._scope_above(parent, span.span_id)
+
+    def _scope_above(self, parent: bytes | None, span_id: bytes) -> int | None:
+        """The scope id of the nearest scope span at or above ``parent`` (the parent of span ``span_id``, which
+        is not joined to the application's span): the same for every span under ``parent``."""
         seen: list[bytes] = []
         seen_set: set[bytes] = set()
         result: int | None = None
@@ -221,8 +226,14 @@ class _TraceRebuilder:
             seen_set.add(parent)
             above = self.spans.get(parent)
             if above is None:
-                self._warn(f"span {span.span_id.hex()}: parent {parent.hex()} is missing")
-                break
+                taken = self._taken_launch(parent)
+                if taken is None:
+                    self._warn(f"span {span_id.hex()}: parent {parent.hex()} is missing")
+                    break
+                joined, parent = taken  # a launch span read into its record already: no scope, maybe joined
+                if joined:
+                    break
+                continue
             d = self._attrs_of(parent)
             if C.SCOPE_KIND in d and d[C.SCOPE_KIND] != STEP and C.SCOPE_ID in d:
                 result = _int(d[C.SCOPE_ID])
@@ -233,6 +244,15 @@ class _TraceRebuilder:
         for sid in seen:
             self._scope_of[sid] = result
         return result
+
+    def _taken_launch(self, span_id: bytes) -> tuple[bool, bytes | None] | None:
+        """For a span that was read into its record before the trace was rebuilt (:mod:`.wide`): whether it is
+        joined to the application's span, and its parent; ``None`` for any other id (here: every id)."""
+        return None
+
+    def _known(self, span_id: bytes) -> bool:
+        """Whether ``span_id`` is a span of the trace."""
+        return span_id in self.spans
 
     def _scope(self, span: SpanData, d: dict[str, Any]) -> ScopeRecord | None:
         if C.SCOPE_ID not in d:

@@ -410,8 +410,8 @@ class BaselineBuilder:
     def add_stream(self, stream: TraceStream, *, fast: bool = True) -> None:
         """Add every trace of ``stream``: plain steps whose signature is known without rebuilding their
         records (:mod:`.fast`; ``fast=False``: every trace rebuilt), the rest rebuilt. Same baseline either way."""
-        for spans in stream.span_lists():
-            step = read_step(spans) if fast else None
+        for spans in stream.span_lists(wide=True):
+            step = read_step(spans) if fast and type(spans) is list else None  # a WideTrace: rebuilt
             if step is not None:
                 known = self._signatures.get(step)
                 if known is not None and self._add_known(step, known):
