@@ -18,7 +18,7 @@ Example::
 from __future__ import annotations
 
 import json
-import math
+import marshal
 import operator
 from collections.abc import Callable, Mapping
 from functools import lru_cache
@@ -111,6 +111,12 @@ def _ints(value: Any) -> tuple[int, ...]:
 
 def _value(value: Any) -> Any:
     return tuple(_value(v) for v in value) if isinstance(value, list | tuple) else value
+
+
+def _flat(value: Any) -> bool:
+    """Whether ``value`` is a tuple that :func:`_scalar` gives back as it is (a vector: no list or tuple in it),
+    so the tuple itself can be kept: making an equal one was a tenth of rebuilding a launch with a vector."""
+    return type(value) is tuple and not any(isinstance(x, list | tuple) for x in value)
 
 
 def _scalar(value: Any) -> Any:
@@ -239,7 +245,9 @@ class _Layout:
         for key, name in self.scalars:
             value = get(name)
             kind = type(value)
-            scalars.append((key, value if kind is float or kind is int or kind is bool else _scalar(value)))
+            if kind is not float and kind is not int and kind is not bool and not _flat(value):
+                value = _scalar(value)
+            scalars.append((key, value))
         seq = get(C.SEQ, 0)
         return _shared_scalars(tuple(scalars)), seq if type(seq) is int else _int(seq), tuple(probes)
 
@@ -349,7 +357,7 @@ _reused: Callable[..., LaunchRecord] = slot_copier(
     LaunchRecord, ("scalars", "start_ns", "end_ns", "scope_id", "error", "seq", "probes")
 )
 _SITES: dict[tuple, Site] = {}
-_SCALARS: dict[tuple, tuple] = {}
+_SCALARS: dict[bytes, tuple] = {}
 _SHAPES: dict[Any, tuple[int, ...]] = {}
 _STR_OR_NONE = (str, type(None))
 _MAKERS: dict[tuple[str, ...], Callable[..., LaunchRecord]] = {}
@@ -370,34 +378,27 @@ def _record_maker(present: tuple[str, ...]) -> Callable[..., LaunchRecord]:
 
 
 def _shared_scalars(scalars: tuple) -> tuple:
-    """``scalars``, or an equal tuple read earlier that reads the same (:func:`_same`): a call site's launches
-    mostly pass the same scalars, and a tuple of them with its pairs, vectors and floats is about 340 bytes a
-    record, most of what a rebuilt trace of one million launches would hold apart from the records (issue 25)."""
+    """``scalars``, or an earlier tuple that reads exactly the same: a call site's launches mostly pass the same
+    scalars, and a tuple of them with its pairs, vectors and floats is about 340 bytes a record, most of what a
+    rebuilt trace of one million launches would hold apart from the records (issue 25).
+
+    "Exactly" is ``marshal``'s bytes (version 2, no references): the same types all the way down (``1 == True ==
+    1.0`` differ there) and floats bit for bit (``0.0 == -0.0`` differ). A tuple holding a NaN is never shared: it
+    equals no copy of itself, and two records' scalars would compare equal once they shared one."""
     if not scalars:
         return scalars
     try:
-        shared = _SCALARS.get(scalars)
-    except TypeError:  # an unhashable value
+        key = marshal.dumps(scalars, 2)
+    except ValueError:  # a value marshal cannot write
         return scalars
-    if shared is None:
+    shared = _SCALARS.get(key)
+    if shared is not None:
+        return shared
+    if marshal.loads(key) == scalars:  # fresh copies: a NaN inside compares unequal
         if len(_SCALARS) >= _MAX_CACHED:
             _SCALARS.clear()
-        _SCALARS[scalars] = scalars
-        return scalars
-    return shared if _same(scalars, shared) else scalars
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether two equal values also read the same: the same types all the way down (``1 == True == 1.0``) and
-    floats of the same sign (``0.0 == -0.0``); a NaN is equal only to itself, so it is never shared."""
-    kind = type(a)
-    if kind is not type(b):
-        return False
-    if kind is tuple:
-        return len(a) == len(b) and all(map(_same, a, b))
-    if kind is float:
-        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
-    return a == b
+        _SCALARS[key] = scalars
+    return scalars
 
 
 def _plain_strings(value: Any) -> bool:

@@ -29,6 +29,8 @@ Example::
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import operator
 from array import array
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
@@ -52,7 +54,17 @@ WIDE_AT = 4096
 tens to hundreds; below this, a trace's spans cost at most a few MB)."""
 
 _with_scope = slot_copier(LaunchRecord, ("scope_id",))
-_NOT_TAKEN = (C.FOLD_COUNT, C.SCOPE_KIND)
+_OTHER_FIELDS = operator.attrgetter(*(f.name for f in dataclasses.fields(SpanData) if f.name != "resource"))
+
+
+def _hash(value: object) -> int:
+    try:
+        return hash(value)
+    except TypeError:
+        return hash(repr(value))
+
+
+_OP, _FOLD_COUNT, _SCOPE_KIND, _SCOPE_JOINED = C.OP, C.FOLD_COUNT, C.SCOPE_KIND, C.SCOPE_JOINED
 
 
 class WideTrace:
@@ -68,52 +80,58 @@ class WideTrace:
         # per launch span read into its record: the record (scope not set; None: unreadable), its id, a hash of
         # the span, its parent (an index into `parent_ids`), and whether it is joined to the application's span
         self.records: list[LaunchRecord | None] = []
-        self.ids = array("Q")
+        self.ids = bytearray()  # 8 bytes each, big-endian
         self.digests = array("q")
         self.parents = array("l")
         self.joined = bytearray()
         self.parent_ids: list[bytes | None] = []
         self._parent_index: dict[bytes | None, int] = {}
         self.resources: list[tuple[int, Attributes]] = []  # (launch index, resource) where it changes
+        self._resource_hash = 0  # of the last one
         self.extend(spans)
 
     def __len__(self) -> int:
         return self.taken
 
     def extend(self, spans: Iterable[SpanData]) -> None:
-        for span in spans:
-            self._take(span)
-
-    def _take(self, span: SpanData) -> None:
-        self.taken += 1
-        parent = span.parent_span_id
-        if parent is None:
-            self.has_root = True
-        d = dict(span.attributes)
-        if C.OP not in d or C.FOLD_COUNT in d or C.SCOPE_KIND in d or len(span.span_id) != 8:
-            self.raw.append(span)
-            self.raw_at.append(self.taken - 1)
-            return
-        error = None if span.status_code != STATUS_ERROR else _error(span)
-        try:
-            rec: LaunchRecord | None = _record(d, span.start_ns, span.end_ns, error, None)
-        except (ValueError, TypeError, KeyError, OverflowError):  # counted as the rebuild counts it: ours, no record
-            rec = None
-        try:
-            digest = hash(span)
-        except TypeError:  # a map-valued attribute
-            digest = hash(repr(span))
-        index = self._parent_index.get(parent)
-        if index is None:
-            index = self._parent_index[parent] = len(self.parent_ids)
-            self.parent_ids.append(parent)
-        if not self.resources or self.resources[-1][1] is not span.resource:
-            self.resources.append((len(self.records), span.resource))
-        self.records.append(rec)
-        self.ids.append(int.from_bytes(span.span_id, "big"))
-        self.digests.append(digest)
-        self.parents.append(index)
-        self.joined.append(1 if d.get(C.SCOPE_JOINED) else 0)
+        # the records all stay alive until the trace is complete: the collector's runs would find nothing, as in
+        # the rebuild (collector_paused); the loop's names are bound once a chunk (a few hundred spans)
+        records, ids, digests, parents, joined = self.records, self.ids, self.digests, self.parents, self.joined
+        parent_index, resources = self._parent_index, self.resources
+        with collector_paused():
+            for span in spans:
+                self.taken += 1
+                parent = span.parent_span_id
+                if parent is None:
+                    self.has_root = True
+                d = dict(span.attributes)
+                span_id = span.span_id
+                if _OP not in d or _FOLD_COUNT in d or _SCOPE_KIND in d or len(span_id) != 8:
+                    self.raw.append(span)
+                    self.raw_at.append(self.taken - 1)
+                    continue
+                error = None if span.status_code != STATUS_ERROR else _error(span)
+                try:
+                    rec: LaunchRecord | None = _record(d, span.start_ns, span.end_ns, error, None)
+                except (ValueError, TypeError, KeyError, OverflowError):  # as the rebuild counts it: ours, no record
+                    rec = None
+                resource = span.resource
+                if not resources or resources[-1][1] is not resource:
+                    resources.append((len(records), resource))
+                    self._resource_hash = _hash(resource)
+                try:  # what SpanData's == compares; the resource (one object for many spans) hashed once
+                    digest = hash((_OTHER_FIELDS(span), self._resource_hash))
+                except TypeError:  # a map-valued attribute
+                    digest = hash(repr(span))
+                index = parent_index.get(parent)
+                if index is None:
+                    index = parent_index[parent] = len(self.parent_ids)
+                    self.parent_ids.append(parent)
+                records.append(rec)
+                ids += span_id
+                digests.append(digest)
+                parents.append(index)
+                joined.append(1 if d.get(_SCOPE_JOINED) else 0)
 
     # -- when the trace is complete
     def rebuild(self, *, expand: bool = True) -> RebuildResult:
@@ -131,9 +149,9 @@ class WideTrace:
         added to ``log``."""
         import numpy as np  # here: only a wide trace needs it, and it costs every command's start-up 0.1 s
 
-        ids = np.frombuffer(self.ids, dtype=np.uint64) if len(self.ids) else np.zeros(0, dtype=np.uint64)
+        ids = np.frombuffer(self.ids, dtype=">u8")
         raw_ids = [s.span_id for s in self.raw]
-        raw_eights = np.array([int.from_bytes(i, "big") for i in raw_ids if len(i) == 8], dtype=np.uint64)
+        raw_eights = np.frombuffer(b"".join(i for i in raw_ids if len(i) == 8), dtype=">u8")
         distinct = len(np.unique(ids)) == len(ids) and len(set(raw_ids)) == len(raw_ids)
         if self.has_root and distinct and not np.isin(raw_eights, ids).any():
             before = [at - n for n, at in enumerate(self.raw_at)]
@@ -187,7 +205,7 @@ class WideTrace:
 
     def span_id(self, launch: int) -> bytes:
         """The span id of the ``launch``-th launch read into its record."""
-        return self.ids[launch].to_bytes(8, "big")
+        return bytes(self.ids[8 * launch : 8 * launch + 8])
 
     def resource(self, launch: int) -> Attributes:
         """The resource of the ``launch``-th launch read into its record."""
@@ -240,12 +258,12 @@ class _WideRebuilder(_TraceRebuilder):
         import numpy as np
 
         wide, kept = self.wide, self.plan.launches
-        if len(span_id) != 8 or not len(wide.ids):
+        if len(span_id) != 8 or not wide.ids:
             return -1
-        ids = np.frombuffer(wide.ids, dtype=np.uint64)
+        ids = np.frombuffer(wide.ids, dtype=">u8")
         if self._order is None:
             self._order = np.argsort(ids, kind="stable")
-        wanted = np.uint64(int.from_bytes(span_id, "big"))
+        wanted = np.frombuffer(span_id, dtype=">u8")[0]
         at = int(np.searchsorted(ids, wanted, sorter=self._order))
         while at < len(ids) and ids[self._order[at]] == wanted:
             i = int(self._order[at])
