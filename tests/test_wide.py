@@ -228,3 +228,26 @@ def test_a_wide_trace_lets_its_launch_spans_go(files: dict[str, Path], monkeypat
     launches = len(_launches(spans))
     assert len(held.records) == launches and len(held.raw) == len(spans) - launches
     assert not any(s.attribute(C.OP) is not None and s.attribute(C.SCOPE_KIND) is None for s in held.raw)
+
+
+@pytest.mark.parametrize("name", ["demo", "stats", "folded", "stepped", "zero"])
+def test_a_baseline_with_spliced_representatives_is_the_same_file(files, name, tmp_path, monkeypatch) -> None:
+    """``baseline build`` writes a huge step's representative as bytes beside the message (issue 25); with every
+    representative written so, the file is the whole message's, to the byte."""
+    from launchtrace.analysis.fleet import baseline
+    from launchtrace.baselines import read_baseline, write_baseline
+
+    def built(spliced: dict | None) -> bytes:
+        builder = baseline.BaselineBuilder(("service.name", "host.name"))
+        builder.add_stream(TraceStream.from_paths([files[name]]))
+        out = tmp_path / ("spliced.pb" if spliced is not None else "whole.pb")
+        size = write_baseline(builder.to_proto(spliced), out, spliced)
+        assert size == out.stat().st_size
+        return out.read_bytes()
+
+    whole = built(None)
+    monkeypatch.setattr(baseline, "SPLICE_AT", 0)
+    spliced: dict = {}
+    assert built(spliced) == whole
+    assert spliced  # every representative was spliced
+    assert read_baseline(tmp_path / "spliced.pb").groups[0].scopes[0].topologies[0].representative
