@@ -82,7 +82,7 @@ class WideTrace:
         self.records: list[LaunchRecord | None] = []
         self.ids = bytearray()  # 8 bytes each, big-endian
         self.digests = array("q")
-        self.parents = array("l")
+        self.parents = array("I")
         self.joined = bytearray()
         self.parent_ids: list[bytes | None] = []
         self._parent_index: dict[bytes | None, int] = {}
