@@ -124,7 +124,7 @@ class Traces:
         for path in self.files:
             where = str(path)
             made = self._made[where]
-            for i, spans in enumerate(self._file_spans(path, wide=True)):
+            for i, spans in enumerate(self._file_spans(path)):  # as spans: most are let go unread
                 if i < len(made) and made[i]:
                     if arrival in wanted:
                         yield from ((arrival, trace) for trace in _rebuilt(where, spans))
