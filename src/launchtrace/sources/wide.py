@@ -17,7 +17,8 @@ problems logged as :func:`~launchtrace.sources.structure.check_structure` words 
 checks both on real files with every trace made wide, and with duplicates and cycles mixed in. Two things are not
 the same: the rebuild's warnings (no streamed reader shows them) are not made, and an identical duplicate of a
 launch span is told from a different one by a 64-bit hash of the span instead of by comparing the spans (a
-different one with an equal hash would be dropped without a logged problem; it is dropped either way).
+different one with an equal hash would be dropped without a logged problem; it is dropped either way). A trace
+that needs the whole check (no root, or a span id twice) holds a small stand-in per launch while it runs.
 
 Example::
 
