@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import warp as wp
 
-from launchtrace.analysis.dataflow import EdgeKind, build_dataflow
+from launchtrace.analysis.dataflow import EdgeKind, build_dataflow, find_hazards
 from launchtrace.capture import bus
 from launchtrace.model import BufferArg, LaunchRecord, Site
 from launchtrace.sources.loading import trace_from_events
@@ -101,6 +101,21 @@ def test_two_streams_touching_one_buffer_is_a_hazard() -> None:
     hazards = {(h.edge.src, h.edge.dst, str(h.edge.kind)) for h in flow.hazards}
     assert hazards == {(0, 1, "RAW"), (1, 2, "RAW"), (1, 3, "WAR")}
     assert "stream 16" in flow.hazards[0].reason and "stream 32" in flow.hazards[0].reason
+
+
+def test_find_hazards_is_the_dataflows_hazards_and_skips_one_lane() -> None:
+    """``find_hazards`` (the report's) gives ``build_dataflow(...).hazards`` and builds nothing for one lane."""
+    two = [
+        _rec("m.produce", 0x10, x="w"),
+        _rec("m.consume", 0x20, x="r", y="w"),
+        _rec("m.later", 0x10, y="r"),
+        _rec("m.same_stream", 0x10, x="w"),
+    ]
+    assert find_hazards(two) == build_dataflow(two).hazards and len(find_hazards(two)) == 3
+    one = [dataclasses.replace(r, stream=0x10) for r in two]  # the same accesses on one stream: ordered
+    assert build_dataflow(one).edges  # it has edges, all within the lane
+    assert find_hazards(one) == build_dataflow(one).hazards == ()
+    assert find_hazards([]) == ()
 
 
 def test_an_unordered_write_after_read_on_two_cpu_threads_is_a_hazard() -> None:

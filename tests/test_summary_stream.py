@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from launchtrace.analysis.diff import inferred_segments, step_series
 from launchtrace.analysis.loads import module_loads
 from launchtrace.analysis.replays import with_replay_counts
-from launchtrace.analysis.stats import kernel_stats, scope_stats
+from launchtrace.analysis.stats import add_step_values, kernel_stats, scope_stats
 from launchtrace.analysis.summary_state import SummaryState
 from launchtrace.cli import main
 from launchtrace.sources.each import TraceKey, Traces, first_time
@@ -142,3 +143,35 @@ def test_spans_after_their_root_are_left_out_with_a_warning(files, tmp_path, cap
         traces = [t for _, t in Traces([path])]
     assert sum(len(t) for t in traces) == 0
     assert f"{len(kids)} spans arrived after their trace's root and were left out" in caplog.text
+
+
+def _series_kernel_values(traces, segs=None) -> dict[str, list[float]]:
+    """The kernel groups of ``diff.step_series`` as ``add_step_values`` used to take them."""
+    out: dict[str, list[float]] = {}
+    _, values, _ = step_series(traces, None, segs)
+    for (kind, _step, name), per in values.items():
+        if kind == "kernel":
+            out.setdefault(name, []).extend(per.values())
+    return out
+
+
+@pytest.mark.parametrize("name", ["stepped", "zero", "zero-in-order"])
+def test_the_kernel_step_values_are_step_series_kernel_groups(files, name) -> None:
+    """``add_step_values`` works out only the kernel groups now: the same values, in the same order, whole
+    runs, one trace at a time (as ``summary`` feeds it) and a zero-code run's inferred steps."""
+    traces = load_traces([str(files[name])])
+    whole: dict[str, list[float]] = {}
+    add_step_values(whole, traces)
+    assert whole and whole == _series_kernel_values(traces)
+    for trace in traces:
+        segs = [o for o in occurrences(trace) if o.records]
+        one: dict[str, list[float]] = {}
+        add_step_values(one, [trace], segs)
+        assert one == _series_kernel_values([trace], segs)
+    inferred = inferred_segments(traces)
+    if name.startswith("zero"):
+        assert inferred
+    if inferred:
+        steps: dict[str, list[float]] = {}
+        add_step_values(steps, traces, inferred)
+        assert steps and steps == _series_kernel_values(traces, inferred)

@@ -34,24 +34,18 @@ static inline Py_ssize_t lt_member_offset(PyTypeObject *type, PyObject *d) {
 /* The offset of `type`'s plain object slot `name` (what type.name resolves to), else -1; never an error. */
 static inline Py_ssize_t lt_slot_offset(PyTypeObject *type, PyObject *name) {
     PyObject *d = PyObject_GetAttr((PyObject *)type, name);
-    if (d == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    Py_ssize_t off = lt_member_offset(type, d);
-    Py_DECREF(d);
+    Py_ssize_t off = d ? lt_member_offset(type, d) : -1;
+    Py_XDECREF(d);
+    PyErr_Clear();
     return off;
 }
 
 /* lt_slot_offset by a C string name. */
 static inline Py_ssize_t lt_slot_offset_s(PyTypeObject *type, const char *name) {
-    PyObject *n = PyUnicode_InternFromString(name);
-    if (n == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    Py_ssize_t off = lt_slot_offset(type, n);
-    Py_DECREF(n);
+    PyObject *d = PyObject_GetAttrString((PyObject *)type, name);
+    Py_ssize_t off = d ? lt_member_offset(type, d) : -1;
+    Py_XDECREF(d);
+    PyErr_Clear();
     return off;
 }
 
@@ -106,13 +100,8 @@ static inline int lt_add_type(PyObject *m, const char *name, PyTypeObject *type)
 /* Compiled wrappers standing in for a Python function (wp.launch's, tinygrad's pm_exec.rewrite's): the
  * tp_descr_get that binds like a function when the wrapper is stored on a class, and the `__dict__` getset
  * (a function has one: functools.wraps and users set attributes on it). */
-static inline PyObject *lt_bind_like_function(PyObject *self, PyObject *obj, PyObject *type) {
-    (void)type;
-    if (obj == NULL || obj == Py_None) {
-        Py_INCREF(self);
-        return self;
-    }
-    return PyMethod_New(self, obj);
+static inline PyObject *lt_bind_like_function(PyObject *self, PyObject *obj, PyObject *Py_UNUSED(type)) {
+    return obj == NULL || obj == Py_None ? Py_NewRef(self) : PyMethod_New(self, obj);
 }
 
 #define LT_DICT_GETSET \

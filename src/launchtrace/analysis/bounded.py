@@ -161,35 +161,50 @@ class Totals:
             self.end_ns = max(self.end_ns, max(map(_end, spans)))
         kernels = self.kernels
         operations = 0
-        op_key, kernel_key, fold_key, repeat_key = C.OP, C.KERNEL, C.FOLD_LAUNCHES, C.REPEAT
-        thread_key, device_key, threads, devices = C.THREAD_ID, C.DEVICE, self.threads, self.devices
-        for span in spans:  # the per-span work: one dict of the attributes (in C) and a few lookups
-            attrs = dict(span.attributes)
-            thread = attrs.get(thread_key)
-            if thread is not None and thread not in threads and len(threads) < MAX_NAMES:
-                threads.add(thread)
-            op = attrs.get(op_key)
+        # this trace's threads and devices, added to the totals' at the end (in order if they would pass the cap)
+        threads: set[object] = set()
+        devices: set[str] = set()
+        layouts, first_key = _LAYOUTS, _first
+        for span in spans:  # the per-span work: where the wanted attributes are (once per layout), then a few lookups
+            attrs = span.attributes
+            names = tuple(map(first_key, attrs))
+            layout = layouts.get(names)
+            if layout is None:
+                layout = _layout(names)
+            op_at, kernel_at, thread_at, device_at, fold_at, repeat_at, dropped_at = layout
+            if thread_at is not None:
+                thread = attrs[thread_at][1]
+                if thread is not None:
+                    threads.add(thread)
+            op = attrs[op_at][1] if op_at is not None else None
             if op is None:
-                if C.DROPPED_SPANS in attrs:
-                    self.dropped += _int(attrs[C.DROPPED_SPANS])
+                if dropped_at is not None:
+                    self.dropped += _int(attrs[dropped_at][1])
                 continue
-            key = (op, attrs.get(kernel_key) or span.name)
+            key = (op, (attrs[kernel_at][1] if kernel_at is not None else None) or span.name)
             row = kernels.get(key)
             if row is None:
                 row = _capped(kernels, (str(key[0]), str(key[1])), KernelTotal)
             n = 1
-            if fold_key in attrs or repeat_key in attrs:
-                n = _int(attrs.get(fold_key)) or _int(attrs.get(repeat_key)) or 1
+            if fold_at is not None or repeat_at is not None:
+                n = (
+                    (_int(attrs[fold_at][1]) if fold_at is not None else 0)
+                    or (_int(attrs[repeat_at][1]) if repeat_at is not None else 0)
+                    or 1
+                )
             row.spans += 1
             row.operations += n
             duration = span.end_ns - span.start_ns
             if duration > 0:
                 row.total_ns += duration
             operations += n
-            device = attrs.get(device_key)
-            if device and device not in devices and len(devices) < MAX_NAMES:
-                devices.add(str(device))
+            if device_at is not None:
+                device = attrs[device_at][1]
+                if device:
+                    devices.add(device if type(device) is str else str(device))  # as written: 1 and True are two
         self.operations += operations
+        if threads or devices:
+            self._add_names(spans, threads, devices)
         if spans and len(self.pids) < MAX_NAMES:
             pid = dict(spans[0].resource).get("process.pid")
             if pid not in (None, ""):
@@ -197,6 +212,47 @@ class Totals:
         name, step_start, duration = step_of(spans)
         _capped(self.steps, name, StepTotal).add(duration)
         return Step(name, step_start, duration, operations, len(spans))
+
+    def _add_names(self, spans: Sequence[SpanData], threads: set[object], devices: set[str]) -> None:
+        """One trace's threads and devices into the totals' sets: all of them while the sets stay within
+        :data:`MAX_NAMES`, else span by span in order until full (what counting them one at a time keeps)."""
+        threads, devices = threads - self.threads, devices - self.devices  # the new ones: a trace's size of work
+        if len(self.threads) + len(threads) <= MAX_NAMES and len(self.devices) + len(devices) <= MAX_NAMES:
+            self.threads |= threads
+            self.devices |= devices
+            return
+        for span in spans:
+            attrs = dict(span.attributes)
+            thread = attrs.get(C.THREAD_ID)
+            if thread is not None and thread not in self.threads and len(self.threads) < MAX_NAMES:
+                self.threads.add(thread)
+            device = attrs.get(C.DEVICE)
+            on = attrs.get(C.OP) is not None  # a record span: the only ones whose device counts
+            if on and device and device not in self.devices and len(self.devices) < MAX_NAMES:
+                self.devices.add(str(device))
+
+
+_first = operator.itemgetter(0)
+# attribute names in order -> where the ones Totals reads are (the last of a repeated name, as a dict keeps it);
+# a call site's spans share their names, so this is worked out once per call site, not per span
+_LAYOUTS: dict[tuple[str, ...], tuple[int | None, ...]] = {}
+
+
+def _layout(names: tuple[str, ...]) -> tuple[int | None, ...]:
+    at = {name: i for i, name in enumerate(names)}.get
+    layout = (
+        at(C.OP),
+        at(C.KERNEL),
+        at(C.THREAD_ID),
+        at(C.DEVICE),
+        at(C.FOLD_LAUNCHES),
+        at(C.REPEAT),
+        at(C.DROPPED_SPANS),
+    )
+    if len(_LAYOUTS) >= 4096:
+        _LAYOUTS.clear()
+    _LAYOUTS[names] = layout
+    return layout
 
 
 def _int(value: object) -> int:

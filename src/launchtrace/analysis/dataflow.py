@@ -58,6 +58,7 @@ __all__ = [
     "access_mode",
     "buffers_of_record",
     "build_dataflow",
+    "find_hazards",
     "lane_of",
     "region_of",
 ]
@@ -420,3 +421,16 @@ def build_dataflow(trace: TraceData | Sequence[LaunchRecord], graphs: Graphs | N
         waves=builder.waves(),
         hazards=tuple(_hazards(records, edges)),
     )
+
+
+def find_hazards(trace: TraceData | Sequence[LaunchRecord], graphs: Graphs | None = None) -> tuple[Hazard, ...]:
+    """``build_dataflow(trace, graphs).hazards``, without building the dataflow where it can have none: a hazard
+    is an edge between two lanes, so the records of one lane (a one-threaded CPU run, one stream) have none
+    (``report``'s hazards over its detail: 0.13 s of its 1.6 s at 400 MB, for an empty list)."""
+    records = trace.records if isinstance(trace, TraceData) else trace
+    if not records:
+        return ()
+    first = lane_of(records[0])
+    if all(lane_of(rec) == first for rec in records):
+        return ()
+    return build_dataflow(trace, graphs).hazards

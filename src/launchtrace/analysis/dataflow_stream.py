@@ -31,6 +31,7 @@ import marshal
 import tempfile
 from array import array
 from collections.abc import Collection, Iterator
+from itertools import groupby
 from typing import IO, Any
 
 from launchtrace.analysis.dataflow import DataflowBuilder, Edge, EdgeKind, Hazard, lane_of
@@ -172,19 +173,16 @@ class StreamedFlow:
 
     def overlap_candidates(self) -> list[tuple[int, ...]]:
         """:meth:`launchtrace.analysis.dataflow.Dataflow.overlap_candidates` from the level and lane arrays: the
-        records ordered by wave with one index array, one wave's lanes grouped at a time."""
-        import numpy as np
-
-        if not self.builder.n:
-            return []
-        level = np.frombuffer(self.builder.level, dtype=np.int64)
-        order = np.argsort(level, kind="stable")  # by wave, then index
-        bounds = np.flatnonzero(np.diff(level[order])) + 1
+        records ordered by wave (a stable sort: then by index), one wave's lanes grouped at a time. No NumPy:
+        the command needs it nowhere else, and importing it here, at the end with the run's state at its
+        largest, cost more than the sort (issue 25)."""
+        level = self.builder.level
+        order = sorted(range(self.builder.n), key=level.__getitem__)
         lanes = self.builder.lanes
         out = []
-        for wave in np.split(order, bounds):
+        for _, wave in groupby(order, key=level.__getitem__):
             by_lane: dict[int, list[int]] = {}
-            for i in wave.tolist():
+            for i in wave:
                 by_lane.setdefault(lanes[i], []).append(i)
             out.extend(tuple(group) for group in by_lane.values() if len(group) > 1)
         return out

@@ -25,18 +25,21 @@ from __future__ import annotations
 import dataclasses
 import math
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from launchtrace import folds as fold_rules
+from launchtrace._lazy import lazy_module
 from launchtrace.analysis.verdicts import mann_whitney_u
 from launchtrace.conventions import kernel_title
 from launchtrace.model import LaunchRecord, TraceData
 
 if TYPE_CHECKING:
     from launchtrace.steps import Occurrence
+
+np = lazy_module("numpy")  # for samples the plain arithmetic leaves to it: no table needs NumPy (0.1 s to import)
 
 __all__ = [
     "KernelStats",
@@ -53,16 +56,67 @@ __all__ = [
 
 
 def percentiles(values: Sequence[float], qs: Iterable[float] = (50, 95)) -> tuple[float, ...]:
-    """Linear-interpolated percentiles (NumPy's default); NaN for an empty sample."""
+    """Linear-interpolated percentiles (NumPy's default); NaN for an empty sample.
+
+    Worked out here as ``np.percentile(np.asarray(values, dtype=float), list(qs))`` works them out, to the bit
+    (the same IEEE operations in the same order: the virtual index ``(n - 1) * q / 100``, its floor and
+    fraction, and NumPy's two-sided interpolation), so that a command that needs no other NumPy does not import
+    it; a sample NumPy would treat specially (NaN, an infinity, a negative zero, an integer it cannot hold
+    exactly) goes to NumPy itself. ``tests/test_stats_exact.py`` checks the two agree."""
+    qs = list(qs)
     if len(values) == 0:
         return tuple(math.nan for _ in qs)
-    return tuple(float(v) for v in np.percentile(np.asarray(values, dtype=float), list(qs)))
+    ranked = sorted(map(float, values))
+    if not _plain(values, ranked) or not all(0 <= q <= 100 for q in qs):  # NumPy says what is wrong with a q
+        return tuple(float(v) for v in np.percentile(np.asarray(values, dtype=float), qs))
+    n = len(ranked)
+    out = []
+    for q in qs:
+        virtual = (n - 1) * (q / 100)
+        if virtual >= n - 1:
+            out.append(ranked[-1])
+            continue
+        below = math.floor(virtual)
+        a, b = ranked[below], ranked[below + 1]
+        gamma = virtual - below
+        step = b - a
+        out.append(b - step * (1 - gamma) if gamma >= 0.5 else a + step * gamma)
+    return tuple(out)
 
 
-def _weighted_median(values: Sequence[float], weights: Sequence[int]) -> float:
-    order = np.argsort(values, kind="mergesort")
-    v = np.asarray(values, dtype=float)[order]
-    w = np.cumsum(np.asarray(weights, dtype=float)[order])
+_EXACT = 2**53  # integers up to this convert to float and compare as they are
+
+
+def _plain(values: Sequence[float], ranked: list[float]) -> bool:
+    """Whether ``ranked`` (``values`` as floats, sorted) is a sample the plain arithmetic above gives NumPy's
+    answer for: finite, no negative zero, no integer beyond 2**53 and no other type than int and float."""
+    if isinstance(values, array) and values.typecode in "bhilqBHILQ":
+        return ranked[0] >= -_EXACT and ranked[-1] <= _EXACT
+    if not all(type(v) is int or type(v) is float for v in values):
+        return False
+    if not (ranked[0] >= -_EXACT and ranked[-1] <= _EXACT):  # also false for NaN at either end
+        return False
+    if not all(map(math.isfinite, ranked)):  # a NaN sorts anywhere
+        return False
+    return not (ranked[0] <= 0.0 <= ranked[-1] and any(v == 0.0 and math.copysign(1.0, v) < 0 for v in ranked))
+
+
+def _weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
+    """The value where the cumulative weight, in value order (ties in the given order), first reaches half the
+    total: NumPy's stable argsort, ``cumsum`` (a running sum, left to right) and ``searchsorted``, worked out
+    here to the bit, or by NumPy for a sample :func:`_plain` does not pass."""
+    if (
+        values
+        and weights
+        and _plain(values, sorted(map(float, values)))
+        and _plain(weights, sorted(map(float, weights)))
+    ):
+        order = sorted(range(len(values)), key=values.__getitem__)
+        totals = list(accumulate(float(weights[i]) for i in order))
+        return float(values[order[bisect_left(totals, totals[-1] / 2.0)]])
+    order_np = np.argsort(values, kind="mergesort")
+    v = np.asarray(values, dtype=float)[order_np]
+    w = np.cumsum(np.asarray(weights, dtype=float)[order_np])
     return float(v[int(np.searchsorted(w, w[-1] / 2.0))])
 
 
@@ -215,16 +269,58 @@ class KernelTable:
 def add_step_values(
     per_step: dict[str, list[float]], traces: Sequence[TraceData], segs: Sequence[Occurrence] | None = None
 ) -> None:
-    """Add each kernel's total time per step of ``traces`` (the one rule's steps,
-    :func:`launchtrace.analysis.diff.step_series`) to ``per_step``. A step never spans traces, so a reader may
-    add one trace at a time and get the same values. ``segs``: the steps of ``traces`` that hold records, when
-    the caller has cut them already (``summary`` cuts each trace once)."""
-    from launchtrace.analysis.diff import step_series
+    """Add each kernel's total time per step of ``traces`` (the one rule's steps, as
+    :func:`launchtrace.analysis.diff.step_series` counts them) to ``per_step``. A step never spans traces, so a
+    reader may add one trace at a time and get the same values. ``segs``: the steps of ``traces`` that hold
+    records, when the caller has cut them already (``summary`` cuts each trace once)."""
+    if segs is None:
+        from launchtrace.analysis.segments import segments
 
-    _, values, _ = step_series(traces, None, segs)
-    for (kind, _scope, name), per in values.items():
-        if kind == "kernel":
-            per_step.setdefault(name, []).extend(per.values())
+        segs = segments(traces, None)
+    for (_step, name), per in _kernel_step_values(traces, segs).items():
+        per_step.setdefault(name, []).extend(per.values())
+
+
+def _kernel_step_values(
+    traces: Sequence[TraceData], segs: Sequence[Occurrence]
+) -> dict[tuple[str, str], dict[int, float]]:
+    """The ``("kernel", step, title)`` groups of :func:`~launchtrace.analysis.diff.step_series`, alone: the same
+    occurrences (a scope cut in two is one step, an open scope none, an unscoped run without timed records
+    none) and the same sums in the same order, without the scope groups, the step durations and the counts
+    that ``summary`` and ``report`` never read (they were half of ``summary``'s own time per trace).
+    ``tests/test_summary_stream.py`` checks it against ``step_series`` on real runs."""
+    occurrences: dict[str, int] = {}  # step name -> occurrences so far
+    occurrence_of: dict[tuple[int, int], int] = {}
+    values: dict[tuple[str, str], dict[int, float]] = {}
+    for seg in segs:
+        timed = [r for r in seg.records if r.end_ns > 0]
+        if seg.scope_id is not None and (seg.trace, seg.scope_id) in occurrence_of:
+            occ = occurrence_of[(seg.trace, seg.scope_id)]
+        elif seg.scope_id is None and seg.scopes and seg.source is not None:  # an inferred step
+            occ = occurrences.get(seg.name, 0)
+            occurrences[seg.name] = occ + 1
+        else:
+            if seg.scope_id is not None:
+                if traces[seg.trace].scopes[seg.scope_id].end_ns <= 0:
+                    continue  # still open when exported: no step
+            elif not timed:
+                continue
+            occ = occurrences.get(seg.name, 0)
+            occurrences[seg.name] = occ + 1
+            if seg.scope_id is not None:
+                occurrence_of[(seg.trace, seg.scope_id)] = occ
+        name = seg.name
+        for rec in timed:
+            if rec.fold is None and rec.repeat <= 1:
+                ns = max(0, rec.end_ns - rec.start_ns)
+            else:
+                ns = fold_rules.record_total(rec)[0]
+            key = (name, kernel_title(rec.kernel, rec.adjoint))
+            per = values.get(key)
+            if per is None:
+                per = values[key] = {}
+            per[occ] = per.get(occ, 0.0) + float(ns)
+    return values
 
 
 def step_record_totals(records: Iterable[LaunchRecord]) -> dict[str, float]:
@@ -325,15 +421,15 @@ class ScopeTable:
         from launchtrace.analysis.verdicts import warmup_steps
 
         kinds = list(self._kinds)
-        ranked = np.asarray(rank if rank is not None else [], dtype=np.int64)
         found = []
         for path, entry in self.paths.items():
-            ords = np.frombuffer(entry.ordinals, dtype=np.int64)
-            order_of = ranked[ords] if rank is not None else ords
-            order = np.lexsort((np.frombuffer(entry.places, dtype=np.int64), order_of))
-            values = np.frombuffer(entry.values, dtype=np.int64)[order].tolist()
-            first = int(order[0])
-            found.append(((int(order_of[first]), entry.places[first]), path, kinds[entry.kinds[first]], values))
+            places = entry.places
+            order_of = [rank[o] for o in entry.ordinals] if rank is not None else list(entry.ordinals)
+            # trace order, then place in the trace (NumPy's lexsort did this: the same order, without NumPy)
+            order = sorted(range(len(order_of)), key=lambda i: (order_of[i], places[i]))
+            values = [entry.values[i] for i in order]
+            first = order[0]
+            found.append(((int(order_of[first]), places[first]), path, kinds[entry.kinds[first]], values))
         found.sort(key=lambda item: item[0])
         rows = []
         for _, path, kind, values in found:

@@ -31,8 +31,6 @@ import dataclasses
 from array import array
 from collections.abc import Sequence
 
-import numpy as np
-
 from launchtrace.analysis.loads import Loads, LoadTable
 from launchtrace.analysis.replays import ReplayTable
 from launchtrace.analysis.stats import (
@@ -180,20 +178,19 @@ class SummaryState:
         return any(self._infer(run, self._ordered(run, rank), names) is not None for run in self.runs.values())
 
     # -- the result
-    def _rank(self) -> np.ndarray:
+    def _rank(self) -> list[int]:
         """Each trace ordinal's place in ``load_traces``' order (source, first time, arrival)."""
-        n = self.traces
-        order = np.lexsort(
-            (np.arange(n), np.frombuffer(self._firsts, dtype=np.int64), np.frombuffer(self._sources, dtype=np.int64))
-        )
-        rank = np.empty(n, dtype=np.int64)
-        rank[order] = np.arange(n)
+        sources, firsts = self._sources, self._firsts
+        order = sorted(range(self.traces), key=lambda i: (sources[i], firsts[i]))  # stable: then arrival
+        rank = [0] * self.traces
+        for place, ordinal in enumerate(order):
+            rank[ordinal] = place
         return rank
 
     def result(self) -> SummaryResult:
         rank = self._rank()
         names = list(self._names)
-        runs = sorted(self.runs.values(), key=lambda r: int(rank[np.frombuffer(r.traces, dtype=np.int64)].min()))
+        runs = sorted(self.runs.values(), key=lambda r: min(rank[t] for t in r.traces))
         ordered = [(run, self._ordered(run, rank)) for run in runs]
         inferred: list[Inferred] = []
         steps_per_kernel: dict[str, list[float]] | None = None
@@ -240,13 +237,10 @@ class SummaryState:
         )
 
     @staticmethod
-    def _ordered(run: _Run, rank: np.ndarray) -> list[int]:
+    def _ordered(run: _Run, rank: Sequence[int]) -> list[int]:
         """The run's named occurrences in the one rule's order: start, then trace order, then place."""
-        if not len(run.starts):
-            return []
-        ords = rank[np.frombuffer(run.ordinals, dtype=np.int64)]
-        starts = np.frombuffer(run.starts, dtype=np.int64)
-        return np.lexsort((np.frombuffer(run.locals, dtype=np.int64), ords, starts)).tolist()
+        starts, ordinals, places = run.starts, run.ordinals, run.locals
+        return sorted(range(len(starts)), key=lambda i: (starts[i], rank[ordinals[i]], places[i]))
 
     @staticmethod
     def _infer(run: _Run, order: Sequence[int], names: list[str]) -> tuple[int, int, int] | None:
@@ -257,7 +251,7 @@ class SummaryState:
     def _clock(
         self,
         ordered: list[tuple[_Run, list[int]]],
-        rank: np.ndarray,
+        rank: Sequence[int],
         names: list[str],
         inferred_starts: tuple[int, ...] | None,
         inferred: list[Inferred],

@@ -308,21 +308,28 @@ def warmup_steps(step_durations: Sequence[float], *, factor: float = 1.5, spread
 
         warmup_steps([850.0, 2.1, 2.0, 2.2, 2.1])  # 1
     """
-    d = np.asarray(step_durations, dtype=float)
+    d = [float(v) for v in step_durations]  # as np.asarray(..., dtype=float) converts them
     n = len(d)
     if n < 3:
         return 0
-    warm = d[n // 2 :]
-    warm = warm[np.isfinite(warm)]
-    if len(warm) == 0:
+    warm = [v for v in d[n // 2 :] if math.isfinite(v)]
+    if not warm:
         return 0
-    ref = float(np.median(warm))
-    mad = 1.4826 * float(np.median(np.abs(warm - ref)))
+    ref = _median(warm)
+    mad = 1.4826 * _median([abs(v - ref) for v in warm])
     threshold = max(factor * ref, ref + spread * mad)
     k = 0
     while k < n // 2 and (not math.isfinite(d[k]) or d[k] > threshold):
         k += 1
     return k
+
+
+def _median(values: list[float]) -> float:
+    """``float(np.median(values))`` of finite floats, to the bit, without NumPy (``summary`` needs no other of
+    it): the middle value, or the mean of the two middle ones as NumPy takes it, ``(a + b) / 2``."""
+    ranked = sorted(values)
+    middle = len(ranked) // 2
+    return ranked[middle] if len(ranked) % 2 else (ranked[middle - 1] + ranked[middle]) / 2
 
 
 # --- the verdict --------------------------------------------------------------------------------------------

@@ -128,10 +128,7 @@ enum { ST_BUSY, ST_STACK, ST_CAPTURE_GRAPH, ST_TID };
 static PyObject *module_attr(PyObject *module, PyObject *name) {
     if (PyModule_CheckExact(module)) {
         PyObject *v = PyDict_GetItemWithError(PyModule_GetDict(module), name); /* borrowed */
-        if (v != NULL) {
-            Py_INCREF(v);
-            return v;
-        }
+        if (v != NULL) return Py_NewRef(v);
         if (PyErr_Occurred()) return NULL;
     }
     return PyObject_GetAttr(module, name);
@@ -145,10 +142,7 @@ static PyObject *module_attr(PyObject *module, PyObject *name) {
 static PyObject *dict_cached(DictCache *c, PyObject *dict, PyObject *name) {
 #if PY_VERSION_HEX < 0x030C0000
     uint64_t tag = ((PyDictObject *)dict)->ma_version_tag;
-    if (c->tag != 0 && c->dict == dict && c->tag == tag) {
-        Py_INCREF(c->value);
-        return c->value;
-    }
+    if (c->tag != 0 && c->dict == dict && c->tag == tag) return Py_NewRef(c->value);
 #endif
     PyObject *v = PyDict_GetItemWithError(dict, name); /* borrowed */
     if (v == NULL) return NULL;
@@ -181,38 +175,33 @@ static PyObject *module_attr_cached(DictCache *c, PyObject *module, PyObject *na
  * dict (cleared by Python when the thread ends) next to the `local` it came from, so later calls skip the
  * threading.local look-up. `local.st` is set once per thread and never replaced. The last thread's is also
  * remembered by the thread state's id, which the interpreter never gives to another thread. */
-static PyObject *thread_state_slow(Launcher *self);
+static PyObject *thread_state_slow(PyObject *local);
 
 static PyObject *thread_state(Launcher *self) {
     uint64_t id = PyThreadState_GetID(PyThreadState_Get());
-    if (self->st_cached != NULL && self->st_thread == id) {
-        Py_INCREF(self->st_cached);
-        return self->st_cached;
-    }
-    PyObject *st = thread_state_slow(self);
+    if (self->st_cached != NULL && self->st_thread == id) return Py_NewRef(self->st_cached);
+    PyObject *st = thread_state_slow(self->local);
     if (st != NULL) {
-        Py_INCREF(st);
-        Py_XSETREF(self->st_cached, st);
+        Py_XSETREF(self->st_cached, Py_NewRef(st));
         self->st_thread = id;
     }
     return st;
 }
 
-static PyObject *thread_state_slow(Launcher *self) {
+static PyObject *thread_state_slow(PyObject *local) {
     PyObject *d = PyThreadState_GetDict(); /* borrowed; NULL when there is none */
     if (d != NULL) {
         PyObject *hit = PyDict_GetItemWithError(d, s_state_key);
         if (hit != NULL && PyTuple_CheckExact(hit) && PyTuple_GET_SIZE(hit) == 2 &&
-            PyTuple_GET_ITEM(hit, 0) == self->local) {
+            PyTuple_GET_ITEM(hit, 0) == local) {
             PyObject *st = PyTuple_GET_ITEM(hit, 1);
-            Py_INCREF(st);
-            return st;
+            return Py_NewRef(st);
         }
         if (PyErr_Occurred()) return NULL;
     }
-    PyObject *st = PyObject_GetAttr(self->local, s_st);
+    PyObject *st = PyObject_GetAttr(local, s_st);
     if (st != NULL && d != NULL) {
-        PyObject *pair = PyTuple_Pack(2, self->local, st);
+        PyObject *pair = PyTuple_Pack(2, local, st);
         if (pair == NULL || PyDict_SetItem(d, s_state_key, pair) < 0) PyErr_Clear();
         Py_XDECREF(pair);
     }
@@ -235,10 +224,7 @@ static int st_known(Launcher *self, PyObject *st) {
 static PyObject *st_get(Launcher *self, PyObject *st, int field) {
     if (st_known(self, st)) {
         PyObject *v = *(PyObject **)((char *)st + self->st_offsets[field]);
-        if (v != NULL) {
-            Py_INCREF(v);
-            return v;
-        }
+        if (v != NULL) return Py_NewRef(v);
     }
     PyObject *names[4] = {s_busy, s_stack, s_capture_graph, s_tid};
     return PyObject_GetAttr(st, names[field]);
@@ -1096,18 +1082,21 @@ static PyTypeObject LauncherType = {
  *
  * Why: the Python hook costs about 5,300 instructions a kernel and 19,000 a run_linear (docs/tinygrad.md#cost).
  * This object takes the common call, a kernel or copy (call.src[0].op PROGRAM or COPY): it finds the call's run
- * (the one remembered in cell[0]; for a new run_linear, the user's frame walked to here and the run made by the
- * Python hook's begin()), times the call and queues the Python hook's event, item for item, as an Event. Every
- * other call goes to the Python hook (`fallback`) before running: keywords, nothing subscribed, graph batches,
- * anything unexpected. */
-enum { TH_INNER, TH_FALLBACK, TH_CELL, TH_BUS, TH_SEQS, TH_PROGRAM, TH_COPY, TH_FRAMEWORK, TH_DECODE, TH_FAILED,
-       TH_WARN, TH_SITES, TH_SKIP_NEW, TH_BEGIN, TH_EMPTY, TH_REFS };
+ * (the one remembered; for a new run_linear, the user's frame walked to and the run made here as the Python hook's
+ * begin() makes it), times the call and queues the Python hook's event, item for item, as an Event. Every other
+ * call goes to the Python hook (`fallback`) before running: keywords, nothing subscribed, graph batches, anything
+ * unexpected. */
+enum { TH_INNER, TH_FALLBACK, TH_BUS, TH_SEQS, TH_PROGRAM, TH_COPY, TH_FRAMEWORK, TH_DECODE, TH_FAILED, TH_WARN,
+       TH_SITES, TH_SKIP_NEW, TH_BEGIN, TH_LOCAL, TH_RUN, TH_NAMES, TH_APIS, TH_REFS, /* given; then remembered: */
+       TH_LAST_CTX = TH_REFS, TH_LAST_RUN, TH_STACK, TH_TID, TH_ALL }; /* TH_LAST_CTX: a weakref, the hook its callback */
+enum { RUN_INPUTS, RUN_VAR_VALS, RUN_API, RUN_STACK, RUN_TID, RUN_CODE, RUN_LASTI, RUN_MODULE, RUN_SIZE }; /* a _Run */
 
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *dict; /* __dict__: functools-style identity (__wrapped__, __name__, ...) */
-    PyObject *refs[TH_REFS];
+    PyObject *refs[TH_ALL];
+    uint64_t st_thread; /* the thread whose ThreadState's stack and tid are remembered (neither changes) */
     SubsCache subs;
 } TinyHook;
 
@@ -1137,30 +1126,72 @@ static PyObject *tiny_user_frame(PyObject *sites, PyObject *skip_new) {
     return Py_XNewRef(first); /* every frame passed over: run_linear's own, as the Python hook does */
 }
 
-/* The run of ctx's run_linear (new reference): the one remembered (cell[0]: (weakref to ctx, run)), else begin(ctx,
- * user frame)'s, Py_None where not recorded; NULL (maybe without an exception) where the Python hook decides. */
-static PyObject *tiny_run(PyObject **r, PyObject *ctx) {
-    PyObject *pair = PyList_GET_SIZE(r[TH_CELL]) ? PyList_GET_ITEM(r[TH_CELL], 0) : Py_None;
-    if (IS_PAIR(pair) && PyWeakref_CheckRef(PyTuple_GET_ITEM(pair, 0)) && weak_target(PyTuple_GET_ITEM(pair, 0)) == ctx)
-        return Py_NewRef(PyTuple_GET_ITEM(pair, 1));
-    PyObject *frame = tiny_user_frame(r[TH_SITES], r[TH_SKIP_NEW]);
-    PyObject *run = frame ? PyObject_CallFunctionObjArgs(r[TH_BEGIN], ctx, frame, NULL) : NULL;
+/* The Python hook's begin(ctx, frame) for a context recorded as usual (cache not False, both flags bools, its
+ * variable values a dict), once per run_linear (most of a one-kernel jit call's recording in Python): a new _Run
+ * (a tuple: names[0:5] are the context's attributes read, apis the kinds of work and the default module),
+ * remembered with a weak reference to ctx whose callback is this hook. NULL, maybe with an exception: begin()
+ * decides (its run serves the call, and is not remembered here). */
+#if PY_VERSION_HEX >= 0x030B0000 /* PyFrame_GetGlobals, PyFrame_GetLasti; before 3.11, begin() makes every run */
+static PyObject *tiny_begin(TinyHook *self, PyObject *ctx, PyObject *frame) {
+    PyObject **r = self->refs, *v[10] = {NULL}, *run = NULL, *apis = r[TH_APIS];
+    uint64_t thread = PyThreadState_GetID(PyThreadState_Get());
+    int got = 0;
+    while (got < 5 && (v[got] = PyObject_GetAttr(ctx, PyTuple_GET_ITEM(r[TH_NAMES], got))) != NULL) got++;
+    if (got == 5 && (r[TH_TID] == NULL || self->st_thread != thread)) { /* another thread's: this one's state */
+        PyObject *st = thread_state_slow(r[TH_LOCAL]), *stack = st ? PyObject_GetAttr(st, s_stack) : NULL;
+        PyObject *tid = stack ? PyObject_GetAttr(st, s_tid) : NULL;
+        Py_XDECREF(st);
+        Py_XSETREF(r[TH_STACK], stack);
+        Py_XSETREF(r[TH_TID], tid);
+        self->st_thread = tid ? thread : 0;
+    }
+    if (got == 5 && v[0] != Py_False && PyBool_Check(v[1]) && PyBool_Check(v[2]) && PyDict_CheckExact(v[3]) &&
+        r[TH_TID] != NULL && (v[5] = PyFrame_GetGlobals((PyFrameObject *)frame)) &&
+        (v[6] = Py_XNewRef(PyDict_GetItemWithError(v[5], PyTuple_GET_ITEM(r[TH_NAMES], 5))), !PyErr_Occurred()) &&
+        (v[7] = PyDict_GET_SIZE(v[3]) ? PyDict_Copy(v[3]) : Py_NewRef(Py_None)) &&
+        (v[8] = PyLong_FromLong(PyFrame_GetLasti((PyFrameObject *)frame))) &&
+        (v[9] = PyWeakref_NewRef(ctx, (PyObject *)self)) &&
+        (run = PyType_GenericAlloc((PyTypeObject *)r[TH_RUN], RUN_SIZE))) {
+        PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame), *items[RUN_SIZE] = {v[4], v[7],
+            PyTuple_GET_ITEM(apis, v[1] == Py_False ? 0 : v[2] == Py_True ? 1 : 2), r[TH_STACK], r[TH_TID], code, v[8],
+            v[6] ? v[6] : PyTuple_GET_ITEM(apis, 3)};
+        for (int i = 0; i < RUN_SIZE; i++) PyTuple_SET_ITEM(run, i, Py_NewRef(items[i]));
+        Py_DECREF(code);
+        Py_XSETREF(r[TH_LAST_CTX], Py_NewRef(v[9]));
+        Py_XSETREF(r[TH_LAST_RUN], Py_NewRef(run)); /* both set before the last run is let go */
+    }
+    for (int i = 0; i < 10; i++) Py_XDECREF(v[i]);
+    return run;
+}
+#else
+#define tiny_begin(self, ctx, frame) NULL
+#endif
+
+/* The run of ctx's run_linear (new reference): the one remembered, else a new one (tiny_begin's, or begin(ctx, user
+ * frame)'s), Py_None where not recorded; NULL (maybe without an exception) where the Python hook decides. */
+static PyObject *tiny_run(TinyHook *self, PyObject *ctx) {
+    PyObject **r = self->refs;
+    if (r[TH_LAST_RUN] != NULL && weak_target(r[TH_LAST_CTX]) == ctx) return Py_NewRef(r[TH_LAST_RUN]);
+    PyObject *frame = tiny_user_frame(r[TH_SITES], r[TH_SKIP_NEW]), *run = frame ? tiny_begin(self, ctx, frame) : NULL;
+    if (run == NULL && frame != NULL) {
+        PyErr_Clear();
+        run = PyObject_CallFunctionObjArgs(r[TH_BEGIN], ctx, frame, NULL);
+    }
     Py_XDECREF(frame);
     return run;
 }
 
 static PyObject *TinyHook_vectorcall(TinyHook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     PyObject **r = self->refs, *subs = NULL, *src = NULL, *op = NULL, *run = NULL;
-    if (!kwnames && PyVectorcall_NARGS(nargsf) == 1 && PyWeakref_CheckRef(args[0])) { /* begin()'s weakref callback: */
-        PyObject *pair = PyList_GET_SIZE(r[TH_CELL]) ? PyList_GET_ITEM(r[TH_CELL], 0) : Py_None; /* a context died */
-        int mine = IS_PAIR(pair) && PyTuple_GET_ITEM(pair, 0) == args[0]; /* the run's: forget the run */
-        return mine && PyList_SetItem(r[TH_CELL], 0, Py_NewRef(r[TH_EMPTY])) < 0 ? NULL : Py_NewRef(Py_None);
+    if (!kwnames && PyVectorcall_NARGS(nargsf) == 1 && PyWeakref_CheckRef(args[0])) { /* the weakref's callback: */
+        if (args[0] == r[TH_LAST_CTX]) Py_CLEAR(r[TH_LAST_RUN]); /* the last run's context died: let the run go */
+        Py_RETURN_NONE;
     }
     if (kwnames || PyVectorcall_NARGS(nargsf) != 2 || args[1] == Py_None ||
         (subs = module_attr(r[TH_BUS], s_subs)) == NULL || !PyTuple_CheckExact(subs) || PyTuple_GET_SIZE(subs) == 0 ||
         (src = PyObject_GetAttr(args[0], s_src)) == NULL || !PyTuple_CheckExact(src) || PyTuple_GET_SIZE(src) == 0 ||
         (op = PyObject_GetAttr(PyTuple_GET_ITEM(src, 0), s_op)) == NULL || (op != r[TH_PROGRAM] && op != r[TH_COPY]) ||
-        (run = tiny_run(r, args[1])) == NULL) { /* held: the call may start another run_linear */
+        (run = tiny_run(self, args[1])) == NULL) { /* held: the call may start another run_linear */
         PyErr_Clear(); /* the Python hook decides, as it would have anyway */
         Py_XDECREF(subs);
         Py_XDECREF(src);
@@ -1177,7 +1208,7 @@ static PyObject *TinyHook_vectorcall(TinyHook *self, PyObject *const *args, size
     long long t0 = now_ns();
     PyObject *result = PyObject_Vectorcall(r[TH_INNER], args, 2, NULL);
     long long t1 = now_ns();
-    PyObject *seq = NULL, *t0o = PyLong_FromLongLong(t0), *t1o = NULL, *tid = NULL, *stack = NULL, *x = NULL;
+    PyObject *seq = NULL, *t0o = PyLong_FromLongLong(t0), *t1o = NULL, *x = NULL;
     if (result == NULL) { /* recorded as failed by the Python hook, then raised unchanged */
         PyObject *etype, *evalue, *etb;
         PyErr_Fetch(&etype, &evalue, &etb);
@@ -1188,12 +1219,12 @@ static PyObject *TinyHook_vectorcall(TinyHook *self, PyObject *const *args, size
         PyErr_Restore(etype, evalue, etb);
     } else {
         Event *e = NULL;
-        if ((seq = PyIter_Next(r[TH_SEQS])) != NULL && (t1o = PyLong_FromLongLong(t1)) != NULL && t0o != NULL &&
-            (tid = PyObject_GetAttr(run, s_tid)) != NULL && (stack = PyObject_GetAttr(run, s_stack)) != NULL &&
-            (e = event_new(N_TINY_EVENT)) != NULL) {
+        if (PyTuple_Check(run) && PyTuple_GET_SIZE(run) == RUN_SIZE && (seq = PyIter_Next(r[TH_SEQS])) != NULL &&
+            (t1o = PyLong_FromLongLong(t1)) != NULL && t0o != NULL && (e = event_new(N_TINY_EVENT)) != NULL) {
+            PyObject *stack = PyTuple_GET_ITEM(run, RUN_STACK);
             Py_ssize_t depth = PyList_Check(stack) ? PyList_GET_SIZE(stack) : 0;
-            PyObject *items[N_TINY_EVENT] = {r[TH_FRAMEWORK], seq, tid, r[TH_DECODE], args[0], run, t0o, t1o,
-                                             depth ? PyList_GET_ITEM(stack, depth - 1) : Py_None, Py_None};
+            PyObject *items[N_TINY_EVENT] = {r[TH_FRAMEWORK], seq, PyTuple_GET_ITEM(run, RUN_TID), r[TH_DECODE], args[0],
+                                             run, t0o, t1o, depth ? PyList_GET_ITEM(stack, depth - 1) : Py_None, Py_None};
             for (int i = 0; i < N_TINY_EVENT; i++) e->items[i] = Py_NewRef(items[i]);
         }
         if (e == NULL || queue_event(&self->subs, r[TH_BUS], subs, (PyObject *)e) < 0) {
@@ -1207,20 +1238,18 @@ static PyObject *TinyHook_vectorcall(TinyHook *self, PyObject *const *args, size
     Py_XDECREF(seq);
     Py_XDECREF(t0o);
     Py_XDECREF(t1o);
-    Py_XDECREF(tid);
-    Py_XDECREF(stack);
     Py_DECREF(run);
     Py_DECREF(subs);
     return result;
 }
 
 static int TinyHook_init(TinyHook *self, PyObject *args, PyObject *kwds) {
-    static char *positional[TH_REFS + 1] = {"", "", "", "", "", "", "", "", "", "", "", "", "", "", "", NULL};
-    PyObject *v[TH_REFS];
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!OOOOOOOOO!OOO", positional, &v[0], &v[1], &PyList_Type, &v[2],
-                                     &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &PyDict_Type, &v[11],
-                                     &v[12], &v[13], &v[14]))
+    PyObject *const *v = PySequence_Fast_ITEMS(args);
+    if (kwds || PyTuple_GET_SIZE(args) != TH_REFS || !PyDict_Check(v[TH_SITES]) || !PyType_Check(v[TH_RUN]) || !PyType_IsSubtype((PyTypeObject *)v[TH_RUN], &PyTuple_Type) ||
+        !PyTuple_Check(v[TH_NAMES]) || PyTuple_GET_SIZE(v[TH_NAMES]) != 6 || !PyTuple_Check(v[TH_APIS]) || PyTuple_GET_SIZE(v[TH_APIS]) != 4) {
+        PyErr_SetString(PyExc_TypeError, "TinyHook() takes its 17 arguments by position (see the module source)");
         return -1;
+    }
     for (int i = 0; i < TH_REFS; i++) Py_XSETREF(self->refs[i], Py_NewRef(v[i]));
     self->vectorcall = (vectorcallfunc)TinyHook_vectorcall;
     return 0;
@@ -1228,13 +1257,13 @@ static int TinyHook_init(TinyHook *self, PyObject *args, PyObject *kwds) {
 
 static int TinyHook_traverse(TinyHook *self, visitproc visit, void *arg) {
     Py_VISIT(self->dict);
-    for (int i = 0; i < TH_REFS; i++) Py_VISIT(self->refs[i]);
+    for (int i = 0; i < TH_ALL; i++) Py_VISIT(self->refs[i]);
     return visit_subs(&self->subs, visit, arg);
 }
 
 static int TinyHook_clear(TinyHook *self) {
     Py_CLEAR(self->dict);
-    for (int i = 0; i < TH_REFS; i++) Py_CLEAR(self->refs[i]);
+    for (int i = 0; i < TH_ALL; i++) Py_CLEAR(self->refs[i]);
     forget_subs(&self->subs);
     return 0;
 }
@@ -1243,8 +1272,8 @@ static PyTypeObject TinyHookType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "launchtrace.capture._fastlaunch.TinyHook",
     .tp_basicsize = sizeof(TinyHook),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "TinyHook(inner, fallback, cell, bus, seqs, program, copy, framework, decode, failed, warn, sites, "
-              "skip_new, begin, empty): tinygrad's pm_exec.rewrite hook, compiled (see the module source).",
+    .tp_doc = "TinyHook(inner, fallback, bus, seqs, program, copy, framework, decode, failed, warn, sites, skip_new, "
+              "begin, local, run_type, names, apis): tinygrad's pm_exec.rewrite hook, compiled.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)TinyHook_init,
     .tp_call = PyVectorcall_Call,
@@ -1260,7 +1289,7 @@ static PyTypeObject TinyHookType = {
  * (capture/tinygrad.py): a tuple holding tracked objects (the call, its run) is walked by every collection of the
  * cycle collector while it waits in the queue; an Event is not (it holds its items until drained: no cycle can
  * pass through it). */
-static PyObject *py_event(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *py_event(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     Event *e = event_new(nargs);
     if (e == NULL) return NULL;
     for (Py_ssize_t i = 0; i < nargs; i++) e->items[i] = Py_NewRef(args[i]);

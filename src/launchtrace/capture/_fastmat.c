@@ -89,10 +89,7 @@ static PyObject *thread_name_of(PyObject *proto) {
     }
     if (name_offset >= 0) {
         PyObject *v = *(PyObject **)((char *)proto + name_offset);
-        if (v != NULL) {
-            Py_INCREF(v);
-            return v;
-        }
+        if (v != NULL) return Py_NewRef(v);
     }
     return PyObject_GetAttr(proto, s_thread_name);
 }

@@ -26,6 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 from launchtrace import rawevent
@@ -140,13 +141,9 @@ class Subscription:
         """Take the raw tuples queued so far, oldest first."""
         q = self.queue
         n = len(q) if max_items is None else min(max_items, len(q))
-        popleft = q.popleft
-        out = []
-        for _ in range(n):
-            try:
-                out.append(popleft())
-            except IndexError:  # pragma: no cover - raced with a concurrent drain
-                break
+        # all in C (no queued event is None), so no other thread runs between len() and the last popleft():
+        # nothing can empty the queue under it, and no per-event Python loop on the worker (which shares the GIL)
+        out = list(islice(iter(q.popleft, None), n))
         if self._gave_up and len(q) <= self.capacity // 2:
             self._gave_up = False  # the consumer is back: waiting for room is worth it again
         if _expand_events is not None:

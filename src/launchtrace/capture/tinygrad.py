@@ -39,7 +39,7 @@ import sys
 import threading
 import weakref
 from time import time_ns
-from typing import Any
+from typing import Any, NamedTuple
 
 from launchtrace.capture import bus
 from launchtrace.capture.hotpath import _warn_once, emit_scope_begin, emit_scope_end, is_library_code
@@ -216,38 +216,41 @@ def _user_frame(frame: Any) -> Any:
     return frame
 
 
-class _Run:
+class _Run(NamedTuple):
     """What the calls of one ``run_linear`` (one ``ExecContext``) share: its inputs and variable values, the kind
     of work, the user's call site, the launching thread's id and scope stack. Queued events hold it, and the
     hook while its context lives (the context's ``run_linear``), so the inputs (the user's buffers) live until
     the last of its events is decoded and no longer.
+
+    A tuple, in this order, so that the compiled hook makes it (and reads ``stack`` and ``tid``) by position.
 
     The call site is the frame's code and *instruction offset* (``f_lasti``), not its line: ``f_lineno`` scans
     the code's line table from its start (about 11,000 instructions for a call late in a long function or
     module, most of the recorder's cost on a one-kernel jit call, ``benchmarks/bench_tinygrad.py --callgrind``);
     the decoder turns the offset into the line (:func:`launchtrace.capture.tinygrad_decode.line_at`)."""
 
-    __slots__ = ("api", "code", "inputs", "lasti", "module", "stack", "tid", "var_vals")
-
-    api: str
-    code: Any
     inputs: tuple
-    lasti: int
-    module: str
+    var_vals: dict | None
+    api: str
     stack: list
     tid: int
-    var_vals: dict | None
+    code: Any
+    lasti: int
+    module: str
+
+
+_CONTEXT_NAMES = ("cache", "update_stats", "jit", "var_vals", "input_uops", "__name__")
+"""What the compiled hook reads of a context (the first five) and of the frame's globals (the last)."""
 
 
 def _new_run(inputs: tuple, var_vals: Any, api: str, frame: Any, st: Any) -> _Run:
-    """A :class:`_Run` (made without an ``__init__`` call: once per ``run_linear``, a cost on every jit call)."""
-    run = _new(_Run)
-    run.inputs, run.var_vals, run.api, run.stack, run.tid = inputs, var_vals, api, st.stack, st.tid
-    run.code, run.lasti, run.module = frame.f_code, frame.f_lasti, frame.f_globals.get("__name__", "")
-    return run
+    """A :class:`_Run` (made without the named tuple's ``__new__``: once per ``run_linear``, a cost on every jit
+    call)."""
+    code, lasti, module = frame.f_code, frame.f_lasti, frame.f_globals.get("__name__", "")
+    return _make(_Run, (inputs, var_vals, api, st.stack, st.tid, code, lasti, module))
 
 
-_new = object.__new__
+_make = tuple.__new__
 
 
 def _kind_of(ctx: Any) -> str | None:
@@ -302,9 +305,10 @@ def _make_hook(inner: Any, realize: Any) -> Any:
     first kernel.
 
     Where ``capture/_fastlaunch.c`` is built (and ``LAUNCHTRACE_PURE_PYTHON`` is not set) the hook is its
-    ``TinyHook``: it takes every kernel or copy (for a new ``run_linear``'s first it walks to the user's frame
-    itself and asks ``begin`` below for the run; it is also the weak references' callback) and hands every other
-    call to ``rewrite`` below, the whole hook where nothing is compiled; the event is its ``Event``, which the
+    ``TinyHook``: it takes every kernel or copy (for a new ``run_linear``'s first it walks to the user's frame and
+    makes the run as ``begin`` below does, and remembers it with its own weak reference, whose callback it is; a
+    context it does not make a run for, BEAM's for one, it hands to ``begin``) and hands every other call to
+    ``rewrite`` below, the whole hook where nothing is compiled; the event is its ``Event``, which the
     cycle collector does not walk while it waits in the queue (a tuple without the compiled module). Cost of
     each: ``docs/tinygrad.md``, "Cost"."""
     from tinygrad.uop.ops import Ops
@@ -314,10 +318,10 @@ def _make_hook(inner: Any, realize: Any) -> Any:
     framework, offer, pack, decode = FRAMEWORK, bus.offer, getattr(compiled, "event", _as_tuple), decode_event
     next_seq = bus.next_seq
     seqs = _seq_iterator(next_seq)
-    local, new, ref = _local, _new, weakref.ref
+    local, make, ref = _local, _make, weakref.ref
     empty = (_nothing, None)
     cell: list = [empty]  # [(weak reference to the context, its run)], set at once, so a thread never pairs its
-    # context with another thread's run; emptied when the context dies (forget); the compiled hook reads it
+    # context with another thread's run; emptied when the context dies (forget)
     touch, wake = bus.touch_activity or _nothing, bus.wake_consumers
     # The one open subscription (the exporter's, in a program), read by the hot path without bus.offer's loop:
     # the _subs tuple it was found in, its queue, capacity and half (where the consumer is woken; -1: never).
@@ -394,10 +398,19 @@ def _make_hook(inner: Any, realize: Any) -> Any:
                 api = JIT if ctx.jit else REALIZE
             vv = ctx.var_vals
             st = local.st
-            run = new(_Run)
-            run.inputs, run.var_vals, run.api = ctx.input_uops, dict(vv) if vv else None, api
-            run.stack, run.tid = st.stack, st.tid
-            run.code, run.lasti, run.module = frame.f_code, frame.f_lasti, frame.f_globals.get("__name__", "")
+            run = make(
+                _Run,
+                (
+                    ctx.input_uops,
+                    dict(vv) if vv else None,
+                    api,
+                    st.stack,
+                    st.tid,
+                    frame.f_code,
+                    frame.f_lasti,
+                    frame.f_globals.get("__name__", ""),
+                ),
+            )
             cell[0] = (ref(ctx, died), run)
         except Exception:
             _warn_once("tinygrad")
@@ -476,11 +489,11 @@ def _make_hook(inner: Any, realize: Any) -> Any:
             emit_scope_end(sid, error)
 
     hook: Any = rewrite
-    died = forget  # the weak references' callback: the compiled hook does forget()'s work when called with one
+    died = forget  # the weak references' callback (begin's: the compiled hook remembers its own runs)
     if compiled is not None:
-        hook = died = compiled.TinyHook(
-            inner, rewrite, cell, bus, seqs, program, copy, framework, decode, failed, _warn_once, _SITE_CACHE,
-            _skip_new, begin, empty,
+        hook = compiled.TinyHook(
+            inner, rewrite, bus, seqs, program, copy, framework, decode, failed, _warn_once, _SITE_CACHE,
+            _skip_new, begin, local, _Run, _CONTEXT_NAMES, (INTERNAL, JIT, REALIZE, ""),
         )  # fmt: skip
     for it in {rewrite, hook}:
         it.__wrapped__ = inner

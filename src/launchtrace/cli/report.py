@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import argparse
 
-from launchtrace.analysis.dataflow import build_dataflow
+from launchtrace.analysis.dataflow import build_dataflow, find_hazards
 from launchtrace.analysis.detail import DEFAULT_DETAIL_SPANS, Detail, read_detail
-from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.overview import overview
 from launchtrace.analysis.runs import View, views
 from launchtrace.cli._analyzer import add_bounded_input, chose_steps, loads_whole, selected_views, write_chunks
 from launchtrace.gcpause import collector_relaxed
-from launchtrace.render.dot import render_dot
-from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
 from launchtrace.render.html import report_chunks
 from launchtrace.sources.each import Traces
 from launchtrace.sources.loading import load_traces
@@ -51,6 +48,9 @@ def _graph(view) -> tuple[bytes | None, str]:
     trace = view.data
     if len(trace.records) > GRAPH_LIMIT:
         return None, f"graph left out: {len(trace.records)} records (limit {GRAPH_LIMIT}); use launchtrace graph"
+    from launchtrace.render.dot import render_dot  # only for a graph drawn
+    from launchtrace.render.graphviz import GraphvizError, dot_available, run_dot
+
     if not dot_available():
         return None, "graph left out: Graphviz 'dot' is not installed"
     try:
@@ -71,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
         traces = large.traces
     diff, diff_note = None, ""
     if args.baseline:
+        from launchtrace.analysis.diff import diff_traces  # only with a baseline: 14 ms of imports otherwise
+
         if large is None or parse_backend(args.baseline) is not None:
             diff = diff_traces(load_traces(args.baseline), traces)
         else:  # read as the input is: its first --detail-spans spans, so a huge baseline stays bounded too
@@ -91,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         if ov.inferred and ov.representative is not None and chosen:  # the median inferred step
             rep, run = ov.representative, chosen[0].run
             chosen = [View(f"{run.label}: {rep.name} #{rep.index}", rep.data, run, chosen[0].graphs, rep)]
-    hazards = [h.reason for v in views(traces) for h in build_dataflow(v.data, v.graphs).hazards]
+    hazards = [h.reason for v in views(traces) for h in find_hazards(v.data, v.graphs)]
     svg, note = _graph(chosen[0] if chosen else None)
     page = report_chunks(
         traces, ov, diff=diff, graph_svg=svg, graph_note=note, hazards=hazards, title=args.title, large=large,

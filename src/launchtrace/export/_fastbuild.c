@@ -127,8 +127,7 @@ static inline PyObject *field(Layout *l, PyObject *obj, int i, PyObject *name) {
             PyErr_SetObject(PyExc_AttributeError, name);
             return NULL;
         }
-        Py_INCREF(v);
-        return v;
+        return Py_NewRef(v);
     }
     return GET(obj, name);
 }

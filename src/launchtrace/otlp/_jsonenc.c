@@ -330,10 +330,7 @@ static int put_value(Encoder *self, Buf *b, PyObject *v, int depth);
 
 /* a str for a key: itself when a str, else str(key) (new reference) */
 static PyObject *key_text(PyObject *key) {
-    if (PyUnicode_CheckExact(key)) {
-        Py_INCREF(key);
-        return key;
-    }
+    if (PyUnicode_CheckExact(key)) return Py_NewRef(key);
     return PyObject_Str(key);
 }
 
@@ -997,8 +994,7 @@ static PyTypeObject EncoderType = {
 };
 
 static PyObject *identity(PyObject *Py_UNUSED(module), PyObject *x) {
-    Py_INCREF(x);
-    return x;
+    return Py_NewRef(x);
 }
 
 static PyMethodDef identity_def = {"identity", identity, METH_O, "identity(x) -> x"};

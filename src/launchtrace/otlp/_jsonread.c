@@ -376,8 +376,7 @@ static PyObject *make_str_c(Decoder *d, const unsigned char *s, Py_ssize_t n, in
         PyObject *v = cache_get(&d->strings, s, n, h);
         if (v != NULL) {
             if (site != NULL) site->misses = 0;
-            Py_INCREF(v);
-            return v;
+            return Py_NewRef(v);
         }
         if (site != NULL && ++site->misses >= 2) {
             site->skip = SITE_SKIP;
@@ -614,8 +613,7 @@ static PyObject *parse_id(P *ps, Py_ssize_t size, LastId *last) {
     if (peek(ps) != '"' || scan_string(ps, &s, &n, &f) < 0) return NULL;
     if (f == 0 && d->hex_ids && n == 2 * size) {
         if (last != NULL && last->value != NULL && last->len == n && memcmp(last->text, s, (size_t)n) == 0) {
-            Py_INCREF(last->value);
-            return last->value;
+            return Py_NewRef(last->value);
         }
         unsigned char raw[16];
         unsigned any = 0, bad = 0;

@@ -449,10 +449,7 @@ typedef struct {
 static PyObject *getf(Encoder *self, PyObject *s, int i) {
     if (Py_TYPE(s) == self->span_type && self->offsets[i] >= 0) {
         PyObject *v = *(PyObject **)((char *)s + self->offsets[i]);
-        if (v != NULL) {
-            Py_INCREF(v);
-            return v;
-        }
+        if (v != NULL) return Py_NewRef(v);
     }
     return PyObject_GetAttr(s, field_names[i]);
 }
@@ -684,8 +681,7 @@ static PyObject *hashable(PyObject *v) {
         Py_DECREF(r);
         return t;
     }
-    Py_INCREF(v);
-    return v;
+    return Py_NewRef(v);
 }
 
 /* by_id[id(v)], computed by hashable() on the first look-up; a new reference. */

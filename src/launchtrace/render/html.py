@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 from launchtrace.analysis.overview import Overview
 from launchtrace.analysis.runs import Occurrence, merge_run
 from launchtrace.model import TraceData
-from launchtrace.render.escape import html_text, json_for_script
+from launchtrace.render.escape import html_text, json_for_script, json_text, script_safe
 from launchtrace.render.timeline import TimelineItem, timeline_items
 from launchtrace.steps import NO_SCOPE, STEP_ROOT
 
@@ -75,30 +75,86 @@ def _asset(name: str) -> str:
     return resources.files("launchtrace.render").joinpath(name).read_text(encoding="utf-8")
 
 
-def _items(items: Sequence[TimelineItem], origin: int) -> list[dict[str, Any]]:
-    return [
-        {
-            "l": it.lane,
-            "lk": it.lane_kind,
-            "k": it.kind,
-            "n": it.name,
-            "s": it.start_ns - origin,
-            "e": max(it.end_ns, it.start_ns) - origin,
-            "d": it.depth,
-            "c": it.count,
-            "r": it.record,
-            "h": it.details,  # pairs as tuples: JSON writes a tuple as the array a list would be
-        }
-        for it in items
-    ]
+class _ViewText:
+    """The JSON of the timeline views, written here rather than by :mod:`json` from a dict per bar: a record's
+    bar is in its step's view and in the whole run's, with the same hover rows, names and row label, so each of
+    those is encoded (and made script-safe) once and reused. The text is what ``json_for_script`` of the dict
+    ``{"id", "label", "origin", "items": [{"l", "lk", "k", "n", "s", "e", "d", "c", "r", "h"}, ...]}`` gives,
+    to the byte: a value that is not a plain ``int`` or ``str`` goes through the same encoder."""
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+        self._details: dict[int, tuple[tuple, str]] = {}  # by the details tuple's id, with the tuple (kept)
+        self._heads: dict[tuple[str, str, str, str], str] = {}  # (lane, lane kind, kind, name) -> their JSON
+        self._pairs: dict[tuple[str, str], str] = {}  # a hover row of two strings -> its JSON
+
+    def text(self, value: Any) -> str:
+        """``value`` as script-safe JSON; strings remembered."""
+        if type(value) is str:
+            known = self._strings.get(value)
+            if known is None:
+                known = self._strings[value] = script_safe(json_text(value))
+            return known
+        if type(value) is int:
+            return str(value)
+        return script_safe(json_text(value))
+
+    def details(self, rows: tuple) -> str:
+        """The hover rows' JSON, once per rows tuple; each ``(key, value)`` row of two strings once per page (a
+        call site's launches repeat most of theirs: kernel, site, arrays)."""
+        known = self._details.get(id(rows))
+        if known is not None and known[0] is rows:
+            return known[1]
+        if type(rows) is tuple:
+            pairs = self._pairs
+            parts = []
+            for row in rows:
+                if type(row) is tuple and len(row) == 2 and type(row[0]) is type(row[1]) is str:
+                    text = pairs.get(row)
+                    if text is None:
+                        text = pairs[row] = script_safe(json_text(row))  # equal pairs of strings write the same
+                else:
+                    text = script_safe(json_text(row))
+                parts.append(text)
+            found = f"[{','.join(parts)}]"
+        else:
+            found = script_safe(json_text(rows))
+        self._details[id(rows)] = (rows, found)
+        return found
+
+    def view(self, vid: str, label: str, items: Sequence[TimelineItem], origin: int) -> str:
+        text, details, heads = self.text, self.details, self._heads
+        bars = []
+        for it in items:
+            lane, lane_kind, kind, name = it.lane, it.lane_kind, it.kind, it.name
+            start, end = it.start_ns - origin, max(it.end_ns, it.start_ns) - origin
+            depth, count, record = it.depth, it.count, it.record
+            if type(lane) is type(lane_kind) is type(kind) is type(name) is str:  # one bar's first four, once
+                head = heads.get((lane, lane_kind, kind, name))
+                if head is None:
+                    head = heads[(lane, lane_kind, kind, name)] = (
+                        f'{{"l":{text(lane)},"lk":{text(lane_kind)},"k":{text(kind)},"n":{text(name)},'
+                    )
+            else:
+                head = f'{{"l":{text(lane)},"lk":{text(lane_kind)},"k":{text(kind)},"n":{text(name)},'
+            if type(start) is type(end) is type(depth) is type(count) is type(record) is int:
+                bars.append(
+                    f'{head}"s":{start},"e":{end},"d":{depth},"c":{count},"r":{record},"h":{details(it.details)}}}'
+                )
+            else:  # not a plain int (a bool is written true): what the encoder writes
+                bars.append(
+                    f'{head}"s":{text(start)},"e":{text(end)},"d":{text(depth)},"c":{text(count)},'
+                    f'"r":{text(record)},"h":{details(it.details)}}}'
+                )
+        return f'{{"id":{text(vid)},"label":{text(label)},"origin":{text(str(origin))},"items":[{",".join(bars)}]}}'
 
 
 def _view(
-    vid: str, label: str, data: TraceData, details: dict[int, tuple[Any, tuple]] | None = None
-) -> tuple[dict[str, Any], int]:
+    vid: str, label: str, data: TraceData, details: dict[int, tuple[Any, tuple]], texts: _ViewText
+) -> tuple[str, int]:
     items = timeline_items([data], details)
     origin = min((it.start_ns for it in items if it.start_ns), default=0)
-    return {"id": vid, "label": label, "origin": str(origin), "items": _items(items, origin)}, len(items)
+    return texts.view(vid, label, items, origin), len(items)
 
 
 def _step_id(o: Occurrence) -> str:
@@ -111,11 +167,12 @@ def _views(
     extra: Sequence[tuple[str, str, TraceData]] = (),
     whole: str = "whole run (every thread)",
     slowest: tuple[str, str, TraceData] | None = None,
-) -> tuple[list[dict[str, Any]], list[str], int]:
-    """The embedded timeline views: median and slowest first, then ``extra`` (a large input's slowest left-out
-    steps), then every step in run order, then the whole run, while they fit under :data:`MAX_TIMELINE_ITEMS`.
-    ``whole`` labels the view of every trace; ``slowest`` (a large input's slowest step, when it was left out of
-    the detail) replaces the detail's slowest among the defaults. Returns (views, default ids, steps left out)."""
+) -> tuple[list[str], list[str], int]:
+    """The embedded timeline views, as script-safe JSON: median and slowest first, then ``extra`` (a large
+    input's slowest left-out steps), then every step in run order, then the whole run, while they fit under
+    :data:`MAX_TIMELINE_ITEMS`. ``whole`` labels the view of every trace; ``slowest`` (a large input's slowest
+    step, when it was left out of the detail) replaces the detail's slowest among the defaults. Returns (views,
+    default ids, steps left out)."""
     order: list[tuple[str, str, TraceData]] = []
     defaults = []
     tagged = [("chosen", o) for o in ov.chosen] or [("median", ov.median), ("slowest", ov.slowest)]
@@ -131,6 +188,7 @@ def _views(
     order.append(("run", whole, merge_run(list(traces))))
     views, seen, used, left = [], set(), 0, 0
     details: dict[int, tuple[Any, tuple]] = {}  # a record's hover details, once for its step's view and the run's
+    texts = _ViewText()
     for vid, label, data in order:
         if vid in seen:
             continue
@@ -138,7 +196,7 @@ def _views(
         if used >= MAX_TIMELINE_ITEMS:  # full: not worth laying the step out to find that it does not fit
             left += 1
             continue
-        view, n = _view(vid, label, data, details)
+        view, n = _view(vid, label, data, details, texts)
         if used + n > MAX_TIMELINE_ITEMS and views:
             left += 1
             continue
@@ -444,7 +502,7 @@ def report_chunks(
     parts.clear()
     yield '<script type="application/json" id="launchtrace-data">{"views":['
     for k, view in enumerate(views):
-        yield ("," if k else "") + json_for_script(view)
+        yield ("," if k else "") + view
     yield (
         f'],"defaults":{json_for_script(defaults)},"steps":{json_for_script(steps)},'
         f'"kernels":{json_for_script(_kernels(ov))}}}</script>\n'

@@ -192,8 +192,11 @@ def timeline_items(
             end = scope.end_ns or max([scope.start_ns, *(r.end_ns for r in trace.records)])
             lane = f"thread {scope.thread_name or scope.thread}"
             details = scope_details(scope)
-            item = TimelineItem(t, lane, "scope", scope.name, scope.start_ns, end, depth, details, -1, "thread")
-            items.append(dataclasses.replace(item, thread=scope.thread))
+            items.append(
+                TimelineItem(
+                    t, lane, "scope", scope.name, scope.start_ns, end, depth, details, -1, "thread", scope.thread
+                )
+            )
         folds: dict[str, tuple[int, list[tuple[int, LaunchRecord]]]] = {}
         for i, rec in enumerate(trace.records):
             known = depths.get(rec.scope_id)  # (a default argument would walk the scope path every time)
