@@ -205,7 +205,10 @@ def test_broken_traces_rebuild_the_same_wide(files: dict[str, Path], how: str, m
         assert as_wide[1]
 
 
-def test_random_breakage_rebuilds_the_same_wide(files: dict[str, Path], monkeypatch) -> None:
+@pytest.mark.parametrize("searches", [64, 0])
+def test_random_breakage_rebuilds_the_same_wide(files: dict[str, Path], searches: int, monkeypatch) -> None:
+    """``searches``: parents looked up in the launch ids' bytes before every launch is put in a dict (0: at once)."""
+    monkeypatch.setattr(wide, "_SEARCHES", searches)
     base = _one_trace(files)
     rng = random.Random(25)
     for _ in range(40):

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import operator
 from array import array
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from launchtrace import conventions as C
 from launchtrace.fastinit import slot_copier
@@ -44,9 +45,6 @@ from launchtrace.sources.rebuild import TRACE_ID, RebuildResult, _error, _in_ord
 from launchtrace.sources.records import record_from_attributes as _record
 from launchtrace.sources.report import ProblemLog
 from launchtrace.spans import STATUS_ERROR, Attributes, SpanData
-
-if TYPE_CHECKING:
-    import numpy as np
 
 __all__ = ["WIDE_AT", "WideTrace"]
 
@@ -66,6 +64,7 @@ def _hash(value: object) -> int:
 
 
 _OP, _FOLD_COUNT, _SCOPE_KIND, _SCOPE_JOINED = C.OP, C.FOLD_COUNT, C.SCOPE_KIND, C.SCOPE_JOINED
+_SEARCHES = 64
 
 
 class WideTrace:
@@ -148,13 +147,8 @@ class WideTrace:
     def _checked(self, log: ProblemLog | None) -> _Plan:
         """What the stream's structure check keeps (the raw spans kept are left in ``raw``), with its problems
         added to ``log``."""
-        import numpy as np  # here: only a wide trace needs it, and it costs every command's start-up 0.1 s
-
-        ids = np.frombuffer(self.ids, dtype=">u8")
         raw_ids = [s.span_id for s in self.raw]
-        raw_eights = np.frombuffer(b"".join(i for i in raw_ids if len(i) == 8), dtype=">u8")
-        distinct = len(np.unique(ids)) == len(ids) and len(set(raw_ids)) == len(raw_ids)
-        if self.has_root and distinct and not np.isin(raw_eights, ids).any():
+        if self.has_root and len(set(raw_ids)) == len(raw_ids) and self._launch_ids_distinct(raw_ids):
             before = [at - n for n, at in enumerate(self.raw_at)]
             first = self.raw[0].resource if self.raw and (not self.records or self.raw_at[0] == 0) else self.resource(0)
             return _Plan(None, before, first)
@@ -166,7 +160,7 @@ class WideTrace:
             if problem.skipped and log is not None:
                 log.add(problem)
         alive = {id(s) for s in kept_spans}
-        launches = np.zeros(len(self.records), dtype=bool)
+        launches = bytearray(len(self.records))
         raw: list[SpanData] = []
         before: list[int] = []
         first: Attributes | None = None
@@ -175,7 +169,7 @@ class WideTrace:
             if id(s) not in alive:
                 continue
             if type(s) is _Launch:
-                launches[s.index] = True
+                launches[s.index] = 1
                 count += 1
                 if first is None:
                     first = self.resource(s.index)
@@ -186,6 +180,23 @@ class WideTrace:
                     first = s.resource
         self.raw = raw
         return _Plan(launches, before, first if first is not None else ())
+
+    def _launch_ids_distinct(self, raw_ids: list[bytes]) -> bool:
+        """Whether no two launches share a span id, nor a launch a raw span's: sorted as numbers, 40 bytes a launch
+        while it runs (no NumPy: ``summary`` imports none)."""
+        numbers = array("Q")
+        numbers.frombytes(bytes(self.ids))  # native order: only equality matters
+        ordered = sorted(numbers)
+        del numbers
+        if any(map(operator.eq, ordered, itertools.islice(ordered, 1, None))):
+            return False
+        for span_id in raw_ids:
+            if len(span_id) == 8:
+                n = array("Q", span_id)[0]
+                at = bisect.bisect_left(ordered, n)
+                if at < len(ordered) and ordered[at] == n:
+                    return False
+        return True
 
     def _in_reading_order(self) -> list:
         """Every span taken, in reading order: the raw ones as they are, each launch as a :class:`_Launch`."""
@@ -215,10 +226,10 @@ class WideTrace:
 
 
 class _Plan(NamedTuple):
-    """What the structure check kept: the launches (a boolean each; ``None``: all), per raw span kept how many
+    """What the structure check kept: the launches (a byte each, 1: kept; ``None``: all), per raw span kept how many
     kept launches were read before it, and the resource of the first span kept."""
 
-    launches: np.ndarray | None
+    launches: bytearray | None
     before: list[int]
     first_resource: Attributes
 
@@ -252,25 +263,38 @@ class _WideRebuilder(_TraceRebuilder):
         super().__init__(wide.trace_id.hex(), wide.raw, expand, warnings)
         self.wide = wide
         self.plan = plan
-        self._order: np.ndarray | None = None  # the launches' ids sorted, for looking a parent up
+        self._found: dict[bytes, int] = {}  # span ids looked up (a few: parents that are no raw span)
+        self._index: dict[bytes, int] | None = None  # every kept launch's, once many were looked up
 
     def _launch_at(self, span_id: bytes) -> int:
-        """The index of the kept launch of id ``span_id``, or -1."""
-        import numpy as np
-
-        wide, kept = self.wide, self.plan.launches
-        if len(span_id) != 8 or not wide.ids:
+        """The index of the kept launch of id ``span_id``, or -1: a few ids are searched for in the ids' bytes,
+        and past :data:`_SEARCHES` of them (a trace whose launches hang under many missing parents) every kept
+        launch is put in a dict once."""
+        if len(span_id) != 8:
             return -1
-        ids = np.frombuffer(wide.ids, dtype=">u8")
-        if self._order is None:
-            self._order = np.argsort(ids, kind="stable")
-        wanted = np.frombuffer(span_id, dtype=">u8")[0]
-        at = int(np.searchsorted(ids, wanted, sorter=self._order))
-        while at < len(ids) and ids[self._order[at]] == wanted:
-            i = int(self._order[at])
-            if kept is None or kept[i]:
-                return i
-            at += 1
+        if self._index is not None:
+            return self._index.get(span_id, -1)
+        at = self._found.get(span_id)
+        if at is not None:
+            return at
+        if len(self._found) >= _SEARCHES:
+            wide, kept = self.wide, self.plan.launches
+            index: dict[bytes, int] = {}
+            for i in range(len(wide.ids) // 8):  # (not wide.records: given to the rebuild by now)
+                if kept is None or kept[i]:
+                    index.setdefault(wide.span_id(i), i)
+            self._index = index
+            return index.get(span_id, -1)
+        at = self._found[span_id] = self._search(span_id)
+        return at
+
+    def _search(self, span_id: bytes) -> int:
+        ids, kept = self.wide.ids, self.plan.launches
+        at = ids.find(span_id)
+        while at >= 0:
+            if at % 8 == 0 and (kept is None or kept[at // 8]):
+                return at // 8
+            at = ids.find(span_id, at + 1)
         return -1
 
     def _taken_launch(self, span_id: bytes) -> tuple[bool, bytes | None] | None:
