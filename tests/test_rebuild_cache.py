@@ -14,7 +14,9 @@ from launchtrace import conventions as C
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.spanbuilder import SpanBuilder
 from launchtrace.model import BufferArg, LaunchRecord, Site
+from launchtrace.sources import wide
 from launchtrace.sources.rebuild import rebuild
+from launchtrace.sources.stream import TraceStream
 from launchtrace.spans import SpanData
 
 TRACE = bytes(range(16))
@@ -102,9 +104,16 @@ def test_a_kept_record_takes_each_span_own_values_and_text_read_from_equal_non_s
                                                   "((1, (1.0, 2)),)"]  # fmt: skip
 
 
-def test_scalars_are_shared_only_between_launches_that_read_them_exactly_alike():
+def test_scalars_are_shared_only_between_launches_that_read_them_exactly_alike(monkeypatch):
     """Launches of one call site share one tuple of scalars (issue 25: 340 bytes a record) when theirs read the
-    same to the type and the float's sign; never a tuple with a NaN (no copy of it is equal to it)."""
+    same to the type and the float's sign; never a tuple with a NaN (no copy of it is equal to it). The wide trace's
+    reader shares them (every trace made wide here)."""
+    monkeypatch.setattr(wide, "WIDE_AT", 1)
+
+    def _records(spans: list[SpanData]) -> list[LaunchRecord]:
+        stream = TraceStream.from_span_batches(lambda log: iter([spans]), "test")
+        (trace,) = list(stream)
+        return trace.records
 
     def span(span_id: int, dt: object) -> SpanData:
         arg = ((C.PARAMS, ("x", "dt")), (C.ARRAY_KEYS, ("0",)), (C.SCALAR_KEYS, ("1",)))

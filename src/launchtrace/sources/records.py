@@ -28,7 +28,7 @@ from launchtrace import conventions as C
 from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.model import UNKNOWN_SITE, BufferArg, DeviceTime, LaunchRecord, Site, ValueStats
 
-__all__ = ["record_from_attributes"]
+__all__ = ["record_from_attributes", "shared_scalars"]
 
 
 def _int(value: Any) -> int:
@@ -249,7 +249,7 @@ class _Layout:
                 value = _scalar(value)
             scalars.append((key, value))
         seq = get(C.SEQ, 0)
-        return _shared_scalars(tuple(scalars)), seq if type(seq) is int else _int(seq), tuple(probes)
+        return tuple(scalars), seq if type(seq) is int else _int(seq), tuple(probes)
 
     def record(
         self, d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None
@@ -377,10 +377,12 @@ def _record_maker(present: tuple[str, ...]) -> Callable[..., LaunchRecord]:
     return make
 
 
-def _shared_scalars(scalars: tuple) -> tuple:
+def shared_scalars(scalars: tuple) -> tuple:
     """``scalars``, or an earlier tuple that reads exactly the same: a call site's launches mostly pass the same
     scalars, and a tuple of them with its pairs, vectors and floats is about 340 bytes a record, most of what a
-    rebuilt trace of one million launches would hold apart from the records (issue 25).
+    rebuilt trace of one million launches would hold apart from the records (issue 25). Only the wide trace's
+    reader (:mod:`launchtrace.sources.wide`) asks: a trace of a few hundred launches is let go before it matters,
+    and the check is 3-5 % of a rebuild.
 
     "Exactly" is ``marshal``'s bytes (version 2, no references): the same types all the way down (``1 == True ==
     1.0`` differ there) and floats bit for bit (``0.0 == -0.0`` differ). A tuple holding a NaN is never shared: it
