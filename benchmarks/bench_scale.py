@@ -16,7 +16,8 @@ a bytecode cache (``PYTHONPYCACHEPREFIX``), as an installed package is: ``--no-b
 Targets (issue 25): peak RSS flat in the input (the 400 MB peak at most 1.25x the 100 MB peak + 40 MB), at least
 100,000 spans/s for ``summary``, ``dataflow``, ``diff`` and ``report``, and one wide trace's time linear in its
 spans. The closing lines say whether each command met them, and its spans/s at the margin between the smallest and
-each larger size (what each further span costs: ``report``'s detail is a fixed cost).
+each larger size (what each further span costs: ``report``'s detail is a fixed cost); for one wide trace, the peak
+memory and time each further child costs between one size and the next (``--wide 50000,100000,200000,1000000``).
 
 Before/after in one run on one machine: ``--src DIR`` is the tree measured (default this checkout's ``src``),
 ``--before DIR`` an earlier one run right after it on each input (up to ``--before-up-to`` MB). Make one with::
@@ -34,6 +35,7 @@ inputs made first: ``--sizes 10,40 --wide 5000,20000``. On a shared machine wall
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -160,7 +162,16 @@ def verdicts(rows: list[dict], commands: list[str], sides: list[str]) -> None:
             if len(wide) >= 2:
                 a, b = wide[0], wide[-1]
                 ratio = (b["seconds"] / a["seconds"]) / (b["spans"] / a["spans"])
-                print(f"{label}: one wide trace, time per span x{ratio:.2f} from {a['size']} to {b['size']} children")
+                margins = []
+                for lo, hi in itertools.pairwise(wide):
+                    extra = hi["spans"] - lo["spans"]
+                    per_span = (hi["peak_mb"] - lo["peak_mb"]) * 2**20 / extra
+                    seconds = (hi["seconds"] - lo["seconds"]) / extra * 1e6
+                    margins.append(f"{per_span:,.0f} B and {seconds:.1f} us a span from {lo['size']} to {hi['size']}")
+                print(
+                    f"{label}: one wide trace, time per span x{ratio:.2f} from {a['size']} to {b['size']} children; "
+                    "peak memory and time at the margin: " + "; ".join(margins)
+                )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,9 @@ from launchtrace import conventions as C
 from launchtrace.export.config import ExportConfig
 from launchtrace.export.spanbuilder import SpanBuilder
 from launchtrace.model import BufferArg, LaunchRecord, Site
+from launchtrace.sources import wide
 from launchtrace.sources.rebuild import rebuild
+from launchtrace.sources.stream import TraceStream
 from launchtrace.spans import SpanData
 
 TRACE = bytes(range(16))
@@ -100,3 +102,30 @@ def test_a_kept_record_takes_each_span_own_values_and_text_read_from_equal_non_s
     assert [r.buffers[0].owner for r in rebuilt] == ["a", "a", "1", "True", "a"]
     assert [repr(r.scalars) for r in rebuilt] == ["((1, 0.5),)", "((1, -0.0),)", "((1, 0.0),)", "((1, 0),)",
                                                   "((1, (1.0, 2)),)"]  # fmt: skip
+
+
+def test_scalars_are_shared_only_between_launches_that_read_them_exactly_alike(monkeypatch):
+    """Launches of one call site share one tuple of scalars (issue 25: 340 bytes a record) when theirs read the
+    same to the type and the float's sign; never a tuple with a NaN (no copy of it is equal to it). The wide trace's
+    reader shares them (every trace made wide here)."""
+    monkeypatch.setattr(wide, "WIDE_AT", 1)
+
+    def _records(spans: list[SpanData]) -> list[LaunchRecord]:
+        stream = TraceStream.from_span_batches(lambda log: iter([spans]), "test")
+        (trace,) = list(stream)
+        return trace.records
+
+    def span(span_id: int, dt: object) -> SpanData:
+        arg = ((C.PARAMS, ("x", "dt")), (C.ARRAY_KEYS, ("0",)), (C.SCALAR_KEYS, ("1",)))
+        arg += (("launchtrace.arg.x.ptr", 64), ("launchtrace.arg.x.shape", (4,)))
+        return _launch(span_id, (*arg, ("launchtrace.scalar.dt", dt), (C.SEQ, span_id)))
+
+    values = [0.5, 0.5, -0.0, 0.0, 0, False, 1, True, 1.0, (1.0, 2), (1.0, 2), (1.0, 2.0), [1, [2]], [1, [2]]]
+    values += [float("nan"), float("nan")]
+    rebuilt = sorted(_records([span(i + 1, v) for i, v in enumerate(values)]), key=lambda r: r.seq)
+    got = [r.scalars for r in rebuilt]
+    assert [repr(s) for s in got] == [repr(((1, v if not isinstance(v, list) else (1, (2,))),)) for v in values]
+    assert got[0] is got[1] and got[9] is got[10] and got[12] is got[13]  # equal to the type: one tuple
+    for a, b in [(2, 3), (4, 5), (6, 7), (6, 8), (9, 11)]:  # equal, but read differently: never one tuple
+        assert got[a] == got[b] and got[a] is not got[b]
+    assert got[14] is not got[15] and got[14] != got[15]  # NaN: each launch its own, as before

@@ -18,9 +18,9 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
-from launchtrace.analysis.fleet.baseline import MAGIC, SCHEMA_VERSION
+from launchtrace.analysis.fleet.baseline import MAGIC, SCHEMA_VERSION, Spliced
 from launchtrace.errors import UserError
 from launchtrace.v1 import baseline_pb2 as pb
 
@@ -62,18 +62,129 @@ def _looks_like(head: bytes) -> str:
     return f"it starts with {head[:8].hex(' ')}"
 
 
-def write_baseline(baseline: pb.Baseline, path: str | os.PathLike[str]) -> int:
-    """Write ``baseline`` to ``path`` (beside it, then renamed into place); the bytes written."""
+def write_baseline(baseline: pb.Baseline, path: str | os.PathLike[str], spliced: Spliced | None = None) -> int:
+    """Write ``baseline`` to ``path`` (beside it, then renamed into place); the bytes written. ``spliced``: the
+    representatives :meth:`~launchtrace.analysis.fleet.baseline.BaselineBuilder.to_proto` left out, written in
+    their places (the same bytes as the whole message's, without making their messages: see :func:`_chunks`)."""
     baseline.end = END
-    data = baseline.SerializeToString(deterministic=True)
+    chunks, size = _chunks(baseline, spliced) if spliced else ([baseline.SerializeToString(deterministic=True)], 0)
+    size = size or len(chunks[0])
     target = Path(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
         os.replace(tmp, target)
     except OSError as exc:
         raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    return size
+
+
+Chunks = tuple[list[bytes], int]  # a message's bytes in pieces, and their length
+
+
+def _chunks(baseline: pb.Baseline, spliced: Spliced) -> Chunks:
+    """``baseline``'s serialized bytes in pieces, each representative in ``spliced`` written where its
+    ``Topology`` has none: a message's fields are written in number order, each sub-message as its tag, its
+    length and its own bytes, so a message with one repeated field left out is split before the first field
+    numbered above it and that field's elements go between. The records' bytes are shared
+    (:func:`~launchtrace.analysis.fleet.records.record_bytes`): a million of them cost a list of references.
+    ``tests/test_wide.py`` checks the file against the whole message's bytes."""
+    from launchtrace.analysis.fleet.records import record_bytes
+
+    def whole(msg: Message) -> Chunks:
+        data = msg.SerializeToString(deterministic=True)
+        return [data], len(data)
+
+    groups = []
+    for g, group in enumerate(baseline.groups):
+        if not any(key[0] == g for key in spliced):
+            groups.append(whole(group))
+            continue
+        scopes = []
+        for s, scope in enumerate(group.scopes):
+            if not any(key[:2] == (g, s) for key in spliced):
+                scopes.append(whole(scope))
+                continue
+            topologies = []
+            for t, topology in enumerate(scope.topologies):
+                records = spliced.get((g, s, t))
+                if records is None:
+                    topologies.append(whole(topology))
+                else:
+                    topologies.append(_with_field(topology, "representative", record_bytes(records)))
+            scopes.append(_with_field(scope, "topologies", topologies))
+        groups.append(_with_field(group, "scopes", scopes))
+    return _with_field(baseline, "groups", groups)
+
+
+def _with_field(msg: Message, field: str, elements: list[Chunks] | list[bytes]) -> Chunks:
+    """``msg``'s bytes with its repeated message field ``field`` made of ``elements`` (each in pieces, or whole)."""
+    number = msg.DESCRIPTOR.fields_by_name[field].number
+    rest = type(msg)()
+    rest.CopyFrom(msg)
+    rest.ClearField(field)
+    data = rest.SerializeToString(deterministic=True)
+    cut = _fields_up_to(data, number)
+    tag = _varint(number << 3 | 2)
+    chunks, size = [data[:cut]], len(data)
+    heads: dict[int, bytes] = {}
+    for element in elements:
+        if type(element) is bytes:
+            pieces, length = (element,), len(element)
+        else:
+            pieces, length = element
+        head = heads.get(length)
+        if head is None:
+            head = heads[length] = tag + _varint(length)
+        chunks.append(head)
+        chunks.extend(pieces)
+        size += len(head) + length
+    chunks.append(data[cut:])
+    return chunks, size
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_varint(data: bytes, i: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return n, i
+
+
+def _fields_up_to(data: bytes, number: int) -> int:
+    """The length of the fields numbered ``number`` or below at the start of serialized message ``data``."""
+    i = 0
+    while i < len(data):
+        start = i
+        key, i = _read_varint(data, i)
+        if key >> 3 > number:
+            return start
+        kind = key & 7
+        if kind == 0:
+            _, i = _read_varint(data, i)
+        elif kind == 1:
+            i += 8
+        elif kind == 2:
+            length, i = _read_varint(data, i)
+            i += length
+        elif kind == 5:
+            i += 4
+        else:
+            raise ValueError(f"wire type {kind} in a message launchtrace wrote")
     return len(data)
 
 

@@ -63,8 +63,9 @@ def _build(args: argparse.Namespace) -> int:
         )
     kind, _ = source_kind(args)
     builder.add_source(stream.label, kind, stream.traces, stream.spans)
-    baseline = builder.to_proto()
-    size = write_baseline(baseline, args.out)
+    spliced: dict = {}  # representatives of huge steps: written as bytes, never as messages (issue 25)
+    baseline = builder.to_proto(spliced)
+    size = write_baseline(baseline, args.out, spliced)
     steps = sum(s.steps for g in baseline.groups for s in g.scopes)
     if not args.quiet:
         print(

@@ -24,6 +24,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -130,11 +131,15 @@ class _TraceRebuilder:
         self.warnings.append(f"trace {self.trace_hex}: {message}")
 
     def build(self) -> TraceData | None:
-        keyed: list[tuple[tuple[int, int], LaunchRecord]] = []
+        # a launch's record goes to `plain` (its sort key is (seq, 0)); an expanded summary's, with its own key,
+        # to `keyed`, after the number of plain records read before it: a pair of tuples per launch was about
+        # 110 bytes a record at the peak of one trace of 100,000 launches (issue 25)
+        plain: list[LaunchRecord] = []
+        keyed: list[tuple[tuple[int, int], LaunchRecord, int]] = []
         scopes: dict[int, ScopeRecord] = {}
         attributes: dict[str, Any] = {}
         ours = 0
-        attrs_of, scope_of, append = self.attrs.get, self._scope_of, keyed.append
+        attrs_of, scope_of, append = self.attrs.get, self._scope_of, plain.append
         op, fold_count, joined = C.OP, C.FOLD_COUNT, C.SCOPE_JOINED
         for span_id, span in self.spans.items():
             d = attrs_of(span_id)
@@ -148,11 +153,10 @@ class _TraceRebuilder:
                     else:
                         scope_id = self._parent_scope(span, d)
                     error = None if span.status_code != STATUS_ERROR else _error(span)
-                    rec = _record(d, span.start_ns, span.end_ns, error, scope_id)
-                    append(((rec.seq, 0), rec))
+                    append(_record(d, span.start_ns, span.end_ns, error, scope_id))
                     ours += 1
                 else:
-                    ours += self._take(span, d, keyed, scopes, attributes)
+                    ours += self._take(span, d, plain, keyed, scopes, attributes)
             except (ValueError, TypeError, KeyError, OverflowError) as exc:  # our names, unreadable values
                 ours += 1
                 self.malformed += 1
@@ -160,20 +164,19 @@ class _TraceRebuilder:
                 self._warn(f"span {span_id.hex()} ({span.name!r}): unreadable launchtrace attributes ({reason})")
         if not ours:
             return None
-        keyed.sort(key=lambda item: item[0])
         first = next(iter(self.spans.values()))
         attrs = {**dict(first.resource), **attributes, TRACE_ID: self.trace_hex}
-        return TraceData([rec for _, rec in keyed], scopes, attrs)
+        return TraceData(_in_order(plain, keyed), scopes, attrs)
 
-    def _take(self, span: SpanData, d: dict[str, Any], keyed: list, scopes: dict, attributes: dict) -> int:
+    def _take(self, span: SpanData, d: dict[str, Any], plain: list, keyed: list, scopes: dict, attributes: dict) -> int:
         """Add what ``span`` holds; 1 when it is one of ours, 0 when skipped as someone else's."""
         if C.FOLD_COUNT in d:  # first: a summary span also carries its first launch's launchtrace.op
-            keyed.extend(self._expand(span, d))
+            at = len(plain)
+            keyed.extend((key, rec, at) for key, rec in self._expand(span, d))
         elif C.OP in d:
-            rec = _record(d, span.start_ns, span.end_ns, _error(span), self._parent_scope(span, d))
-            keyed.append(((rec.seq, 0), rec))
+            plain.append(_record(d, span.start_ns, span.end_ns, _error(span), self._parent_scope(span, d)))
         elif C.SCOPE_KIND in d:
-            if span.parent_span_id is None or span.parent_span_id not in self.spans:
+            if span.parent_span_id is None or not self._known(span.parent_span_id):
                 attributes.setdefault(ROOT_NAME, span.name)
             if d[C.SCOPE_KIND] == STEP:
                 attributes[C.STEP_INDEX] = d.get(C.STEP_INDEX, 0)
@@ -204,6 +207,11 @@ class _TraceRebuilder:
             own = self._attrs_of(span.span_id)
         if own.get(C.SCOPE_JOINED):  # its parent is the application's span
             return None
+        return self._scope_above(parent, span.span_id)
+
+    def _scope_above(self, parent: bytes | None, span_id: bytes) -> int | None:
+        """The scope id of the nearest scope span at or above ``parent`` (the parent of span ``span_id``, which
+        is not joined to the application's span): the same for every span under ``parent``."""
         seen: list[bytes] = []
         seen_set: set[bytes] = set()
         result: int | None = None
@@ -218,8 +226,14 @@ class _TraceRebuilder:
             seen_set.add(parent)
             above = self.spans.get(parent)
             if above is None:
-                self._warn(f"span {span.span_id.hex()}: parent {parent.hex()} is missing")
-                break
+                taken = self._taken_launch(parent)
+                if taken is None:
+                    self._warn(f"span {span_id.hex()}: parent {parent.hex()} is missing")
+                    break
+                joined, parent = taken  # a launch span read into its record already: no scope, maybe joined
+                if joined:
+                    break
+                continue
             d = self._attrs_of(parent)
             if C.SCOPE_KIND in d and d[C.SCOPE_KIND] != STEP and C.SCOPE_ID in d:
                 result = _int(d[C.SCOPE_ID])
@@ -230,6 +244,15 @@ class _TraceRebuilder:
         for sid in seen:
             self._scope_of[sid] = result
         return result
+
+    def _taken_launch(self, span_id: bytes) -> tuple[bool, bytes | None] | None:
+        """For a span that was read into its record before the trace was rebuilt (:mod:`.wide`): whether it is
+        joined to the application's span, and its parent; ``None`` for any other id (here: every id)."""
+        return None
+
+    def _known(self, span_id: bytes) -> bool:
+        """Whether ``span_id`` is a span of the trace."""
+        return span_id in self.spans
 
     def _scope(self, span: SpanData, d: dict[str, Any]) -> ScopeRecord | None:
         if C.SCOPE_ID not in d:
@@ -297,6 +320,27 @@ class _TraceRebuilder:
             out.append(((anchor, k), rec))
             cursor = end + gap
         return out
+
+
+def _in_order(plain: list[LaunchRecord], keyed: list[tuple[tuple[int, int], LaunchRecord, int]]) -> list[LaunchRecord]:
+    """The records of a trace sorted by their keys, ties in the order their spans were read: ``plain`` ones (key
+    ``(seq, 0)``) in reading order, ``keyed`` ones (an expanded summary's) with the number of plain ones read
+    before them. ``plain`` is sorted in place and returned when nothing is keyed (most traces)."""
+    if not keyed:
+        plain.sort(key=_seq)  # stable: ties stay in reading order
+        return plain
+    items: list[tuple[tuple[int, int], LaunchRecord]] = []
+    at = 0
+    for key, rec, before in keyed:  # back into reading order
+        items.extend(((r.seq, 0), r) for r in plain[at:before])
+        at = max(at, before)
+        items.append((key, rec))
+    items.extend(((r.seq, 0), r) for r in plain[at:])
+    items.sort(key=lambda item: item[0])
+    return [rec for _, rec in items]
+
+
+_seq = operator.attrgetter("seq")
 
 
 def _replay_steps(bases: list[LaunchRecord]) -> list[int]:

@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import json
+import marshal
 import operator
 from collections.abc import Callable, Mapping
 from functools import lru_cache
@@ -27,7 +28,7 @@ from launchtrace import conventions as C
 from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.model import UNKNOWN_SITE, BufferArg, DeviceTime, LaunchRecord, Site, ValueStats
 
-__all__ = ["record_from_attributes"]
+__all__ = ["record_from_attributes", "shared_scalars"]
 
 
 def _int(value: Any) -> int:
@@ -110,6 +111,12 @@ def _ints(value: Any) -> tuple[int, ...]:
 
 def _value(value: Any) -> Any:
     return tuple(_value(v) for v in value) if isinstance(value, list | tuple) else value
+
+
+def _flat(value: Any) -> bool:
+    """Whether ``value`` is a tuple that :func:`_scalar` gives back as it is (a vector: no list or tuple in it),
+    so the tuple itself can be kept: making an equal one was a tenth of rebuilding a launch with a vector."""
+    return type(value) is tuple and not any(isinstance(x, list | tuple) for x in value)
 
 
 def _scalar(value: Any) -> Any:
@@ -238,7 +245,9 @@ class _Layout:
         for key, name in self.scalars:
             value = get(name)
             kind = type(value)
-            scalars.append((key, value if kind is float or kind is int or kind is bool else _scalar(value)))
+            if kind is not float and kind is not int and kind is not bool and not _flat(value):
+                value = _scalar(value)
+            scalars.append((key, value))
         seq = get(C.SEQ, 0)
         return tuple(scalars), seq if type(seq) is int else _int(seq), tuple(probes)
 
@@ -348,6 +357,7 @@ _reused: Callable[..., LaunchRecord] = slot_copier(
     LaunchRecord, ("scalars", "start_ns", "end_ns", "scope_id", "error", "seq", "probes")
 )
 _SITES: dict[tuple, Site] = {}
+_SCALARS: dict[bytes, tuple] = {}
 _SHAPES: dict[Any, tuple[int, ...]] = {}
 _STR_OR_NONE = (str, type(None))
 _MAKERS: dict[tuple[str, ...], Callable[..., LaunchRecord]] = {}
@@ -365,6 +375,32 @@ def _record_maker(present: tuple[str, ...]) -> Callable[..., LaunchRecord]:
     if make is None:
         make = _MAKERS[present] = slot_constructor(LaunchRecord, _COMMON + present)
     return make
+
+
+def shared_scalars(scalars: tuple) -> tuple:
+    """``scalars``, or an earlier tuple that reads exactly the same: a call site's launches mostly pass the same
+    scalars, and a tuple of them with its pairs, vectors and floats is about 340 bytes a record, most of what a
+    rebuilt trace of one million launches would hold apart from the records (issue 25). Only the wide trace's
+    reader (:mod:`launchtrace.sources.wide`) asks: a trace of a few hundred launches is let go before it matters,
+    and the check is 3-5 % of a rebuild.
+
+    "Exactly" is ``marshal``'s bytes (version 2, no references): the same types all the way down (``1 == True ==
+    1.0`` differ there) and floats bit for bit (``0.0 == -0.0`` differ). A tuple holding a NaN is never shared: it
+    equals no copy of itself, and two records' scalars would compare equal once they shared one."""
+    if not scalars:
+        return scalars
+    try:
+        key = marshal.dumps(scalars, 2)
+    except ValueError:  # a value marshal cannot write
+        return scalars
+    shared = _SCALARS.get(key)
+    if shared is not None:
+        return shared
+    if marshal.loads(key) == scalars:  # fresh copies: a NaN inside compares unequal
+        if len(_SCALARS) >= _MAX_CACHED:
+            _SCALARS.clear()
+        _SCALARS[key] = scalars
+    return scalars
 
 
 def _plain_strings(value: Any) -> bool:

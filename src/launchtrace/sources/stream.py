@@ -8,7 +8,9 @@ complete, so memory stays flat in the number of traces (``baseline build`` and `
   exporter ends the root last and ``launchtrace pull`` writes one trace per line. At most :data:`MAX_OPEN`
   traces wait for their root (the oldest is then rebuilt as it is), and at the end of each file every open
   trace is rebuilt. Spans of a trace that was already rebuilt (a root that came early) are counted in
-  ``late_spans`` and dropped.
+  ``late_spans`` and dropped. A trace of more than :data:`~launchtrace.sources.wide.WIDE_AT` spans waits as a
+  :class:`~launchtrace.sources.wide.WideTrace` (its launch spans already records, about 470 bytes each instead
+  of 1.3 KB as span and then record) for readers that only rebuild it (``__iter__``, ``span_lists(wide=True)``).
 - Tempo: each search hit is fetched and yielded before the next is fetched. Jaeger: api_v3 answers a search
   with all hits at once (bounded by ``--limit``); they are split by trace.
 
@@ -35,8 +37,10 @@ from pathlib import Path
 
 from launchtrace.errors import UserError
 from launchtrace.model import TraceData
+from launchtrace.sources import wide as _wide
 from launchtrace.sources.rebuild import TRACE_ID, rebuild
 from launchtrace.sources.report import ProblemLog
+from launchtrace.sources.wide import WideTrace
 from launchtrace.spans import SpanData
 
 __all__ = ["MAX_OPEN", "TraceStream", "trace_files"]
@@ -113,13 +117,18 @@ class TraceStream:
         return cls(chunks, label)
 
     def __iter__(self) -> Iterator[TraceData]:
-        for members in self.span_lists():
+        for members in self.span_lists(wide=True):
             yield from self.rebuilt(members)
 
-    def span_lists(self) -> Iterator[list[SpanData]]:
+    def span_lists(self, *, wide: bool = False) -> Iterator[list[SpanData] | WideTrace]:
         """Each complete trace's spans, not yet rebuilt (for callers that can skip rebuilding: the fleet
-        baseline's fast path); pass a list to :meth:`rebuilt` for its traces. Counts ``spans``."""
-        open_traces: OrderedDict[bytes, list[SpanData]] = OrderedDict()
+        baseline's fast path); pass a list to :meth:`rebuilt` for its traces. Counts ``spans``.
+
+        ``wide=True``: a trace of more than :data:`~launchtrace.sources.wide.WIDE_AT` spans comes as a
+        :class:`~launchtrace.sources.wide.WideTrace` (its launch spans already read into records, for callers
+        that only rebuild it: :meth:`rebuilt` takes it), so one trace of a million launches is never held as spans.
+        """
+        open_traces: OrderedDict[bytes, list[SpanData] | WideTrace] = OrderedDict()
         done: OrderedDict[bytes, None] = OrderedDict()  # recently rebuilt trace ids, to drop late spans
         for _, spans in self._chunks(self.log):
             complete: list[bytes] = []
@@ -134,9 +143,11 @@ class TraceStream:
                 run = list(run)
                 members = open_traces.get(tid)
                 if members is None:
-                    open_traces[tid] = run
+                    members = open_traces[tid] = run
                 else:
                     members.extend(run)
+                if wide and type(members) is list and len(members) > _wide.WIDE_AT:
+                    open_traces[tid] = WideTrace(tid, members, self.log)
                 if None in map(_parent, run):
                     complete.append(tid)
             while len(open_traces) - len(complete) > MAX_OPEN:
@@ -150,7 +161,7 @@ class TraceStream:
                 if len(done) > _RECENT:
                     done.popitem(last=False)
                 self.spans += len(members)
-                yield self._checked(members)
+                yield members if type(members) is WideTrace else self._checked(members)
 
     def _checked(self, members: list[SpanData]) -> list[SpanData]:
         """The spans of one trace that trees can be built from: duplicate span ids and parent cycles are skipped
@@ -171,9 +182,9 @@ class TraceStream:
                 self.log.add(problem)
         return kept
 
-    def rebuilt(self, spans: list[SpanData]) -> Iterator[TraceData]:
-        """The traces of one of :meth:`span_lists`' lists, rebuilt and counted."""
-        result = rebuild(spans)
+    def rebuilt(self, spans: list[SpanData] | WideTrace) -> Iterator[TraceData]:
+        """The traces of one of :meth:`span_lists`' lists (or wide traces), rebuilt and counted."""
+        result = spans.rebuild() if type(spans) is WideTrace else rebuild(spans)
         for trace_id, data in result.traces.items():
             data.attributes.setdefault(TRACE_ID, trace_id)
             self.count_trace()

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from launchtrace import __version__
 from launchtrace.analysis.fleet.fast import Known, PlainStep, Signatures, read_step
 from launchtrace.analysis.fleet.occurrences import Occurrence, occurrences_of, run_key, step_times
-from launchtrace.analysis.fleet.records import records_to_proto
+from launchtrace.analysis.fleet.records import records_into, records_to_proto
 from launchtrace.histogram import DEFAULT_MAX_SIZE, ExpHistogram
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.sources.rebuild import TRACE_ID
@@ -42,10 +42,12 @@ __all__ = [
     "MAX_STEPS_PER_RUN",
     "MAX_TOPOLOGIES",
     "SCHEMA_VERSION",
+    "SPLICE_AT",
     "BaselineBuilder",
     "GroupAcc",
     "LatencyAcc",
     "ScopeAcc",
+    "Spliced",
     "merge",
 ]
 
@@ -54,7 +56,15 @@ SCHEMA_VERSION = 1
 MAX_RUNS = 64
 MAX_STEPS_PER_RUN = 256
 MAX_TOPOLOGIES = 256
+SPLICE_AT = 4096
+"""Records of a representative beyond which :meth:`BaselineBuilder.to_proto` leaves it out of the message when
+asked to, for the writer to splice in as bytes (``launchtrace.baselines.write_baseline``): one step of a million
+launches was 1.3 GB of messages."""
 _SLACK = 32  # step values a run may hold beyond max_steps before they are cut back
+
+
+Spliced = dict[tuple[int, ...], Sequence[LaunchRecord]]
+"""Representatives left out of a baseline message, by (group, scope, topology) index (see ``to_proto``)."""
 
 
 def key_hash(run: str) -> int:
@@ -289,21 +299,30 @@ class ScopeAcc:
                 else:
                     mine[key] = b
 
-    def to_proto(self, msg: pb.Scope | None = None) -> pb.Scope:
-        """The message; with ``msg`` (a parent's new entry), filled in place (see :meth:`LatencyAcc.to_proto`)."""
+    def to_proto(
+        self, msg: pb.Scope | None = None, spliced: Spliced | None = None, at: tuple[int, ...] = ()
+    ) -> pb.Scope:
+        """The message; with ``msg`` (a parent's new entry), filled in place (see :meth:`LatencyAcc.to_proto`);
+        with ``spliced``, representatives of more than :data:`SPLICE_AT` records are left out and put there
+        under ``at`` + the topology's index (see :meth:`BaselineBuilder.to_proto`)."""
         if msg is None:
             msg = pb.Scope()
         msg.name, msg.steps, msg.other_steps = self.name, self.steps, self.other_steps
-        for fp, t in sorted(self.topologies.items()):
-            msg.topologies.add(
+        for index, (fp, t) in enumerate(sorted(self.topologies.items())):
+            topo = msg.topologies.add(
                 fingerprint=fp,
                 count=t.count,
                 launches=t.launches,
                 foreign_buffers=t.foreign_buffers,
-                representative=t.representative,
                 exemplar_trace_id=t.rep_key[0],
                 exemplar_index=t.rep_key[1],
             )
+            if t.records is not None and spliced is not None and len(t.records) > SPLICE_AT:
+                spliced[(*at, index)] = t.records
+            elif t.records is not None:  # made in place, never as messages apart (see records_into)
+                records_into(topo.representative, t.records)
+            else:
+                topo.representative.extend(t.messages)
         self.duration.to_proto(msg.duration)
         for (kernel, op), acc in sorted(self.kernels.items()):
             acc.to_proto(msg.kernels.add(kernel=kernel, op=op).latency)
@@ -353,7 +372,9 @@ class GroupAcc:
             else:
                 self.scopes[name] = b
 
-    def to_proto(self, msg: pb.Group | None = None) -> pb.Group:
+    def to_proto(
+        self, msg: pb.Group | None = None, spliced: Spliced | None = None, at: tuple[int, ...] = ()
+    ) -> pb.Group:
         """The message; with ``msg`` (a parent's new entry), filled in place (see :meth:`LatencyAcc.to_proto`)."""
         if msg is None:
             msg = pb.Group()
@@ -361,8 +382,8 @@ class GroupAcc:
         msg.service_name, msg.traces = self.service, self.traces
         msg.run_keys.extend(sorted(self.runs))
         msg.runs = len(self.runs)
-        for name in sorted(self.scopes):
-            self.scopes[name].to_proto(msg.scopes.add())
+        for index, name in enumerate(sorted(self.scopes)):
+            self.scopes[name].to_proto(msg.scopes.add(), spliced, (*at, index))
         return msg
 
     @classmethod
@@ -407,8 +428,8 @@ class BaselineBuilder:
     def add_stream(self, stream: TraceStream, *, fast: bool = True) -> None:
         """Add every trace of ``stream``: plain steps whose signature is known without rebuilding their
         records (:mod:`.fast`; ``fast=False``: every trace rebuilt), the rest rebuilt. Same baseline either way."""
-        for spans in stream.span_lists():
-            step = read_step(spans) if fast else None
+        for spans in stream.span_lists(wide=True):
+            step = read_step(spans) if fast and type(spans) is list else None  # a WideTrace: rebuilt
             if step is not None:
                 known = self._signatures.get(step)
                 if known is not None and self._add_known(step, known):
@@ -464,7 +485,10 @@ class BaselineBuilder:
     def add_source(self, location: str, kind: str, traces: int, spans: int) -> None:
         self.sources.append(pb.Source(location=location, kind=kind, traces=traces, spans=spans))
 
-    def to_proto(self) -> pb.Baseline:
+    def to_proto(self, spliced: Spliced | None = None) -> pb.Baseline:
+        """The baseline. With ``spliced`` (an empty dict), a representative of more than :data:`SPLICE_AT`
+        records is left out of its ``Topology`` and put in ``spliced`` under (group, scope, topology) index, for
+        ``launchtrace.baselines.write_baseline`` to write in its place: the file is the same to the byte."""
         msg = pb.Baseline(magic=MAGIC, schema_version=SCHEMA_VERSION, launchtrace_version=__version__)
         msg.window.start_unix_nano, msg.window.end_unix_nano = self.start_ns, self.end_ns
         msg.sources.extend(self.sources)
@@ -477,8 +501,8 @@ class BaselineBuilder:
                 ignore_scalars=not self.scalars,
             )
         )
-        for k in sorted(self.groups):  # each filled in place: building it apart and copying it in cost as much again
-            self.groups[k].to_proto(msg.groups.add())
+        for index, k in enumerate(sorted(self.groups)):  # each filled in place: apart and copied in cost twice
+            self.groups[k].to_proto(msg.groups.add(), spliced, (index,))
         return msg
 
     @classmethod

@@ -14,9 +14,10 @@ exported files both ways and compares them byte for byte).
 
 A trace takes the fast path only when it is one plain step: one root scope span and under it only record
 spans (no folded summaries, nested scopes, errors, foreign spans, duplicate ids), with integer counters
-and pointers. Anything else, and any step whose representative a baseline must (re)take, goes the
-straightforward way. At most :data:`MAX_SIGNATURES` signatures are remembered (memory stays bounded);
-past that, new ones are rebuilt every time.
+and pointers, and at most :data:`MAX_FAST_SPANS` spans. Anything else, and any step whose representative a
+baseline must (re)take, goes the straightforward way. At most :data:`MAX_SIGNATURES` signatures, holding
+:data:`MAX_REMEMBERED_LAUNCHES` launches in all, are remembered (memory stays bounded); past that, new ones are
+rebuilt every time.
 
 Example::
 
@@ -39,6 +40,8 @@ from launchtrace.spans import STATUS_ERROR, SpanData
 from launchtrace.steps import NO_SCOPE, occurrences
 
 __all__ = [
+    "MAX_FAST_SPANS",
+    "MAX_REMEMBERED_LAUNCHES",
     "MAX_SIGNATURES",
     "VOLATILE",
     "Known",
@@ -51,6 +54,11 @@ __all__ = [
 
 MAX_SIGNATURES = 1024
 """Signatures remembered (each holds one step's attribute values: some tens of KiB for a 20-launch step)."""
+MAX_FAST_SPANS = 65_536
+"""Spans of the largest trace read for a signature: reading one costs about 660 bytes a span on top of the spans
+(its rows and signature), which one trace of a million launches cannot repeat often enough to pay for (issue 25)."""
+MAX_REMEMBERED_LAUNCHES = 262_144
+"""Launches of all remembered signatures together (each launch's static values stay with its signature)."""
 VOLATILE = frozenset((C.SEQ, C.THREAD_ID, C.DEVICE_TIME_START, C.DEVICE_TIME_END))
 """Record-span attributes that a baseline never reads beyond their being integers."""
 REFUSE = frozenset((C.FOLD_COUNT, C.SCOPE_KIND, C.SCOPE_JOINED))
@@ -152,6 +160,8 @@ def _resource_id(span: SpanData) -> int:
 
 def read_step(spans: Sequence[SpanData]) -> PlainStep | None:
     """``spans`` (one trace) as a :class:`PlainStep`, or ``None`` when they are anything else."""
+    if len(spans) > MAX_FAST_SPANS:
+        return None
     roots = [s for s in spans if s.parent_span_id is None]
     if len(roots) != 1 or len(spans) < 2:
         return None
@@ -231,6 +241,7 @@ class Signatures:
         self.known: dict[tuple, Known | None] = {}
         self.max_size = max_size
         self.hits = self.misses = 0
+        self.launches = 0  # of the remembered signatures, together (bounded by MAX_REMEMBERED_LAUNCHES)
 
     def get(self, step: PlainStep) -> Known | None:
         known = self.known.get(step.signature)
@@ -244,9 +255,12 @@ class Signatures:
         """Remember what the straightforward path gave for ``step`` (when it is the one step expected)."""
         if len(self.known) >= self.max_size or step.signature in self.known:
             return
+        if self.launches + len(step.times) > MAX_REMEMBERED_LAUNCHES:
+            return
         known = known_of(step.scope, step.times, occurrences)
         if known is not None:
             self.known[step.signature] = known
+            self.launches += len(step.times)
 
 
 def known_of(scope: str, times: Sequence[tuple[int, int]], occurrences: list[Occurrence]) -> Known | None:

@@ -1,0 +1,366 @@
+"""A trace too wide to hold as spans: its launch spans read into records as they arrive, for the streamed commands.
+
+A stream (:class:`~launchtrace.sources.stream.TraceStream`) holds a trace's spans until its root is read, and the
+root of a step ends last. One step of a million launches was a million spans held (about 810 bytes each) and then
+a million records (about 450 bytes each) beside them: ``summary`` and ``baseline build`` needed gigabytes (issue 25).
+Once an open trace holds more than :data:`WIDE_AT` spans, the stream moves it into a :class:`WideTrace`: from then
+on each *plain launch span* (``launchtrace.op`` set; no fold summary, no scope) is read into its record at once and
+let go; what the rebuild still needs of it is kept in arrays (its span id, parent, whether it is joined to the
+application's span, a hash of the span for telling identical duplicates from different ones): about 21 bytes.
+Every other span (scopes, fold summaries, foreign spans) is kept as it is. The records get their scopes when the
+trace is complete (a launch's scope depends only on the spans above it), in the rebuild's own code
+(:class:`~launchtrace.sources.rebuild._TraceRebuilder`), and come out in the order the rebuild gives them.
+
+So :meth:`WideTrace.rebuild` gives the trace that :func:`~launchtrace.sources.rebuild.rebuild` of its spans gives,
+after the same structure check the stream runs (duplicate span ids: the first kept; parent cycles skipped; the
+problems logged as :func:`~launchtrace.sources.structure.check_structure` words them): ``tests/test_wide.py``
+checks both on real files with every trace made wide, and with duplicates and cycles mixed in. Two things are not
+the same: the rebuild's warnings (no streamed reader shows them) are not made, and an identical duplicate of a
+launch span is told from a different one by a 64-bit hash of the span instead of by comparing the spans (a
+different one with an equal hash would be dropped without a logged problem; it is dropped either way). A trace
+that needs the whole check (no root, or a span id twice) holds a small stand-in per launch while it runs.
+
+Example::
+
+    wide = WideTrace(trace_id, spans, log)     # the spans read so far; problems go to log
+    wide.extend(more_spans)
+    result = wide.rebuild()                    # a RebuildResult of the one trace
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import itertools
+import operator
+from array import array
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from launchtrace import conventions as C
+from launchtrace.fastinit import slot_copier
+from launchtrace.gcpause import collector_paused
+from launchtrace.model import LaunchRecord, TraceData
+from launchtrace.sources.rebuild import TRACE_ID, RebuildResult, _error, _in_order, _TraceRebuilder
+from launchtrace.sources.records import record_from_attributes as _record
+from launchtrace.sources.records import shared_scalars
+from launchtrace.sources.report import ProblemLog
+from launchtrace.spans import STATUS_ERROR, Attributes, SpanData
+
+__all__ = ["WIDE_AT", "WideTrace"]
+
+WIDE_AT = 4096
+"""Spans of one open trace beyond which it is held as a :class:`WideTrace` (a step of launchtrace's exporter has
+tens to hundreds; below this, a trace's spans cost at most a few MB)."""
+
+_with_scope = slot_copier(LaunchRecord, ("scope_id",))
+_with_scalars = slot_copier(LaunchRecord, ("scalars",))
+_OTHER_FIELDS = operator.attrgetter(*(f.name for f in dataclasses.fields(SpanData) if f.name != "resource"))
+
+
+def _hash(value: object) -> int:
+    try:
+        return hash(value)
+    except TypeError:
+        return hash(repr(value))
+
+
+_OP, _FOLD_COUNT, _SCOPE_KIND, _SCOPE_JOINED = C.OP, C.FOLD_COUNT, C.SCOPE_KIND, C.SCOPE_JOINED
+_SEARCHES = 64
+
+
+class WideTrace:
+    """One trace's spans as they are read (see the module docstring). ``len()``: the spans taken."""
+
+    def __init__(self, trace_id: bytes, spans: Iterable[SpanData] = (), log: ProblemLog | None = None) -> None:
+        self.trace_id = trace_id
+        self.log = log  # where the structure check's problems go (the stream's)
+        self.taken = 0
+        self.has_root = False
+        self.raw: list[SpanData] = []  # the spans kept as they are, in reading order
+        self.raw_at = array("q")  # each one's place in the reading order
+        # per launch span read into its record: the record (scope not set; None: unreadable), its id, a hash of
+        # the span, its parent (an index into `parent_ids`), and whether it is joined to the application's span
+        self.records: list[LaunchRecord | None] = []
+        self.ids = bytearray()  # 8 bytes each, big-endian
+        self.digests = array("q")
+        self.parents = array("I")
+        self.joined = bytearray()
+        self.parent_ids: list[bytes | None] = []
+        self._parent_index: dict[bytes | None, int] = {}
+        self.resources: list[tuple[int, Attributes]] = []  # (launch index, resource) where it changes
+        self._resource_hash = 0  # of the last one
+        self.extend(spans)
+
+    def __len__(self) -> int:
+        return self.taken
+
+    def extend(self, spans: Iterable[SpanData]) -> None:
+        # the records all stay alive until the trace is complete: the collector's runs would find nothing, as in
+        # the rebuild (collector_paused); the loop's names are bound once a chunk (a few hundred spans)
+        records, ids, digests, parents, joined = self.records, self.ids, self.digests, self.parents, self.joined
+        parent_index, resources = self._parent_index, self.resources
+        with collector_paused():
+            for span in spans:
+                self.taken += 1
+                parent = span.parent_span_id
+                if parent is None:
+                    self.has_root = True
+                d = dict(span.attributes)
+                span_id = span.span_id
+                if _OP not in d or _FOLD_COUNT in d or _SCOPE_KIND in d or len(span_id) != 8:
+                    self.raw.append(span)
+                    self.raw_at.append(self.taken - 1)
+                    continue
+                error = None if span.status_code != STATUS_ERROR else _error(span)
+                try:
+                    rec: LaunchRecord | None = _record(d, span.start_ns, span.end_ns, error, None)
+                except (ValueError, TypeError, KeyError, OverflowError):  # as the rebuild counts it: ours, no record
+                    rec = None
+                else:
+                    scalars = rec.scalars
+                    shared = shared_scalars(scalars)
+                    if shared is not scalars:  # an earlier launch's, read exactly alike: 340 bytes less
+                        rec = _with_scalars(rec, shared)
+                resource = span.resource
+                if not resources or resources[-1][1] is not resource:
+                    resources.append((len(records), resource))
+                    self._resource_hash = _hash(resource)
+                try:  # what SpanData's == compares; the resource (one object for many spans) hashed once
+                    digest = hash((_OTHER_FIELDS(span), self._resource_hash))
+                except TypeError:  # a map-valued attribute
+                    digest = hash(repr(span))
+                index = parent_index.get(parent)
+                if index is None:
+                    index = parent_index[parent] = len(self.parent_ids)
+                    self.parent_ids.append(parent)
+                records.append(rec)
+                ids += span_id
+                digests.append(digest)
+                parents.append(index)
+                joined.append(1 if d.get(_SCOPE_JOINED) else 0)
+
+    # -- when the trace is complete
+    def rebuild(self, *, expand: bool = True) -> RebuildResult:
+        """The trace rebuilt, after the stream's structure check (its problems added to ``log``)."""
+        plan = self._checked(self.log)
+        warnings: list[str] = []
+        with collector_paused():
+            builder = _WideRebuilder(self, plan, expand, warnings)
+            data = builder.build()
+        traces = {} if data is None else {self.trace_id.hex(): data}
+        return RebuildResult(traces, builder.skipped, warnings, builder.malformed)
+
+    def _checked(self, log: ProblemLog | None) -> _Plan:
+        """What the stream's structure check keeps (the raw spans kept are left in ``raw``), with its problems
+        added to ``log``."""
+        raw_ids = [s.span_id for s in self.raw]
+        if self.has_root and len(set(raw_ids)) == len(raw_ids) and self._launch_ids_distinct(raw_ids):
+            before = [at - n for n, at in enumerate(self.raw_at)]
+            first = self.raw[0].resource if self.raw and (not self.records or self.raw_at[0] == 0) else self.resource(0)
+            return _Plan(None, before, first)
+        from launchtrace.sources.structure import check_structure
+
+        stand_ins = self._in_reading_order()
+        kept_spans, problems = check_structure(stand_ins)
+        for problem in problems:
+            if problem.skipped and log is not None:
+                log.add(problem)
+        alive = {id(s) for s in kept_spans}
+        launches = bytearray(len(self.records))
+        raw: list[SpanData] = []
+        before: list[int] = []
+        first: Attributes | None = None
+        count = 0  # kept launches so far
+        for s in stand_ins:
+            if id(s) not in alive:
+                continue
+            if type(s) is _Launch:
+                launches[s.index] = 1
+                count += 1
+                if first is None:
+                    first = self.resource(s.index)
+            else:
+                raw.append(s)
+                before.append(count)
+                if first is None:
+                    first = s.resource
+        self.raw = raw
+        return _Plan(launches, before, first if first is not None else ())
+
+    def _launch_ids_distinct(self, raw_ids: list[bytes]) -> bool:
+        """Whether no two launches share a span id, nor a launch a raw span's: sorted as numbers, 40 bytes a launch
+        while it runs (no NumPy: ``summary`` imports none)."""
+        numbers = array("Q")
+        numbers.frombytes(bytes(self.ids))  # native order: only equality matters
+        ordered = sorted(numbers)
+        del numbers
+        if any(map(operator.eq, ordered, itertools.islice(ordered, 1, None))):
+            return False
+        for span_id in raw_ids:
+            if len(span_id) == 8:
+                n = array("Q", span_id)[0]
+                at = bisect.bisect_left(ordered, n)
+                if at < len(ordered) and ordered[at] == n:
+                    return False
+        return True
+
+    def _in_reading_order(self) -> list:
+        """Every span taken, in reading order: the raw ones as they are, each launch as a :class:`_Launch`."""
+        out: list = []
+        launch = 0
+        for span, at in zip(self.raw, self.raw_at):
+            while len(out) < at:
+                out.append(self._launch(launch))
+                launch += 1
+            out.append(span)
+        while launch < len(self.records):
+            out.append(self._launch(launch))
+            launch += 1
+        return out
+
+    def _launch(self, i: int) -> _Launch:
+        return _Launch(self.trace_id, self.span_id(i), self.parent_ids[self.parents[i]], self.digests[i], i)
+
+    def span_id(self, launch: int) -> bytes:
+        """The span id of the ``launch``-th launch read into its record."""
+        return bytes(self.ids[8 * launch : 8 * launch + 8])
+
+    def resource(self, launch: int) -> Attributes:
+        """The resource of the ``launch``-th launch read into its record."""
+        at = bisect.bisect_right(self.resources, launch, key=lambda item: item[0]) - 1
+        return self.resources[at][1]
+
+
+class _Plan(NamedTuple):
+    """What the structure check kept: the launches (a byte each, 1: kept; ``None``: all), per raw span kept how many
+    kept launches were read before it, and the resource of the first span kept."""
+
+    launches: bytearray | None
+    before: list[int]
+    first_resource: Attributes
+
+
+class _Launch:
+    """A launch span read into its record, as :func:`~launchtrace.sources.structure.check_structure` sees it:
+    equal to another when their hashes are (see the module docstring)."""
+
+    __slots__ = ("digest", "index", "parent_span_id", "span_id", "trace_id")
+
+    def __init__(self, trace_id: bytes, span_id: bytes, parent: bytes | None, digest: int, index: int) -> None:
+        self.trace_id, self.span_id, self.parent_span_id, self.digest, self.index = (
+            trace_id,
+            span_id,
+            parent,
+            digest,
+            index,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Launch and other.digest == self.digest
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _WideRebuilder(_TraceRebuilder):
+    """:class:`_TraceRebuilder` over a :class:`WideTrace`: the raw spans rebuilt as ever, the launches' records
+    given their scopes and put in the rebuild's order among the raw spans' records."""
+
+    def __init__(self, wide: WideTrace, plan: _Plan, expand: bool, warnings: list[str]) -> None:
+        super().__init__(wide.trace_id.hex(), wide.raw, expand, warnings)
+        self.wide = wide
+        self.plan = plan
+        self._found: dict[bytes, int] = {}  # span ids looked up (a few: parents that are no raw span)
+        self._index: dict[bytes, int] | None = None  # every kept launch's, once many were looked up
+
+    def _launch_at(self, span_id: bytes) -> int:
+        """The index of the kept launch of id ``span_id``, or -1: a few ids are searched for in the ids' bytes,
+        and past :data:`_SEARCHES` of them (a trace whose launches hang under many missing parents) every kept
+        launch is put in a dict once."""
+        if len(span_id) != 8:
+            return -1
+        if self._index is not None:
+            return self._index.get(span_id, -1)
+        at = self._found.get(span_id)
+        if at is not None:
+            return at
+        if len(self._found) >= _SEARCHES:
+            wide, kept = self.wide, self.plan.launches
+            index: dict[bytes, int] = {}
+            for i in range(len(wide.ids) // 8):  # (not wide.records: given to the rebuild by now)
+                if kept is None or kept[i]:
+                    index.setdefault(wide.span_id(i), i)
+            self._index = index
+            return index.get(span_id, -1)
+        at = self._found[span_id] = self._search(span_id)
+        return at
+
+    def _search(self, span_id: bytes) -> int:
+        ids, kept = self.wide.ids, self.plan.launches
+        at = ids.find(span_id)
+        while at >= 0:
+            if at % 8 == 0 and (kept is None or kept[at // 8]):
+                return at // 8
+            at = ids.find(span_id, at + 1)
+        return -1
+
+    def _taken_launch(self, span_id: bytes) -> tuple[bool, bytes | None] | None:
+        i = self._launch_at(span_id)
+        if i < 0:
+            return None
+        wide = self.wide
+        return bool(wide.joined[i]), wide.parent_ids[wide.parents[i]]
+
+    def _known(self, span_id: bytes) -> bool:
+        return span_id in self.spans or self._launch_at(span_id) >= 0
+
+    def build(self) -> TraceData | None:
+        launches = self._scoped_launches()
+        plain: list[LaunchRecord] = []
+        keyed: list = []
+        scopes: dict = {}
+        attributes: dict = {}
+        ours = len(launches)
+        op, fold_count = C.OP, C.FOLD_COUNT
+        placed = 0  # launches placed so far
+        for (span_id, span), before in zip(self.spans.items(), self.plan.before):
+            plain.extend(r for r in launches[placed:before] if r is not None)
+            placed = max(placed, before)
+            d = self.attrs.get(span_id)
+            if d is None:
+                d = dict(span.attributes)
+            try:  # the rebuild's own loop (_TraceRebuilder.build), less its inline shortcut
+                if op in d and fold_count not in d:
+                    error = None if span.status_code != STATUS_ERROR else _error(span)
+                    plain.append(_record(d, span.start_ns, span.end_ns, error, self._parent_scope(span, d)))
+                    ours += 1
+                else:
+                    ours += self._take(span, d, plain, keyed, scopes, attributes)
+            except (ValueError, TypeError, KeyError, OverflowError):
+                ours += 1
+                self.malformed += 1
+        plain.extend(r for r in launches[placed:] if r is not None)
+        self.malformed += sum(1 for r in launches if r is None)
+        if not ours:
+            return None
+        attrs = {**dict(self.plan.first_resource), **attributes, TRACE_ID: self.trace_hex}
+        return TraceData(_in_order(plain, keyed), scopes, attrs)
+
+    def _scoped_launches(self) -> list[LaunchRecord | None]:
+        """The kept launches' records in reading order, each with its scope (each record is replaced by its copy
+        in the wide trace's list, which is then let go: no second list of them is held)."""
+        wide, kept = self.wide, self.plan.launches
+        records, wide.records = wide.records, []
+        scope_of: dict[int, int | None] = {}
+        for i, rec in enumerate(records):
+            if rec is None or wide.joined[i] or (kept is not None and not kept[i]):
+                continue
+            p = wide.parents[i]
+            scope = scope_of.get(p, scope_of)
+            if scope is scope_of:
+                scope = scope_of[p] = self._scope_above(wide.parent_ids[p], wide.span_id(i))
+            if scope is not None:
+                records[i] = _with_scope(rec, scope)
+        if kept is not None:
+            records = [r for r, keep in zip(records, kept) if keep]
+        return records
