@@ -1134,7 +1134,7 @@ static PyObject *tiny_user_frame(PyObject *sites, PyObject *skip_new) {
  * other context: the Python hook decides (BEAM's, for one). */
 #if PY_VERSION_HEX >= 0x030B0000 /* PyFrame_GetGlobals, PyFrame_GetLasti (capture/tinygrad.py uses no TinyHook before) */
 static PyObject *tiny_begin(TinyHook *self, PyObject *ctx, PyObject *frame) {
-    PyObject **r = self->refs, *v[10] = {NULL}, *run = NULL, *apis = r[TH_APIS];
+    PyObject **r = self->refs, *v[12] = {NULL}, *run = NULL, *apis = r[TH_APIS];
     uint64_t thread = PyThreadState_GetID(PyThreadState_Get());
     int got = 0;
     while (got < 5 && (v[got] = PyObject_GetAttr(ctx, PyTuple_GET_ITEM(r[TH_NAMES], got))) != NULL) got++;
@@ -1147,21 +1147,22 @@ static PyObject *tiny_begin(TinyHook *self, PyObject *ctx, PyObject *frame) {
         self->st_thread = tid ? thread : 0;
     }
     if (got == 5 && v[0] != Py_False && PyBool_Check(v[1]) && PyBool_Check(v[2]) && PyDict_CheckExact(v[3]) &&
-        r[TH_TID] != NULL && (v[5] = PyFrame_GetGlobals((PyFrameObject *)frame)) &&
+        r[TH_TID] != NULL && (v[10] = Py_NewRef(r[TH_STACK])) && (v[11] = Py_NewRef(r[TH_TID])) && /* held: a */
+        (v[5] = PyFrame_GetGlobals((PyFrameObject *)frame)) && /* collection below may let another thread replace them */
         (v[6] = Py_XNewRef(PyDict_GetItemWithError(v[5], PyTuple_GET_ITEM(r[TH_NAMES], 5))), !PyErr_Occurred()) &&
         (v[7] = PyDict_GET_SIZE(v[3]) ? PyDict_Copy(v[3]) : Py_NewRef(Py_None)) &&
         (v[8] = PyLong_FromLong(PyFrame_GetLasti((PyFrameObject *)frame))) &&
         (v[9] = PyWeakref_NewRef(ctx, (PyObject *)self)) &&
         (run = PyType_GenericAlloc((PyTypeObject *)r[TH_RUN], RUN_SIZE))) {
         PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame), *items[RUN_SIZE] = {v[4], v[7],
-            PyTuple_GET_ITEM(apis, v[1] == Py_False ? 0 : v[2] == Py_True ? 1 : 2), r[TH_STACK], r[TH_TID], code, v[8],
+            PyTuple_GET_ITEM(apis, v[1] == Py_False ? 0 : v[2] == Py_True ? 1 : 2), v[10], v[11], code, v[8],
             v[6] ? v[6] : PyTuple_GET_ITEM(apis, 3)};
         for (int i = 0; i < RUN_SIZE; i++) PyTuple_SET_ITEM(run, i, Py_NewRef(items[i]));
         Py_DECREF(code);
         Py_XSETREF(r[TH_LAST_CTX], Py_NewRef(v[9]));
         Py_XSETREF(r[TH_LAST_RUN], Py_NewRef(run)); /* both set before the last run is let go */
     }
-    for (int i = 0; i < 10; i++) Py_XDECREF(v[i]);
+    for (int i = 0; i < 12; i++) Py_XDECREF(v[i]);
     return run;
 }
 #else
