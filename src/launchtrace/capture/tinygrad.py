@@ -385,8 +385,9 @@ def _make_hook(inner: Any, realize: Any) -> Any:
         return begin(ctx, frame)
 
     def begin(ctx: Any, frame: Any) -> _Run | None:
-        """:func:`find` once the user's frame is found (the compiled hook walks to it itself): :func:`_kind_of`
-        and :func:`_new_run` inlined (once per ``run_linear``: most of a one-kernel jit call's recording)."""
+        """:func:`find` once the user's frame is found: :func:`_kind_of` and :func:`_new_run` inlined (once per
+        ``run_linear``: most of a one-kernel jit call's recording). The compiled hook makes the same run in C
+        (``tiny_begin`` in ``capture/_fastlaunch.c``; ``tests/test_tinygrad_compiled.py`` compares them)."""
         try:
             if ctx.cache is False:
                 if not _record_beam:
