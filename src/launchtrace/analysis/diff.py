@@ -40,6 +40,7 @@ from launchtrace.analysis.segments import (
     run_key,
     segments,
     split_runs,
+    step_occurrences,
     top_scope,
     unowned_by_order,
 )
@@ -238,38 +239,27 @@ def step_series(
             path = trace.scope_path(sid)
             inner = path[path.index(trace.scopes[top].name) :] if trace.scopes[top].name in path else path
             nested.setdefault((t, top), []).append(("/".join(inner), float(sc.duration_ns)))
-    occurrence_of: dict[tuple[int, int], int] = {}  # a scope whose records were cut in two is one step
-    for seg in segments(traces, scope) if segs is None else segs:
+    for seg, occ, first in step_occurrences(traces, segments(traces, scope) if segs is None else segs):
         trace = traces[seg.trace]
         timed = [r for r in seg.records if r.end_ns > 0]
-        if seg.scope_id is not None and (seg.trace, seg.scope_id) in occurrence_of:
-            occ = occurrence_of[(seg.trace, seg.scope_id)]
-        elif seg.scope_id is None and seg.scopes and seg.source is not None:  # an inferred step: its timers
-            occ = len(steps.setdefault(seg.name, []))
-            steps[seg.name].append(float(seg.duration_ns))
+        # (not first: the rest of a scope cut in two, whose step time and scope groups are in already)
+        if first and seg.scope_id is None and seg.scopes and seg.source is not None:  # an inferred step: its timers
+            steps.setdefault(seg.name, []).append(float(seg.duration_ns))
             add(("scope", seg.name, seg.name), occ, float(seg.duration_ns), 1, 0)
             for sid in seg.scopes:
                 sc = seg.source.scopes[sid]
                 if not sc.internal and sc.end_ns > 0 and sc.kind != "load":
                     path = "/".join((seg.name, *seg.source.scope_path(sid)))
                     add(("scope", seg.name, path), occ, float(sc.duration_ns), 1, 0)
-        else:
+        elif first:
             if seg.scope_id is not None:
-                sc = trace.scopes[seg.scope_id]
-                if sc.end_ns <= 0:
-                    continue  # still open when exported: no step time
-                step_ns = float(sc.duration_ns)
-            elif timed:
-                step_ns = float(sum(_record_total(r)[0] for r in timed))
+                step_ns = float(trace.scopes[seg.scope_id].duration_ns)
             else:
-                continue
-            occ = len(steps.setdefault(seg.name, []))
-            steps[seg.name].append(step_ns)
+                step_ns = float(sum(_record_total(r)[0] for r in timed))
+            steps.setdefault(seg.name, []).append(step_ns)
             add(("scope", seg.name, seg.name), occ, step_ns, 1, 0)
-            if seg.scope_id is not None:
-                occurrence_of[(seg.trace, seg.scope_id)] = occ
-                for path, ns in nested.get((seg.trace, seg.scope_id), ()):
-                    add(("scope", seg.name, path), occ, ns, 1, 0)
+            for path, ns in nested.get((seg.trace, seg.scope_id), ()) if seg.scope_id is not None else ():
+                add(("scope", seg.name, path), occ, ns, 1, 0)
         name = seg.name
         for rec in timed:  # add(...) inline: this loop runs once per launch of every step
             if rec.fold is None and rec.repeat <= 1:  # _record_total of a measured launch

@@ -16,14 +16,23 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from launchtrace.allocations import identity_of
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.steps import NO_SCOPE, Occurrence, occurrences, run_key, split_runs
 from launchtrace.topology import AllocRef, slotless
 
-__all__ = ["NO_SCOPE", "Segment", "run_key", "segments", "split_runs", "top_scope", "unowned_by_order"]
+__all__ = [
+    "NO_SCOPE",
+    "Segment",
+    "run_key",
+    "segments",
+    "split_runs",
+    "step_occurrences",
+    "top_scope",
+    "unowned_by_order",
+]
 
 Segment = Occurrence
 """A step as the diff compares it: :class:`launchtrace.steps.Occurrence` (``occurrence`` is its ``index``)."""
@@ -53,6 +62,31 @@ def segments(traces: Sequence[TraceData], scope: str | None = None) -> list[Segm
             print(seg.name, seg.occurrence, len(seg.records))
     """
     return [occ for occ in occurrences(traces, scope) if occ.records]
+
+
+def step_occurrences(traces: Sequence[TraceData], segs: Sequence[Segment]) -> Iterator[tuple[Segment, int, bool]]:
+    """Each segment of ``segs`` that times a step, with the step's occurrence among the steps of its name and
+    whether the segment begins that occurrence: a scope whose records were cut in two is one step, a scope still
+    open when exported is none, an unscoped run without a timed record none; an inferred step (a zero-code run's
+    repeating timers) always is one. The one count :func:`launchtrace.analysis.diff.step_series` and the kernel
+    totals of ``summary`` and ``report`` (:func:`launchtrace.analysis.stats.add_step_values`) both take."""
+    counts: dict[str, int] = {}
+    occurrence_of: dict[tuple[int, int], int] = {}
+    for seg in segs:
+        if seg.scope_id is not None and (seg.trace, seg.scope_id) in occurrence_of:
+            yield seg, occurrence_of[(seg.trace, seg.scope_id)], False
+            continue
+        if not (seg.scope_id is None and seg.scopes and seg.source is not None):  # not an inferred step
+            if seg.scope_id is not None:
+                if traces[seg.trace].scopes[seg.scope_id].end_ns <= 0:
+                    continue  # still open when exported
+            elif not any(r.end_ns > 0 for r in seg.records):
+                continue
+        occ = counts.get(seg.name, 0)
+        counts[seg.name] = occ + 1
+        if seg.scope_id is not None:
+            occurrence_of[(seg.trace, seg.scope_id)] = occ
+        yield seg, occ, True
 
 
 def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...]:

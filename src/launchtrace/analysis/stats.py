@@ -285,30 +285,15 @@ def _kernel_step_values(
     traces: Sequence[TraceData], segs: Sequence[Occurrence]
 ) -> dict[tuple[str, str], dict[int, float]]:
     """The ``("kernel", step, title)`` groups of :func:`~launchtrace.analysis.diff.step_series`, alone: the same
-    occurrences (a scope cut in two is one step, an open scope none, an unscoped run without timed records
-    none) and the same sums in the same order, without the scope groups, the step durations and the counts
-    that ``summary`` and ``report`` never read (they were half of ``summary``'s own time per trace).
-    ``tests/test_summary_stream.py`` checks it against ``step_series`` on real runs."""
-    occurrences: dict[str, int] = {}  # step name -> occurrences so far
-    occurrence_of: dict[tuple[int, int], int] = {}
+    steps and occurrences (:func:`~launchtrace.analysis.segments.step_occurrences`, which both take) and the same
+    sums in the same order, without the scope groups, the step durations and the counts that ``summary`` and
+    ``report`` never read (they were half of ``summary``'s own time per trace). ``tests/test_summary_stream.py``
+    checks it against ``step_series`` on real runs."""
+    from launchtrace.analysis.segments import step_occurrences
+
     values: dict[tuple[str, str], dict[int, float]] = {}
-    for seg in segs:
+    for seg, occ, _first in step_occurrences(traces, segs):
         timed = [r for r in seg.records if r.end_ns > 0]
-        if seg.scope_id is not None and (seg.trace, seg.scope_id) in occurrence_of:
-            occ = occurrence_of[(seg.trace, seg.scope_id)]
-        elif seg.scope_id is None and seg.scopes and seg.source is not None:  # an inferred step
-            occ = occurrences.get(seg.name, 0)
-            occurrences[seg.name] = occ + 1
-        else:
-            if seg.scope_id is not None:
-                if traces[seg.trace].scopes[seg.scope_id].end_ns <= 0:
-                    continue  # still open when exported: no step
-            elif not timed:
-                continue
-            occ = occurrences.get(seg.name, 0)
-            occurrences[seg.name] = occ + 1
-            if seg.scope_id is not None:
-                occurrence_of[(seg.trace, seg.scope_id)] = occ
         name = seg.name
         for rec in timed:
             if rec.fold is None and rec.repeat <= 1:
