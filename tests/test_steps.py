@@ -37,15 +37,16 @@ from launchtrace.testing import trace_launches
 from test_analysis_programs import DEVICE, N, Sim, add, scale
 
 
-def _write(path: Path, program, *, reverse: bool = True) -> Path:
-    """Run ``program(sim)`` under capture and write its spans as OTLP JSON Lines, traces in reverse order."""
+def _write(path: Path, program, *, reverse: bool = True, fold: object = False) -> Path:
+    """Run ``program(sim)`` under capture and write its spans as OTLP JSON Lines, traces in reverse order
+    (``fold``: the exporter's fold mode)."""
     sim = Sim()
     with trace_launches():
         sub = bus.subscribe(thread=threading.get_ident())
         program(sim)
         sub.close()
         events = sub.drain()
-    builder = SpanBuilder(ExportConfig.resolve(fold=False))
+    builder = SpanBuilder(ExportConfig.resolve(fold=fold))
     spans = builder.feed(events) + builder.flush()
     by_trace: dict[bytes, list] = {}
     for span in spans:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import threading
 from pathlib import Path
 
 import pytest
@@ -22,16 +21,11 @@ import warp as wp
 
 import launchtrace
 from launchtrace import conventions as C
-from launchtrace.capture import bus
 from launchtrace.cli import main
-from launchtrace.export.config import ExportConfig
-from launchtrace.export.spanbuilder import SpanBuilder
-from launchtrace.otlp.json_codec import encode_line
 from launchtrace.sources import wide
 from launchtrace.sources.files import read_spans
 from launchtrace.sources.stream import TraceStream
 from launchtrace.spans import SpanData
-from launchtrace.testing import trace_launches
 from test_analysis_programs import DEVICE, N, Sim, add, scale
 from test_steps import _stepped, _write, _zero_code
 
@@ -45,20 +39,6 @@ def _repeating(sim: Sim) -> None:
         wp.copy(sim.x, sim.out)
 
 
-def _write_folded(path: Path, program) -> Path:
-    """``test_steps._write``, with folding on."""
-    sim = Sim()
-    with trace_launches():
-        sub = bus.subscribe(thread=threading.get_ident())
-        program(sim)
-        sub.close()
-        events = sub.drain()
-    builder = SpanBuilder(ExportConfig.resolve(fold="always"))
-    spans = builder.feed(events) + builder.flush()
-    path.write_text(encode_line(spans) + "\n", encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory, warp_cpu) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("wide")
@@ -68,7 +48,7 @@ def files(tmp_path_factory: pytest.TempPathFactory, warp_cpu) -> dict[str, Path]
     return {
         "demo": plain,
         "stats": stats,
-        "folded": _write_folded(folder / "folded.jsonl", _repeating),
+        "folded": _write(folder / "folded.jsonl", _repeating, reverse=False, fold="always"),
         "stepped": _write(folder / "stepped.jsonl", _stepped),
         "zero": _write(folder / "zero.jsonl", _zero_code),
     }
