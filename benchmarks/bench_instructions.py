@@ -13,8 +13,9 @@ Warp's CPU device, in five modes:
   collect process runs outside valgrind, so only the program's own process is counted.
 
 Method (shared/notes/measuring.md): one child process under ``valgrind --tool=callgrind`` runs every block
-(each mode's first counted block is dumped and discarded: the first one after a change of mode carried 10-20
-million instructions of one-time work; the process is down to its main thread before each block);
+(each mode's first counted block, ``--n1`` launches, is dumped and discarded: the first one after a change of mode
+carried 10-20 million instructions of one-time work, and what the export learns once per step position must be
+learnt before both counted blocks; the process is down to its main thread before each block);
 ``os.getpgrp()`` zeroes callgrind's counters and ``os.getsid(0)`` dumps them, so each dump holds exactly one block,
 all threads together (the export worker shares the GIL with the program). Each mode runs ``--n1`` and ``--n2``
 launches; per-launch instructions are ``(I(n2) - I(n1)) / (n2 - n1)``, so start-up, pipeline start and stop cancel.
@@ -230,8 +231,12 @@ def counted_blocks(args: argparse.Namespace, kernels: dict[str, tuple[Any, list]
         for mode in args.modes:
             # a counted block of the same mode first, dumped and discarded: the first counted block after a
             # change of mode carried 10-20 million instructions more than the rest (a thread created and ended in
-            # it, one-time work; callgrind's own summary line disagreed with its per-function costs there)
-            for n in (WARM_LAUNCHES, args.n1, args.n2):
+            # it, one-time work; callgrind's own summary line disagreed with its per-function costs there). It is
+            # n1 launches long, so that what the export learns once per step position (the fingerprint memo of a
+            # step root up to step_max_spans long) is learnt before n1 and n2 alike: a 20-launch block left the
+            # n1 block hashing a 1,000-launch root's lines that the n2 block then found known, which flattered the
+            # difference by about 550 instructions a launch
+            for n in (max(WARM_LAUNCHES, args.n1), args.n1, args.n2):
                 run_block(mode, kernel, inputs, n, folder, args.endpoint, mark=True)
 
 
