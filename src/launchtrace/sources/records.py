@@ -28,7 +28,7 @@ from launchtrace import conventions as C
 from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.model import UNKNOWN_SITE, BufferArg, DeviceTime, LaunchRecord, Site, ValueStats
 
-__all__ = ["record_from_attributes", "shared_scalars"]
+__all__ = ["record_from_attributes", "seen_launch", "seen_record", "shared_scalars"]
 
 
 def _int(value: Any) -> int:
@@ -131,9 +131,10 @@ def _scalar(value: Any) -> Any:
 
 
 def record_from_attributes(
-    d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None
+    d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None, span: tuple | None = None
 ) -> LaunchRecord:
-    """A record from the attributes of its span (or of a folded position's event)."""
+    """A record from the attributes of its span (or of a folded position's event). ``span``: the span's name and
+    attributes as read (``d`` is their dict), for :func:`seen_launch` to recognise the spans that repeat it."""
     try:
         key: tuple | None = (tuple(d), d.get(C.PARAMS), d.get(C.ARRAY_KEYS), d.get(C.SCALAR_KEYS))
         layout = _LAYOUTS.get(key)
@@ -148,7 +149,10 @@ def record_from_attributes(
             _LAYOUTS[key] = layout
     if layout.fixed is None:
         return layout.record(d, start, end, error, scope_id)
-    return layout.reuse(d, start, end, error, scope_id)
+    rec = layout.reuse(d, start, end, error, scope_id)
+    if span is not None:
+        _remember(span, d, layout)
+    return rec
 
 
 class _Layout:
@@ -170,7 +174,7 @@ class _Layout:
     values differ span to span (fresh pointers every launch) stops trying after a few hundred misses.
     """
 
-    __slots__ = ("arrays", "cacheable", "fixed", "hits", "make", "measured", "misses", "params", "scalars")
+    __slots__ = ("arrays", "cacheable", "fixed", "hits", "make", "measured", "misses", "own", "params", "scalars")
     __slots__ += ("site", "streamless", "table", "text_at")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
@@ -207,6 +211,9 @@ class _Layout:
         self.text_at = tuple(i for i, k in enumerate(fixed) if k in texts)
         fixed += fixed[:1] if len(fixed) == 1 else []  # one name: itemgetter would give the value, not a tuple
         self.fixed = operator.itemgetter(*fixed) if self.cacheable and C.OP in d else None
+        # every name :meth:`_own` reads (kept beside it: the spans of a :class:`_Seen` may differ only in these)
+        own = [C.DEVICE_TIME_START, C.DEVICE_TIME_END, *(n for _, measured in self.measured for n in measured)]
+        self.own = frozenset([*own, *(name for _, name in self.scalars), C.SEQ])
 
     def reuse(
         self, d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None
@@ -345,6 +352,105 @@ class _Layout:
         return site
 
 
+class _Seen:
+    """A launch span read through :meth:`_Layout.reuse` with a kept record (``base``), as a pattern for the spans
+    that repeat it: the same attribute names in the same order and values equal at every position but those of
+    the names :meth:`_Layout._own` reads (``own_at``). Such a span's dict would find the same layout and the same
+    kept record (its key is its names and values, all equal here), so its record is ``base`` with its own values,
+    read from them alone by the same :meth:`_Layout._own`. Checking that costs two tuple comparisons, not the
+    dict of 30-odd attributes and the two keys built from it (:func:`seen_launch`)."""
+
+    __slots__ = ("base", "fixed", "fixed_at", "flags", "layout", "own_at", "own_names")
+
+    def __init__(self, attributes: tuple, d: Mapping[str, Any], layout: _Layout, base: LaunchRecord) -> None:
+        names = [k for k, _ in attributes]
+        own = [i for i, name in enumerate(names) if name in layout.own]
+        fixed = [i for i in range(len(names)) if i not in own]
+        # one position: itemgetter would give the pair itself, not a tuple of one
+        self.fixed_at = operator.itemgetter(*fixed, *fixed[:1])
+        self.own_at = operator.itemgetter(*own, *own[:1]) if own else _no_pairs
+        self.fixed = self.fixed_at(attributes)
+        self.own_names = tuple(names[i] for i in own)  # in order: the dict of a span that repeats it has them so
+        self.layout = layout
+        self.base = base
+        # what rebuild reads of a launch span beside its record (its own values never include these)
+        self.flags = {C.SCOPE_JOINED: d[C.SCOPE_JOINED]} if C.SCOPE_JOINED in d else {}
+
+
+class _Patterns:
+    """The :class:`_Seen` of one span name and attribute count, and how often they were of use."""
+
+    __slots__ = ("hits", "misses", "seen")
+
+    def __init__(self) -> None:
+        self.seen: list[_Seen] = []
+        self.hits = self.misses = 0
+
+
+def seen_launch(name: str, attributes: tuple) -> tuple[_Seen, dict[str, Any]] | None:
+    """For a span that repeats an earlier launch span in all but its own values (:class:`_Seen`): that one's
+    pattern and this span's own values (a dict, what :meth:`_Layout._own` reads); else ``None``, and the span is
+    read from its dict (:func:`record_from_attributes`). Spans whose values keep changing stop being looked for
+    after a few hundred misses, as :meth:`_Layout.reuse` stops keeping their records."""
+    patterns = _PATTERNS.get((name, len(attributes)))
+    if patterns is None or not patterns.seen:
+        return None
+    try:
+        for seen in patterns.seen:
+            if seen.fixed_at(attributes) == seen.fixed:
+                own = dict(seen.own_at(attributes))
+                if tuple(own) == seen.own_names:  # and so every name is where it was, each once
+                    patterns.hits += 1
+                    seen.layout.hits += 1
+                    return seen, own
+    except (TypeError, ValueError):  # not pairs, or values that do not compare: the dict's reading says what
+        return None
+    patterns.misses += 1
+    if patterns.misses >= _GIVE_UP and patterns.misses > patterns.hits:
+        patterns.seen = []  # and none are added again
+    return None
+
+
+def seen_record(seen: _Seen, own: dict[str, Any], start: int, end: int, error: str | None, scope_id: int | None):
+    """The record of a span :func:`seen_launch` recognised (``own``: its own values)."""
+    scalars, seq, probes = seen.layout._own(own)
+    return _reused(seen.base, scalars, start, end, scope_id, error, seq, probes)
+
+
+def _remember(span: tuple[str, tuple], d: Mapping[str, Any], layout: _Layout) -> None:
+    """Keep a :class:`_Seen` of this span (at most :data:`_MAX_SEEN` per name and length) when :meth:`_Layout.reuse`
+    kept a record for its values and its names are each there once (else its dict would not be its attributes
+    position for position)."""
+    name, attributes = span
+    if len(d) != len(attributes) or layout.fixed is None:
+        return
+    try:
+        base = _RECORDS.get((layout, layout.fixed(d)))
+    except TypeError:  # an unhashable value
+        return
+    if base is None:
+        return
+    key = (name, len(attributes))
+    patterns = _PATTERNS.get(key)
+    if patterns is None:
+        if len(_PATTERNS) >= _MAX_CACHED:
+            _PATTERNS.clear()
+        patterns = _PATTERNS[key] = _Patterns()
+    elif not patterns.seen and patterns.misses:  # given up on
+        return
+    if len(patterns.seen) >= _MAX_SEEN:
+        del patterns.seen[0]
+    patterns.seen.append(_Seen(attributes, d, layout, base))
+
+
+def _no_pairs(attributes: tuple) -> tuple:
+    return ()
+
+
+_MAX_SEEN = 4
+"""Patterns kept per span name and attribute count (a call site's launches alternate among a few, such as a
+double buffer's two states)."""
+_PATTERNS: dict[tuple[str, int], _Patterns] = {}
 _MAX_CACHED = 4096
 """Entries a rebuild cache holds before it starts over (one per call site, shape or site: a program has few)."""
 _LAYOUTS: dict[tuple, _Layout] = {}

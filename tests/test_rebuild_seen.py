@@ -1,0 +1,125 @@
+"""rebuild's launch patterns (``records.seen_launch``): a launch span that repeats an earlier one in every
+attribute but those its record takes as its own (seq, scalars, device time, value statistics) is read without
+its dict. Each case here is rebuilt twice, with the patterns and without them, and must come out the same to the
+value's type, warnings included: spans that differ in a fixed value, in the order or the number of their names,
+in a value equal to another but read differently, or that hold a value that cannot be read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from launchtrace import conventions as C
+from launchtrace.sources import rebuild as rebuild_module
+from launchtrace.sources import records
+from launchtrace.sources.rebuild import rebuild
+from launchtrace.spans import STATUS_ERROR, SpanData
+
+TRACE = bytes(range(16))
+ROOT = (99).to_bytes(8, "big")
+
+
+def _span(span_id: int, attrs: tuple, *, name: str = "k", parent: bytes | None = ROOT) -> SpanData:
+    return SpanData(TRACE, span_id.to_bytes(8, "big"), parent, name, 100 * span_id, 100 * span_id + 7, attrs)
+
+
+def _root() -> SpanData:
+    scope = ((C.SCOPE_KIND, "user"), (C.SCOPE_ID, 1), (C.SEQ, 0))
+    return SpanData(TRACE, ROOT, None, "step", 0, 10**6, scope)
+
+
+def _launch_attrs(seq: object, *, ptr: object = 64, owner: object = "sim.x", dt: object = 0.5, extra=()) -> tuple:
+    attrs = ((C.OP, "launch"), (C.KERNEL, "m.k"), (C.PARAMS, ("x", "dt")), (C.ARRAY_KEYS, ("0",)))
+    attrs += ((C.SCALAR_KEYS, ("1",)), ("launchtrace.arg.x.ptr", ptr), ("launchtrace.arg.x.shape", (4,)))
+    attrs += (("launchtrace.arg.x.owner", owner), ("launchtrace.scalar.dt", dt), *extra, (C.SEQ, seq))
+    return attrs
+
+
+def _both(spans: list[SpanData], monkeypatch: pytest.MonkeyPatch) -> tuple:
+    """The rebuilt records and warnings with the patterns (a fresh cache) and without them."""
+    records._PATTERNS.clear()
+    records._RECORDS.clear()
+    seen = rebuild(spans)
+    with monkeypatch.context() as m:
+        m.setattr(rebuild_module, "_seen", lambda name, attributes: None)
+        records._RECORDS.clear()
+        plain = rebuild(spans)
+    return seen, plain
+
+
+def _same(spans: list[SpanData], monkeypatch: pytest.MonkeyPatch) -> list:
+    seen, plain = _both([_root(), *spans], monkeypatch)
+    got, want = seen.records(), plain.records()
+    assert got == want
+    assert [repr(dataclasses.astuple(r)) for r in got] == [repr(dataclasses.astuple(r)) for r in want]
+    assert seen.warnings == plain.warnings and seen.malformed == plain.malformed
+    return got
+
+
+def test_repeating_launches_take_the_pattern_and_their_own_values(monkeypatch):
+    spans = [_span(i, _launch_attrs(i, dt=0.25 * i)) for i in range(1, 9)]
+    rebuilt = _same(spans, monkeypatch)
+    assert [(r.seq, r.scalars, r.start_ns) for r in rebuilt] == [(i, ((1, 0.25 * i),), 100 * i) for i in range(1, 9)]
+    records._PATTERNS.clear()
+    rebuild([_root(), *spans])
+    assert sum(p.hits for p in records._PATTERNS.values()) == len(spans) - 1  # all but the first: no dict
+
+
+def test_a_differing_fixed_value_or_a_value_read_differently_is_not_taken_for_the_pattern(monkeypatch):
+    spans = [_span(1, _launch_attrs(1)), _span(2, _launch_attrs(2, ptr=128)), _span(3, _launch_attrs(3, owner=1))]
+    spans += [_span(4, _launch_attrs(4, owner=True)), _span(5, _launch_attrs(5, ptr=64.0))]
+    spans += [_span(6, _launch_attrs(6, ptr=True)), _span(7, _launch_attrs(7, owner="sim.y"))]
+    rebuilt = _same(spans, monkeypatch)
+    assert [r.buffers[0].owner for r in rebuilt] == ["sim.x", "sim.x", "1", "True", "sim.x", "sim.x", "sim.y"]
+    assert [r.arrays[0][1] for r in rebuilt] == [64, 128, 64, 64, 64, 1, 64]
+
+
+def test_names_in_another_order_twice_or_one_more_are_read_from_the_dict(monkeypatch):
+    first = _launch_attrs(1)
+    swapped = (*first[:-2], (*first[-1][:1], 2), first[-2])  # seq before the scalar
+    twice = (*_launch_attrs(3)[:-1], (C.SEQ, 30), (C.SEQ, 3))  # the dict keeps the last value
+    doubled_fixed = (*_launch_attrs(4)[:-1], ("launchtrace.arg.x.ptr", 8), (C.SEQ, 4))
+    more = _launch_attrs(5, extra=((C.DEVICE, "cpu"),))
+    spans = [_span(1, first), _span(2, swapped), _span(3, twice), _span(4, doubled_fixed), _span(5, more)]
+    spans += [_span(6, _launch_attrs(6)), _span(7, (*swapped[:-2], (C.SEQ, 7), swapped[-1]))]
+    rebuilt = _same(spans, monkeypatch)
+    assert [r.seq for r in rebuilt] == [1, 2, 3, 4, 5, 6, 7]
+    assert rebuilt[3].arrays[0][1] == 8 and rebuilt[4].device == "cpu"
+
+
+def test_own_values_of_every_kind_are_read_as_the_dict_reads_them(monkeypatch):
+    stats = tuple(
+        (C.arg_stats_attr("x", f), v) for f, v in zip(C.STATS_FIELDS, (1.5, 0.5, -1, 3, None)) if v is not None
+    )
+    device = ((C.DEVICE_TIME_START, "1000"), (C.DEVICE_TIME_END, 1500))
+    spans = []
+    for i, dt in enumerate([0.5, -0.0, 0, False, True, (1.0, 2), [1, [2]], "[1, 2]", "[oops", float("nan")], 1):
+        spans.append(_span(i, _launch_attrs(i, dt=dt, extra=(*stats, *device))))
+    spans.append(_span(20, _launch_attrs("21", extra=(*stats, *device))))  # a decimal string seq
+    rebuilt = _same(spans, monkeypatch)
+    assert len(rebuilt) == len(spans) and all(r.probes for r in rebuilt)
+
+
+def test_a_repeating_launch_with_an_unreadable_own_value_warns_as_the_first_reading_does(monkeypatch):
+    spans = [_span(1, _launch_attrs(1)), _span(2, _launch_attrs("two")), _span(3, _launch_attrs(3))]
+    spans.append(_span(4, _launch_attrs(4, extra=((C.DEVICE_TIME_START, 5),))))
+    spans.append(_span(5, _launch_attrs(5, extra=((C.DEVICE_TIME_START, "x"),))))
+    seen, plain = _both([_root(), *spans], monkeypatch)
+    assert seen.records() == plain.records() and len(seen.records()) == 3
+    assert seen.warnings == plain.warnings and seen.malformed == plain.malformed == 2
+
+
+def test_joined_errors_and_scopes_of_repeating_launches_are_kept(monkeypatch):
+    timer = ((C.SCOPE_KIND, "timer"), (C.SCOPE_ID, 2), (C.SEQ, 1))
+    inner = (50).to_bytes(8, "big")
+    spans = [SpanData(TRACE, inner, ROOT, "sim", 10, 10**5, timer)]
+    for i in range(2, 8):
+        joined = ((C.SCOPE_JOINED, i % 2 == 0),)
+        spans.append(_span(i, _launch_attrs(i, extra=joined), parent=inner if i < 5 else ROOT))
+    spans.append(dataclasses.replace(_span(8, _launch_attrs(8)), status_code=STATUS_ERROR, status_message="boom"))
+    spans.append(_span(9, _launch_attrs(9), parent=(77).to_bytes(8, "big")))  # a parent that is missing
+    rebuilt = _same(spans, monkeypatch)
+    assert [r.scope_id for r in rebuilt] == [None, 2, None, 1, None, 1, 1, None]
+    assert rebuilt[6].error == "boom"
