@@ -123,3 +123,22 @@ def test_joined_errors_and_scopes_of_repeating_launches_are_kept(monkeypatch):
     rebuilt = _same(spans, monkeypatch)
     assert [r.scope_id for r in rebuilt] == [None, 2, None, 1, None, 1, 1, None]
     assert rebuilt[6].error == "boom"
+
+
+def test_launches_alternating_between_states_are_each_found_by_the_pair_where_they_differ(monkeypatch):
+    states = [dict(ptr=64, owner="sim.states[0]"), dict(ptr=128, owner="sim.states[1]")]
+    spans = [_span(i, _launch_attrs(i, **states[i % 2])) for i in range(1, 11)]
+    rebuilt = _same(spans, monkeypatch)
+    assert [r.buffers[0].owner for r in rebuilt] == [states[i % 2]["owner"] for i in range(1, 11)]
+    records._PATTERNS.clear()
+    rebuild([_root(), *spans])
+    (patterns,) = records._PATTERNS.values()
+    assert patterns.probe is not None and patterns.hits == len(spans) - 2  # each state read once from its dict
+    # where they differ in a value that cannot be a key (a list the record does not read), each is compared in turn
+    records._PATTERNS.clear()
+    spans = [_span(i, _launch_attrs(i, extra=(("user.tags", [i % 3]),))) for i in range(1, 11)]
+    _same(spans, monkeypatch)
+    records._PATTERNS.clear()
+    rebuild([_root(), *spans])
+    (patterns,) = records._PATTERNS.values()
+    assert patterns.probe is None and len(patterns.seen) == 3 and patterns.hits == len(spans) - 3

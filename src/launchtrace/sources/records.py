@@ -360,12 +360,14 @@ class _Seen:
     read from them alone by the same :meth:`_Layout._own`. Checking that costs two tuple comparisons, not the
     dict of 30-odd attributes and the two keys built from it (:func:`seen_launch`)."""
 
-    __slots__ = ("base", "fixed", "fixed_at", "flags", "layout", "own_at", "own_names")
+    __slots__ = ("attributes", "base", "fixed", "fixed_at", "flags", "layout", "own_at", "own_names", "shared")
 
     def __init__(self, attributes: tuple, d: Mapping[str, Any], layout: _Layout, base: LaunchRecord) -> None:
         names = [k for k, _ in attributes]
         own = [i for i, name in enumerate(names) if name in layout.own]
         fixed = [i for i in range(len(names)) if i not in own]
+        self.attributes = attributes
+        self.shared = frozenset(fixed)
         # one position: itemgetter would give the pair itself, not a tuple of one
         self.fixed_at = operator.itemgetter(*fixed, *fixed[:1])
         self.own_at = operator.itemgetter(*own, *own[:1]) if own else _no_pairs
@@ -378,13 +380,43 @@ class _Seen:
 
 
 class _Patterns:
-    """The :class:`_Seen` of one span name and attribute count, and how often they were of use."""
+    """The :class:`_Seen` of one span name and attribute count, and how often they were of use. Where there are
+    several (a double buffer's two states), they are found by the pair at one position where they differ
+    (``probe``), so a span is compared with the one it may repeat, not with each in turn."""
 
-    __slots__ = ("hits", "misses", "seen")
+    __slots__ = ("by_probe", "hits", "misses", "probe", "seen")
 
     def __init__(self) -> None:
         self.seen: list[_Seen] = []
         self.hits = self.misses = 0
+        self.probe: int | None = None
+        self.by_probe: dict[tuple, list[_Seen]] = {}
+
+    def add(self, seen: _Seen) -> None:
+        if len(self.seen) >= _MAX_SEEN:
+            del self.seen[0]
+        self.seen.append(seen)
+        self.probe, self.by_probe = None, {}
+        if len(self.seen) < 2:
+            return
+        shared = frozenset.intersection(*(s.shared for s in self.seen))  # a compared position in each
+        first = self.seen[0].attributes
+        for i in sorted(shared):
+            if any(s.attributes[i] != first[i] for s in self.seen):
+                try:
+                    for s in self.seen:
+                        self.by_probe.setdefault(s.attributes[i], []).append(s)
+                except TypeError:  # an unhashable value there: compare with each in turn
+                    self.by_probe = {}
+                    return
+                self.probe = i
+                return
+
+    def candidates(self, attributes: tuple) -> list[_Seen]:
+        """The patterns ``attributes`` may repeat (raises TypeError for an unhashable probed value)."""
+        if self.probe is None:
+            return self.seen
+        return self.by_probe.get(attributes[self.probe], _NONE)
 
 
 def seen_launch(name: str, attributes: tuple) -> tuple[_Seen, dict[str, Any]] | None:
@@ -396,7 +428,7 @@ def seen_launch(name: str, attributes: tuple) -> tuple[_Seen, dict[str, Any]] | 
     if patterns is None or not patterns.seen:
         return None
     try:
-        for seen in patterns.seen:
+        for seen in patterns.candidates(attributes):
             if seen.fixed_at(attributes) == seen.fixed:
                 own = dict(seen.own_at(attributes))
                 if tuple(own) == seen.own_names:  # and so every name is where it was, each once
@@ -438,13 +470,14 @@ def _remember(span: tuple[str, tuple], d: Mapping[str, Any], layout: _Layout) ->
         patterns = _PATTERNS[key] = _Patterns()
     elif not patterns.seen and patterns.misses:  # given up on
         return
-    if len(patterns.seen) >= _MAX_SEEN:
-        del patterns.seen[0]
-    patterns.seen.append(_Seen(attributes, d, layout, base))
+    patterns.add(_Seen(attributes, d, layout, base))
 
 
 def _no_pairs(attributes: tuple) -> tuple:
     return ()
+
+
+_NONE: list[_Seen] = []
 
 
 _MAX_SEEN = 4
