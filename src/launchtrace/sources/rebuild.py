@@ -67,8 +67,11 @@ def rebuild(spans: Iterable[SpanData], *, expand: bool = True) -> RebuildResult:
     """Group ``spans`` by trace and rebuild each; ``expand=False`` keeps one record per folded position,
     with ``repeat`` set to the repetition count, instead of expanding the repetitions."""
     by_trace: dict[bytes, list[SpanData]] = {}
-    for span in spans:
-        by_trace.setdefault(span.trace_id, []).append(span)
+    if type(spans) is list and len(set(map(_trace_id, spans))) == 1:  # one trace (a stream's list): as it is
+        by_trace[spans[0].trace_id] = spans
+    else:
+        for span in spans:
+            by_trace.setdefault(span.trace_id, []).append(span)
     traces: dict[str, TraceData] = {}
     skipped = malformed = 0
     warnings: list[str] = []
@@ -117,16 +120,18 @@ class _TraceRebuilder:
         self.warnings = warnings
         self.skipped = 0
         self.malformed = 0
-        self.spans: dict[bytes, SpanData] = {}
         # a span's attributes as a dict, made when it is read and kept only for spans that others look up (their
         # parents, a few scope spans): keeping every launch's (1-2 KB each) made one trace of 100,000 launches
         # hold them all at once
         self.attrs: dict[bytes, dict[str, Any]] = {}
-        for span in spans:
-            if span.span_id in self.spans:
-                self._warn(f"duplicate span id {span.span_id.hex()}: kept the first")
-                continue
-            self.spans[span.span_id] = span
+        self.spans: dict[bytes, SpanData] = dict(zip(map(_span_id, spans), spans))
+        if len(self.spans) != len(spans):  # an id twice: the first is kept, and each other one said
+            self.spans = {}
+            for span in spans:
+                if span.span_id in self.spans:
+                    self._warn(f"duplicate span id {span.span_id.hex()}: kept the first")
+                    continue
+                self.spans[span.span_id] = span
         self._scope_of: dict[bytes, int | None] = {}
 
     def _warn(self, message: str) -> None:
@@ -379,6 +384,8 @@ def _in_order(plain: list[LaunchRecord], keyed: list[tuple[tuple[int, int], Laun
 
 
 _seq = operator.attrgetter("seq")
+_trace_id = operator.attrgetter("trace_id")
+_span_id = operator.attrgetter("span_id")
 
 
 def _replay_steps(bases: list[LaunchRecord]) -> list[int]:

@@ -116,7 +116,13 @@ def _value(value: Any) -> Any:
 def _flat(value: Any) -> bool:
     """Whether ``value`` is a tuple that :func:`_scalar` gives back as it is (a vector: no list or tuple in it),
     so the tuple itself can be kept: making an equal one was a tenth of rebuilding a launch with a vector."""
-    return type(value) is tuple and not any(isinstance(x, list | tuple) for x in value)
+    if type(value) is not tuple:
+        return False
+    return _PLAIN.issuperset(map(type, value)) or not any(isinstance(x, list | tuple) for x in value)
+
+
+_PLAIN = frozenset((float, int, bool, str, type(None)))
+"""Types that are no list or tuple: a vector of these is flat without looking at each element's classes."""
 
 
 def _scalar(value: Any) -> Any:
