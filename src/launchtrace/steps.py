@@ -38,6 +38,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from launchtrace.fastinit import slot_constructor
 from launchtrace.model import LaunchRecord, ScopeKind, TraceData
 
 __all__ = [
@@ -206,9 +207,14 @@ def occurrences(traces: Sequence[TraceData] | TraceData, scope: str | None = Non
     out = []
     for start, t, _pos, name, sid, recs, scopes, end in found:
         index = counts.get(name, 0)
-        out.append(Occurrence(name, index, t, start, end, tuple(recs), sid, traces[t], tuple(scopes)))
+        out.append(_occurrence(name, index, t, start, end, tuple(recs), sid, traces[t], tuple(scopes)))
         counts[name] = index + 1
     return out
+
+
+_occurrence = slot_constructor(Occurrence, tuple(f.name for f in dataclasses.fields(Occurrence)))
+"""``Occurrence(...)`` with every field, positionally, without the frozen dataclass's ``object.__setattr__`` per
+field (``summary`` cuts every trace: four or five occurrences each)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

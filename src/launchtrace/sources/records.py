@@ -250,10 +250,13 @@ class _Layout:
         and measurements (device time, then value statistics in argument order). :meth:`record` and
         :meth:`reuse` both read them here, so a bad one fails the same way on either path."""
         get = d.get
-        start_ns = get(C.DEVICE_TIME_START)
-        probes: list = [] if start_ns is None else [DeviceTime(_int(start_ns), _int(get(C.DEVICE_TIME_END, start_ns)))]
-        for key, measured in self.measured:
-            probes.append(_value_stats(d, key, *measured))
+        start_ns = get(_DEVICE_TIME_START)
+        probes: tuple = ()
+        if start_ns is not None or self.measured:
+            found = [] if start_ns is None else [DeviceTime(_int(start_ns), _int(get(C.DEVICE_TIME_END, start_ns)))]
+            for key, measured in self.measured:
+                found.append(_value_stats(d, key, *measured))
+            probes = tuple(found)
         scalars = []
         for key, name in self.scalars:
             value = get(name)
@@ -261,8 +264,8 @@ class _Layout:
             if kind is not float and kind is not int and kind is not bool and not _flat(value):
                 value = _scalar(value)
             scalars.append((key, value))
-        seq = get(C.SEQ, 0)
-        return tuple(scalars), seq if type(seq) is int else _int(seq), tuple(probes)
+        seq = get(_SEQ, 0)
+        return tuple(scalars), seq if type(seq) is int else _int(seq), probes
 
     def record(
         self, d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None
@@ -418,12 +421,6 @@ class _Patterns:
                 self.probe = i
                 return
 
-    def candidates(self, attributes: tuple) -> list[_Seen]:
-        """The patterns ``attributes`` may repeat (raises TypeError for an unhashable probed value)."""
-        if self.probe is None:
-            return self.seen
-        return self.by_probe.get(attributes[self.probe], _NONE)
-
 
 def seen_launch(name: str, attributes: tuple) -> tuple[_Seen, dict[str, Any]] | None:
     """For a span that repeats an earlier launch span in all but its own values (:class:`_Seen`): that one's
@@ -433,15 +430,16 @@ def seen_launch(name: str, attributes: tuple) -> tuple[_Seen, dict[str, Any]] | 
     patterns = _PATTERNS.get((name, len(attributes)))
     if patterns is None or not patterns.seen:
         return None
+    probe = patterns.probe
     try:
-        for seen in patterns.candidates(attributes):
+        for seen in patterns.seen if probe is None else patterns.by_probe.get(attributes[probe], _NONE):
             if seen.fixed_at(attributes) == seen.fixed:
                 own = dict(seen.own_at(attributes))
                 if tuple(own) == seen.own_names:  # and so every name is where it was, each once
                     patterns.hits += 1
                     seen.layout.hits += 1
                     return seen, own
-    except (TypeError, ValueError):  # not pairs, or values that do not compare: the dict's reading says what
+    except (TypeError, ValueError):  # not pairs, values that do not compare or cannot be a key: read the dict
         return None
     patterns.misses += 1
     if patterns.misses >= _GIVE_UP and patterns.misses > patterns.hits:
@@ -490,6 +488,7 @@ _MAX_SEEN = 4
 """Patterns kept per span name and attribute count (a call site's launches alternate among a few, such as a
 double buffer's two states)."""
 _PATTERNS: dict[tuple[str, int], _Patterns] = {}
+_DEVICE_TIME_START, _SEQ = C.DEVICE_TIME_START, C.SEQ
 _MAX_CACHED = 4096
 """Entries a rebuild cache holds before it starts over (one per call site, shape or site: a program has few)."""
 _LAYOUTS: dict[tuple, _Layout] = {}
