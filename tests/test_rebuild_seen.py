@@ -142,3 +142,16 @@ def test_launches_alternating_between_states_are_each_found_by_the_pair_where_th
     rebuild([_root(), *spans])
     (patterns,) = records._PATTERNS.values()
     assert patterns.probe is None and len(patterns.seen) == 3 and patterns.hits == len(spans) - 3
+
+
+def test_a_pattern_takes_the_latest_equal_pairs_and_still_matches_what_equals_them(monkeypatch):
+    # 1, True and 1.0 are equal and read as the pointer 1; the pattern keeps the latest span's pairs
+    spans = [_span(i, _launch_attrs(i, ptr=ptr)) for i, ptr in enumerate([1, True, 1.0, 1, True], 1)]
+    rebuilt = _same(spans, monkeypatch)
+    assert [r.arrays[0][1] for r in rebuilt] == [1] * 5 and all(type(r.arrays[0][1]) is int for r in rebuilt)
+    records._PATTERNS.clear()
+    rebuild([_root(), *spans])
+    (patterns,) = records._PATTERNS.values()
+    (seen,) = patterns.seen
+    assert patterns.hits == 4 and seen.fixed == seen.fixed_at(spans[-1].attributes)
+    assert all(a is b for a, b in zip(seen.fixed, seen.fixed_at(spans[-1].attributes)))  # the very pairs

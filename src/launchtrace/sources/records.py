@@ -433,11 +433,15 @@ def seen_launch(name: str, attributes: tuple) -> tuple[_Seen, dict[str, Any]] | 
     probe = patterns.probe
     try:
         for seen in patterns.seen if probe is None else patterns.by_probe.get(attributes[probe], _NONE):
-            if seen.fixed_at(attributes) == seen.fixed:
+            fixed = seen.fixed_at(attributes)
+            if fixed == seen.fixed:
                 own = dict(seen.own_at(attributes))
                 if tuple(own) == seen.own_names:  # and so every name is where it was, each once
                     patterns.hits += 1
                     seen.layout.hits += 1
+                    # the latest span's pairs (equal ones): the compiled reader gives the next spans the same
+                    # pair objects where it can, and a pair compared with itself is equal at once
+                    seen.fixed = fixed
                     return seen, own
     except (TypeError, ValueError):  # not pairs, values that do not compare or cannot be a key: read the dict
         return None
