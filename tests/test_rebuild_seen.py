@@ -155,3 +155,30 @@ def test_a_pattern_takes_the_latest_equal_pairs_and_still_matches_what_equals_th
     (seen,) = patterns.seen
     assert patterns.hits == 4 and seen.fixed == seen.fixed_at(spans[-1].attributes)
     assert all(a is b for a, b in zip(seen.fixed, seen.fixed_at(spans[-1].attributes)))  # the very pairs
+
+
+def test_own_pairs_read_before_are_taken_again_and_only_seq_is_read(monkeypatch):
+    first = _launch_attrs(1, dt=(1.0, -0.0))  # the same scalar pair objects in every span: as the reader shares them
+    seqs = [1, 2, "3", 4, True, 6, "x", 8]
+    spans = [_span(i, (*first[:-1], (C.SEQ, seq))) for i, seq in enumerate(seqs, 1)]
+    spans.append(_span(9, (*first[:-2], ("launchtrace.scalar.dt", (1.0, 0.0)), (C.SEQ, 9))))  # an equal vector
+    spans.append(_span(10, (*first[:-1], (C.SEQ, 10))))
+    reads = []
+    own = records._Layout._own
+    monkeypatch.setattr(records._Layout, "_own", lambda self, d: reads.append(1) or own(self, d))
+    rebuilt = _same(spans, monkeypatch)
+    assert [r.seq for r in rebuilt] == [1, 1, 2, 3, 4, 6, 8, 9, 10]  # in seq order; "x" cannot be read: warned
+    negative, positive = "((1, (1.0, -0.0)),)", "((1, (1.0, 0.0)),)"
+    assert [repr(r.scalars) for r in rebuilt] == [negative] * 7 + [positive, negative]
+    reads.clear()
+    records._PATTERNS.clear()
+    rebuild([_root(), *spans])
+    assert len(reads) < len(spans) - 3  # most spans took the scalars read for the one before
+    # a pair of another length where seq is: the dict's reading, which refuses it, with the patterns or not
+    broken = [*spans[:3], _span(11, (*first[:-1], (C.SEQ, 11, 12)))]
+    for patterns in (True, False):
+        with monkeypatch.context() as m:
+            if not patterns:
+                m.setattr(rebuild_module, "_seen", lambda name, attributes: None)
+            with pytest.raises(ValueError):
+                rebuild([_root(), *broken])

@@ -264,8 +264,7 @@ class _Layout:
             if kind is not float and kind is not int and kind is not bool and not _flat(value):
                 value = _scalar(value)
             scalars.append((key, value))
-        seq = get(_SEQ, 0)
-        return tuple(scalars), seq if type(seq) is int else _int(seq), probes
+        return tuple(scalars), _seq(get(_SEQ, 0)), probes
 
     def record(
         self, d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None
@@ -367,9 +366,14 @@ class _Seen:
     the names :meth:`_Layout._own` reads (``own_at``). Such a span's dict would find the same layout and the same
     kept record (its key is its names and values, all equal here), so its record is ``base`` with its own values,
     read from them alone by the same :meth:`_Layout._own`. Checking that costs two tuple comparisons, not the
-    dict of 30-odd attributes and the two keys built from it (:func:`seen_launch`)."""
+    dict of 30-odd attributes and the two keys built from it (:func:`seen_launch`).
 
-    __slots__ = ("attributes", "base", "fixed", "fixed_at", "flags", "layout", "own_at", "own_names", "shared")
+    Its own values but seq are mostly those of the span before (a call site's scalar arguments): when their
+    pairs are the very objects :meth:`_Layout._own` last read for this pattern (``last``), what it made of them
+    is taken again and only seq is read (the compiled reader gives a repeated attribute text the same pair)."""
+
+    __slots__ = ("attributes", "base", "fixed", "fixed_at", "flags", "last", "layout", "own_at", "own_names")
+    __slots__ += ("rest_at", "seq_at", "shared")
 
     def __init__(self, attributes: tuple, d: Mapping[str, Any], layout: _Layout, base: LaunchRecord) -> None:
         names = [k for k, _ in attributes]
@@ -380,6 +384,10 @@ class _Seen:
         # one position: itemgetter would give the pair itself, not a tuple of one
         self.fixed_at = operator.itemgetter(*fixed, *fixed[:1])
         self.own_at = operator.itemgetter(*own, *own[:1]) if own else _no_pairs
+        rest = [i for i in own if names[i] != _SEQ]
+        self.rest_at = operator.itemgetter(*rest, *rest[:1]) if rest else _no_pairs
+        self.seq_at = names.index(_SEQ) if _SEQ in names else None
+        self.last: tuple[tuple, tuple, tuple] | None = None  # the pairs but seq, and _own's scalars and probes
         self.fixed = self.fixed_at(attributes)
         self.own_names = tuple(names[i] for i in own)  # in order: the dict of a span that repeats it has them so
         self.layout = layout
@@ -422,11 +430,12 @@ class _Patterns:
                 return
 
 
-def seen_launch(name: str, attributes: tuple) -> tuple[_Seen, dict[str, Any]] | None:
+def seen_launch(name: str, attributes: tuple) -> tuple[_Seen, tuple] | None:
     """For a span that repeats an earlier launch span in all but its own values (:class:`_Seen`): that one's
-    pattern and this span's own values (a dict, what :meth:`_Layout._own` reads); else ``None``, and the span is
-    read from its dict (:func:`record_from_attributes`). Spans whose values keep changing stop being looked for
-    after a few hundred misses, as :meth:`_Layout.reuse` stops keeping their records."""
+    pattern and this span's own values as :meth:`_Layout._own` reads them (scalars, seq, probes); else ``None``,
+    and the span is read from its dict (:func:`record_from_attributes`), which also says what is wrong with an
+    own value that cannot be read. Spans whose values keep changing stop being looked for after a few hundred
+    misses, as :meth:`_Layout.reuse` stops keeping their records."""
     patterns = _PATTERNS.get((name, len(attributes)))
     if patterns is None or not patterns.seen:
         return None
@@ -434,26 +443,37 @@ def seen_launch(name: str, attributes: tuple) -> tuple[_Seen, dict[str, Any]] | 
     try:
         for seen in patterns.seen if probe is None else patterns.by_probe.get(attributes[probe], _NONE):
             fixed = seen.fixed_at(attributes)
-            if fixed == seen.fixed:
-                own = dict(seen.own_at(attributes))
-                if tuple(own) == seen.own_names:  # and so every name is where it was, each once
-                    patterns.hits += 1
-                    seen.layout.hits += 1
-                    # the latest span's pairs (equal ones): the compiled reader gives the next spans the same
-                    # pair objects where it can, and a pair compared with itself is equal at once
-                    seen.fixed = fixed
-                    return seen, own
-    except (TypeError, ValueError):  # not pairs, values that do not compare or cannot be a key: read the dict
-        return None
+            if fixed != seen.fixed:
+                continue
+            rest, last, at = seen.rest_at(attributes), seen.last, seen.seq_at
+            if last is not None and at is not None and all(map(operator.is_, rest, last[0])):
+                pair = attributes[at]  # the other own names are where they were: the very pairs
+                if len(pair) != 2 or pair[0] != _SEQ:
+                    return None
+                own = (last[1], _seq(pair[1]), last[2])
+            else:
+                values = dict(seen.own_at(attributes))
+                if tuple(values) != seen.own_names:  # every name where it was, each once
+                    continue
+                own = seen.layout._own(values)
+                seen.last = (rest, own[0], own[2])
+            patterns.hits += 1
+            seen.layout.hits += 1
+            # the latest span's pairs (equal ones): the compiled reader gives the next spans the same pair
+            # objects where it can, and a pair compared with itself is equal at once
+            seen.fixed = fixed
+            return seen, own
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError):  # not pairs, values that do not
+        return None  # compare or cannot be a key, an own value that cannot be read: the dict's reading says
     patterns.misses += 1
     if patterns.misses >= _GIVE_UP and patterns.misses > patterns.hits:
         patterns.seen = []  # and none are added again
     return None
 
 
-def seen_record(seen: _Seen, own: dict[str, Any], start: int, end: int, error: str | None, scope_id: int | None):
-    """The record of a span :func:`seen_launch` recognised (``own``: its own values)."""
-    scalars, seq, probes = seen.layout._own(own)
+def seen_record(seen: _Seen, own: tuple, start: int, end: int, error: str | None, scope_id: int | None):
+    """The record of a span :func:`seen_launch` recognised (``own``: its own values, read)."""
+    scalars, seq, probes = own
     return _reused(seen.base, scalars, start, end, scope_id, error, seq, probes)
 
 
@@ -493,6 +513,12 @@ _MAX_SEEN = 4
 double buffer's two states)."""
 _PATTERNS: dict[tuple[str, int], _Patterns] = {}
 _DEVICE_TIME_START, _SEQ = C.DEVICE_TIME_START, C.SEQ
+
+
+def _seq(value: Any) -> int:
+    return value if type(value) is int else _int(value)
+
+
 _MAX_CACHED = 4096
 """Entries a rebuild cache holds before it starts over (one per call site, shape or site: a program has few)."""
 _LAYOUTS: dict[tuple, _Layout] = {}
