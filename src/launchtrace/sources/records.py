@@ -381,11 +381,10 @@ class _Seen:
         fixed = [i for i in range(len(names)) if i not in own]
         self.attributes = attributes
         self.shared = frozenset(fixed)
-        # one position: itemgetter would give the pair itself, not a tuple of one
-        self.fixed_at = operator.itemgetter(*fixed, *fixed[:1])
-        self.own_at = operator.itemgetter(*own, *own[:1]) if own else _no_pairs
+        self.fixed_at = _pairs_at(fixed)
+        self.own_at = _pairs_at(own)
         rest = [i for i in own if names[i] != _SEQ]
-        self.rest_at = operator.itemgetter(*rest, *rest[:1]) if rest else _no_pairs
+        self.rest_at = _pairs_at(rest)
         self.seq_at = names.index(_SEQ) if _SEQ in names else None
         self.last: tuple[tuple, tuple, tuple] | None = None  # the pairs but seq, and _own's scalars and probes
         self.fixed = self.fixed_at(attributes)
@@ -503,6 +502,16 @@ def _remember(span: tuple[str, tuple], d: Mapping[str, Any], layout: _Layout) ->
 
 def _no_pairs(attributes: tuple) -> tuple:
     return ()
+
+
+def _pairs_at(positions: list[int]) -> Callable[[tuple], tuple]:
+    """The pairs at ``positions`` of an attributes tuple, as a tuple: a slice where they follow each other (the
+    own values are mostly the last attributes, so the others are the first ones), else one ``itemgetter``."""
+    if not positions:
+        return _no_pairs
+    if positions == list(range(positions[0], positions[-1] + 1)):
+        return operator.itemgetter(slice(positions[0], positions[-1] + 1))
+    return operator.itemgetter(*positions, *positions[:1])  # one position: a tuple, not the pair itself
 
 
 _NONE: list[_Seen] = []
