@@ -182,3 +182,11 @@ def test_own_pairs_read_before_are_taken_again_and_only_seq_is_read(monkeypatch)
                 m.setattr(rebuild_module, "_seen", lambda name, attributes: None)
             with pytest.raises(ValueError):
                 rebuild([_root(), *broken])
+
+
+def test_patterns_are_bounded_and_start_over_past_their_bound(monkeypatch):
+    monkeypatch.setattr(records, "_MAX_NAMES", 3)
+    spans = [_span(i, _launch_attrs(i), name=f"k{i % 5}") for i in range(1, 31)]
+    rebuilt = _same(spans, monkeypatch)
+    assert [r.seq for r in rebuilt] == list(range(1, 31))
+    assert 0 < len(records._PATTERNS) <= 3 and all(len(p.seen) <= records._MAX_SEEN for p in records._PATTERNS.values())

@@ -492,7 +492,7 @@ def _remember(span: tuple[str, tuple], d: Mapping[str, Any], layout: _Layout) ->
     key = (name, len(attributes))
     patterns = _PATTERNS.get(key)
     if patterns is None:
-        if len(_PATTERNS) >= _MAX_CACHED:
+        if len(_PATTERNS) >= _MAX_NAMES:
             _PATTERNS.clear()
         patterns = _PATTERNS[key] = _Patterns()
     elif not patterns.seen and patterns.misses:  # given up on
@@ -520,6 +520,9 @@ _NONE: list[_Seen] = []
 _MAX_SEEN = 4
 """Patterns kept per span name and attribute count (a call site's launches alternate among a few, such as a
 double buffer's two states)."""
+_MAX_NAMES = 512
+"""Span names and attribute counts with patterns before they start over: at most 2,048 patterns, about 3.7 KB
+each (their pairs and what ``_own`` last read), so under 8 MB."""
 _PATTERNS: dict[tuple[str, int], _Patterns] = {}
 _DEVICE_TIME_START, _SEQ = C.DEVICE_TIME_START, C.SEQ
 
