@@ -42,8 +42,9 @@ def _both(spans: list[SpanData], monkeypatch: pytest.MonkeyPatch) -> tuple:
     records._PATTERNS.clear()
     records._RECORDS.clear()
     seen = rebuild(spans)
-    with monkeypatch.context() as m:
+    with monkeypatch.context() as m:  # as before the patterns: none looked for, none remembered
         m.setattr(rebuild_module, "_seen", lambda name, attributes: None)
+        m.setattr(records, "_remember", lambda span, d, layout: None)
         records._RECORDS.clear()
         plain = rebuild(spans)
     return seen, plain
@@ -190,3 +191,24 @@ def test_patterns_are_bounded_and_start_over_past_their_bound(monkeypatch):
     rebuilt = _same(spans, monkeypatch)
     assert [r.seq for r in rebuilt] == list(range(1, 31))
     assert 0 < len(records._PATTERNS) <= 3 and all(len(p.seen) <= records._MAX_SEEN for p in records._PATTERNS.values())
+
+
+class _Uncomparable:
+    """An attribute value whose comparison raises (as a NumPy array's truth value does)."""
+
+    def __eq__(self, other: object) -> bool:
+        raise ValueError("no truth value")
+
+    __ne__ = __eq__
+    __hash__ = object.__hash__
+
+
+def test_names_that_are_no_key_and_values_that_cannot_be_compared_are_read_from_the_dict(monkeypatch):
+    odd = _Uncomparable()
+    spans = [
+        _span(i, _launch_attrs(i, extra=(("user.thing", odd if i % 2 else _Uncomparable()),))) for i in range(1, 7)
+    ]
+    spans += [_span(i, _launch_attrs(i), name=["k"]) for i in range(7, 10)]  # type: ignore[arg-type]
+    spans += [_span(i, _launch_attrs(i)) for i in range(10, 13)]
+    rebuilt = _same(spans, monkeypatch)
+    assert [r.seq for r in rebuilt] == list(range(1, 13))

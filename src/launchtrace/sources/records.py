@@ -417,16 +417,15 @@ class _Patterns:
             return
         shared = frozenset.intersection(*(s.shared for s in self.seen))  # a compared position in each
         first = self.seen[0].attributes
-        for i in sorted(shared):
-            if any(s.attributes[i] != first[i] for s in self.seen):
-                try:
+        try:
+            for i in sorted(shared):
+                if any(s.attributes[i] != first[i] for s in self.seen):
                     for s in self.seen:
                         self.by_probe.setdefault(s.attributes[i], []).append(s)
-                except TypeError:  # an unhashable value there: compare with each in turn
-                    self.by_probe = {}
+                    self.probe = i
                     return
-                self.probe = i
-                return
+        except (TypeError, ValueError):  # a value there that cannot be a key or be compared: each in turn
+            self.probe, self.by_probe = None, {}
 
 
 def seen_launch(name: str, attributes: tuple) -> tuple[_Seen, tuple] | None:
@@ -435,11 +434,11 @@ def seen_launch(name: str, attributes: tuple) -> tuple[_Seen, tuple] | None:
     and the span is read from its dict (:func:`record_from_attributes`), which also says what is wrong with an
     own value that cannot be read. Spans whose values keep changing stop being looked for after a few hundred
     misses, as :meth:`_Layout.reuse` stops keeping their records."""
-    patterns = _PATTERNS.get((name, len(attributes)))
-    if patterns is None or not patterns.seen:
-        return None
-    probe = patterns.probe
     try:
+        patterns = _PATTERNS.get((name, len(attributes)))
+        if patterns is None or not patterns.seen:
+            return None
+        probe = patterns.probe
         for seen in patterns.seen if probe is None else patterns.by_probe.get(attributes[probe], _NONE):
             fixed = seen.fixed_at(attributes)
             if fixed != seen.fixed:
@@ -462,8 +461,10 @@ def seen_launch(name: str, attributes: tuple) -> tuple[_Seen, tuple] | None:
             # objects where it can, and a pair compared with itself is equal at once
             seen.fixed = fixed
             return seen, own
-    except (TypeError, ValueError, KeyError, IndexError, OverflowError):  # not pairs, values that do not
-        return None  # compare or cannot be a key, an own value that cannot be read: the dict's reading says
+    # not pairs, values that cannot be compared or be a key, an own value that cannot be read: the dict's reading
+    # gives the answer (or the error) it always gave
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError):
+        return None
     patterns.misses += 1
     if patterns.misses >= _GIVE_UP and patterns.misses > patterns.hits:
         patterns.seen = []  # and none are added again
@@ -483,14 +484,14 @@ def _remember(span: tuple[str, tuple], d: Mapping[str, Any], layout: _Layout) ->
     name, attributes = span
     if len(d) != len(attributes) or layout.fixed is None:
         return
+    key = (name, len(attributes))
     try:
         base = _RECORDS.get((layout, layout.fixed(d)))
-    except TypeError:  # an unhashable value
+        patterns = _PATTERNS.get(key)
+    except TypeError:  # an unhashable value or name
         return
     if base is None:
         return
-    key = (name, len(attributes))
-    patterns = _PATTERNS.get(key)
     if patterns is None:
         if len(_PATTERNS) >= _MAX_NAMES:
             _PATTERNS.clear()
