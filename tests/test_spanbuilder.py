@@ -171,6 +171,34 @@ def test_fingerprint_is_stable_across_runs_with_different_pointers():
     assert run(0x1000) == run(0x9000)
 
 
+@pytest.mark.parametrize("memo_lines", [1 << 14, 300, 1])
+def test_fingerprints_stay_exact_when_steps_repeat_and_the_digest_memo_fills(monkeypatch, memo_lines):
+    """Steps that repeat hash their lines once (spanbuilder._DIGESTS): every scope's fingerprint is still
+    topology.fingerprint of its own records, for scopes of many chunks, steps of other lengths and
+    kernels, a record standing for several launches, and a memo bound that clears it mid-run."""
+    from launchtrace.export import spanbuilder
+
+    monkeypatch.setattr(spanbuilder, "_DIGESTS_MAX_LINES", memo_lines)
+    monkeypatch.setattr(spanbuilder, "_DIGESTS", {})
+    monkeypatch.setattr(spanbuilder, "_digests_lines", 0)
+    ev = Events()
+    expected: list[tuple[int, str]] = []
+    for step, length in enumerate([3, 3, 300, 300, 3, 600, 3, 300, 257]):
+        scope = ev.begin("step")
+        recs = [ev.launch(("sim.a", "sim.b", "sim.c")[(i + step // 4) % 3]) for i in range(length)]
+        if step == 4:
+            recs.append(ev.launch("sim.a", repeat=5))
+            recs.append(ev.launch("sim.b"))
+        ev.end()
+        expected.append((scope.id, topology.fingerprint(recs)))
+    _, spans = build(ev.events, fold="off", span_budget=100_000)
+    got = {s.attribute(C.SCOPE_ID): s.attribute(C.SCOPE_FINGERPRINT) for s in by_name(spans, "step")}
+    assert [got[scope_id] for scope_id, _ in expected] == [fp for _, fp in expected]
+    assert len({fp for _, fp in expected}) == 7  # the steps differ where they should
+    held = sum(len(lines) for _, lines in spanbuilder._DIGESTS)
+    assert held == spanbuilder._digests_lines <= max(memo_lines, spanbuilder._LINES_PER_UPDATE)
+
+
 def test_error_gives_status_and_exception_event():
     ev = Events()
     ev.begin("step")

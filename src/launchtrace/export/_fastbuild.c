@@ -38,7 +38,7 @@ static PyObject *s_scope_id, *s_template, *s_error, *s_repeat, *s_probes, *s_thr
 static PyObject *s_trace, *s_sampled, *s_used, *s_stream_until, *s_folder, *s_enabled, *s_records, *s_first_start;
 static PyObject *s_launches, *s_lines, *s_last_end, *s_parent, *s_span_id, *s_id, *s_kernel, *s_seq;
 static PyObject *s_flush_lines, *s_take, *s_ready, *s_record;
-#define LINES_PER_UPDATE 256 /* spanbuilder._LINES_PER_UPDATE */
+#define LINES_PER_UPDATE 16 /* spanbuilder._LINES_PER_UPDATE */
 static PyObject *c_zero, *c_one, *c_empty_tuple, *c_empty_str;
 
 /* SpanBuilder.compiled_view's members, in order (launchtrace.export.spanbuilder.CompiledView). */

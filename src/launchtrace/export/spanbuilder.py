@@ -63,7 +63,15 @@ _log = logging.getLogger(__name__)
 STEP_SPAN_NAME = "launchtrace.step"
 SCOPE_NAME = "launchtrace"
 _KEY_CACHE_LIMIT = 1 << 14
-_LINES_PER_UPDATE = 256  # a node's topology lines are hashed this many at a time (_fastbuild.c's LINES_PER_UPDATE)
+# A node's topology lines are hashed this many at a time (_fastbuild.c's LINES_PER_UPDATE). A step repeats its
+# launches, so its scopes hash the same lines from the same digest again and again: _DIGESTS maps (digest before,
+# the next lines) to the digest after them, and the second time costs a dict look-up instead of SHA-256 over every
+# line (2,300 instructions a launch for the trivial kernel of bench_instructions, 6,200 for its wide one). Chunks
+# this short keep a step root cut at any length in step with the roots before it: only its last, short chunk may
+# be new. A digest in _DIGESTS is shared and never updated again; the memo is bounded by the lines its keys hold.
+_LINES_PER_UPDATE = 16
+_DIGESTS: dict[tuple[Any, tuple[bytes, ...]], Any] = {}
+_DIGESTS_MAX_LINES = 1 << 14  # about 1 MB of keys; a step root of 1,000 launches in 7 phases holds 7,000
 # The per-record line of topology.fingerprint's digest, so a scope's fingerprint is computed as records arrive
 # (topology exposes only the whole-list function). If topology stops providing it, the fallback keeps export
 # working and tests/test_spanbuilder.py's comparison with topology.fingerprint fails loudly.
@@ -235,7 +243,7 @@ class _Node:
         self.begin: ScopeRecord | None = None  # None for a step root
         self.children: list[_Node] = []
         self.closed = False
-        self.digest = hashlib.sha256()
+        self.digest: Any = None  # the SHA-256 of the lines hashed so far (None: none), shared through _DIGESTS
         self.lines: list[bytes] = []  # topology lines not yet in the digest (see flush_lines)
         self.foreign: set[int] = set()
         self.launches = 0
@@ -252,16 +260,46 @@ class _Node:
         return self.parent is None
 
     def flush_lines(self) -> None:
-        """Hash the pending topology lines in one update: SHA-256 over the same bytes, but one 72-byte update per
-        launch cost 1,000 instructions more than the same bytes in bulk (bench_instructions)."""
-        if self.lines:
-            self.digest.update(b"".join(self.lines))
-            self.lines.clear()
+        """Hash the pending topology lines: once for the same lines from the same digest (_DIGESTS), and then in
+        one update (one 72-byte update per launch cost 1,000 instructions more than the same bytes in bulk)."""
+        lines = self.lines
+        if lines:
+            key = (self.digest, tuple(lines))
+            lines.clear()
+            after = _DIGESTS.get(key)
+            if after is None:
+                after = _hash_more(*key)
+                _DIGESTS[key] = after
+            self.digest = after
+
+    def hash_repeated(self, line: bytes, repeat: int) -> None:
+        """Hash one line ``repeat`` times (a record that stands for several launches)."""
+        self.flush_lines()
+        digest = self.digest.copy() if self.digest is not None else hashlib.sha256()
+        for _ in range(repeat):
+            digest.update(line)
+        self.digest = digest
 
     def fingerprint(self) -> str:
         """topology.fingerprint of the records accounted under this node so far."""
         self.flush_lines()
-        return self.digest.hexdigest()
+        return (self.digest or hashlib.sha256()).hexdigest()
+
+
+def _hash_more(before: Any, lines: tuple[bytes, ...]) -> Any:
+    """SHA-256 ``before`` (None: a new one) continued with ``lines``, ``before`` left as it was; makes room in
+    _DIGESTS for the caller's new entry."""
+    global _digests_lines
+    after = before.copy() if before is not None else hashlib.sha256()
+    after.update(b"".join(lines))
+    _digests_lines += len(lines)
+    if _digests_lines > _DIGESTS_MAX_LINES:
+        _DIGESTS.clear()
+        _digests_lines = len(lines)
+    return after
+
+
+_digests_lines = 0  # the lines _DIGESTS' keys hold
 
 
 class SpanBuilder:
@@ -525,9 +563,7 @@ class SpanBuilder:
                 if len(n.lines) >= _LINES_PER_UPDATE:
                     n.flush_lines()
             else:
-                n.flush_lines()
-                for _ in range(repeat):
-                    n.digest.update(line)
+                n.hash_repeated(line, repeat)
             if foreign:
                 n.foreign.update(foreign)
             if rec.end_ns > n.last_end:
