@@ -323,11 +323,13 @@ def _read_lines(stream: BinaryIO) -> Iterator[memoryview]:
             end = have + got
             start = 0
             find = buf.find
-            while (i := find(b"\n", start, end)) >= 0:
+            i = find(b"\n", have, end)  # the bytes kept from the last read hold no newline: not searched again
+            while i >= 0:
                 line = view[start : i + 1]
                 yield line
                 line.release()  # before the buffer is written again; a caller that kept it gets an error, not data
                 start = i + 1
+                i = find(b"\n", start, end)
             have = end - start
             if start:
                 view[:have] = view[start:end]

@@ -29,11 +29,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from launchtrace import conventions as C
-from launchtrace.fastinit import slot_copier
+from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.gcpause import collector_paused
 from launchtrace.model import Fold, LaunchRecord, ScopeKind, ScopeRecord, TraceData
 from launchtrace.sources.records import _THREAD_TABLE, _int, _site, _table_fields, _tuple
 from launchtrace.sources.records import record_from_attributes as _record
+from launchtrace.sources.records import seen_launch as _seen
+from launchtrace.sources.records import seen_record as _seen_record
 from launchtrace.spans import STATUS_ERROR, SpanData
 
 __all__ = ["MAX_EXPANDED", "TRACE_ID", "RebuildResult", "rebuild", "scope_traces"]
@@ -65,8 +67,11 @@ def rebuild(spans: Iterable[SpanData], *, expand: bool = True) -> RebuildResult:
     """Group ``spans`` by trace and rebuild each; ``expand=False`` keeps one record per folded position,
     with ``repeat`` set to the repetition count, instead of expanding the repetitions."""
     by_trace: dict[bytes, list[SpanData]] = {}
-    for span in spans:
-        by_trace.setdefault(span.trace_id, []).append(span)
+    if type(spans) is list and len(set(map(_trace_id, spans))) == 1:  # one trace (a stream's list): as it is
+        by_trace[spans[0].trace_id] = spans
+    else:
+        for span in spans:
+            by_trace.setdefault(span.trace_id, []).append(span)
     traces: dict[str, TraceData] = {}
     skipped = malformed = 0
     warnings: list[str] = []
@@ -115,16 +120,18 @@ class _TraceRebuilder:
         self.warnings = warnings
         self.skipped = 0
         self.malformed = 0
-        self.spans: dict[bytes, SpanData] = {}
         # a span's attributes as a dict, made when it is read and kept only for spans that others look up (their
         # parents, a few scope spans): keeping every launch's (1-2 KB each) made one trace of 100,000 launches
         # hold them all at once
         self.attrs: dict[bytes, dict[str, Any]] = {}
-        for span in spans:
-            if span.span_id in self.spans:
-                self._warn(f"duplicate span id {span.span_id.hex()}: kept the first")
-                continue
-            self.spans[span.span_id] = span
+        self.spans: dict[bytes, SpanData] = dict(zip(map(_span_id, spans), spans))
+        if len(self.spans) != len(spans):  # an id twice: the first is kept, and each other one said
+            self.spans = {}
+            for span in spans:
+                if span.span_id in self.spans:
+                    self._warn(f"duplicate span id {span.span_id.hex()}: kept the first")
+                    continue
+                self.spans[span.span_id] = span
         self._scope_of: dict[bytes, int | None] = {}
 
     def _warn(self, message: str) -> None:
@@ -142,9 +149,26 @@ class _TraceRebuilder:
         attrs_of, scope_of, append = self.attrs.get, self._scope_of, plain.append
         op, fold_count, joined = C.OP, C.FOLD_COUNT, C.SCOPE_JOINED
         for span_id, span in self.spans.items():
+            raw = span.attributes
+            seen = _seen(span.name, raw)
+            if seen is not None:  # a launch that repeats an earlier one in all but its own values: no dict made
+                try:
+                    pattern, own = seen
+                    parent = span.parent_span_id
+                    if parent in scope_of and not pattern.flags.get(joined):  # as for a launch below
+                        scope_id = scope_of[parent]
+                    else:
+                        scope_id = self._parent_scope(span, pattern.flags)
+                    error = None if span.status_code != STATUS_ERROR else _error(span)
+                    append(_seen_record(pattern, own, span.start_ns, span.end_ns, error, scope_id))
+                    ours += 1
+                except (ValueError, TypeError, KeyError, OverflowError) as exc:
+                    ours += 1
+                    self._malformed(span_id, span, exc)
+                continue
             d = attrs_of(span_id)
             if d is None:
-                d = dict(span.attributes)
+                d = dict(raw)
             try:
                 if op in d and fold_count not in d:  # a launch: _take's second case, inline (most spans are)
                     parent = span.parent_span_id
@@ -153,20 +177,23 @@ class _TraceRebuilder:
                     else:
                         scope_id = self._parent_scope(span, d)
                     error = None if span.status_code != STATUS_ERROR else _error(span)
-                    append(_record(d, span.start_ns, span.end_ns, error, scope_id))
+                    append(_record(d, span.start_ns, span.end_ns, error, scope_id, (span.name, raw)))
                     ours += 1
                 else:
                     ours += self._take(span, d, plain, keyed, scopes, attributes)
             except (ValueError, TypeError, KeyError, OverflowError) as exc:  # our names, unreadable values
                 ours += 1
-                self.malformed += 1
-                reason = " ".join(str(exc).split())[:200]
-                self._warn(f"span {span_id.hex()} ({span.name!r}): unreadable launchtrace attributes ({reason})")
+                self._malformed(span_id, span, exc)
         if not ours:
             return None
         first = next(iter(self.spans.values()))
         attrs = {**dict(first.resource), **attributes, TRACE_ID: self.trace_hex}
         return TraceData(_in_order(plain, keyed), scopes, attrs)
+
+    def _malformed(self, span_id: bytes, span: SpanData, exc: Exception) -> None:
+        self.malformed += 1
+        reason = " ".join(str(exc).split())[:200]
+        self._warn(f"span {span_id.hex()} ({span.name!r}): unreadable launchtrace attributes ({reason})")
 
     def _take(self, span: SpanData, d: dict[str, Any], plain: list, keyed: list, scopes: dict, attributes: dict) -> int:
         """Add what ``span`` holds; 1 when it is one of ours, 0 when skipped as someone else's."""
@@ -264,20 +291,21 @@ class _TraceRebuilder:
         keys = _tuple(d.get(C.SCOPE_ATTRIBUTE_KEYS, ()))
         user = tuple((k, d.get(C.scope_user_attr(k))) for k in keys)
         user += tuple((k, d[k]) for k in C.LOAD_ATTRIBUTES if k in d)  # a module load's (issue 23)
-        return ScopeRecord(
-            id=_int(d[C.SCOPE_ID]),
-            name=span.name,
-            kind=str(d[C.SCOPE_KIND]),
-            parent_id=self._parent_scope(span, d),
-            attributes=user,
-            start_ns=span.start_ns,
-            end_ns=0 if incomplete else span.end_ns,
-            error=_error(span),
-            internal=bool(d.get(C.SCOPE_INTERNAL, False)),
-            site=_site(d),
-            seq=_int(d.get(C.SEQ, 0)),
-            **_table_fields(d, _THREAD_TABLE),
+        fields = (  # read in the order ScopeRecord(...)'s keywords were, so a bad value fails the same way
+            _int(d[C.SCOPE_ID]),
+            span.name,
+            str(d[C.SCOPE_KIND]),
+            self._parent_scope(span, d),
+            user,
+            span.start_ns,
+            0 if incomplete else span.end_ns,
+            _error(span),
+            bool(d.get(C.SCOPE_INTERNAL, False)),
+            _site(d),
+            _int(d.get(C.SEQ, 0)),
         )
+        threads = _table_fields(d, _THREAD_TABLE)
+        return _scope_maker(tuple(threads))(*fields, *threads.values())
 
     def _expand(self, span: SpanData, d: dict[str, Any]) -> list[tuple[tuple[int, int], LaunchRecord]]:
         count, period = _int(d[C.FOLD_COUNT]), _int(d.get(C.FOLD_PERIOD, 0))
@@ -322,6 +350,21 @@ class _TraceRebuilder:
         return out
 
 
+_SCOPE_FIELDS = ("id", "name", "kind", "parent_id", "attributes", "start_ns", "end_ns", "error", "internal", "site")
+_SCOPE_FIELDS += ("seq",)
+_SCOPE_MAKERS: dict[tuple[str, ...], Callable[..., ScopeRecord]] = {}
+
+
+def _scope_maker(threads: tuple[str, ...]) -> Callable[..., ScopeRecord]:
+    """A positional constructor of :class:`ScopeRecord` for :meth:`_TraceRebuilder._scope`'s fields and the
+    thread fields present (the others keep their defaults), one per distinct set: the dataclass's own
+    ``__init__`` (a ``object.__setattr__`` per field) was a tenth of rebuilding a scope span."""
+    make = _SCOPE_MAKERS.get(threads)
+    if make is None:
+        make = _SCOPE_MAKERS[threads] = slot_constructor(ScopeRecord, _SCOPE_FIELDS + threads)
+    return make
+
+
 def _in_order(plain: list[LaunchRecord], keyed: list[tuple[tuple[int, int], LaunchRecord, int]]) -> list[LaunchRecord]:
     """The records of a trace sorted by their keys, ties in the order their spans were read: ``plain`` ones (key
     ``(seq, 0)``) in reading order, ``keyed`` ones (an expanded summary's) with the number of plain ones read
@@ -341,6 +384,8 @@ def _in_order(plain: list[LaunchRecord], keyed: list[tuple[tuple[int, int], Laun
 
 
 _seq = operator.attrgetter("seq")
+_trace_id = operator.attrgetter("trace_id")
+_span_id = operator.attrgetter("span_id")
 
 
 def _replay_steps(bases: list[LaunchRecord]) -> list[int]:

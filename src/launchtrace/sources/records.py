@@ -28,7 +28,7 @@ from launchtrace import conventions as C
 from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.model import UNKNOWN_SITE, BufferArg, DeviceTime, LaunchRecord, Site, ValueStats
 
-__all__ = ["record_from_attributes", "shared_scalars"]
+__all__ = ["record_from_attributes", "seen_launch", "seen_record", "shared_scalars"]
 
 
 def _int(value: Any) -> int:
@@ -116,7 +116,13 @@ def _value(value: Any) -> Any:
 def _flat(value: Any) -> bool:
     """Whether ``value`` is a tuple that :func:`_scalar` gives back as it is (a vector: no list or tuple in it),
     so the tuple itself can be kept: making an equal one was a tenth of rebuilding a launch with a vector."""
-    return type(value) is tuple and not any(isinstance(x, list | tuple) for x in value)
+    if type(value) is not tuple:
+        return False
+    return _PLAIN.issuperset(map(type, value)) or not any(isinstance(x, list | tuple) for x in value)
+
+
+_PLAIN = frozenset((float, int, bool, str, type(None)))
+"""Types that are no list or tuple: a vector of these is flat without looking at each element's classes."""
 
 
 def _scalar(value: Any) -> Any:
@@ -131,9 +137,10 @@ def _scalar(value: Any) -> Any:
 
 
 def record_from_attributes(
-    d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None
+    d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None, span: tuple | None = None
 ) -> LaunchRecord:
-    """A record from the attributes of its span (or of a folded position's event)."""
+    """A record from the attributes of its span (or of a folded position's event). ``span``: the span's name and
+    attributes as read (``d`` is their dict), for :func:`seen_launch` to recognise the spans that repeat it."""
     try:
         key: tuple | None = (tuple(d), d.get(C.PARAMS), d.get(C.ARRAY_KEYS), d.get(C.SCALAR_KEYS))
         layout = _LAYOUTS.get(key)
@@ -148,7 +155,10 @@ def record_from_attributes(
             _LAYOUTS[key] = layout
     if layout.fixed is None:
         return layout.record(d, start, end, error, scope_id)
-    return layout.reuse(d, start, end, error, scope_id)
+    rec = layout.reuse(d, start, end, error, scope_id)
+    if span is not None:
+        _remember(span, d, layout)
+    return rec
 
 
 class _Layout:
@@ -170,7 +180,7 @@ class _Layout:
     values differ span to span (fresh pointers every launch) stops trying after a few hundred misses.
     """
 
-    __slots__ = ("arrays", "cacheable", "fixed", "hits", "make", "measured", "misses", "params", "scalars")
+    __slots__ = ("arrays", "cacheable", "fixed", "hits", "make", "measured", "misses", "own", "params", "scalars")
     __slots__ += ("site", "streamless", "table", "text_at")
 
     def __init__(self, d: Mapping[str, Any]) -> None:
@@ -207,6 +217,9 @@ class _Layout:
         self.text_at = tuple(i for i, k in enumerate(fixed) if k in texts)
         fixed += fixed[:1] if len(fixed) == 1 else []  # one name: itemgetter would give the value, not a tuple
         self.fixed = operator.itemgetter(*fixed) if self.cacheable and C.OP in d else None
+        # every name :meth:`_own` reads (kept beside it: the spans of a :class:`_Seen` may differ only in these)
+        own = [C.DEVICE_TIME_START, C.DEVICE_TIME_END, *(n for _, measured in self.measured for n in measured)]
+        self.own = frozenset([*own, *(name for _, name in self.scalars), C.SEQ])
 
     def reuse(
         self, d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None
@@ -237,10 +250,13 @@ class _Layout:
         and measurements (device time, then value statistics in argument order). :meth:`record` and
         :meth:`reuse` both read them here, so a bad one fails the same way on either path."""
         get = d.get
-        start_ns = get(C.DEVICE_TIME_START)
-        probes: list = [] if start_ns is None else [DeviceTime(_int(start_ns), _int(get(C.DEVICE_TIME_END, start_ns)))]
-        for key, measured in self.measured:
-            probes.append(_value_stats(d, key, *measured))
+        start_ns = get(_DEVICE_TIME_START)
+        probes: tuple = ()
+        if start_ns is not None or self.measured:
+            found = [] if start_ns is None else [DeviceTime(_int(start_ns), _int(get(C.DEVICE_TIME_END, start_ns)))]
+            for key, measured in self.measured:
+                found.append(_value_stats(d, key, *measured))
+            probes = tuple(found)
         scalars = []
         for key, name in self.scalars:
             value = get(name)
@@ -248,8 +264,7 @@ class _Layout:
             if kind is not float and kind is not int and kind is not bool and not _flat(value):
                 value = _scalar(value)
             scalars.append((key, value))
-        seq = get(C.SEQ, 0)
-        return tuple(scalars), seq if type(seq) is int else _int(seq), tuple(probes)
+        return tuple(scalars), _seq(get(_SEQ, 0)), probes
 
     def record(
         self, d: Mapping[str, Any], start: int, end: int, error: str | None, scope_id: int | None
@@ -343,6 +358,178 @@ class _Layout:
                     _SITES.clear()
                 _SITES[raw] = site  # plain values only: 1 == True == 1.0, but str(True) is not str(1)
         return site
+
+
+class _Seen:
+    """A launch span read through :meth:`_Layout.reuse` with a kept record (``base``), as a pattern for the spans
+    that repeat it: the same attribute names in the same order and values equal at every position but those of
+    the names :meth:`_Layout._own` reads (``own_at``). Such a span's dict would find the same layout and the same
+    kept record (its key is its names and values, all equal here), so its record is ``base`` with its own values,
+    read from them alone by the same :meth:`_Layout._own`. Checking that costs two tuple comparisons, not the
+    dict of 30-odd attributes and the two keys built from it (:func:`seen_launch`).
+
+    Its own values but seq are mostly those of the span before (a call site's scalar arguments): when their
+    pairs are the very objects :meth:`_Layout._own` last read for this pattern (``last``), what it made of them
+    is taken again and only seq is read (the compiled reader gives a repeated attribute text the same pair)."""
+
+    __slots__ = ("attributes", "base", "fixed", "fixed_at", "flags", "last", "layout", "own_at", "own_names")
+    __slots__ += ("rest_at", "seq_at", "shared")
+
+    def __init__(self, attributes: tuple, d: Mapping[str, Any], layout: _Layout, base: LaunchRecord) -> None:
+        names = [k for k, _ in attributes]
+        own = [i for i, name in enumerate(names) if name in layout.own]
+        fixed = [i for i in range(len(names)) if i not in own]
+        self.attributes = attributes
+        self.shared = frozenset(fixed)
+        self.fixed_at = _pairs_at(fixed)
+        self.own_at = _pairs_at(own)
+        rest = [i for i in own if names[i] != _SEQ]
+        self.rest_at = _pairs_at(rest)
+        self.seq_at = names.index(_SEQ) if _SEQ in names else None
+        self.last: tuple[tuple, tuple, tuple] | None = None  # the pairs but seq, and _own's scalars and probes
+        self.fixed = self.fixed_at(attributes)
+        self.own_names = tuple(names[i] for i in own)  # in order: the dict of a span that repeats it has them so
+        self.layout = layout
+        self.base = base
+        # what rebuild reads of a launch span beside its record (its own values never include these)
+        self.flags = {C.SCOPE_JOINED: d[C.SCOPE_JOINED]} if C.SCOPE_JOINED in d else {}
+
+
+class _Patterns:
+    """The :class:`_Seen` of one span name and attribute count, and how often they were of use. Where there are
+    several (a double buffer's two states), they are found by the pair at one position where they differ
+    (``probe``), so a span is compared with the one it may repeat, not with each in turn."""
+
+    __slots__ = ("by_probe", "hits", "misses", "probe", "seen")
+
+    def __init__(self) -> None:
+        self.seen: list[_Seen] = []
+        self.hits = self.misses = 0
+        self.probe: int | None = None
+        self.by_probe: dict[tuple, list[_Seen]] = {}
+
+    def add(self, seen: _Seen) -> None:
+        if len(self.seen) >= _MAX_SEEN:
+            del self.seen[0]
+        self.seen.append(seen)
+        self.probe, self.by_probe = None, {}
+        if len(self.seen) < 2:
+            return
+        shared = frozenset.intersection(*(s.shared for s in self.seen))  # a compared position in each
+        first = self.seen[0].attributes
+        try:
+            for i in sorted(shared):
+                if any(s.attributes[i] != first[i] for s in self.seen):
+                    for s in self.seen:
+                        self.by_probe.setdefault(s.attributes[i], []).append(s)
+                    self.probe = i
+                    return
+        except (TypeError, ValueError):  # a value there that cannot be a key or be compared: each in turn
+            self.probe, self.by_probe = None, {}
+
+
+def seen_launch(name: str, attributes: tuple) -> tuple[_Seen, tuple] | None:
+    """For a span that repeats an earlier launch span in all but its own values (:class:`_Seen`): that one's
+    pattern and this span's own values as :meth:`_Layout._own` reads them (scalars, seq, probes); else ``None``,
+    and the span is read from its dict (:func:`record_from_attributes`), which also says what is wrong with an
+    own value that cannot be read. Spans whose values keep changing stop being looked for after a few hundred
+    misses, as :meth:`_Layout.reuse` stops keeping their records."""
+    try:
+        patterns = _PATTERNS.get((name, len(attributes)))
+        if patterns is None or not patterns.seen:
+            return None
+        probe = patterns.probe
+        for seen in patterns.seen if probe is None else patterns.by_probe.get(attributes[probe], _NONE):
+            fixed = seen.fixed_at(attributes)
+            if fixed != seen.fixed:
+                continue
+            rest, last, at = seen.rest_at(attributes), seen.last, seen.seq_at
+            if last is not None and at is not None and all(map(operator.is_, rest, last[0])):
+                pair = attributes[at]  # the other own names are where they were: the very pairs
+                if len(pair) != 2 or pair[0] != _SEQ:
+                    return None
+                own = (last[1], _seq(pair[1]), last[2])
+            else:
+                values = dict(seen.own_at(attributes))
+                if tuple(values) != seen.own_names:  # every name where it was, each once
+                    continue
+                own = seen.layout._own(values)
+                seen.last = (rest, own[0], own[2])
+            patterns.hits += 1
+            seen.layout.hits += 1
+            # the latest span's pairs (equal ones): the compiled reader gives the next spans the same pair
+            # objects where it can, and a pair compared with itself is equal at once
+            seen.fixed = fixed
+            return seen, own
+    # not pairs, values that cannot be compared or be a key, an own value that cannot be read: the dict's reading
+    # gives the answer (or the error) it always gave
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError):
+        return None
+    patterns.misses += 1
+    if patterns.misses >= _GIVE_UP and patterns.misses > patterns.hits:
+        patterns.seen = []  # and none are added again
+    return None
+
+
+def seen_record(seen: _Seen, own: tuple, start: int, end: int, error: str | None, scope_id: int | None):
+    """The record of a span :func:`seen_launch` recognised (``own``: its own values, read)."""
+    scalars, seq, probes = own
+    return _reused(seen.base, scalars, start, end, scope_id, error, seq, probes)
+
+
+def _remember(span: tuple[str, tuple], d: Mapping[str, Any], layout: _Layout) -> None:
+    """Keep a :class:`_Seen` of this span (at most :data:`_MAX_SEEN` per name and length) when :meth:`_Layout.reuse`
+    kept a record for its values and its names are each there once (else its dict would not be its attributes
+    position for position)."""
+    name, attributes = span
+    if len(d) != len(attributes) or layout.fixed is None:
+        return
+    key = (name, len(attributes))
+    try:
+        base = _RECORDS.get((layout, layout.fixed(d)))
+        patterns = _PATTERNS.get(key)
+    except TypeError:  # an unhashable value or name
+        return
+    if base is None:
+        return
+    if patterns is None:
+        if len(_PATTERNS) >= _MAX_NAMES:
+            _PATTERNS.clear()
+        patterns = _PATTERNS[key] = _Patterns()
+    elif not patterns.seen and patterns.misses:  # given up on
+        return
+    patterns.add(_Seen(attributes, d, layout, base))
+
+
+def _no_pairs(attributes: tuple) -> tuple:
+    return ()
+
+
+def _pairs_at(positions: list[int]) -> Callable[[tuple], tuple]:
+    """The pairs at ``positions`` of an attributes tuple, as a tuple: a slice where they follow each other (the
+    own values are mostly the last attributes, so the others are the first ones), else one ``itemgetter``."""
+    if not positions:
+        return _no_pairs
+    if positions == list(range(positions[0], positions[-1] + 1)):
+        return operator.itemgetter(slice(positions[0], positions[-1] + 1))
+    return operator.itemgetter(*positions, *positions[:1])  # one position: a tuple, not the pair itself
+
+
+_NONE: list[_Seen] = []
+
+
+_MAX_SEEN = 4
+"""Patterns kept per span name and attribute count (a call site's launches alternate among a few, such as a
+double buffer's two states)."""
+_MAX_NAMES = 512
+"""Span names and attribute counts with patterns before they start over: at most 2,048 patterns, about 3.7 KB
+each (their pairs and what ``_own`` last read), so under 8 MB."""
+_PATTERNS: dict[tuple[str, int], _Patterns] = {}
+_DEVICE_TIME_START, _SEQ = C.DEVICE_TIME_START, C.SEQ
+
+
+def _seq(value: Any) -> int:
+    return value if type(value) is int else _int(value)
 
 
 _MAX_CACHED = 4096
