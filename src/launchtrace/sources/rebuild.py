@@ -38,7 +38,16 @@ from launchtrace.sources.records import seen_launch as _seen
 from launchtrace.sources.records import seen_record as _seen_record
 from launchtrace.spans import STATUS_ERROR, SpanData
 
-__all__ = ["MAX_EXPANDED", "TRACE_ID", "RebuildResult", "rebuild", "scope_traces"]
+__all__ = [
+    "MAX_EXPANDED",
+    "TRACE_ID",
+    "RebuildResult",
+    "TraceRebuilder",
+    "rebuild",
+    "records_in_order",
+    "scope_traces",
+    "span_error",
+]
 
 MAX_EXPANDED = 10_000_000
 """A summary span standing for more records than this is not expanded (one record per position with
@@ -79,7 +88,7 @@ def rebuild(spans: Iterable[SpanData], *, expand: bool = True) -> RebuildResult:
         # a trace's records, scopes and tuples all stay alive: the collector's runs made one trace of 100,000
         # launches superlinear (9.2 s against 6.2 s paused)
         with collector_paused():
-            builder = _TraceRebuilder(trace_id.hex(), members, expand, warnings)
+            builder = TraceRebuilder(trace_id.hex(), members, expand, warnings)
             data = builder.build()
         skipped += builder.skipped
         malformed += builder.malformed
@@ -111,8 +120,9 @@ def scope_traces(data: TraceData, name: str | None = None) -> list[TraceData]:
     return out
 
 
-class _TraceRebuilder:
-    """Rebuilds one trace from its spans."""
+class TraceRebuilder:
+    """Rebuilds one trace from its spans (:mod:`launchtrace.sources.wide` builds on it for a trace too wide to
+    hold as spans, so both read a launch by the same code)."""
 
     def __init__(self, trace_hex: str, spans: list[SpanData], expand: bool, warnings: list[str]) -> None:
         self.trace_hex = trace_hex
@@ -159,7 +169,7 @@ class _TraceRebuilder:
                         scope_id = scope_of[parent]
                     else:
                         scope_id = self._parent_scope(span, pattern.flags)
-                    error = None if span.status_code != STATUS_ERROR else _error(span)
+                    error = None if span.status_code != STATUS_ERROR else span_error(span)
                     append(_seen_record(pattern, own, span.start_ns, span.end_ns, error, scope_id))
                     ours += 1
                 except (ValueError, TypeError, KeyError, OverflowError) as exc:
@@ -176,7 +186,7 @@ class _TraceRebuilder:
                         scope_id = scope_of[parent]
                     else:
                         scope_id = self._parent_scope(span, d)
-                    error = None if span.status_code != STATUS_ERROR else _error(span)
+                    error = None if span.status_code != STATUS_ERROR else span_error(span)
                     append(_record(d, span.start_ns, span.end_ns, error, scope_id, (span.name, raw)))
                     ours += 1
                 else:
@@ -188,7 +198,7 @@ class _TraceRebuilder:
             return None
         first = next(iter(self.spans.values()))
         attrs = {**dict(first.resource), **attributes, TRACE_ID: self.trace_hex}
-        return TraceData(_in_order(plain, keyed), scopes, attrs)
+        return TraceData(records_in_order(plain, keyed), scopes, attrs)
 
     def _malformed(self, span_id: bytes, span: SpanData, exc: Exception) -> None:
         self.malformed += 1
@@ -201,7 +211,7 @@ class _TraceRebuilder:
             at = len(plain)
             keyed.extend((key, rec, at) for key, rec in self._expand(span, d))
         elif C.OP in d:
-            plain.append(_record(d, span.start_ns, span.end_ns, _error(span), self._parent_scope(span, d)))
+            plain.append(_record(d, span.start_ns, span.end_ns, span_error(span), self._parent_scope(span, d)))
         elif C.SCOPE_KIND in d:
             if span.parent_span_id is None or not self._known(span.parent_span_id):
                 attributes.setdefault(ROOT_NAME, span.name)
@@ -299,7 +309,7 @@ class _TraceRebuilder:
             user,
             span.start_ns,
             0 if incomplete else span.end_ns,
-            _error(span),
+            span_error(span),
             bool(d.get(C.SCOPE_INTERNAL, False)),
             _site(d),
             _int(d.get(C.SEQ, 0)),
@@ -356,7 +366,7 @@ _SCOPE_MAKERS: dict[tuple[str, ...], Callable[..., ScopeRecord]] = {}
 
 
 def _scope_maker(threads: tuple[str, ...]) -> Callable[..., ScopeRecord]:
-    """A positional constructor of :class:`ScopeRecord` for :meth:`_TraceRebuilder._scope`'s fields and the
+    """A positional constructor of :class:`ScopeRecord` for :meth:`TraceRebuilder._scope`'s fields and the
     thread fields present (the others keep their defaults), one per distinct set: the dataclass's own
     ``__init__`` (a ``object.__setattr__`` per field) was a tenth of rebuilding a scope span."""
     make = _SCOPE_MAKERS.get(threads)
@@ -365,7 +375,9 @@ def _scope_maker(threads: tuple[str, ...]) -> Callable[..., ScopeRecord]:
     return make
 
 
-def _in_order(plain: list[LaunchRecord], keyed: list[tuple[tuple[int, int], LaunchRecord, int]]) -> list[LaunchRecord]:
+def records_in_order(
+    plain: list[LaunchRecord], keyed: list[tuple[tuple[int, int], LaunchRecord, int]]
+) -> list[LaunchRecord]:
     """The records of a trace sorted by their keys, ties in the order their spans were read: ``plain`` ones (key
     ``(seq, 0)``) in reading order, ``keyed`` ones (an expanded summary's) with the number of plain ones read
     before them. ``plain`` is sorted in place and returned when nothing is keyed (most traces)."""
@@ -424,7 +436,8 @@ _with_times: Callable[[LaunchRecord, int, int, int], LaunchRecord] = slot_copier
 makes one record per repetition (``test_rebuild`` checks the two agree)."""
 
 
-def _error(span: SpanData) -> str | None:
+def span_error(span: SpanData) -> str | None:
+    """The error a span with an error status records: its status message, else its exception event's message."""
     if span.status_code != STATUS_ERROR:
         return None
     if span.status_message:

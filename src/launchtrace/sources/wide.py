@@ -9,7 +9,7 @@ let go; what the rebuild still needs of it is kept in arrays (its span id, paren
 application's span, a hash of the span for telling identical duplicates from different ones): about 21 bytes.
 Every other span (scopes, fold summaries, foreign spans) is kept as it is. The records get their scopes when the
 trace is complete (a launch's scope depends only on the spans above it), in the rebuild's own code
-(:class:`~launchtrace.sources.rebuild._TraceRebuilder`), and come out in the order the rebuild gives them.
+(:class:`~launchtrace.sources.rebuild.TraceRebuilder`), and come out in the order the rebuild gives them.
 
 So :meth:`WideTrace.rebuild` gives the trace that :func:`~launchtrace.sources.rebuild.rebuild` of its spans gives,
 after the same structure check the stream runs (duplicate span ids: the first kept; parent cycles skipped; the
@@ -41,7 +41,7 @@ from launchtrace import conventions as C
 from launchtrace.fastinit import slot_copier
 from launchtrace.gcpause import collector_paused
 from launchtrace.model import LaunchRecord, TraceData
-from launchtrace.sources.rebuild import TRACE_ID, RebuildResult, _error, _in_order, _TraceRebuilder
+from launchtrace.sources.rebuild import TRACE_ID, RebuildResult, TraceRebuilder, records_in_order, span_error
 from launchtrace.sources.records import record_from_attributes as _record
 from launchtrace.sources.records import shared_scalars
 from launchtrace.sources.report import ProblemLog
@@ -112,7 +112,7 @@ class WideTrace:
                     self.raw.append(span)
                     self.raw_at.append(self.taken - 1)
                     continue
-                error = None if span.status_code != STATUS_ERROR else _error(span)
+                error = None if span.status_code != STATUS_ERROR else span_error(span)
                 try:
                     rec: LaunchRecord | None = _record(d, span.start_ns, span.end_ns, error, None)
                 except (ValueError, TypeError, KeyError, OverflowError):  # as the rebuild counts it: ours, no record
@@ -262,8 +262,8 @@ class _Launch:
     __hash__ = None  # type: ignore[assignment]
 
 
-class _WideRebuilder(_TraceRebuilder):
-    """:class:`_TraceRebuilder` over a :class:`WideTrace`: the raw spans rebuilt as ever, the launches' records
+class _WideRebuilder(TraceRebuilder):
+    """:class:`TraceRebuilder` over a :class:`WideTrace`: the raw spans rebuilt as ever, the launches' records
     given their scopes and put in the rebuild's order among the raw spans' records."""
 
     def __init__(self, wide: WideTrace, plan: _Plan, expand: bool, warnings: list[str]) -> None:
@@ -329,9 +329,9 @@ class _WideRebuilder(_TraceRebuilder):
             d = self.attrs.get(span_id)
             if d is None:
                 d = dict(span.attributes)
-            try:  # the rebuild's own loop (_TraceRebuilder.build), less its inline shortcut
+            try:  # the rebuild's own loop (TraceRebuilder.build), less its inline shortcut
                 if op in d and fold_count not in d:
-                    error = None if span.status_code != STATUS_ERROR else _error(span)
+                    error = None if span.status_code != STATUS_ERROR else span_error(span)
                     plain.append(_record(d, span.start_ns, span.end_ns, error, self._parent_scope(span, d)))
                     ours += 1
                 else:
@@ -344,7 +344,7 @@ class _WideRebuilder(_TraceRebuilder):
         if not ours:
             return None
         attrs = {**dict(self.plan.first_resource), **attributes, TRACE_ID: self.trace_hex}
-        return TraceData(_in_order(plain, keyed), scopes, attrs)
+        return TraceData(records_in_order(plain, keyed), scopes, attrs)
 
     def _scoped_launches(self) -> list[LaunchRecord | None]:
         """The kept launches' records in reading order, each with its scope (each record is replaced by its copy
