@@ -13,7 +13,7 @@ Warp's CPU device, in five modes:
   collect process runs outside valgrind, so only the program's own process is counted.
 
 Method (shared/notes/measuring.md): one child process under ``valgrind --tool=callgrind`` runs every block
-(each mode's first counted block, ``--n1`` launches, is dumped and discarded: the first one after a change of mode
+(each mode's first counted block, ``--n2`` launches, is dumped and discarded: the first one after a change of mode
 carried 10-20 million instructions of one-time work, and what the export learns once per step position must be
 learnt before both counted blocks; the process is down to its main thread before each block);
 ``os.getpgrp()`` zeroes callgrind's counters and ``os.getsid(0)`` dumps them, so each dump holds exactly one block,
@@ -232,11 +232,12 @@ def counted_blocks(args: argparse.Namespace, kernels: dict[str, tuple[Any, list]
             # a counted block of the same mode first, dumped and discarded: the first counted block after a
             # change of mode carried 10-20 million instructions more than the rest (a thread created and ended in
             # it, one-time work; callgrind's own summary line disagreed with its per-function costs there). It is
-            # n1 launches long, so that what the export learns once per step position (the fingerprint memo of a
-            # step root up to step_max_spans long) is learnt before n1 and n2 alike: a 20-launch block left the
-            # n1 block hashing a 1,000-launch root's lines that the n2 block then found known, which flattered the
-            # difference by about 550 instructions a launch
-            for n in (max(WARM_LAUNCHES, args.n1), args.n1, args.n2):
+            # n2 launches long, so that what the export learns once per step position (the fingerprint memo, for
+            # step roots as long as the time window makes them) is learnt before n1 and n2 alike: a 20-launch
+            # block left the n1 block hashing a long root's lines that the n2 block then found known (flattering
+            # the difference by about 300-550 instructions a launch), and an n1-launch block at --n1 200 left the
+            # n2 block the longer roots to hash (the reverse)
+            for n in (max(WARM_LAUNCHES, args.n2), args.n1, args.n2):
                 run_block(mode, kernel, inputs, n, folder, args.endpoint, mark=True)
 
 
