@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from launchtrace import folds as fold_rules
 from launchtrace._lazy import lazy_module
+from launchtrace.analysis.segments import step_occurrences
 from launchtrace.analysis.verdicts import mann_whitney_u
 from launchtrace.conventions import kernel_title
 from launchtrace.model import LaunchRecord, TraceData
@@ -289,8 +290,6 @@ def _kernel_step_values(
     sums in the same order, without the scope groups, the step durations and the counts that ``summary`` and
     ``report`` never read (they were half of ``summary``'s own time per trace). ``tests/test_summary_stream.py``
     checks it against ``step_series`` on real runs."""
-    from launchtrace.analysis.segments import step_occurrences
-
     values: dict[tuple[str, str], dict[int, float]] = {}
     for seg, occ, _first in step_occurrences(traces, segs):
         timed = [r for r in seg.records if r.end_ns > 0]
