@@ -429,10 +429,15 @@ class _CountedQuantile:
         rows, n = drawn.shape
         ranks = np.take(self.rank, drawn, out=drawn, mode="clip")  # in place: "clip" is unbuffered (all in range)
         ranks += (np.arange(rows) * n)[:, None]  # each row's ranks in a range of its own
-        counts = np.bincount(ranks.ravel(), minlength=rows * n).reshape(rows, n)
-        np.cumsum(counts, axis=1, out=counts)  # draws at or below each rank: the k-th smallest is past k of them
-        a = self.ordered[np.count_nonzero(counts <= self.lo, axis=1)]
-        b = a if self.hi == self.lo else self.ordered[np.count_nonzero(counts <= self.hi, axis=1)]
+        counts = np.bincount(ranks.ravel(), minlength=rows * n)
+        # draws at or below each rank, summed through the whole batch: row r's own sums plus the r * n draws of
+        # the rows before it, so the batch's sums never fall and a row's ranks whose own sum is at most k come
+        # first among those at most r * n + k (the next row's start at (r + 1) * n, above it: k < n). The k-th
+        # smallest of row r is past that many of its ranks: one search a row, not a comparison a rank
+        np.cumsum(counts, out=counts)
+        before = np.arange(0, rows * n, n)
+        a = self.ordered[np.searchsorted(counts, before + self.lo, side="right") - before]
+        b = a if self.hi == self.lo else self.ordered[np.searchsorted(counts, before + self.hi, side="right") - before]
         diff_b_a = b - a  # numpy's _lerp
         result = a + diff_b_a * self.gamma
         if self.gamma >= 0.5:
