@@ -45,6 +45,7 @@ from collections.abc import Sequence
 
 from launchtrace.analysis.access import access_mode
 from launchtrace.analysis.replays import Graphs, captured_graphs, replay_buffers
+from launchtrace.fastinit import slot_constructor
 from launchtrace.model import BufferArg, LaunchRecord, Op, TextEnum, TraceData
 
 __all__ = [
@@ -197,16 +198,32 @@ class _RegionState:
 
 class _Space:
     """The regions seen in one space, indexed by start so an overlap query looks only at regions that can
-    overlap (those starting less than the longest region's length before it), not at every region."""
+    overlap (those starting less than the longest region's length before it), not at every region.
 
-    __slots__ = ("keys", "longest", "states")
+    A query's answer is kept while no region is added to the space (a run's launches touch the same regions
+    over and over: each access asks twice, before and after its record's own effects), when it is short: a
+    long one is worked out again, so what is kept stays within a few entries per region."""
+
+    __slots__ = ("found", "keys", "longest", "states")
 
     def __init__(self) -> None:
         self.states: dict[tuple[int, int], _RegionState] = {}
         self.keys: list[tuple[int, int]] = []  # sorted (start, end)
         self.longest = 0
+        self.found: dict[tuple[int, int], tuple[int, list[_RegionState]]] = {}  # (start, end) -> (regions, answer)
 
     def overlapping(self, region: Region) -> list[_RegionState]:
+        """The states of the regions overlapping ``region`` (in start order; not to be changed by the caller)."""
+        at = (region.start, region.end)
+        known = self.found.get(at)
+        if known is not None and known[0] == len(self.keys):
+            return known[1]
+        found = self._overlapping(region)
+        if len(found) <= _KEEP_FOUND:
+            self.found[at] = (len(self.keys), found)
+        return found
+
+    def _overlapping(self, region: Region) -> list[_RegionState]:
         keys = self.keys
         low = (region.start - self.longest, region.start - self.longest)
         if len(keys) == 1:  # one region in the space (an owner's whole array, the usual case): no search
@@ -240,20 +257,56 @@ def _region_of_shared(buf: BufferArg) -> Region | None:
 
 
 _REGIONS: dict[int, tuple[BufferArg, Region | None]] = {}
+_KEEP_FOUND = 8  # the longest overlap answer a _Space keeps
+_new_access = slot_constructor(Access, ("record", "key", "name", "region", "mode", "inferred"))
+_new_edge = slot_constructor(Edge, ("src", "dst", "kind", "buffer", "cross_lane"))
 
 
 def _accesses_of(i: int, rec: LaunchRecord, graphs: Graphs) -> list[Access]:
-    out = []
     replay = rec.op == Op.GRAPH_LAUNCH and rec.graph_id in graphs
-    for buf in replay_buffers(rec, graphs) if replay else buffers_of_record(rec):
+    buffers = rec.buffers
+    if replay or not buffers:
+        rows = _access_rows(rec, replay_buffers(rec, graphs) if replay else buffers_of_record(rec))
+    else:  # a call site's rebuilt launches share their buffers and parameter tuples: its rows are made once
+        rows = _shared_access_rows(rec, buffers)
+    return [_new_access(i, *row) for row in rows]
+
+
+def _access_rows(rec: LaunchRecord, buffers: Sequence[BufferArg]) -> tuple[tuple, ...]:
+    """What each of ``buffers`` makes of an :class:`Access` of ``rec``, all but the record's index."""
+    out = []
+    for buf in buffers:
         region = _region_of_shared(buf)
         if region is None:
             continue
         if rec.captured:
             region = dataclasses.replace(region, space=f"captured:{rec.graph_id}:{region.space}")
         mode, inferred = access_mode(rec, buf)
-        out.append(Access(i, buf.key, buf.name or rec.arg_name(buf.key), region, mode, inferred))
-    return out
+        out.append((buf.key, buf.name or rec.arg_name(buf.key), region, mode, inferred))
+    return tuple(out)
+
+
+def _shared_access_rows(rec: LaunchRecord, buffers: tuple[BufferArg, ...]) -> tuple[tuple, ...]:
+    """:func:`_access_rows` of ``rec``'s own buffers, once per (buffers, parameters) objects and what else the
+    rows read of the record: its op (the inferred modes), whether it was captured and its graph (the space);
+    the objects are kept with the answer, so an id is never another tuple's, and the graph's type with its
+    value, so ``1`` and ``True`` (``captured:1:`` and ``captured:True:``) are never mixed up."""
+    params, graph = rec.params, rec.graph_id
+    key = (id(buffers), id(params), rec.op, bool(rec.captured), type(graph), graph)
+    try:
+        known = _ACCESS_ROWS.get(key)
+    except TypeError:  # an op or graph id that is no hashable value: read as it is
+        return _access_rows(rec, buffers)
+    if known is not None and known[0] is buffers and known[1] is params:
+        return known[2]
+    rows = _access_rows(rec, buffers)
+    if len(_ACCESS_ROWS) >= 4096:  # bounded: a source whose every record has its own buffers
+        _ACCESS_ROWS.clear()
+    _ACCESS_ROWS[key] = (buffers, params, rows)
+    return rows
+
+
+_ACCESS_ROWS: dict[tuple, tuple[tuple, tuple, tuple[tuple, ...]]] = {}
 
 
 class DataflowBuilder:
@@ -300,13 +353,15 @@ class DataflowBuilder:
         edges = self._edges(i, accesses)
         best_p, best = -1, None
         level = 0
+        finish, levels = self.finish, self.level
         for e in edges:
             p = e.src
-            key = (self.finish[p], -p)
+            key = (finish[p], -p)
             if best is None or key > best:
                 best_p, best = p, key
-            level = max(level, self.level[p] + 1)
-        self.finish.append((self.finish[best_p] if best_p >= 0 else 0) + (0 if rec.captured else rec.duration_ns))
+            if levels[p] >= level:
+                level = levels[p] + 1
+        finish.append((finish[best_p] if best_p >= 0 else 0) + (0 if rec.captured else rec.duration_ns))
         self.via.append(best_p)
         self.level.append(level)
         return accesses, edges
@@ -320,36 +375,40 @@ class DataflowBuilder:
         raw, war, waw = EdgeKind.RAW, EdgeKind.WAR, EdgeKind.WAW
 
         for acc in mine:  # dependencies first, against the state before this record
-            space = spaces.get(acc.region.space)
+            region = acc.region
+            space = spaces.get(region.space)
             if space is None:
                 continue
-            label, reads, writes = acc.region.label, acc.reads, acc.writes
+            label, mode = region.label, acc.mode
+            reads, writes = "r" in mode, "w" in mode
             first = raw if reads else waw
             # each edge once per (src, kind, buffer), in the order met (the dict's order is the edges' order)
-            for state in space.overlapping(acc.region):
+            for state in space.overlapping(region):
                 for w in state.writers:
                     if w != i:
                         if (w, first, label) not in edges:
-                            edges[(w, first, label)] = Edge(w, i, first, label, lanes[w] != lane)
+                            edges[(w, first, label)] = _new_edge(w, i, first, label, lanes[w] != lane)
                         if reads and writes and (w, waw, label) not in edges:
-                            edges[(w, waw, label)] = Edge(w, i, waw, label, lanes[w] != lane)
+                            edges[(w, waw, label)] = _new_edge(w, i, waw, label, lanes[w] != lane)
                 if writes:
                     for r in state.readers:
                         if r != i and (r, war, label) not in edges:
-                            edges[(r, war, label)] = Edge(r, i, war, label, lanes[r] != lane)
+                            edges[(r, war, label)] = _new_edge(r, i, war, label, lanes[r] != lane)
         for acc in mine:  # then this record's own effects
-            region, reads, writes = acc.region, acc.reads, acc.writes
+            region, mode = acc.region, acc.mode
+            reads, writes = "r" in mode, "w" in mode
             space = spaces.get(region.space)
             if space is None:  # (setdefault made a _Space for every access only to drop it)
                 space = spaces[region.space] = _Space()
             space.state(region)
             for state in space.overlapping(region):
+                theirs = state.region  # regions are shared per buffer: the same object is the same region
                 if writes:
-                    if region.covers(state.region):
+                    if theirs is region or region.covers(theirs):
                         state.writers, state.readers = {i: None}, {}
                     else:
                         state.writers[i] = None
-                if reads and state.region == region:
+                if reads and (theirs is region or theirs == region):
                     state.readers[i] = None
         return list(edges.values())
 

@@ -128,14 +128,17 @@ class StreamedFlow:
         self.starts.append(rec.start_ns)
         self.ends.append(rec.end_ns)
         records, rows = self.records, self.accesses
-        records.add({"index": i, "kernel": rec.kernel, "op": str(rec.op)} if records.keep else None)
-        for a in accesses:
-            if rows.keep:
+        if records.keep:
+            records.add({"index": i, "kernel": rec.kernel, "op": str(rec.op)})
+        else:
+            records.count += 1
+        if rows.keep:
+            for a in accesses:
                 row = {"record": a.record, "name": a.name, "buffer": a.region.label, "mode": a.mode}
                 row["inferred"] = a.inferred
                 rows.add(row)
-            else:
-                rows.count += 1
+        else:
+            rows.count += len(accesses)
         kinds, rows = self.edge_kinds, self.edges
         for e in edges:
             kind = _KIND_TEXT[e.kind]
