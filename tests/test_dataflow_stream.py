@@ -153,3 +153,37 @@ def test_only_rebuilds_the_traces_asked_for(files, monkeypatch) -> None:
         (a, t.records, t.attributes) for a, t in every if a in wanted
     ]
     assert len(rebuilt) == len(wanted)  # not every trace of the input
+
+
+@pytest.mark.parametrize("keep", [0, 7, 40, 4096])
+@pytest.mark.parametrize("name", ["stepped", "late", "many"])
+def test_late_traces_kept_or_read_again_print_the_same(files, tmp_path, name, keep, monkeypatch, capsys) -> None:
+    """Late traces come from the first read where they fit in ``_KEEP_LATE`` records and scopes, the others from
+    a third reader (started only when one of those is due): the output is the lists' whichever way, ``--edges``
+    and JSON too (``stepped``: every trace late, written latest first; ``many``: forty copies of ``late``)."""
+    import launchtrace.analysis.dataflow_stream as flow_stream
+
+    path = files.get(name)
+    if path is None:
+        text = files["late"].read_text(encoding="utf-8")
+        path = tmp_path / "many.jsonl"
+        path.write_text(
+            "".join(_shift_seq(text.replace('"traceId":"', f'"traceId":"{c:08x}'), c * 1000) for c in range(40))
+        )
+    monkeypatch.setattr(flow_stream, "_KEEP_LATE", keep)
+    readers = []
+    real_only = Traces.only
+
+    def counting(self, wanted):
+        readers.append(len(wanted))
+        return real_only(self, wanted)
+
+    monkeypatch.setattr(Traces, "only", counting)
+    for fmt in ("text", "json", "edges"):
+        argv = ["dataflow", str(path)] + (["--format", "json"] if fmt == "json" else [])
+        main(argv + (["--edges"] if fmt == "edges" else []))
+        assert capsys.readouterr().out == _listed([path], "json" if fmt == "json" else "text", fmt == "edges")
+    if keep == 0:
+        assert readers and all(readers)  # nothing kept: every late trace read again
+    if keep == 4096:
+        assert readers == []  # every late trace kept: no third read

@@ -6,15 +6,17 @@ first records, ends last. So the input is read twice:
 
 1. every trace is rebuilt and only its run and lowest ``seq`` are kept (16 bytes); a
    trace whose records start before an earlier trace of its run ended is "late" (the unscoped work, another
-   thread's traces overlapping in time);
+   thread's traces overlapping in time), and is kept whole while the late traces kept hold at most
+   :data:`_KEEP_LATE` records and scopes together (the unscoped work's traces are small);
 2. the traces are read again in the same order; each run's records go into a heap and leave it, into a
    :class:`~launchtrace.analysis.dataflow.DataflowBuilder`, as soon as no trace still to come can hold an
    earlier one.
 
 What is held: the records waiting in the heap (a few traces' worth when the traces of a run follow one another;
-a late trace is read ahead, by a second reader, when its first record is due), about 80 bytes per record for the
-critical path, the waves and the hazards' wording, and the hazards. The input is read three times (the third
-reader rebuilds only the late traces). The rows the output lists (records, accesses, edges) go to a temporary
+a late trace goes in when its first record is due: a kept one from memory, the others read ahead by a second
+reader), the late traces kept, about 80 bytes per record for the critical path, the waves and the hazards'
+wording, and the hazards. The input is read twice, and a third time (rebuilding only those) where late traces
+were not kept. The rows the output lists (records, accesses, edges) go to a temporary
 file as they are made and are read back as they are written out; those it does not list (the text output: all
 but the edges of ``--edges``) are only counted.
 
@@ -224,18 +226,28 @@ class _Run:
 
 
 class _Ahead:
-    """A second reader of the input, ahead of the main one: it fetches late traces when they are needed."""
+    """The late traces, fetched when they are needed: those the first read kept (``kept``), the others by a
+    second reader of the input, ahead of the main one, started when the first of them is due."""
 
-    def __init__(self, source: Traces, late: set[int], runs: dict[tuple, _Run]) -> None:
-        self.reader = source.only(late)  # rebuilds the late traces only: the others are read past
-        self.late = late
+    def __init__(self, source: Traces, late: set[int], runs: dict[tuple, _Run], kept: dict[int, TraceData]) -> None:
+        self.source = source
+        self.late = collections.deque(sorted(late))  # in input order, as a reader meets them
+        self.kept = kept
+        self.rest = late - kept.keys()
+        self.reader: Iterator[tuple[int, TraceData]] | None = None
         self.runs = runs
         self.fetched: set[int] = set()
 
     def fetch(self, arrival: int) -> None:
-        """Read on until the trace at ``arrival`` is in its run's heap (late ones met on the way go in too)."""
+        """Take late traces in input order until the one at ``arrival`` is in its run's heap (late ones met on
+        the way go in too, as a reader would meet them)."""
         while arrival not in self.fetched:
-            at, trace = next(self.reader)
+            at = self.late.popleft()
+            trace = self.kept.pop(at, None)
+            if trace is None:
+                if self.reader is None:  # rebuilds the late traces not kept: the others are read past
+                    self.reader = self.source.only(self.rest)
+                at, trace = next(self.reader)
             self.runs[run_key(trace)].push(trace)
             self.fetched.add(at)
 
@@ -259,6 +271,8 @@ def stream_dataflow(source: Traces, rows: Collection[str] = ROWS) -> list[Stream
     codes: dict[tuple, int] = {}
     run_of = array("l")  # per trace: its run's code
     late_ones: set[int] = set()
+    kept: dict[int, TraceData] = {}  # late traces held from the first read, up to _KEEP_LATE records and scopes
+    room = _KEEP_LATE
     for key, trace in source:
         rk = run_key(trace)
         info = runs.get(rk)
@@ -277,6 +291,10 @@ def stream_dataflow(source: Traces, rows: Collection[str] = ROWS) -> list[Stream
         if info["high"] is not None and low <= info["high"]:
             info["late"].append((low, key.arrival))
             late_ones.add(key.arrival)
+            size = len(trace.records) + len(trace.scopes)
+            if size <= room:  # (the unscoped work's traces are small: no third read of the input for them)
+                kept[key.arrival] = trace
+                room -= size
         else:
             info["lows"].append(low)
         info["high"] = high if info["high"] is None else max(info["high"], high)
@@ -293,7 +311,7 @@ def stream_dataflow(source: Traces, rows: Collection[str] = ROWS) -> list[Stream
             low_to_come = min(low_to_come, lows[k])
         state[codes[rk]] = _Run(StreamedFlow(label, rows), later, info["late"], info["traces"] == 1)
     by_key = {rk: state[code] for rk, code in codes.items()}
-    ahead = _Ahead(source, late_ones, by_key)
+    ahead = _Ahead(source, late_ones, by_key, kept)
     # second read: records into each run's builder as soon as nothing to come can precede them
     for key, trace in source:
         run = state[run_of[key.arrival]]
@@ -316,3 +334,4 @@ def stream_dataflow(source: Traces, rows: Collection[str] = ROWS) -> list[Stream
 
 
 _NO_MORE = 1 << 62
+_KEEP_LATE = 4096  # records and scopes of late traces the first read holds for the second (a few MB at most)

@@ -5,9 +5,10 @@ two threads is found although their launches sit in different traces; ``--scope`
 ``--occurrence`` narrow it to chosen steps. Graph replays count as the accesses of the launches they ran.
 
 Memory: the whole-run views (no choice made) are streamed (:mod:`launchtrace.analysis.dataflow_stream`: the
-input read three times, records added in issue order as soon as nothing still to come can precede them, the
-listed rows kept in temporary files); ``--scope`` / ``--trace`` / ``--occurrence`` pick steps from the rebuilt
-traces (their spans read one trace at a time), as does a backend source.
+input read twice (a third time for late traces too large to keep), records added in issue order as soon as
+nothing still to come can precede them, the listed rows kept in temporary files); ``--scope`` / ``--trace`` /
+``--occurrence`` pick steps from the rebuilt traces (their spans read one trace at a time), as does a backend
+source.
 """
 
 from __future__ import annotations
