@@ -96,10 +96,11 @@ class _Side:
             self.run = rk
         elif rk != self.run:
             raise _NotInOrder(f"side {self.name} holds several runs")
-        self.clock.add(key, trace)
+        occs = occurrences(trace, self.scope)
+        self.clock.add(key, trace, occs if self.scope is None else None)  # the same cut when no scope is asked
         out = []
         seen: dict[str, int] = {}
-        for local, occ in enumerate(occurrences(trace, self.scope)):
+        for local, occ in enumerate(occs):
             number = self.counts.get(occ.name, 0) + occ.index
             seen[occ.name] = max(seen.get(occ.name, 0), occ.index + 1)
             last = self.last.get(occ.name)

@@ -118,8 +118,9 @@ class SummaryState:
         self.bad_launches = 0
         self._bad_kernels: dict[str, tuple[int, int]] = {}
 
-    def add(self, key: TraceKey, trace: TraceData) -> None:
-        """Take one trace (``key``: its place in ``load_traces``' order)."""
+    def add(self, key: TraceKey, trace: TraceData, occs: list[Occurrence] | None = None) -> None:
+        """Take one trace (``key``: its place in ``load_traces``' order); ``occs``: ``occurrences(trace)`` where
+        the caller cut it already (``diff``'s sides)."""
         ordinal = self.traces
         self.traces += 1
         self.records += len(trace)
@@ -130,7 +131,8 @@ class SummaryState:
             self.scopes.add(trace, ordinal)
             self.loads.add(trace, ordinal)
             self.replays.add(trace)
-        occs = occurrences(trace)  # cut once: the step values and the runs' occurrences share it
+        if occs is None:
+            occs = occurrences(trace)  # cut once: the step values and the runs' occurrences share it
         if self.figures:
             per_step: dict[str, list[float]] = {}
             add_step_values(per_step, [trace], [occ for occ in occs if occ.records])  # a step never spans traces
