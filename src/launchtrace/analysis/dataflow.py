@@ -242,6 +242,16 @@ class _Space:
             self.longest = max(self.longest, region.end - region.start)
         return self.states[key]
 
+    def own(self, region: Region) -> list[_RegionState]:
+        """:meth:`state` of ``region`` (made if new), then :meth:`overlapping` of it: a record's own effects."""
+        at = (region.start, region.end)
+        if at not in self.states:
+            self.state(region)
+        known = self.found.get(at)
+        if known is not None and known[0] == len(self.keys):
+            return known[1]
+        return self.overlapping(region)
+
 
 def _region_of_shared(buf: BufferArg) -> Region | None:
     """:func:`region_of`, once per buffer object: a call site's rebuilt launches share their (frozen) buffers
@@ -400,8 +410,7 @@ class DataflowBuilder:
             space = spaces.get(region.space)
             if space is None:  # (setdefault made a _Space for every access only to drop it)
                 space = spaces[region.space] = _Space()
-            space.state(region)
-            for state in space.overlapping(region):
+            for state in space.own(region):
                 theirs = state.region  # regions are shared per buffer: the same object is the same region
                 if writes:
                     if theirs is region or region.covers(theirs):
