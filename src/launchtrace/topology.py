@@ -333,7 +333,7 @@ def align(a_keys: Sequence[Hashable], b_keys: Sequence[Hashable]) -> list[Opcode
         _push(ops, tag, i1 + lo, i2 + lo, j1 + lo, j2 + lo)
     if hi:
         _push(ops, "equal", n - hi, n, m - hi, m)
-    if (lo or hi) and n <= WHOLE and m <= WHOLE:
+    if (lo or hi) and n <= WHOLE and m <= WHOLE and _matched(ops) < min(n, m):  # (all matched: none does better)
         # the trimmed prefix or suffix can be the wrong match (a=[2,1,2,1,1], b=[2,2,1,0,2,1,0,1]: the whole
         # sequences align 5 keys, prefix + middle + suffix 4, found by the property test); short sequences
         # are also aligned whole

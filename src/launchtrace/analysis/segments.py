@@ -15,10 +15,10 @@ Example::
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from launchtrace.allocations import identity_of
+from launchtrace.fastinit import slot_copier
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.steps import NO_SCOPE, Occurrence, occurrences, run_key, split_runs
 from launchtrace.topology import AllocRef, slotless
@@ -105,9 +105,16 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
     """
     names: dict[int, str] = {}
     sites: dict[str, dict[str, int]] = {}  # site name -> allocation identity -> order met in
+    # a call site's launches share their arrays and buffers tuples, and a pair met again names nothing new (its
+    # pointers and allocations were named the first time): its arrays are worked out once per call
+    made: dict[tuple[int, int], tuple[tuple, tuple, tuple | None]] = {}
     out = []
     for rec in records:
         bufs = rec.buffers
+        known = made.get((id(rec.arrays), id(bufs)))
+        if known is not None and known[0] is rec.arrays and known[1] is bufs:
+            out.append(rec if known[2] is None else _with_arrays(rec, known[2]))
+            continue
         aligned = len(bufs) == len(rec.arrays)  # the usual case: one BufferArg per array, in the same order
         arrays = []
         changed = False
@@ -124,8 +131,13 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
                 changed = True
             else:
                 arrays.append((key, ptr))
-        out.append(dataclasses.replace(rec, arrays=tuple(arrays)) if changed else rec)
+        made[(id(rec.arrays), id(bufs))] = (rec.arrays, bufs, tuple(arrays) if changed else None)
+        out.append(_with_arrays(rec, tuple(arrays)) if changed else rec)
     return tuple(out)
+
+
+_with_arrays: Callable[[LaunchRecord, tuple], LaunchRecord] = slot_copier(LaunchRecord, ("arrays",))
+"""``dataclasses.replace(rec, arrays=...)`` through the rebuild's copier (:mod:`launchtrace.fastinit`)."""
 
 
 def _by_site(sites: dict[str, dict[str, int]], alloc: str, offset: int) -> AllocRef:
