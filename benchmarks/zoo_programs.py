@@ -14,7 +14,11 @@ Programs (each step is one top-level scope, except ``timers``, whose phases are 
 
 Environment: ``ZOO_SLOW`` (default 1) multiplies the loop count of one kernel per program (its cost changes;
 its arguments, dims and the launch topology do not): ``collide``, ``tape_loss``, ``cost``, ``blur``, ``k07``,
-``shade`` (:data:`TARGET`). ``ZOO_SEED`` changes only the seed of the random inputs.
+``shade`` (:data:`TARGET`). In ``tape`` this slows ``tape_loss``'s adjoint launches too (``Tape.backward``
+launches it with ``adjoint=True``: the generated backward replays the same loop), by the same factor (the kept
+runs: forward 1.33x / 1.66x, adjoint 1.32x / 1.66x), and nothing else (every other kernel within 0.99-1.04x):
+``zoo_verdicts.py`` counts the adjoint row as the slowed kernel's. ``ZOO_SEED`` changes only the seed of the
+random inputs.
 """
 
 from __future__ import annotations

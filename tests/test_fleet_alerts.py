@@ -367,3 +367,8 @@ def test_alert_baseline_may_be_the_traces_themselves(fleet, tmp_path: Path) -> N
     from_traces = cli("alert", "--baseline", str(folder), "--from", *map(str, window), "--format", "json")
     assert from_pb.returncode == from_traces.returncode == 1, from_traces.stderr
     assert json.loads(from_traces.stdout)["alerts"] == json.loads(from_pb.stdout)["alerts"] != []
+    renamed = tmp_path / "base.baseline"  # a baseline is told by its marker, not by its name
+    renamed.write_bytes(base.read_bytes())
+    from_renamed = cli("alert", "--baseline", str(renamed), "--from", *map(str, window), "--format", "json")
+    assert from_renamed.returncode == 1, from_renamed.stderr
+    assert json.loads(from_renamed.stdout)["alerts"] == json.loads(from_pb.stdout)["alerts"]

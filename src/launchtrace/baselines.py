@@ -50,6 +50,16 @@ def max_file_bytes(environ: Mapping[str, str] | None = None) -> int:
     return min(value, MAX_FILE_BYTES)
 
 
+def is_baseline_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a regular file that starts with a baseline's marker, whatever its name (``alert
+    --baseline`` takes a baseline file or a trace source; a baseline written as ``base.bin`` is still one)."""
+    try:
+        with open(path, "rb") as f:
+            return os.path.isfile(path) and f.read(len(_HEAD)) == _HEAD
+    except OSError:
+        return False
+
+
 def _looks_like(head: bytes) -> str:
     """A few words on what a refused file starts with."""
     if not any(head):

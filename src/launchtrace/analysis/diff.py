@@ -3,7 +3,9 @@
 Records are cut into *segments*: each occurrence of a scope (``scope="step"``: every scope named ``step``,
 outermost ones only; by default every top-level scope, Warp's own internal timers skipped), plus each run of
 records outside any scope. Segments are matched by scope name and occurrence number, counted across the
-whole set of traces in order; each matched pair is aligned with :func:`launchtrace.topology.diff_records`,
+whole set of traces in order; the records outside any scope are matched as one stream per thread, in chunks cut
+by their content, so that where the exporter closed its step roots does not matter
+(:mod:`launchtrace.analysis.unscoped`). Each matched pair is aligned with :func:`launchtrace.topology.diff_records`,
 so one inserted launch is one ``inserted`` entry and a changed one names the fields (kernel, dims, a buffer by
 owner label and offset, a scalar by parameter name, stream, site). A segment on one side only is wholly
 inserted or removed.
@@ -44,6 +46,7 @@ from launchtrace.analysis.segments import (
     top_scope,
     unowned_by_order,
 )
+from launchtrace.analysis.unscoped import keyed_segments
 from launchtrace.analysis.verdicts import (
     ANSWERS,
     DEFAULT_ALPHA,
@@ -436,18 +439,15 @@ def _topology(
     raw: bool,
     cache: dict,
 ) -> list[SegmentDiff]:
-    """Segment-by-segment topology diff of one pair of trace sets."""
-    seg_a, seg_b = _segments(a, scope, cache), _segments(b, scope, cache)
-    by_key_a = {(s.name, s.occurrence): s for s in seg_a}
-    by_key_b = {(s.name, s.occurrence): s for s in seg_b}
-    keys = list(dict.fromkeys([(s.name, s.occurrence) for s in seg_a] + [(s.name, s.occurrence) for s in seg_b]))
-    out = []
-    for key in keys:
-        sa, sb = by_key_a.get(key), by_key_b.get(key)
-        ra = sa.records if sa else ()
-        rb = sb.records if sb else ()
-        out.append(segment_diff(key, ra, rb, run, scalars=scalars, streams=streams, raw=raw))
-    return out
+    """Segment-by-segment topology diff of one pair of trace sets (unscoped work in chunks by its content:
+    :mod:`launchtrace.analysis.unscoped`)."""
+    by_key_a = keyed_segments(_segments(a, scope, cache))
+    by_key_b = keyed_segments(_segments(b, scope, cache))
+    keys = list(dict.fromkeys([*by_key_a, *by_key_b]))
+    return [
+        segment_diff(key, by_key_a.get(key, ()), by_key_b.get(key, ()), run, scalars=scalars, streams=streams, raw=raw)
+        for key in keys
+    ]
 
 
 def segment_diff(

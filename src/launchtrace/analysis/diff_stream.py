@@ -13,9 +13,10 @@ side, or None when it cannot vouch for that, and the caller then diffs the lists
   top-level timers is one step, made of several traces).
 
 What is held: the steps of one side not yet matched by the other (the sides are read in turn, so in a diff of
-two runs of one program a few), one :class:`~launchtrace.analysis.diff.SegmentDiff` per step (its entries only
-where the steps differ), the per-step numbers of the timing (8 bytes per step and group) and what ``summary``
-keeps for the step clock of the non-finite findings (:mod:`launchtrace.analysis.summary_state`).
+two runs of one program a few), each thread's unscoped records of the chunk being filled (at most
+:data:`~launchtrace.analysis.unscoped.CHUNK_MAX`), one :class:`~launchtrace.analysis.diff.SegmentDiff` per step
+(its entries only where the steps differ), the per-step numbers of the timing (8 bytes per step and group) and
+what ``summary`` keeps for the step clock of the non-finite findings (:mod:`launchtrace.analysis.summary_state`).
 
 Example::
 
@@ -39,6 +40,7 @@ from launchtrace.analysis.diff import (
     timing_of_series,
 )
 from launchtrace.analysis.summary_state import SummaryState
+from launchtrace.analysis.unscoped import UnscopedChunks, is_unscoped
 from launchtrace.analysis.values import BadValues, became_non_finite_of
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.sources.each import TraceKey, Traces
@@ -88,6 +90,7 @@ class _Side:
         self.launches: dict[GroupKey, list[int]] = {}
         self.first: dict = {}  # a name or group -> its first place (the order step_series would insert it in)
         self.clock = SummaryState(figures=False)
+        self.chunks = UnscopedChunks()
 
     def add(self, key: TraceKey, trace: TraceData) -> list[tuple[tuple[str, int], tuple[LaunchRecord, ...]]]:
         """Take one trace; its steps that hold records, as ``((name, number), records)``."""
@@ -110,8 +113,14 @@ class _Side:
             if not occ.records:
                 continue  # a step with no records is no segment; it keeps its number
             place = (occ.start_ns, key, local)
-            self.order[(occ.name, number)] = place
-            out.append(((occ.name, number), occ.records))
+            if is_unscoped(occ):  # the topology diff takes unscoped work in chunks by content (unscoped.py)
+                begun, done = self.chunks.feed(occ.records)
+                for step in begun:
+                    self.order[step] = place
+                out += done
+            else:
+                self.order[(occ.name, number)] = place
+                out.append(((occ.name, number), occ.records))
             self._timing(trace, occ, place)
         for name, n in seen.items():
             self.counts[name] = self.counts.get(name, 0) + n
@@ -178,17 +187,24 @@ def diff_streamed(inputs: tuple[Traces, Traces], **options: Any) -> tuple[TraceD
     pending: tuple[dict, dict] = ({}, {})
     diffs: dict[tuple[str, int], SegmentDiff] = {}
     flags = settings.topology_flags()
+
+    def match(side: int, step: tuple[str, int], records: tuple[LaunchRecord, ...]) -> None:
+        other = pending[1 - side].pop(step, None)
+        if other is None:
+            pending[side][step] = records
+            return
+        ra, rb = (records, other) if side == 0 else (other, records)
+        diffs[step] = segment_diff(step, ra, rb, 0, **flags)
+
     try:
         for side, (key, trace) in _in_turn(iter(inputs[0]), iter(inputs[1])):
             for step, records in sides[side].add(key, trace):
-                other = pending[1 - side].pop(step, None)
-                if other is None:
-                    pending[side][step] = records
-                    continue
-                ra, rb = (records, other) if side == 0 else (other, records)
-                diffs[step] = segment_diff(step, ra, rb, 0, **flags)
+                match(side, step, records)
     except _NotInOrder:
         return None
+    for side in (0, 1):
+        for step, records in sides[side].chunks.finish():
+            match(side, step, records)
     if scope is None and (sides[0].clock.infers() or sides[1].clock.infers()):
         return None  # a zero-code run's steps are repetitions of timers in several traces: the lists cut them
     for step, records in pending[0].items():

@@ -89,6 +89,11 @@ def step_occurrences(traces: Sequence[TraceData], segs: Sequence[Segment]) -> It
         yield seg, occ, True
 
 
+HOST_DATA_APIS = frozenset({"wp.array", "wp.array.numpy"})
+"""The copies whose unowned side is the program's host data (``wp.array(numpy_array)``, ``array.numpy()``)."""
+HOST_DATA = "<host data>"
+
+
 def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...]:
     """``records`` with every unowned array argument made comparable across processes (owned arguments and
     null arrays unchanged):
@@ -97,6 +102,10 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
       :class:`~launchtrace.topology.AllocRef` of its site's name (``"State.x"``,
       :func:`~launchtrace.topology.slotless`), ``#k`` appended for the k-th distinct allocation of that site
       met in ``records`` (k > 0);
+    - the program's own host memory that ``wp.array(numpy_array)`` copies from, or ``array.numpy()`` copies into
+      (a copy issued by one of :data:`HOST_DATA_APIS`, the pointer unowned and not allocated by Warp), becomes
+      ``"<host data>"``: a temporary NumPy buffer whose address the C allocator may hand out again for a later
+      temporary, or not, from one run to the next;
     - any other pointer becomes ``"<unowned #k>"``, ``k`` the order in which it first appears in ``records``.
 
     What stays comparable across processes: which launches share an unowned buffer and where the program
@@ -122,6 +131,9 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
             buf = bufs[i] if aligned else rec.buffer(key)
             if ptr and buf is not None and buf.owner is None and buf.alloc is not None:
                 arrays.append((key, _by_site(sites, buf.alloc, buf.offset or 0)))
+                changed = True
+            elif ptr and (buf is None or buf.owner is None) and rec.op == "copy" and rec.api in HOST_DATA_APIS:
+                arrays.append((key, HOST_DATA))
                 changed = True
             elif ptr and (buf is None or buf.owner is None):
                 name = names.get(ptr)

@@ -32,8 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--baseline",
         metavar="BASELINE",
-        help="a baseline file (.pb, from baseline build), or a source of traces to build it from (files, a folder, "
-        "jaeger+URL / tempo+URL: docs/sources.md); without it, each group is compared with its peers",
+        help="a baseline file (from baseline build: .pb, or any name that holds one), or a source of traces to build "
+        "it from (files, a folder, jaeger+URL / tempo+URL: docs/sources.md); without it, each group is compared with "
+        "its peers",
     )
     add_source_arguments(parser)
     parser.add_argument(
@@ -195,7 +196,7 @@ def _baseline_from_traces(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from launchtrace.analysis.fleet.alerts import against_baseline, among_peers
     from launchtrace.analysis.fleet.baseline import BaselineBuilder
-    from launchtrace.baselines import read_baseline
+    from launchtrace.baselines import is_baseline_file, read_baseline
     from launchtrace.cli._analyzer import write_json, write_text
     from launchtrace.cli._fleet import Progress, open_stream, source_kind
     from launchtrace.cli.baseline import DEFAULT_GROUP_BY, group_keys
@@ -204,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args)
     if args.traceql_latency and (args.baseline or source_kind(args)[0] != "tempo"):
         raise UserError("--traceql-latency needs --from tempo+URL and no --baseline")
-    if args.baseline and args.baseline.endswith(".pb"):
+    if args.baseline and (args.baseline.endswith(".pb") or is_baseline_file(args.baseline)):
         baseline = BaselineBuilder.from_proto(read_baseline(args.baseline))
     elif args.baseline:
         baseline = _baseline_from_traces(args)

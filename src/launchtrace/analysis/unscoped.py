@@ -1,0 +1,135 @@
+"""Work outside every scope, cut for the topology diff by its content, not by where the exporter cut it.
+
+Why: the exporter puts records that are under no scope into synthetic ``launchtrace.step`` roots, one open per
+thread, closed after ``step_max_spans`` records or ``step_window_s`` seconds. Where the window closes depends on
+time (a cold kernel cache, a slower machine, a sleep in the program), so two runs of an unchanged program cut the
+same launches into different ``<no scope>`` occurrences, and a diff that pairs occurrences by number reported
+launches inserted and removed: a zero-code program that launches every few milliseconds for a few seconds, or
+one whose first step compiled for a second, failed the topology gate against itself.
+
+The topology diff therefore reads each thread's unscoped records as one stream, in the order they were issued,
+and cuts it again where its content says (:class:`UnscopedChunks`): a chunk ends before the stream's *anchor*
+(the call of one kernel at one site, the one met most often in the stream's first ``min_len`` records; the
+first of them on a tie) once it holds ``min_len`` records, and in any case at ``max_len``. Two runs that issue
+the same unscoped work get the same chunks however their roots were cut; in a program that repeats a loop, a
+launch inserted in one chunk leaves the next chunks aligned. The timing is not changed by this: its steps are
+still the occurrences of :mod:`launchtrace.steps`.
+
+A thread's stream is named :data:`~launchtrace.steps.NO_SCOPE`, with the thread's name after it for any thread
+but the main one (``<no scope> (Thread-2 (worker))``), so two threads' unscoped work is never paired with each
+other's.
+
+Example::
+
+    chunks = UnscopedChunks()
+    for seg in segs:                      # in the one rule's order
+        begun, done = chunks.feed(seg.records)
+    done += chunks.finish()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from launchtrace.model import LaunchRecord
+from launchtrace.steps import NO_SCOPE, Occurrence
+
+__all__ = ["CHUNK_MAX", "CHUNK_MIN", "UnscopedChunks", "is_unscoped", "keyed_segments", "stream_name"]
+
+CHUNK_MIN = 1024
+"""Records a chunk holds at least before it may end at the anchor."""
+CHUNK_MAX = 4096
+"""Records a chunk holds at most (the bound on what the streamed diff keeps per thread and side)."""
+
+Key = tuple[str, int]
+"""A segment's key in the diff: its name and its number."""
+
+
+def stream_name(rec: LaunchRecord) -> str:
+    """The name of the unscoped stream ``rec`` belongs to: its thread's (see the module docstring)."""
+    name = rec.thread_name
+    return NO_SCOPE if name in ("", "MainThread") else f"{NO_SCOPE} ({name})"
+
+
+def is_unscoped(seg: Occurrence) -> bool:
+    """Whether ``seg`` is a run of records under no scope (not a scope's occurrence, not an inferred step)."""
+    return seg.scope_id is None and seg.name == NO_SCOPE
+
+
+class _Stream:
+    """One thread's unscoped records: the chunk being filled and how the next cut is found."""
+
+    __slots__ = ("anchor", "chunk", "counts", "index", "seen")
+
+    def __init__(self) -> None:
+        self.chunk: list[LaunchRecord] = []
+        self.index = 0  # the number of the chunk being filled
+        self.counts: dict[Any, int] | None = {}  # anchor candidates until the anchor is chosen
+        self.anchor: Any = None
+        self.seen = 0
+
+
+def _anchor_key(rec: LaunchRecord) -> tuple:
+    return (rec.op, rec.kernel, rec.site)
+
+
+class UnscopedChunks:
+    """Unscoped records cut into chunks by content, per thread (see the module docstring). Feed the segments'
+    records in the one rule's order (a thread's roots never overlap, so that is the order they were issued in)."""
+
+    def __init__(self, min_len: int = CHUNK_MIN, max_len: int = CHUNK_MAX) -> None:
+        if not 1 <= min_len < max_len:
+            raise ValueError("need 1 <= min_len < max_len")
+        self.min_len = min_len
+        self.max_len = max_len
+        self._streams: dict[str, _Stream] = {}
+
+    def feed(self, records: Iterable[LaunchRecord]) -> tuple[list[Key], list[tuple[Key, tuple[LaunchRecord, ...]]]]:
+        """Take some records: the keys of the chunks they begin, in order, and the chunks they complete."""
+        begun: list[Key] = []
+        done: list[tuple[Key, tuple[LaunchRecord, ...]]] = []
+        for rec in records:
+            name = stream_name(rec)
+            s = self._streams.get(name)
+            if s is None:
+                s = self._streams[name] = _Stream()
+            key = _anchor_key(rec)
+            n = len(s.chunk)
+            if n >= self.max_len or (n >= self.min_len and key == s.anchor):
+                done.append(((name, s.index), tuple(s.chunk)))
+                s.chunk = []
+                s.index += 1
+            if not s.chunk:
+                begun.append((name, s.index))
+            s.chunk.append(rec)
+            if s.counts is not None:
+                s.counts[key] = s.counts.get(key, 0) + 1
+                s.seen += 1
+                if s.seen == self.min_len:
+                    s.anchor = max(s.counts, key=s.counts.__getitem__)  # the first met of the most frequent
+                    s.counts = None
+        return begun, done
+
+    def finish(self) -> list[tuple[Key, tuple[LaunchRecord, ...]]]:
+        """The chunks still being filled (once every record has been fed)."""
+        out = [((name, s.index), tuple(s.chunk)) for name, s in self._streams.items() if s.chunk]
+        self._streams.clear()
+        return out
+
+
+def keyed_segments(segs: Sequence[Occurrence]) -> dict[Key, tuple[LaunchRecord, ...]]:
+    """The records the topology diff pairs, by key, in the order the diff lists them: each scope occurrence (and
+    inferred step) as itself, and the unscoped records in chunks, each placed where its first record was."""
+    chunks = UnscopedChunks()
+    out: dict[Key, tuple[LaunchRecord, ...]] = {}
+    for seg in segs:
+        if is_unscoped(seg):
+            begun, done = chunks.feed(seg.records)
+            for key in begun:
+                out[key] = ()
+            out.update(done)
+        else:
+            out[(seg.name, seg.occurrence)] = seg.records
+    out.update(chunks.finish())
+    return out

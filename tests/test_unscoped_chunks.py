@@ -1,0 +1,183 @@
+"""Unscoped work in the topology diff: compared by its content, not by where the exporter closed its step roots.
+
+The end-to-end tests run one real Warp program on the CPU device under ``launchtrace run`` twice, with the
+exporter's step roots cut at other places (``LAUNCHTRACE_STEP_MAX_SPANS``, as a time window would cut them on
+a slower or cold run), and diff the files through the CLI (streamed) and through ``diff_traces`` (lists). Before
+this, a zero-code program that launched for longer than the one-second window failed the gate against itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launchtrace.analysis.diff import diff_traces
+from launchtrace.analysis.diff_stream import diff_streamed
+from launchtrace.analysis.segments import HOST_DATA, unowned_by_order
+from launchtrace.analysis.unscoped import UnscopedChunks, keyed_segments
+from launchtrace.model import BufferArg, LaunchRecord, Site
+from launchtrace.sources.each import Traces
+from launchtrace.sources.loading import load_traces
+from launchtrace.steps import NO_SCOPE, occurrences
+
+PROGRAM = """
+import os, sys
+import warp as wp
+wp.config.quiet = True
+
+@wp.kernel
+def push(x: wp.array(dtype=float), s: float):
+    i = wp.tid()
+    x[i] = x[i] + s
+
+@wp.kernel
+def pull(x: wp.array(dtype=float)):
+    i = wp.tid()
+    x[i] = x[i] * 0.5
+
+x = wp.zeros(64, dtype=float)
+for step in range(int(sys.argv[1])):
+    wp.launch(push, dim=64, inputs=[x, 1.0])
+    wp.launch(pull, dim=64, inputs=[x])
+    if step == int(os.environ.get("EXTRA_AT", "-1")):
+        wp.launch(pull, dim=64, inputs=[x])
+"""
+
+
+def _run(folder: Path, name: str, steps: int, step_max: int, extra_at: int = -1) -> Path:
+    script = folder / "unscoped_program.py"
+    script.write_text(PROGRAM, encoding="utf-8")
+    out = folder / f"{name}.jsonl"
+    env = {**os.environ, "LAUNCHTRACE_STEP_MAX_SPANS": str(step_max), "EXTRA_AT": str(extra_at)}
+    done = subprocess.run(
+        [sys.executable, "-m", "launchtrace", "run", "--out", str(out), str(script), str(steps)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("unscoped")
+    return {
+        "a": _run(folder, "a", 1500, step_max=1000),
+        "b": _run(folder, "b", 1500, step_max=37),  # the same launches, cut into 82 roots instead of 4
+        "extra": _run(folder, "extra", 1500, step_max=1000, extra_at=700),
+    }
+
+
+def _roots(path: Path) -> int:
+    return sum(1 for occ in occurrences(load_traces([path])) if occ.name == NO_SCOPE)
+
+
+def _cli_diff(a: Path, b: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "launchtrace", "diff", str(a), str(b), "--format", "json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_the_same_unscoped_launches_cut_into_other_roots_diff_as_equal(runs: dict[str, Path]) -> None:
+    assert _roots(runs["a"]) < _roots(runs["b"])  # the exporter did cut them differently
+    listed = diff_traces(load_traces([runs["a"]]), load_traces([runs["b"]]), timing=False)
+    assert listed.equal, listed.counts
+    done = _cli_diff(runs["a"], runs["b"])
+    assert done.returncode == 0, done.stdout[-2000:]
+
+
+def test_one_inserted_unscoped_launch_is_one_inserted_entry(runs: dict[str, Path]) -> None:
+    for other in ("a", "b"):  # against the same cut and against another one
+        listed = diff_traces(load_traces([runs[other]]), load_traces([runs["extra"]]), timing=False)
+        assert listed.counts["inserted"] == 1 and listed.counts["removed"] == 0, (other, listed.counts)
+        assert listed.counts["changed"] == 0
+        entries = [e for seg in listed.segments for e in seg.entries]
+        assert [e.record.kernel for e in entries] == ["__main__.pull"]
+    assert _cli_diff(runs["a"], runs["extra"]).returncode == 1
+
+
+def test_the_stream_and_the_lists_give_the_same_segments(runs: dict[str, Path]) -> None:
+    for a, b in (("a", "b"), ("b", "extra"), ("extra", "a")):
+        streamed = diff_streamed((Traces([runs[a]]), Traces([runs[b]])))
+        assert streamed is not None
+        listed = diff_traces(load_traces([runs[a]]), load_traces([runs[b]]))
+        assert repr(streamed[0].segments) == repr(listed.segments)
+
+
+# -- the chunker on its own -------------------------------------------------------------------------------------
+
+
+def _rec(kernel: str, seq: int, thread: str = "MainThread") -> LaunchRecord:
+    return LaunchRecord("launch", kernel, (8,), None, (), (), Site("p.py", 3, "f"), thread_name=thread, seq=seq)
+
+
+def _feed(chunks: UnscopedChunks, parts: list[list[LaunchRecord]]) -> list[tuple]:
+    done = []
+    for part in parts:
+        done += chunks.feed(part)[1]
+    return [(key, tuple(r.kernel for r in recs)) for key, recs in done + chunks.finish()]
+
+
+def _split(records: list[LaunchRecord], sizes: list[int]) -> list[list[LaunchRecord]]:
+    parts, i = [], 0
+    for n in sizes:
+        parts.append(records[i : i + n])
+        i += n
+    return [*parts, records[i:]]
+
+
+def test_chunks_do_not_depend_on_how_the_records_arrive_cut() -> None:
+    stream = [_rec("init", 0)] + [_rec("ab"[k % 2], k + 1) for k in range(500)]
+    whole = _feed(UnscopedChunks(16, 64), [stream])
+    for sizes in ([1], [7, 30, 2], [100, 100, 100], [13] * 30):
+        assert _feed(UnscopedChunks(16, 64), _split(stream, sizes)) == whole
+    assert all(len(kernels) <= 64 for _, kernels in whole)
+    assert len(whole) > 1 and all(kernels[0] == "a" for _, kernels in whole[1:])  # cut before the anchor, "a"
+
+
+def test_chunks_realign_after_an_inserted_record() -> None:
+    base = [_rec("init", 0)] + [_rec("ab"[k % 2], k + 1) for k in range(500)]
+    inserted = [*base[:40], _rec("x", 10_000), *base[40:]]
+    a, b = _feed(UnscopedChunks(16, 64), [base]), _feed(UnscopedChunks(16, 64), [inserted])
+    differing = [i for i, (ca, cb) in enumerate(zip(a, b, strict=True)) if ca != cb]
+    assert len(a) == len(b) and len(differing) == 1  # only the chunk that holds the inserted record
+
+
+def test_threads_are_separate_streams_and_the_main_thread_keeps_the_plain_name() -> None:
+    records = [_rec("a", 1), _rec("b", 2, "Thread-2 (worker)"), _rec("c", 3)]
+    got = _feed(UnscopedChunks(16, 64), [records])
+    assert got == [((NO_SCOPE, 0), ("a", "c")), (("<no scope> (Thread-2 (worker))", 0), ("b",))]
+
+
+def test_keyed_segments_places_each_chunk_where_its_first_record_was(runs: dict[str, Path]) -> None:
+    segs = [s for s in occurrences(load_traces([runs["b"]])) if s.records]
+    keyed = keyed_segments(segs)
+    assert all(k[0] == NO_SCOPE for k in keyed)  # the program has no scope
+    assert sum(len(v) for v in keyed.values()) == sum(len(s.records) for s in segs)
+    assert list(keyed) == sorted(keyed, key=lambda k: k[1])
+
+
+# -- host data ---------------------------------------------------------------------------------------------------
+
+
+def _upload(dest: int, src: int) -> LaunchRecord:
+    """``wp.array(numpy_array)`` as the capture records it: a copy from the program's host memory."""
+    return LaunchRecord(
+        "copy", "wp.copy", (4,), None, ((0, dest), (1, src)), (), Site("p.py", 9, "f"), api="wp.array",
+        buffers=(BufferArg(0, "dest", dest, alloc="b (p.py:9)"), BufferArg(1, "src", src)),
+    )  # fmt: skip
+
+
+def test_the_host_data_of_wp_array_is_not_told_apart_by_address() -> None:
+    # the C allocator handed the first temporary's address out again in one run and not in the other
+    one = unowned_by_order([_upload(100, 7), _upload(200, 7)])
+    two = unowned_by_order([_upload(300, 7), _upload(400, 8)])
+    assert [r.arrays for r in one] == [r.arrays for r in two]
+    assert [dict(r.arrays)[1] for r in one] == [HOST_DATA, HOST_DATA]
+    plain = dataclasses.replace(_upload(100, 7), api="wp.copy")  # a user's wp.copy keeps its buffer identity
+    assert dict(unowned_by_order([plain])[0].arrays)[1] == "<unowned #0>"
