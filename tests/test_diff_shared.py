@@ -3,7 +3,8 @@ arrays out once per (arrays, buffers) tuples met in one call, and gives what wor
 
 Random segments of records drawn from a few shared tuples (as the rebuild shares a call site's), with owned
 buffers, unowned ones inside allocations the capture saw (two allocations of one site, offsets), foreign
-pointers, null arrays and records whose buffers do not line up with their arrays, are compared with the same
+pointers, null arrays, records whose buffers do not line up with their arrays and copies of host data and
+others sharing those tuples, are compared with the same
 records each holding tuples of their own (so nothing is shared), to the type of every value (``repr``)."""
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ def _segment(seed: int) -> list[LaunchRecord]:
     out = []
     for seq in range(rng.randint(0, 30)):
         arrays, buffers = rng.choice(pool)
-        out.append(LaunchRecord("launch", "m.k", (4,), None, arrays, (), SITE, buffers=buffers, seq=seq))
+        op, api = rng.choice(
+            [("launch", "wp.launch"), ("copy", "wp.copy"), ("copy", "wp.array"), ("copy", "wp.array.numpy")]
+        )
+        out.append(LaunchRecord(op, "m.k", (4,), None, arrays, (), SITE, buffers=buffers, seq=seq, api=api))
     return out
 
 
@@ -51,7 +55,9 @@ def _own_tuples(records: list[LaunchRecord]) -> list[LaunchRecord]:
     for rec in records:
         arrays = tuple([tuple(list(pair)) for pair in rec.arrays] + [None])[:-1]
         buffers = tuple([*rec.buffers, None])[:-1]
-        out.append(LaunchRecord("launch", rec.kernel, rec.dim, None, arrays, (), SITE, buffers=buffers, seq=rec.seq))
+        out.append(
+            LaunchRecord(rec.op, rec.kernel, rec.dim, None, arrays, (), SITE, buffers=buffers, seq=rec.seq, api=rec.api)
+        )
     return out
 
 

@@ -114,13 +114,15 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
     """
     names: dict[int, str] = {}
     sites: dict[str, dict[str, int]] = {}  # site name -> allocation identity -> order met in
-    # a call site's launches share their arrays and buffers tuples, and a pair met again names nothing new (its
-    # pointers and allocations were named the first time): its arrays are worked out once per call
-    made: dict[tuple[int, int], tuple[tuple, tuple, tuple | None]] = {}
+    # a call site's launches share their arrays and buffers tuples, and a pair met again (by a copy of host data
+    # or not, as before) names nothing new (its pointers and allocations were named the first time): its arrays
+    # are worked out once per call
+    made: dict[tuple[int, int, bool], tuple[tuple, tuple, tuple | None]] = {}
     out = []
     for rec in records:
         bufs = rec.buffers
-        known = made.get((id(rec.arrays), id(bufs)))
+        host = rec.op == "copy" and rec.api in HOST_DATA_APIS
+        known = made.get((id(rec.arrays), id(bufs), host))
         if known is not None and known[0] is rec.arrays and known[1] is bufs:
             out.append(rec if known[2] is None else _with_arrays(rec, known[2]))
             continue
@@ -132,7 +134,7 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
             if ptr and buf is not None and buf.owner is None and buf.alloc is not None:
                 arrays.append((key, _by_site(sites, buf.alloc, buf.offset or 0)))
                 changed = True
-            elif ptr and (buf is None or buf.owner is None) and rec.op == "copy" and rec.api in HOST_DATA_APIS:
+            elif ptr and (buf is None or buf.owner is None) and host:
                 arrays.append((key, HOST_DATA))
                 changed = True
             elif ptr and (buf is None or buf.owner is None):
@@ -143,7 +145,7 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
                 changed = True
             else:
                 arrays.append((key, ptr))
-        made[(id(rec.arrays), id(bufs))] = (rec.arrays, bufs, tuple(arrays) if changed else None)
+        made[(id(rec.arrays), id(bufs), host)] = (rec.arrays, bufs, tuple(arrays) if changed else None)
         out.append(_with_arrays(rec, tuple(arrays)) if changed else rec)
     return tuple(out)
 
