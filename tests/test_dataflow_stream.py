@@ -155,10 +155,10 @@ def test_only_rebuilds_the_traces_asked_for(files, monkeypatch) -> None:
     assert len(rebuilt) == len(wanted)  # not every trace of the input
 
 
-@pytest.mark.parametrize("keep", [0, 7, 40, 4096])
+@pytest.mark.parametrize("keep", [0, 7, 40, 16384])
 @pytest.mark.parametrize("name", ["stepped", "late", "many"])
 def test_late_traces_kept_or_read_again_print_the_same(files, tmp_path, name, keep, monkeypatch, capsys) -> None:
-    """Late traces come from the first read where they fit in ``_KEEP_LATE`` records and scopes, the others from
+    """Late traces come from the first read where they fit in ``_KEEP_LATE`` records, the others from
     a third reader (started only when one of those is due): the output is the lists' whichever way, ``--edges``
     and JSON too (``stepped``: every trace late, written latest first; ``many``: forty copies of ``late``)."""
     import launchtrace.analysis.dataflow_stream as flow_stream
@@ -185,5 +185,5 @@ def test_late_traces_kept_or_read_again_print_the_same(files, tmp_path, name, ke
         assert capsys.readouterr().out == _listed([path], "json" if fmt == "json" else "text", fmt == "edges")
     if keep == 0:
         assert readers and all(readers)  # nothing kept: every late trace read again
-    if keep == 4096:
+    if keep == 16384:
         assert readers == []  # every late trace kept: no third read

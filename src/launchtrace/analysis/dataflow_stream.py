@@ -6,8 +6,8 @@ first records, ends last. So the input is read twice:
 
 1. every trace is rebuilt and only its run and lowest ``seq`` are kept (16 bytes); a
    trace whose records start before an earlier trace of its run ended is "late" (the unscoped work, another
-   thread's traces overlapping in time), and is kept whole while the late traces kept hold at most
-   :data:`_KEEP_LATE` records and scopes together (the unscoped work's traces are small);
+   thread's traces overlapping in time), and its records are kept while the late traces kept hold at most
+   :data:`_KEEP_LATE` together (the unscoped work's traces are small);
 2. the traces are read again in the same order; each run's records go into a heap and leave it, into a
    :class:`~launchtrace.analysis.dataflow.DataflowBuilder`, as soon as no trace still to come can hold an
    earlier one.
@@ -213,8 +213,8 @@ class _Run:
         self.single = single
         self.waiting = 0  # the most records the heap held at once
 
-    def push(self, trace: TraceData) -> None:
-        for rec in trace.records:
+    def push(self, records: list[LaunchRecord]) -> None:
+        for rec in records:
             heapq.heappush(self.heap, (rec.seq, rec.start_ns, self.order, rec))
             self.order += 1
         self.waiting = max(self.waiting, len(self.heap))
@@ -229,10 +229,10 @@ class _Ahead:
     """The late traces, fetched when they are needed: those the first read kept (``kept``), the others by a
     second reader of the input, ahead of the main one, started when the first of them is due."""
 
-    def __init__(self, source: Traces, late: set[int], runs: dict[tuple, _Run], kept: dict[int, TraceData]) -> None:
+    def __init__(self, source: Traces, late: set[int], runs: dict[tuple, _Run], kept: dict[int, tuple]) -> None:
         self.source = source
         self.late = collections.deque(sorted(late))  # in input order, as a reader meets them
-        self.kept = kept
+        self.kept = kept  # arrival -> (run key, records)
         self.rest = late - kept.keys()
         self.reader: Iterator[tuple[int, TraceData]] | None = None
         self.runs = runs
@@ -243,12 +243,13 @@ class _Ahead:
         the way go in too, as a reader would meet them)."""
         while arrival not in self.fetched:
             at = self.late.popleft()
-            trace = self.kept.pop(at, None)
-            if trace is None:
+            kept = self.kept.pop(at, None)
+            if kept is None:
                 if self.reader is None:  # rebuilds the late traces not kept: the others are read past
                     self.reader = self.source.only(self.rest)
                 at, trace = next(self.reader)
-            self.runs[run_key(trace)].push(trace)
+                kept = (run_key(trace), trace.records)
+            self.runs[kept[0]].push(kept[1])
             self.fetched.add(at)
 
     def needed(self, run: _Run, bound: int) -> None:
@@ -271,7 +272,7 @@ def stream_dataflow(source: Traces, rows: Collection[str] = ROWS) -> list[Stream
     codes: dict[tuple, int] = {}
     run_of = array("l")  # per trace: its run's code
     late_ones: set[int] = set()
-    kept: dict[int, TraceData] = {}  # late traces held from the first read, up to _KEEP_LATE records and scopes
+    kept: dict[int, tuple] = {}  # late traces' run keys and records held from the first read, up to _KEEP_LATE
     room = _KEEP_LATE
     for key, trace in source:
         rk = run_key(trace)
@@ -291,10 +292,9 @@ def stream_dataflow(source: Traces, rows: Collection[str] = ROWS) -> list[Stream
         if info["high"] is not None and low <= info["high"]:
             info["late"].append((low, key.arrival))
             late_ones.add(key.arrival)
-            size = len(trace.records) + len(trace.scopes)
-            if size <= room:  # (the unscoped work's traces are small: no third read of the input for them)
-                kept[key.arrival] = trace
-                room -= size
+            if len(trace.records) <= room:  # (the unscoped work's traces are small: no third read for them)
+                kept[key.arrival] = (rk, trace.records)
+                room -= len(trace.records)
         else:
             info["lows"].append(low)
         info["high"] = high if info["high"] is None else max(info["high"], high)
@@ -322,7 +322,7 @@ def stream_dataflow(source: Traces, rows: Collection[str] = ROWS) -> list[Stream
             continue
         if key.arrival in late_ones or not trace.records:
             continue  # read ahead when due / nothing to add
-        run.push(trace)
+        run.push(trace.records)
         bound = run.later[run.seen]
         run.seen += 1
         ahead.needed(run, bound)
@@ -334,4 +334,4 @@ def stream_dataflow(source: Traces, rows: Collection[str] = ROWS) -> list[Stream
 
 
 _NO_MORE = 1 << 62
-_KEEP_LATE = 4096  # records and scopes of late traces the first read holds for the second (a few MB at most)
+_KEEP_LATE = 16384  # records of late traces the first read holds for the second (about 400 bytes each)
