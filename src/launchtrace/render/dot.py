@@ -116,7 +116,7 @@ def find_runs(keys: Sequence[Hashable], max_period: int = 16) -> list[Run]:
 
 def _item_key(trace: TraceData, item) -> Hashable:
     if isinstance(item, int):
-        return topology_key(trace.records[item], streams=True)
+        return topology_key(trace.records[item], scalars=False, streams=True)
     return ("scope", item.name, tuple(_item_key(trace, c) for c in item.children))
 
 
@@ -148,6 +148,7 @@ class _Emitter:
         self.lines: list[str] = []
         self.rep: dict[int, int] = {}  # record index -> record drawn for it (itself or its first repetition)
         self.repeats: dict[int, int] = {}  # a later repetition -> its first (drawn, unless past the cap)
+        self.varying: dict[int, dict] = {}  # a drawn first repetition -> its scalars that differ between repetitions
         self.clusters = 0
 
     def emit_tree(self, tree: _Tree, indent: int) -> None:
@@ -172,10 +173,14 @@ class _Emitter:
                 self.lines.append(f"{pad2}subgraph cluster_s{self.clusters} {{")
                 self.lines.append(f'{pad2}  label="repeated {run.count}x"; style="dashed,rounded"; color="#3060c0";')
                 first = [r for item in block for r in _records_under(item)]
+                seen: dict[int, list[tuple]] = {a: [self.trace.records[a].scalars] for a in first}
                 for rep in range(1, run.count):
                     later = tree.children[run.start + rep * run.length : run.start + (rep + 1) * run.length]
                     for a, b in zip(first, [r for item in later for r in _records_under(item)]):
                         self.repeats[b] = a
+                        seen[a].append(self.trace.records[b].scalars)
+                for a, values in seen.items():
+                    self.varying[a] = varying_scalars(values)
             for item in block:
                 if isinstance(item, int):
                     self.emit_record(item, indent + (run.count > 1))
@@ -192,11 +197,32 @@ class _Emitter:
             return
         self.drawn += 1
         self.rep.setdefault(i, i)
-        node = _record_node(f"r{i}", self.trace.records[i], self.status.get(i, ""), self.flow.accesses_of(i))
+        rec = self.trace.records[i]
+        node = _record_node(f"r{i}", rec, self.status.get(i, ""), self.flow.accesses_of(i), self.varying.get(i, {}))
         self.lines.append("  " * indent + node)
 
 
-def _record_node(node_id: str, rec: LaunchRecord, status: str, accesses) -> str:
+def varying_scalars(per_repetition: Sequence[tuple]) -> dict:
+    """The scalars of one record drawn for a repeated block (one ``scalars`` tuple per repetition) that take more
+    than one value: key -> what the node shows instead of the first value (``0.0 .. 0.39 (40 values)``), so a
+    block collapsed with a time-varying argument does not show the first repetition's value as everyone's."""
+    values: dict = {}
+    for scalars in per_repetition:
+        for key, value in scalars:
+            values.setdefault(key, {}).setdefault(repr(value), value)
+    out = {}
+    for key, distinct in values.items():
+        if len(distinct) < 2:
+            continue
+        nums = [v for v in distinct.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(nums) == len(distinct) and all(v == v for v in nums):  # numbers, no NaN: a range
+            out[key] = f"{min(nums)!r} .. {max(nums)!r} ({len(distinct)} values)"
+        else:
+            out[key] = f"varies ({len(distinct)} values)"
+    return out
+
+
+def _record_node(node_id: str, rec: LaunchRecord, status: str, accesses, varying: Mapping | None = None) -> str:
     color = STATUS_COLORS.get(status, STATUS_COLORS[""])
     rows = [
         f'<TR><TD COLSPAN="2" BGCOLOR="{color}"><B>{dot_html(kernel_title(rec.kernel, rec.adjoint))}</B></TD></TR>',
@@ -215,7 +241,8 @@ def _record_node(node_id: str, rec: LaunchRecord, status: str, accesses) -> str:
         )
     for key, value in rec.scalars[:_MAX_SCALARS]:
         rows.append(
-            f'<TR><TD ALIGN="LEFT">{dot_html(rec.arg_name(key))}</TD><TD ALIGN="LEFT">{dot_html(repr(value))}</TD></TR>'
+            f'<TR><TD ALIGN="LEFT">{dot_html(rec.arg_name(key))}</TD>'
+            f'<TD ALIGN="LEFT">{dot_html(varying[key] if varying and key in varying else repr(value))}</TD></TR>'
         )
     if len(rec.scalars) > _MAX_SCALARS:
         rows.append(f'<TR><TD COLSPAN="2">+{len(rec.scalars) - _MAX_SCALARS} more</TD></TR>')
