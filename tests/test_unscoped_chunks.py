@@ -59,6 +59,7 @@ def _run(folder: Path, name: str, steps: int, step_max: int, extra_at: int = -1)
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert "child processes" not in done.stderr  # one process: the closing line says nothing of children
     return out
 
 
@@ -244,6 +245,8 @@ def test_two_processes_that_do_different_work_pair_by_their_work_not_by_their_or
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
+        # the parent launched nothing: its closing line says where the spans came from
+        assert "launchtrace: 0 spans -> file" in done.stderr and "; child processes wrote " in done.stderr
     assert _kernels_by_run(files["ka_first"]) == [["__mp_main__.ka", "wp.zero"], ["__mp_main__.kb", "wp.zero"]]
     assert _kernels_by_run(files["kb_first"]) == [["__mp_main__.kb", "wp.zero"], ["__mp_main__.ka", "wp.zero"]]
     base, other = load_traces([files["ka_first"]]), load_traces([files["kb_first"]])
