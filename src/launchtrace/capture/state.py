@@ -48,22 +48,27 @@ THREAD_NAMES: dict[int, str] = {}
 """Thread key (:func:`thread_key`) -> name of every thread that touched the capture state (the oldest half is let
 go past :data:`THREAD_NAMES_MAX`: their events were turned into records long before)."""
 THREAD_NAMES_MAX = 65_536
+_REUSED: dict[int, int] = {}  # ident -> how many later threads got it (bounded with THREAD_NAMES)
 
 
 def thread_key() -> int:
     """The calling thread's id in its capture events (``thread.id`` in spans): ``threading.get_ident()``, unless an
     earlier thread of this process had that ident. The C library hands an ended thread's ident to the next thread
     at once, and the ended thread's last events may still wait in the ring: under one id, they took the new
-    thread's name (and its step root). A reused ident gets ``ident + (k << 48)`` for its k-th reuse (an ident is
-    an address below 2**47 on Linux, so the key stays unique and a 64-bit int)."""
+    thread's name (and its step root). The k-th later thread with an ident gets ``ident + (k << 48)`` (an ident is
+    an address below 2**47 on Linux; k wraps at 32,767, so the key stays unique among recent threads and fits
+    an int64)."""
     ident = threading.get_ident()
-    key, k = ident, 0
-    while key in THREAD_NAMES:
-        k += 1
+    key = ident
+    if ident in THREAD_NAMES or ident in _REUSED:
+        k = _REUSED.get(ident, 0) % 32_767 + 1
+        _REUSED[ident] = k
         key = ident + (k << 48)
     if len(THREAD_NAMES) >= THREAD_NAMES_MAX:
         for old in list(THREAD_NAMES)[: THREAD_NAMES_MAX // 2]:
             del THREAD_NAMES[old]
+        if len(_REUSED) >= THREAD_NAMES_MAX:
+            _REUSED.clear()
     THREAD_NAMES[key] = threading.current_thread().name
     return key
 
