@@ -136,3 +136,23 @@ def test_a_block_repeated_with_a_time_varying_scalar_collapses_and_shows_its_ran
     assert "varies (10 values)" in texts  # a vector that changes: no range
     flat = render_dot(trace, build_dataflow(trace), collapse_repeats=False)
     assert "repeated" not in flat and "0.30000000000000004" in flat
+
+
+@needs_dot
+def test_a_repeated_block_inside_a_repeated_scope_shows_every_value_it_stands_for() -> None:
+    """Three ``step`` scopes, each launching ``wave`` four times with ``t = 10 * step + k``: one scope drawn,
+    one launch drawn in it, and the range over all twelve launches (the inner block's own four, and the same
+    positions of the two later steps)."""
+    site = Site("sim.py", 7, "step")
+    records, scopes = [], {}
+    for step in range(3):
+        scopes[step + 1] = ScopeRecord(step + 1, "step", "user", start_ns=100 * step + 1, end_ns=100 * step + 90)
+        for k in range(4):
+            records.append(
+                LaunchRecord("launch", "sim.wave", (8,), None, (), (("t", 10 * step + k),), site, scope_id=step + 1)
+            )
+    trace = TraceData(records, scopes, {})
+    text = render_dot(trace, build_dataflow(trace))
+    texts = _texts(_svg(text))
+    assert 'label="repeated 3x"' in text and 'label="repeated 4x"' in text and "r1 [" not in text
+    assert "0 .. 23 (12 values)" in texts

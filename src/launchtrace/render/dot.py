@@ -148,7 +148,7 @@ class _Emitter:
         self.lines: list[str] = []
         self.rep: dict[int, int] = {}  # record index -> record drawn for it (itself or its first repetition)
         self.repeats: dict[int, int] = {}  # a later repetition -> its first (drawn, unless past the cap)
-        self.varying: dict[int, dict] = {}  # a drawn first repetition -> its scalars that differ between repetitions
+        self.stands_for: dict[int, list[tuple]] = {}  # a first repetition -> the scalars of every record it stands for
         self.clusters = 0
 
     def emit_tree(self, tree: _Tree, indent: int) -> None:
@@ -173,14 +173,11 @@ class _Emitter:
                 self.lines.append(f"{pad2}subgraph cluster_s{self.clusters} {{")
                 self.lines.append(f'{pad2}  label="repeated {run.count}x"; style="dashed,rounded"; color="#3060c0";')
                 first = [r for item in block for r in _records_under(item)]
-                seen: dict[int, list[tuple]] = {a: [self.trace.records[a].scalars] for a in first}
                 for rep in range(1, run.count):
                     later = tree.children[run.start + rep * run.length : run.start + (rep + 1) * run.length]
                     for a, b in zip(first, [r for item in later for r in _records_under(item)]):
                         self.repeats[b] = a
-                        seen[a].append(self.trace.records[b].scalars)
-                for a, values in seen.items():
-                    self.varying[a] = varying_scalars(values)
+                        self._stands_for(a).extend(self.stands_for.pop(b, None) or [self.trace.records[b].scalars])
             for item in block:
                 if isinstance(item, int):
                     self.emit_record(item, indent + (run.count > 1))
@@ -197,9 +194,17 @@ class _Emitter:
             return
         self.drawn += 1
         self.rep.setdefault(i, i)
-        rec = self.trace.records[i]
-        node = _record_node(f"r{i}", rec, self.status.get(i, ""), self.flow.accesses_of(i), self.varying.get(i, {}))
+        varying = varying_scalars(self.stands_for[i]) if i in self.stands_for else {}
+        node = _record_node(f"r{i}", self.trace.records[i], self.status.get(i, ""), self.flow.accesses_of(i), varying)
         self.lines.append("  " * indent + node)
+
+    def _stands_for(self, i: int) -> list[tuple]:
+        """The scalars of the records that record ``i`` is drawn for (itself, its repetitions, theirs: a block
+        repeated inside a repeated block), filled as the repetitions are found, outer blocks first."""
+        found = self.stands_for.get(i)
+        if found is None:
+            found = self.stands_for[i] = [self.trace.records[i].scalars]
+        return found
 
 
 def varying_scalars(per_repetition: Sequence[tuple]) -> dict:
