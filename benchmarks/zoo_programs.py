@@ -10,12 +10,18 @@ Programs (each step is one top-level scope, except ``timers``, whose phases are 
   every tenth step heavier (five more ``smooth`` launches);
 - ``temps``: temporaries allocated, used and freed every step (the allocator hands freed addresses back);
 - ``many``: 22 distinct kernels per step;
-- ``scope``: ``launchtrace.scope("step")`` with nested ``launchtrace.scope`` phases.
+- ``scope``: ``launchtrace.scope("step")`` with nested ``launchtrace.scope`` phases;
+- ``solver``: host data uploaded outside the timer every step (``wp.array(numpy_array)``: a NumPy temporary the
+  allocator may hand out again), three relaxation sweeps in ``wp.ScopedTimer("solve")``;
+- ``loose``: no scope and no timer at all (every launch is unscoped work under the exporter's step roots), about
+  20 ms of host work a step, so the roots' one-second window closes wherever the clock says;
+- ``workers``: two threads, each its own ``wp.ScopedTimer`` steps and its own arrays allocated in the thread.
 
 Environment: ``ZOO_SLOW`` (default 1) multiplies the loop count of one kernel per program (its cost changes;
 its arguments, dims and the launch topology do not): ``collide``, ``tape_loss``, ``cost``, ``blur``, ``k07``,
-``shade`` (:data:`TARGET`). In ``tape`` this slows ``tape_loss``'s adjoint launches too (``Tape.backward``
-launches it with ``adjoint=True``: the generated backward replays the same loop), by the same factor (the kept
+``shade``, ``relax``, ``drift``, ``churn`` (:data:`TARGET`). In ``tape`` this slows ``tape_loss``'s adjoint
+launches too (``Tape.backward`` launches it with ``adjoint=True``: the generated backward replays the same
+loop), by the same factor (the kept
 runs: forward 1.33x / 1.66x, adjoint 1.32x / 1.66x), and nothing else (every other kernel within 0.99-1.04x):
 ``zoo_verdicts.py`` counts the adjoint row as the slowed kernel's. ``ZOO_SEED`` changes only the seed of the
 random inputs.
@@ -25,6 +31,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 
 import numpy as np
 import warp as wp
@@ -41,6 +49,9 @@ TARGET = {
     "temps": "blur",
     "many": "k07",
     "scope": "shade",
+    "solver": "relax",
+    "loose": "drift",
+    "workers": "churn",
 }
 
 
@@ -341,6 +352,34 @@ def k21(x: wp.array(dtype=float)):
     x[t] = v
 
 
+@wp.kernel
+def relax(x: wp.array(dtype=float), y: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    n = x.shape[0]
+    s = (b[i] + x[wp.max(i - 1, 0)] + x[wp.min(i + 1, n - 1)]) / 3.0
+    for _k in range(TARGET_LOOPS):
+        s = wp.sin(s) * 0.5 + 0.1
+    y[i] = s
+
+
+@wp.kernel
+def drift(x: wp.array(dtype=float), v: wp.array(dtype=float)):
+    i = wp.tid()
+    a = x[i]
+    for _k in range(TARGET_LOOPS):
+        a = wp.sin(a) * 0.5 + 0.05
+    v[i] = a
+
+
+@wp.kernel
+def churn(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    s = a[i]
+    for _k in range(TARGET_LOOPS):
+        s = wp.cos(s) * 0.5 + 0.35
+    b[i] = s
+
+
 MANY = [globals()[f"k{i:02d}"] for i in range(22)]
 
 
@@ -424,6 +463,45 @@ def run_scope(steps: int, rng: np.random.Generator) -> None:
                 wp.launch(apply, dim=N, inputs=[c, v], device="cpu")
 
 
+def run_solver(steps: int, rng: np.random.Generator) -> None:
+    b_host = rng.random(N).astype(np.float32)
+    x = wp.zeros(N, dtype=float, device="cpu")
+    y = wp.zeros(N, dtype=float, device="cpu")
+    for k in range(steps):
+        b = wp.array(b_host * np.float32(0.99**k), dtype=float, device="cpu")  # a new host temporary each step
+        with wp.ScopedTimer("solve", print=False):
+            for _ in range(3):
+                wp.launch(relax, dim=N, inputs=[x, y, b], device="cpu")
+                x, y = y, x
+
+
+def run_loose(steps: int, rng: np.random.Generator) -> None:
+    x = wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu")
+    v = wp.zeros(N, dtype=float, device="cpu")
+    for _ in range(steps):
+        wp.launch(drift, dim=N, inputs=[x, v], device="cpu")
+        wp.launch(apply, dim=N, inputs=[v, x], device="cpu")
+        time.sleep(0.02)  # the host's part of a step
+
+
+def run_workers(steps: int, rng: np.random.Generator) -> None:
+    data = {name: rng.random(N).astype(np.float32) for name in ("a", "b")}
+
+    def work(name: str, kernel: wp.Kernel) -> None:
+        a = wp.array(data[name], dtype=float, device="cpu")  # allocated in the thread: its own unscoped work
+        b = wp.zeros(N, dtype=float, device="cpu")
+        for _ in range(steps):
+            with wp.ScopedTimer(f"{name}.step", print=False):
+                wp.launch(kernel, dim=N, inputs=[a, b], device="cpu")
+                wp.launch(apply, dim=N, inputs=[b, a], device="cpu")
+
+    threads = [threading.Thread(target=work, args=("a", smooth)), threading.Thread(target=work, args=("b", churn))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 PROGRAMS = {
     "timers": run_timers,
     "tape": run_tape,
@@ -431,6 +509,9 @@ PROGRAMS = {
     "temps": run_temps,
     "many": run_many,
     "scope": run_scope,
+    "solver": run_solver,
+    "loose": run_loose,
+    "workers": run_workers,
 }
 
 

@@ -59,8 +59,11 @@ from launchtrace.sources.stream import TraceStream
 
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "zoo_programs.py"
-PROGRAMS = ("timers", "tape", "bimodal", "temps", "many", "scope")
-TARGET = {"timers": "collide", "tape": "tape_loss", "bimodal": "cost", "temps": "blur", "many": "k07", "scope": "shade"}
+PROGRAMS = ("timers", "tape", "bimodal", "temps", "many", "scope", "solver", "loose", "workers")
+TARGET = {
+    "timers": "collide", "tape": "tape_loss", "bimodal": "cost", "temps": "blur", "many": "k07", "scope": "shade",
+    "solver": "relax", "loose": "drift", "workers": "churn",
+}  # fmt: skip
 VARIANTS = {"A": "1", "A2": "1", "B15": "1.5", "B2": "2"}
 FLEET_HOSTS = ("h1", "h2", "h3", "h4")
 MIN_CHANGE = 0.05

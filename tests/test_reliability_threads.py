@@ -101,3 +101,51 @@ def test_eight_threads_under_nested_scopes_every_launch_arrives_once_in_its_scop
     for records in setup_of.values():
         records.sort(key=lambda r: r.seq)
         assert all(r.internal for r in records) and [(str(r.op), r.kernel) for r in records] == setup
+
+
+REUSE_PROGRAM = """
+import threading
+import warp as wp
+wp.config.quiet = True
+
+@wp.kernel
+def k(a: wp.array(dtype=float)):
+    i = wp.tid()
+    a[i] = 1.0
+
+a = wp.zeros(8, dtype=float)
+wp.launch(k, dim=8, inputs=[a])
+
+def work():
+    wp.launch(k, dim=8, inputs=[a])
+
+idents = []
+for n in range(6):  # one after another: the C library hands each new thread the ended one's ident
+    t = threading.Thread(target=work, name=f"w{n}")
+    t.start()
+    idents.append(t.ident)
+    t.join()
+print(len(set(idents)))
+"""
+
+
+def test_a_thread_that_reuses_an_ended_threads_ident_keeps_its_own_name_and_id(tmp_path: Path) -> None:
+    """Each launch names the thread that issued it, although the six threads share one or two idents and their
+    events wait in the ring until the export worker turns them into records (before: ``w5, w3, w3, w3, w5, w5``
+    for ``w0 .. w5``: a pending event took the name of whichever thread held its ident by then)."""
+    import subprocess
+    import sys
+
+    script, out = tmp_path / "reuse.py", tmp_path / "reuse.jsonl"
+    script.write_text(REUSE_PROGRAM, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "launchtrace", "run", "--out", str(out), str(script)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) < 6  # glibc reuses an ended thread's ident: the case under test
+    rebuilt = rebuild(read_spans(out).spans)
+    mine = [r for t in rebuilt.traces.values() for r in t.records if r.kernel == "__main__.k"]
+    records = sorted(mine, key=lambda r: r.seq)
+    assert [r.thread_name for r in records] == ["MainThread", "w0", "w1", "w2", "w3", "w4", "w5"]
+    assert len({r.thread for r in records}) == 7  # seven threads, seven thread.id values

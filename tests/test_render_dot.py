@@ -117,3 +117,42 @@ def test_captured_work_is_drawn_as_captured_and_a_replay_as_running_it() -> None
     assert "captured into graph 3 (runs at each replay)" in texts and "replays graph 3" in texts
     assert texts.count("captured, not run here") == 3 and "step: 1 occurrence" in texts
     assert "sim.x (rw)" in texts  # the replay's ports: what its graph's launches touch (scale reads, copy writes)
+
+
+@needs_dot
+def test_a_block_repeated_with_a_time_varying_scalar_collapses_and_shows_its_range() -> None:
+    """A loop that passes ``t = step * 0.1`` repeats in everything but that value: drawn once, ``repeated 10x``,
+    with the range the value took (not the first repetition's value as if every one had it)."""
+    site = Site("sim.py", 7, "step")
+    records = []
+    for step in range(10):
+        records.append(LaunchRecord("launch", "sim.wave", (8,), None, (), (("t", step * 0.1), ("k", 2.0)), site))
+        records.append(LaunchRecord("launch", "sim.spin", (8,), None, (), (("q", (step, 0.0)),), site))
+    trace = TraceData(records, {}, {})
+    text = render_dot(trace, build_dataflow(trace))
+    texts = _texts(_svg(text))
+    assert text.count('label="repeated 10x"') == 1 and "r2 [" not in text
+    assert "0.0 .. 0.9 (10 values)" in texts and "2.0" in texts  # the constant stays as it is
+    assert "varies (10 values)" in texts  # a vector that changes: no range
+    flat = render_dot(trace, build_dataflow(trace), collapse_repeats=False)
+    assert "repeated" not in flat and "0.30000000000000004" in flat
+
+
+@needs_dot
+def test_a_repeated_block_inside_a_repeated_scope_shows_every_value_it_stands_for() -> None:
+    """Three ``step`` scopes, each launching ``wave`` four times with ``t = 10 * step + k``: one scope drawn,
+    one launch drawn in it, and the range over all twelve launches (the inner block's own four, and the same
+    positions of the two later steps)."""
+    site = Site("sim.py", 7, "step")
+    records, scopes = [], {}
+    for step in range(3):
+        scopes[step + 1] = ScopeRecord(step + 1, "step", "user", start_ns=100 * step + 1, end_ns=100 * step + 90)
+        for k in range(4):
+            records.append(
+                LaunchRecord("launch", "sim.wave", (8,), None, (), (("t", 10 * step + k),), site, scope_id=step + 1)
+            )
+    trace = TraceData(records, scopes, {})
+    text = render_dot(trace, build_dataflow(trace))
+    texts = _texts(_svg(text))
+    assert 'label="repeated 3x"' in text and 'label="repeated 4x"' in text and "r1 [" not in text
+    assert "0 .. 23 (12 values)" in texts

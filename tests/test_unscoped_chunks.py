@@ -23,7 +23,7 @@ from launchtrace.analysis.unscoped import UnscopedChunks, keyed_segments
 from launchtrace.model import BufferArg, LaunchRecord, Site
 from launchtrace.sources.each import Traces
 from launchtrace.sources.loading import load_traces
-from launchtrace.steps import NO_SCOPE, occurrences
+from launchtrace.steps import NO_SCOPE, occurrences, split_runs
 
 PROGRAM = """
 import os, sys
@@ -59,6 +59,7 @@ def _run(folder: Path, name: str, steps: int, step_max: int, extra_at: int = -1)
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert "child processes" not in done.stderr  # one process: the closing line says nothing of children
     return out
 
 
@@ -181,3 +182,75 @@ def test_the_host_data_of_wp_array_is_not_told_apart_by_address() -> None:
     assert [dict(r.arrays)[1] for r in one] == [HOST_DATA, HOST_DATA]
     plain = dataclasses.replace(_upload(100, 7), api="wp.copy")  # a user's wp.copy keeps its buffer identity
     assert dict(unowned_by_order([plain])[0].arrays)[1] == "<unowned #0>"
+
+
+# -- processes that do different work ------------------------------------------------------------------------
+
+ROLES_PROGRAM = """
+import multiprocessing as mp
+import sys
+import time
+import warp as wp
+wp.config.quiet = True
+
+@wp.kernel
+def ka(a: wp.array(dtype=float)):
+    i = wp.tid()
+    a[i] = a[i] + 1.0
+
+@wp.kernel
+def kb(a: wp.array(dtype=float), s: float):
+    i = wp.tid()
+    a[i] = a[i] * s
+
+def job(role, extra, late):
+    wp.init()
+    if role == late:  # the scheduler's part: which process gets going first
+        time.sleep(1.0)
+    a = wp.zeros(64, dtype=float)
+    for step in range(6):
+        with wp.ScopedTimer("step", print=False):
+            if role == 0:
+                wp.launch(ka, dim=64, inputs=[a])
+            else:
+                for _ in range(2 + extra):
+                    wp.launch(kb, dim=64, inputs=[a, 0.5])
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    ps = [ctx.Process(target=job, args=(role, int(sys.argv[1]), int(sys.argv[2]))) for role in (0, 1)]
+    for p in ps:
+        p.start()
+    for p in ps:
+        p.join()
+"""
+
+
+def _kernels_by_run(path: Path) -> list[list[str]]:
+    return [sorted({r.kernel for t in run for r in t.records}) for run in split_runs(load_traces([path]))]
+
+
+def test_two_processes_that_do_different_work_pair_by_their_work_not_by_their_order(tmp_path: Path) -> None:
+    """Two worker processes of one program (one launches ``ka``, the other ``kb``) write into one file, and the
+    one that gets going first comes first: run k against run k paired ``ka``'s process with ``kb``'s (60
+    inserted, 60 removed on an unchanged program, in 4 of 5 pairs of real runs). Here the program itself holds
+    one process back, once the one, once the other."""
+    script = tmp_path / "roles.py"
+    script.write_text(ROLES_PROGRAM, encoding="utf-8")
+    files = {}
+    for name, extra, late in (("ka_first", 0, 1), ("kb_first", 0, 0), ("changed", 1, 1)):
+        files[name] = tmp_path / f"{name}.jsonl"
+        done = subprocess.run(
+            [sys.executable, "-m", "launchtrace", "run", "--out", str(files[name]), str(script), str(extra), str(late)],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        # the parent launched nothing: its closing line says where the spans came from
+        assert "launchtrace: 0 spans -> file" in done.stderr and "; child processes wrote " in done.stderr
+    assert _kernels_by_run(files["ka_first"]) == [["__mp_main__.ka", "wp.zero"], ["__mp_main__.kb", "wp.zero"]]
+    assert _kernels_by_run(files["kb_first"]) == [["__mp_main__.kb", "wp.zero"], ["__mp_main__.ka", "wp.zero"]]
+    base, other = load_traces([files["ka_first"]]), load_traces([files["kb_first"]])
+    assert diff_traces(base, other, timing=False).equal
+    assert _cli_diff(files["ka_first"], files["kb_first"]).returncode == 0
+    changed = diff_traces(other, load_traces([files["changed"]]), timing=False)
+    assert changed.counts == {"inserted": 6, "removed": 0, "changed": 0}  # one more kb in each of 6 steps

@@ -54,8 +54,10 @@ def is_baseline_file(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a regular file that starts with a baseline's marker, whatever its name (``alert
     --baseline`` takes a baseline file or a trace source; a baseline written as ``base.bin`` is still one)."""
     try:
+        if not os.path.isfile(path):  # not a folder, and never a FIFO that would block the open
+            return False
         with open(path, "rb") as f:
-            return os.path.isfile(path) and f.read(len(_HEAD)) == _HEAD
+            return f.read(len(_HEAD)) == _HEAD
     except OSError:
         return False
 

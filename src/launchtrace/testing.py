@@ -146,10 +146,11 @@ class LaunchTrace:
         if self._sub is not None:
             raise RuntimeError("this LaunchTrace is already recording")
         from launchtrace.capture import bus
+        from launchtrace.capture.state import tstate
 
         self.records, self.scopes, self.dropped = [], {}, 0
         _acquire_instrumentation()
-        self._sub = bus.subscribe(thread=threading.get_ident())
+        self._sub = bus.subscribe(thread=tstate().tid)
         return self
 
     def __exit__(self, *exc: object) -> None:

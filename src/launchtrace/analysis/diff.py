@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 from launchtrace._lazy import lazy_module
@@ -98,8 +99,9 @@ drifted by more than its own time per step between two runs of the same program 
 class SegmentDiff:
     """The diff of one matched pair of segments. ``entries`` index into each segment's records
     (``index_a`` / ``index_b``); ``count_a`` / ``count_b`` are the segments' record counts (0: absent).
-    ``run``: with several runs per side, which pair of runs (run k of A against run k of B; the side with fewer
-    runs repeats its last); occurrences then count within the run."""
+    ``run``: with several runs per side, which pair of runs (:func:`pair_runs`: run k of A against run k of B
+    unless they do different work; the side with fewer runs repeats its last); occurrences then count within the
+    run."""
 
     name: str
     occurrence: int
@@ -428,6 +430,45 @@ def timing_of_series(side_a: tuple, side_b: tuple, opts: dict, absolute: bool = 
     return rows, warm_a + warm_b, drifts
 
 
+def _launch_counts(run: Sequence[TraceData]) -> Counter:
+    return Counter((r.op, r.kernel) for t in run for r in t.records)
+
+
+def pair_runs(
+    runs_a: Sequence[Sequence[TraceData]], runs_b: Sequence[Sequence[TraceData]]
+) -> list[tuple[Sequence[TraceData], Sequence[TraceData]]]:
+    """Which run of A the topology diff holds against which run of B: run k against run k, the side with fewer
+    repeating its last, unless the runs do different work. The processes of one program may (a pool whose
+    workers each take one job), and the order their traces reach a file is not theirs to keep. So when run k of
+    one side launches other kernels than run k of the other, each run is paired with a run of the other side
+    that launches the same kernels (else the one whose launches, counted by op and kernel, overlap its own the
+    most), one to one while both sides have runs left, and the runs past the shorter side with their best
+    match; equal candidates keep the order."""
+    count_a, count_b = [_launch_counts(r) for r in runs_a], [_launch_counts(r) for r in runs_b]
+    n = max(len(runs_a), len(runs_b))
+    by_index = [(min(k, len(runs_a) - 1), min(k, len(runs_b) - 1)) for k in range(n)]
+    if all(count_a[i].keys() == count_b[j].keys() for i, j in by_index):
+        return [(runs_a[i], runs_b[j]) for i, j in by_index]
+
+    def rank(i: int, j: int) -> tuple:
+        x, y = count_a[i], count_b[j]
+        same_kernels = x.keys() == y.keys()
+        return (not same_kernels, -sum((x & y).values()) / max(1, sum((x | y).values())), abs(i - j), i, j)
+
+    order: list[tuple[int, int]] = []
+    used_a: set[int] = set()
+    used_b: set[int] = set()
+    for i, j in sorted(((i, j) for i in range(len(runs_a)) for j in range(len(runs_b))), key=lambda ij: rank(*ij)):
+        if i not in used_a and j not in used_b:
+            order.append((i, j))
+            used_a.add(i)
+            used_b.add(j)
+    order += [(i, min(range(len(runs_b)), key=lambda j: rank(i, j))) for i in range(len(runs_a)) if i not in used_a]
+    order += [(min(range(len(runs_a)), key=lambda i: rank(i, j)), j) for j in range(len(runs_b)) if j not in used_b]
+    order.sort(key=lambda ij: (max(ij), ij))
+    return [(runs_a[i], runs_b[j]) for i, j in order]
+
+
 def _topology(
     a: Sequence[TraceData],
     b: Sequence[TraceData],
@@ -517,7 +558,8 @@ def diff_traces(
     """Diff trace set ``a`` (before) against ``b`` (after); see the module docstring.
 
     Each side may hold several runs (processes; :func:`split_runs` tells them apart): the topology is diffed
-    run k of A against run k of B, the timing compares the runs of one side against the other's (see
+    run k of A against run k of B (:func:`pair_runs`: processes that do different work are paired by their
+    work), the timing compares the runs of one side against the other's (see
     :mod:`launchtrace.analysis.verdicts` for ``alpha``, ``min_change``, ``min_runs``, ``min_steps`` and
     ``quantile``; ``one_run_min_delta_ns`` is its ``min_abs_change``). ``timing=False`` skips the timing.
 
@@ -547,8 +589,7 @@ def diff_traces(
     runs_a, runs_b = split_runs(a), split_runs(b)
     pairs = [(a, b)]
     if len(runs_a) > 1 or len(runs_b) > 1:
-        n = max(len(runs_a), len(runs_b))
-        pairs = [(runs_a[min(k, len(runs_a) - 1)], runs_b[min(k, len(runs_b) - 1)]) for k in range(n)]
+        pairs = pair_runs(runs_a, runs_b)
     out = []
     cache: dict = {}
     flags = settings.topology_flags()

@@ -14,7 +14,15 @@ import secrets
 import threading
 from collections.abc import Callable
 
-__all__ = ["THREAD_NAMES", "ThreadState", "current_scope", "next_graph_id", "next_scope_id", "tstate"]
+__all__ = [
+    "THREAD_NAMES",
+    "ThreadState",
+    "current_scope",
+    "next_graph_id",
+    "next_scope_id",
+    "thread_key",
+    "tstate",
+]
 
 next_scope_id: Callable[[], int] = itertools.count(1).__next__
 _graph_counter: Callable[[], int] = itertools.count(1).__next__
@@ -37,7 +45,32 @@ if hasattr(os, "register_at_fork"):  # a forked child's new graphs must not take
     os.register_at_fork(after_in_child=_new_graph_prefix)
 
 THREAD_NAMES: dict[int, str] = {}
-"""Thread id -> name of every thread that touched the capture state (ids can be reused: last name wins)."""
+"""Thread key (:func:`thread_key`) -> name of every thread that touched the capture state (the oldest half is let
+go past :data:`THREAD_NAMES_MAX`: their events were turned into records long before)."""
+THREAD_NAMES_MAX = 65_536
+_REUSED: dict[int, int] = {}  # ident -> how many later threads got it (bounded with THREAD_NAMES)
+
+
+def thread_key() -> int:
+    """The calling thread's id in its capture events (``thread.id`` in spans): ``threading.get_ident()``, unless an
+    earlier thread of this process had that ident. The C library hands an ended thread's ident to the next thread
+    at once, and the ended thread's last events may still wait in the ring: under one id, they took the new
+    thread's name (and its step root). The k-th later thread with an ident gets ``ident + (k << 48)`` (an ident is
+    an address below 2**47 on Linux; k wraps at 32,767, so the key stays unique among recent threads and fits
+    an int64)."""
+    ident = threading.get_ident()
+    key = ident
+    if ident in THREAD_NAMES or ident in _REUSED:
+        k = _REUSED.get(ident, 0) % 32_767 + 1
+        _REUSED[ident] = k
+        key = ident + (k << 48)
+    if len(THREAD_NAMES) >= THREAD_NAMES_MAX:
+        for old in list(THREAD_NAMES)[: THREAD_NAMES_MAX // 2]:
+            del THREAD_NAMES[old]
+        if len(_REUSED) >= THREAD_NAMES_MAX:
+            _REUSED.clear()
+    THREAD_NAMES[key] = threading.current_thread().name
+    return key
 
 
 class ThreadState:
@@ -52,8 +85,7 @@ class ThreadState:
         self.capture_outer: list[int | None] = []  # enclosing captures' ids (a capture begun inside another)
         self.stack: list[int] = []  # open scope ids, innermost last
         self.tape_stack: list[int] = []  # the subset opened by Tape.record_scope_begin
-        self.tid = threading.get_ident()
-        THREAD_NAMES[self.tid] = threading.current_thread().name
+        self.tid = thread_key()
 
 
 class _Local(threading.local):

@@ -162,12 +162,23 @@ def run(args: argparse.Namespace) -> int:
     _say(
         messages,
         f"launchtrace: {stats.exported} spans -> {pipeline.sink.description} ({stats.folded_records} records folded "
-        f"into {stats.summary_spans} summary spans, {stats.dropped} dropped)",
+        f"into {stats.summary_spans} summary spans, {stats.dropped} dropped){_children_note(pipeline.sink)}",
     )
     if code is _INTERRUPTED:
         _die_of_sigint()
         return 130
     return code
+
+
+def _children_note(sink: Any) -> str:
+    """A clause for the closing line when the program's child processes appended their own spans to the file
+    (a pool of workers: the parent itself may have launched nothing, and "0 spans" alone reads as a failure)."""
+    path, written = getattr(sink, "path", None), getattr(sink, "bytes_written", None)
+    try:
+        others = os.path.getsize(path) - written if path is not None and written is not None else 0
+    except OSError:
+        return ""
+    return f"; child processes wrote {others:,} more bytes of spans to it" if others > 0 else ""
 
 
 _INTERRUPTED: Any = object()

@@ -166,6 +166,7 @@ class FileSink:
         self._acct = _Accounting(self.description)
         self._lock = threading.Lock()
         self._encode = line_encoder()
+        self.bytes_written = 0  # by this process (a child appending to the same file adds its own)
         if truncate:  # now, not at the first write: a forked child may append before the parent writes
             try:
                 self._open()
@@ -206,6 +207,7 @@ class FileSink:
             except OSError as exc:
                 self._acct.failed(len(spans), exc)
                 return
+            self.bytes_written += len(data)
             self._acct.ok(len(spans))  # under the lock: once shutdown() returns, the counts are the file's
 
     def stats(self) -> SinkStats:
@@ -234,6 +236,7 @@ class FileSink:
         """In a forked child: forget the parent's descriptor (the child opens its own, appending)."""
         self._lock = threading.Lock()
         self._acct = _Accounting(self.description)
+        self.bytes_written = 0
         self._truncate = False
         self._fd = None
         self._closed = False

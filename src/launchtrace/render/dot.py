@@ -116,7 +116,7 @@ def find_runs(keys: Sequence[Hashable], max_period: int = 16) -> list[Run]:
 
 def _item_key(trace: TraceData, item) -> Hashable:
     if isinstance(item, int):
-        return topology_key(trace.records[item], streams=True)
+        return topology_key(trace.records[item], scalars=False, streams=True)
     return ("scope", item.name, tuple(_item_key(trace, c) for c in item.children))
 
 
@@ -148,6 +148,7 @@ class _Emitter:
         self.lines: list[str] = []
         self.rep: dict[int, int] = {}  # record index -> record drawn for it (itself or its first repetition)
         self.repeats: dict[int, int] = {}  # a later repetition -> its first (drawn, unless past the cap)
+        self.stands_for: dict[int, list[tuple]] = {}  # a first repetition -> the scalars of every record it stands for
         self.clusters = 0
 
     def emit_tree(self, tree: _Tree, indent: int) -> None:
@@ -176,6 +177,7 @@ class _Emitter:
                     later = tree.children[run.start + rep * run.length : run.start + (rep + 1) * run.length]
                     for a, b in zip(first, [r for item in later for r in _records_under(item)]):
                         self.repeats[b] = a
+                        self._stands_for(a).extend(self.stands_for.pop(b, None) or [self.trace.records[b].scalars])
             for item in block:
                 if isinstance(item, int):
                     self.emit_record(item, indent + (run.count > 1))
@@ -192,11 +194,40 @@ class _Emitter:
             return
         self.drawn += 1
         self.rep.setdefault(i, i)
-        node = _record_node(f"r{i}", self.trace.records[i], self.status.get(i, ""), self.flow.accesses_of(i))
+        varying = varying_scalars(self.stands_for[i]) if i in self.stands_for else {}
+        node = _record_node(f"r{i}", self.trace.records[i], self.status.get(i, ""), self.flow.accesses_of(i), varying)
         self.lines.append("  " * indent + node)
 
+    def _stands_for(self, i: int) -> list[tuple]:
+        """The scalars of the records that record ``i`` is drawn for (itself, its repetitions, theirs: a block
+        repeated inside a repeated block), filled as the repetitions are found, outer blocks first."""
+        found = self.stands_for.get(i)
+        if found is None:
+            found = self.stands_for[i] = [self.trace.records[i].scalars]
+        return found
 
-def _record_node(node_id: str, rec: LaunchRecord, status: str, accesses) -> str:
+
+def varying_scalars(per_repetition: Sequence[tuple]) -> dict:
+    """The scalars of one record drawn for a repeated block (one ``scalars`` tuple per repetition) that take more
+    than one value: key -> what the node shows instead of the first value (``0.0 .. 0.39 (40 values)``), so a
+    block collapsed with a time-varying argument does not show the first repetition's value as everyone's."""
+    values: dict = {}
+    for scalars in per_repetition:
+        for key, value in scalars:
+            values.setdefault(key, {}).setdefault(repr(value), value)
+    out = {}
+    for key, distinct in values.items():
+        if len(distinct) < 2:
+            continue
+        nums = [v for v in distinct.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(nums) == len(distinct) and all(v == v for v in nums):  # numbers, no NaN: a range
+            out[key] = f"{min(nums)!r} .. {max(nums)!r} ({len(distinct)} values)"
+        else:
+            out[key] = f"varies ({len(distinct)} values)"
+    return out
+
+
+def _record_node(node_id: str, rec: LaunchRecord, status: str, accesses, varying: Mapping | None = None) -> str:
     color = STATUS_COLORS.get(status, STATUS_COLORS[""])
     rows = [
         f'<TR><TD COLSPAN="2" BGCOLOR="{color}"><B>{dot_html(kernel_title(rec.kernel, rec.adjoint))}</B></TD></TR>',
@@ -215,7 +246,8 @@ def _record_node(node_id: str, rec: LaunchRecord, status: str, accesses) -> str:
         )
     for key, value in rec.scalars[:_MAX_SCALARS]:
         rows.append(
-            f'<TR><TD ALIGN="LEFT">{dot_html(rec.arg_name(key))}</TD><TD ALIGN="LEFT">{dot_html(repr(value))}</TD></TR>'
+            f'<TR><TD ALIGN="LEFT">{dot_html(rec.arg_name(key))}</TD>'
+            f'<TD ALIGN="LEFT">{dot_html(varying[key] if varying and key in varying else repr(value))}</TD></TR>'
         )
     if len(rec.scalars) > _MAX_SCALARS:
         rows.append(f'<TR><TD COLSPAN="2">+{len(rec.scalars) - _MAX_SCALARS} more</TD></TR>')
