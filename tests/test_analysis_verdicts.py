@@ -239,6 +239,46 @@ def test_counted_quantiles_are_numpys_to_the_bit(values: list[float], q: float, 
     assert np.array_equal(_CountedQuantile(v, q).of_rows(drawn), expected)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.sampled_from([1.0, 2.0, 2.5, 1e9]), st.floats(1e-3, 1e12, allow_nan=False)),
+        min_size=1,
+        max_size=80,
+    ),
+    st.sampled_from([0.0, 0.05, 0.25, 1 / 3, 0.5, 0.9, 0.95, 0.99, 1.0]),
+    st.integers(1, 40),
+)
+def test_counted_quantiles_by_counting_are_numpys_to_the_bit(values: list[float], q: float, rows: int) -> None:
+    """The same by counting each row's draws of each rank (the way of a series too long for 16-bit ranks)."""
+    from launchtrace.analysis import verdicts
+
+    v = np.asarray(values, dtype=float)
+    drawn = np.random.default_rng(len(values)).integers(0, len(v), (rows, len(v)))
+    expected = np.quantile(v[drawn], q, axis=1)
+    limit, verdicts._RADIX_RANKS = verdicts._RADIX_RANKS, 0
+    try:
+        counted = verdicts._CountedQuantile(v, q)
+    finally:
+        verdicts._RADIX_RANKS = limit
+    assert counted.rank16 is None
+    assert np.array_equal(counted.of_rows(drawn), expected)
+
+
+@pytest.mark.parametrize("n", [65_536, 65_537])
+def test_counted_quantiles_either_side_of_the_16_bit_ranks(n: int) -> None:
+    """The longest series whose ranks fit 16 bits sorts them; one more value counts: both NumPy's answer."""
+    from launchtrace.analysis.verdicts import _CountedQuantile
+
+    rng = np.random.default_rng(n)
+    v = np.round(rng.lognormal(0.0, 1.0, n), 2)  # ties
+    drawn = rng.integers(0, n, (3, n))
+    for q in (0.1, 0.5, 1.0):
+        counted = _CountedQuantile(v, q)
+        assert (counted.rank16 is not None) == (n <= 65_536)
+        assert np.array_equal(counted.of_rows(drawn.copy()), np.quantile(v[drawn], q, axis=1))
+
+
 def test_resampled_quantiles_with_a_nan_take_numpys_way() -> None:
     from launchtrace.analysis.verdicts import _resampled_quantiles
 

@@ -116,6 +116,7 @@ from most steps of a long kernel are hit some of the time: the median moves with
 stays with the program's own cost (``docs/diff.md`` has the measurements). ``quantile=0.5`` compares medians."""
 _BOOTSTRAP = 2000
 _BATCH_VALUES = 2_000_000  # resampled values held at once (16 MB of indices)
+_RADIX_RANKS = 1 << 16  # the longest series whose resamples' ranks are sorted as 16-bit ints (else counted)
 _WORK_VALUES = 40_000_000  # resampled values in all, per side (a few seconds)
 _TINY_P = 1e-300  # an extrapolated tail is never exactly 0 (steps with no spread at all still give 0)
 _SEED = 20261201  # a fixed seed: the same inputs always give the same interval
@@ -396,12 +397,14 @@ def _resampled_quantiles(values: np.ndarray, q: float, rng: np.random.Generator,
 
 
 class _CountedQuantile:
-    """``np.quantile(values[drawn], q, axis=1)`` (the linear method) without sorting or partitioning a row: the
-    two order statistics it interpolates between are found by counting each row's draws of each rank of the
-    sorted ``values`` (one ``bincount`` and one ``cumsum`` for a whole batch), then interpolated with NumPy's own
-    arithmetic, step for step, so the result is the same to the bit (``tests/test_analysis_verdicts.py``
-    compares them). Partitioning every resample was half of ``diff``'s time on a 100 MB file. Finite values
-    only (NumPy gives NaN for a row holding one; the caller partitions those)."""
+    """``np.quantile(values[drawn], q, axis=1)`` (the linear method) without sorting or partitioning the values:
+    the two order statistics it interpolates between are the ranks (in the sorted ``values``) at those places
+    among each row's draws, then interpolated with NumPy's own arithmetic, step for step, so the result is the
+    same to the bit (``tests/test_analysis_verdicts.py`` compares them). Partitioning every resample was half of
+    ``diff``'s time on a 100 MB file. The ranks are found by sorting each row's ranks as 16-bit integers (NumPy's
+    radix sort, linear: a series of at most :data:`_RADIX_RANKS` values), else by counting each row's draws of
+    each rank (one ``bincount`` and one ``cumsum`` for a whole batch). Finite values only (NumPy gives NaN for a
+    row holding one; the caller partitions those)."""
 
     def __init__(self, values: np.ndarray, q: float) -> None:
         n = len(values)
@@ -410,6 +413,7 @@ class _CountedQuantile:
         self.ordered = values[order]
         self.rank = np.empty(n, dtype=np.intp)
         self.rank[order] = np.arange(n)
+        self.rank16 = self.rank.astype(np.uint16) if n <= _RADIX_RANKS else None
         # numpy.lib._function_base_impl._quantile for one q: virtual index, neighbours (the last value when at or
         # past the end), and gamma from the neighbour as an index
         self.virtual = (n - 1) * np.float64(q)
@@ -424,8 +428,16 @@ class _CountedQuantile:
         self.lo, self.hi = lo % n, hi % n
 
     def of_rows(self, drawn: np.ndarray) -> np.ndarray:
-        """The quantile of each row of ``values[drawn]``; ``drawn`` (an intp array) is overwritten: no more
+        """The quantile of each row of ``values[drawn]``; ``drawn`` (an intp array) may be overwritten: no more
         arrays of its size are held at once than partitioning held (two)."""
+        if self.rank16 is not None:
+            # each row's ranks as 16-bit ints (a quarter of drawn's size), sorted: the k-th is the k-th smallest,
+            # the one counting finds (8 ms a batch of 2,000,000 draws against 15 for counting, here)
+            ranks16 = np.take(self.rank16, drawn, mode="clip")
+            ranks16.sort(axis=1, kind="stable")  # radix sort for 16-bit ints
+            a = self.ordered[ranks16[:, self.lo]]
+            b = a if self.hi == self.lo else self.ordered[ranks16[:, self.hi]]
+            return self._between(a, b)
         rows, n = drawn.shape
         ranks = np.take(self.rank, drawn, out=drawn, mode="clip")  # in place: "clip" is unbuffered (all in range)
         ranks += (np.arange(rows) * n)[:, None]  # each row's ranks in a range of its own
@@ -438,6 +450,10 @@ class _CountedQuantile:
         before = np.arange(0, rows * n, n)
         a = self.ordered[np.searchsorted(counts, before + self.lo, side="right") - before]
         b = a if self.hi == self.lo else self.ordered[np.searchsorted(counts, before + self.hi, side="right") - before]
+        return self._between(a, b)
+
+    def _between(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """NumPy's interpolation between the two order statistics of each row."""
         diff_b_a = b - a  # numpy's _lerp
         result = a + diff_b_a * self.gamma
         if self.gamma >= 0.5:
