@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from launchtrace.fastinit import slot_constructor
-from launchtrace.model import LaunchRecord, ScopeKind, TraceData
+from launchtrace.model import LaunchRecord, ScopeKind, ScopeRecord, TraceData
 
 __all__ = [
     "NO_SCOPE",
@@ -56,6 +56,7 @@ __all__ = [
     "run_id",
     "run_key",
     "split_runs",
+    "timer_thread",
 ]
 
 NO_SCOPE = "<no scope>"
@@ -250,12 +251,20 @@ def infer_steps(occs: Sequence[Occurrence], max_period: int = 8) -> InferredStep
     sequence of ``wp.ScopedTimer`` s with no enclosing scope, each repetition as one step; else None.
 
     Only a unit of two or more timers counts (a single timer repeating is already a step per occurrence), it
-    must repeat at least twice, and every named top-level occurrence must be a timer."""
+    must repeat at least twice, every named top-level occurrence must be a timer, and all of them on one thread:
+    two threads' timers (``a.step`` on one, ``b.step`` on the other) interleave as the scheduler says, so a
+    "repetition" of both would cut each run differently (the zoo's ``workers``: 66 of 96 unchanged pairs failed
+    the topology gate)."""
     named = [o for o in occs if o.scope_id is not None]
+    threads = set()
     for o in named:
         sc = o.source.scopes.get(o.scope_id) if o.source is not None else None
         if sc is None or sc.kind != ScopeKind.TIMER.value:
             return None
+        if sc.thread:
+            threads.add(timer_thread(sc))
+    if len(threads) > 1:  # several threads' timers interleave as the scheduler says: no repetition to find
+        return None
     found = repeating_unit([o.name for o in named], max_period)
     if found is None:
         return None
@@ -263,6 +272,11 @@ def infer_steps(occs: Sequence[Occurrence], max_period: int = 8) -> InferredStep
     unit = tuple(o.name for o in named[start : start + period])
     steps = tuple(tuple(named[start + k * period : start + (k + 1) * period]) for k in range(count))
     return InferredSteps(unit, steps, inferred_how(unit, count, named[start].index))
+
+
+def timer_thread(scope: ScopeRecord) -> tuple[int, str]:
+    """The thread a top-level timer ran on, as :func:`infer_steps` tells threads apart (0: not recorded)."""
+    return (scope.thread, scope.thread_name)
 
 
 def repeating_unit(names: Sequence[str], max_period: int = 8) -> tuple[int, int, int] | None:

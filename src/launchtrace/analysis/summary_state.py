@@ -44,7 +44,7 @@ from launchtrace.analysis.stats import (
 from launchtrace.analysis.values import BadValues, StepClock, trace_non_finite
 from launchtrace.model import ScopeKind, TraceData
 from launchtrace.sources.each import TraceKey
-from launchtrace.steps import Occurrence, inferred_how, occurrences, repeating_unit, run_key
+from launchtrace.steps import Occurrence, inferred_how, occurrences, repeating_unit, run_key, timer_thread
 
 __all__ = ["BAD_KEEP", "Inferred", "SummaryResult", "SummaryState"]
 
@@ -85,7 +85,7 @@ class _Run:
     """One run's named top-level occurrences (arrays, 28 bytes each) and, while all are timers, their
     per-kernel totals."""
 
-    __slots__ = ("all_timers", "locals", "names", "ordinals", "starts", "totals", "traces")
+    __slots__ = ("all_timers", "locals", "names", "ordinals", "starts", "thread", "totals", "traces")
 
     def __init__(self) -> None:
         self.starts = array("q")
@@ -93,7 +93,8 @@ class _Run:
         self.locals = array("l")
         self.names = array("l")
         self.traces = array("q")  # the ordinals of the run's traces (its place among runs)
-        self.all_timers = True
+        self.all_timers = True  # and all on one thread (launchtrace.steps.infer_steps)
+        self.thread: tuple | None = None  # the thread of the timers seen so far
         self.totals: list[dict[str, float]] | None = []
 
 
@@ -154,6 +155,11 @@ class SummaryState:
             run.locals.append(local)
             run.names.append(self._names.setdefault(occ.name, len(self._names)))
             sc = trace.scopes.get(occ.scope_id)
+            if run.all_timers and sc is not None and sc.thread:
+                if run.thread is None:
+                    run.thread = timer_thread(sc)
+                elif timer_thread(sc) != run.thread:  # two threads' timers: no steps are inferred
+                    sc = None
             if run.all_timers and (sc is None or sc.kind != _TIMER):
                 run.all_timers = False
                 run.totals = None  # no steps can be inferred in this run: its totals are not needed
