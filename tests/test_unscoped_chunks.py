@@ -49,17 +49,23 @@ for step in range(int(sys.argv[1])):
 """
 
 
+def _launchtrace_run(script: Path, out: Path, *args: object, env: dict | None = None) -> str:
+    """``launchtrace run --out OUT SCRIPT ARGS`` in a fresh process; its stderr (the closing line)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "launchtrace", "run", "--out", str(out), str(script), *map(str, args)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
 def _run(folder: Path, name: str, steps: int, step_max: int, extra_at: int = -1) -> Path:
     script = folder / "unscoped_program.py"
     script.write_text(PROGRAM, encoding="utf-8")
     out = folder / f"{name}.jsonl"
     env = {**os.environ, "LAUNCHTRACE_STEP_MAX_SPANS": str(step_max), "EXTRA_AT": str(extra_at)}
-    done = subprocess.run(
-        [sys.executable, "-m", "launchtrace", "run", "--out", str(out), str(script), str(steps)],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "child processes" not in done.stderr  # one process: the closing line says nothing of children
+    closing = _launchtrace_run(script, out, steps, env=env)
+    assert "child processes" not in closing  # one process: the closing line says nothing of children
     return out
 
 
@@ -240,13 +246,9 @@ def test_two_processes_that_do_different_work_pair_by_their_work_not_by_their_or
     files = {}
     for name, extra, late in (("ka_first", 0, 1), ("kb_first", 0, 0), ("changed", 1, 1)):
         files[name] = tmp_path / f"{name}.jsonl"
-        done = subprocess.run(
-            [sys.executable, "-m", "launchtrace", "run", "--out", str(files[name]), str(script), str(extra), str(late)],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
+        closing = _launchtrace_run(script, files[name], extra, late)
         # the parent launched nothing: its closing line says where the spans came from
-        assert "launchtrace: 0 spans -> file" in done.stderr and "; child processes wrote " in done.stderr
+        assert "launchtrace: 0 spans -> file" in closing and "; child processes wrote " in closing
     assert _kernels_by_run(files["ka_first"]) == [["__mp_main__.ka", "wp.zero"], ["__mp_main__.kb", "wp.zero"]]
     assert _kernels_by_run(files["kb_first"]) == [["__mp_main__.kb", "wp.zero"], ["__mp_main__.ka", "wp.zero"]]
     base, other = load_traces([files["ka_first"]]), load_traces([files["kb_first"]])
