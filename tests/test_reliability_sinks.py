@@ -125,6 +125,7 @@ class ScriptedGrpc:
         self.script = list(script)
         self.attempts: list[float] = []
         self.spans = 0
+        self.seqs: list[int] = []  # the capture sequence numbers of the record spans accepted
         server = self
 
         class Service(trace_service_pb2_grpc.TraceServiceServicer):
@@ -132,7 +133,9 @@ class ScriptedGrpc:
                 server.attempts.append(time.monotonic())
                 action = server.script.pop(0) if server.script else None
                 if action is None:
-                    server.spans += sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+                    spans = [sp for r in request.resource_spans for s in r.scope_spans for sp in s.spans]
+                    server.spans += len(spans)
+                    server.seqs += [a.value.int_value for sp in spans for a in sp.attributes if a.key == C.SEQ]
                     return trace_service_pb2.ExportTraceServiceResponse()
                 code, delay = action
                 if delay is not None:
@@ -340,16 +343,33 @@ def test_restart_beyond_the_buffer_capacity_drops_exactly_the_overflow(bare, tmp
 
 
 # -- slow, erroring and garbage-speaking endpoints ------------------------------------------------------------
-def test_slow_endpoint_that_answers_after_seconds_delivers_everything_without_holding_the_program(bare):
+def slow_grpc(answer_s: float) -> ScriptedGrpc:
+    """A real OTLP/gRPC endpoint that accepts every request after ``answer_s`` seconds."""
     slow = ScriptedGrpc([])
-    original = slow.script
 
     class Slow(list):
-        def pop(self, i):  # every answer takes 2 s
-            time.sleep(2.0)
-            return list.pop(self, i) if self else None
+        def __bool__(self) -> bool:  # never empty: ScriptedGrpc asks for an action on every request
+            return True
 
-    slow.script = Slow(original)
+        def pop(self, i):
+            time.sleep(answer_s)
+            return None  # accept
+
+    slow.script = Slow()
+    return slow
+
+
+@pytest.fixture
+def answers_within_10_s(monkeypatch):
+    """An exporter timeout that a slow endpoint's answers fit in (the module's 1 s is for dead endpoints)."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "10")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "10")
+
+
+def test_slow_endpoint_that_answers_after_seconds_delivers_everything_without_holding_the_program(
+    bare, answers_within_10_s
+):
+    slow = slow_grpc(2.0)
     try:
         sim = fresh_sim()
         start(endpoint_of("grpc", slow.port), export_interval_s=0.05)  # batches go out while the program runs
@@ -360,6 +380,68 @@ def test_slow_endpoint_that_answers_after_seconds_delivers_everything_without_ho
     assert np.array_equal(result, bare[0])
     assert_not_held_up(seconds, bare[1])
     assert final.dropped == 0 and final.exported == slow.spans == STEPS * SPANS_PER_STEP
+
+
+FULL_STEPS = 400  # 2,800 capture events into a queue of 700 (about 0.1 s of launches): it fills during each answer
+FULL_CAPACITY = 700
+
+
+def test_a_full_queue_waits_for_an_endpoint_slower_than_the_fixed_wait_and_loses_nothing(bare, answers_within_10_s):
+    """The soak's flaky failure, made deterministic: ``launchtrace collect`` on a loaded machine took 70-190 ms
+    to answer a request, the worker drains nothing while its write is unanswered, and the launching thread's
+    fixed 0.1 s wait for room ran out, after which every event was dropped until half the queue drained
+    (39,396-68,580 of 250,000). Here every answer takes 0.3 s and the queue fills during each one: the
+    program waits for the answering endpoint (the queue did fill: ``waits``) and every span arrives."""
+    from launchtrace.export.pipeline import ANSWERING_SINK_WAIT_S, FULL_QUEUE_WAIT_S
+
+    answer_s = 0.3
+    assert FULL_QUEUE_WAIT_S < answer_s < ANSWERING_SINK_WAIT_S
+    slow = slow_grpc(answer_s)
+    try:
+        sim = fresh_sim()
+        pipeline = start(endpoint_of("grpc", slow.port), export_interval_s=0.05, queue_capacity=FULL_CAPACITY)
+        run_program(FULL_STEPS, sim)
+        waits = pipeline._sub.waits
+        final = export.stop_export(30)
+    finally:
+        slow.stop()
+    assert waits > 0, "the queue never filled: the test did not test the wait"
+    assert (final.dropped_queue, final.dropped_sink) == (0, 0), final
+    assert final.exported == slow.spans == FULL_STEPS * SPANS_PER_STEP
+
+
+def test_an_endpoint_slower_than_the_longest_wait_costs_one_bounded_wait_and_counts_the_overflow(
+    bare, answers_within_10_s
+):
+    """An endpoint that answers after 1.5 s, past :data:`ANSWERING_SINK_WAIT_S`: the launching thread waits at
+    most that long for it, then events are dropped (counted) until half the queue drained, as for a worker
+    that stopped. Every event is counted by a second subscription; each is a record, so one span: every one is
+    delivered or counted as dropped, none twice."""
+    from launchtrace import rawevent
+    from launchtrace.capture import bus
+    from launchtrace.export.pipeline import ANSWERING_SINK_WAIT_S, FULL_QUEUE_WAIT_S
+
+    slow = slow_grpc(1.5)
+    try:
+        sim = fresh_sim()
+        pipeline = start(endpoint_of("grpc", slow.port), export_interval_s=0.05, queue_capacity=FULL_CAPACITY)
+        with bus.subscribe(capacity=10 * FULL_STEPS * RECORDS_PER_STEP) as issued:
+            t0 = time.perf_counter()
+            for _ in range(FULL_STEPS):
+                sim.step()
+            seconds = time.perf_counter() - t0
+        waits = pipeline._sub.waits
+        final = export.stop_export(30)
+    finally:
+        slow.stop()
+    events = issued.drain_raw()
+    assert {e[rawevent.KIND] for e in events} == {rawevent.RECORD} and len(events) >= FULL_STEPS * RECORDS_PER_STEP
+    # held up by its waits and nothing else, at most one per request (then it drops until half the queue drained)
+    assert 1 <= waits <= len(slow.attempts) and final.dropped_queue > 0, (waits, final)
+    assert_not_held_up(seconds - waits * (ANSWERING_SINK_WAIT_S + FULL_QUEUE_WAIT_S), bare[1] * FULL_STEPS / STEPS)
+    assert final.dropped_sink == 0 and final.exported == slow.spans == final.built
+    assert len(set(slow.seqs)) == len(slow.seqs) and set(slow.seqs) <= {e[rawevent.SEQ] for e in events}
+    assert len(slow.seqs) + final.dropped_queue == len(events)
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])

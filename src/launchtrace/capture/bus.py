@@ -103,6 +103,9 @@ class Subscription:
     (sleeping, so a consumer thread gets the GIL) before the event is dropped; 0 (the default) drops at once.
     A wait that runs out is not repeated until the queue has drained to half its capacity, so a consumer that
     stopped costs the program one wait, not one per event.
+    ``consumer_busy_until``: a consumer that is making room but needs longer than ``wait_s`` to do it (the
+    exporter while a sink that has been answering answers its request) sets until when (``time.monotonic()``)
+    a full queue waits for it. The wait ends at the later of the two.
     """
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY, thread: int | None = None, wait_s: float = 0.0) -> None:
@@ -116,6 +119,7 @@ class Subscription:
         self.wait_s = wait_s
         self.dropped = 0
         self.waits = 0  # times the emitting thread waited for room
+        self.consumer_busy_until = 0.0  # see the class docstring; set by the consumer's thread, read in full()
         self.closed = False
         self._gave_up = False
         self._materializer: Any = None
@@ -123,17 +127,22 @@ class Subscription:
     def full(self, event: tuple) -> None:
         """The queue is full: wait up to ``wait_s`` for room (back-pressure), else drop ``event`` and count it.
 
-        Off the hot path: only called when the queue is at capacity.
+        The wait lasts ``wait_s``, or on to ``consumer_busy_until`` while the consumer says it is busy making room
+        (re-read as it waits: a consumer that starts its next piece of work extends it). Off the hot path: only
+        called when the queue is at capacity.
         """
         q = self.queue
         if self.wait_s > 0.0 and not self._gave_up:
             self.waits += 1
             deadline = time.monotonic() + self.wait_s
-            while time.monotonic() < deadline:
+            while True:
                 time.sleep(0.0005)  # releases the GIL: the consumer thread runs
                 if len(q) < self.capacity:
                     q.append(event)
                     return
+                now = time.monotonic()
+                if now >= deadline and now >= self.consumer_busy_until:
+                    break
             self._gave_up = True
         self.dropped += 1
 
