@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -320,3 +321,81 @@ def test_a_run_slow_in_every_kernel_is_drift_and_kernels_are_judged_relative() -
     data = diff_as_json(result)
     assert data["drift"][0]["factor"] == pytest.approx(1.4, abs=0.01) and data["verdicts"]["slower"] == 0
     assert {row["verdict"] for row in data["timing"]} <= {"slower", "faster", "same", "inconclusive"}
+
+
+def _growing(per_step: int, steps: int = 8) -> TraceData:
+    """A particle system that emits ``per_step`` more particles each frame: every frame's launch is sized anew."""
+    import warp as wp
+
+    import launchtrace
+    from launchtrace.testing import trace_launches
+    from test_analysis_programs import scale
+
+    x, y = wp.zeros(1024, dtype=float), wp.zeros(1024, dtype=float)
+    with trace_launches() as trace:
+        for frame in range(steps):
+            with launchtrace.scope("frame"):
+                wp.launch(scale, dim=64 + per_step * frame, inputs=[x, 2.0, y])
+    return trace.to_data()
+
+
+def test_occurrences_that_differ_only_in_their_values_are_one_block_of_text() -> None:
+    """A count that grows every frame differs differently in each occurrence: one block naming the field and
+    the first and last values, not a block per frame."""
+    result = diff_traces(_growing(16), _growing(8))
+    assert result.counts == {"inserted": 0, "removed": 0, "changed": 7}  # frame 0 has the same size
+    text = diff_as_text(result)
+    lines = text.splitlines()
+    assert sum(line.startswith("scope frame") for line in lines) == 1, text
+    head = next(line for line in lines if line.startswith("scope frame"))
+    assert head == "scope frame 7 occurrences #1-#7: 1 -> 1 records, values differ"
+    entry = lines[lines.index(head) + 1]
+    assert entry.startswith("  #0 ") and ".scale (from " in entry
+    assert entry.endswith(
+        ": dim: (80,) -> (72,) in #1; (96,) -> (80,) in #2; (112,) -> (88,) in #3 ... (176,) -> (120,) in #7 "
+        "(7 different)"
+    ), entry
+    assert len(diff_as_json(result)["segments"]) >= 7  # the machine-readable form keeps every occurrence
+
+
+def test_two_occurrences_that_differ_in_values_keep_their_own_blocks() -> None:
+    result = diff_traces(_growing(16, steps=3), _growing(8, steps=3))
+    text = diff_as_text(result)
+    assert "values differ" not in text
+    assert "scope frame #1: 1 -> 1 records" in text and "scope frame #2: 1 -> 1 records" in text
+
+
+def _stepping(pause_s: float, steps: int = 24) -> TraceData:
+    """Two launches a step; ``pause_s`` of the program's own work between them."""
+    import time
+
+    import warp as wp
+
+    import launchtrace
+    from launchtrace.testing import trace_launches
+    from test_analysis_programs import scale
+
+    x, y = wp.zeros(256, dtype=float), wp.zeros(256, dtype=float)
+    with trace_launches() as trace:
+        for _ in range(steps):
+            with launchtrace.scope("step"):
+                wp.launch(scale, dim=256, inputs=[x, 2.0, y])
+                if pause_s:
+                    time.sleep(pause_s)
+                wp.launch(scale, dim=256, inputs=[y, 0.5, x])
+    return trace.to_data()
+
+
+def test_a_slower_step_says_whether_its_launches_or_the_code_between_them_took_the_time() -> None:
+    result = diff_traces(_stepping(0.0), _stepping(0.004))
+    (row,) = [t for t in result.timing if t.kind == "scope" and t.name == "step"]
+    assert row.verdict.verdict == "slower"
+    assert row.outside_b_ns - row.outside_a_ns > 3.5e6  # the 4 ms sleep: between the launches
+    assert row.in_launches_b_ns < row.outside_b_ns / 4
+    assert not any(math.isnan(v) for v in (row.in_launches_a_ns, row.outside_a_ns))
+    kernels = [t for t in result.timing if t.kind == "kernel"]
+    assert kernels and all(math.isnan(t.in_launches_a_ns) for t in kernels)  # only a step's own row is split
+    line = next(line for line in diff_as_text(result).splitlines() if line.startswith("  slower: scope step:"))
+    assert "; median step in launches " in line and ", outside them " in line
+    as_json = next(t for t in diff_as_json(result)["timing"] if t["group"] == "scope step")
+    assert as_json["outside_b_ns"] == row.outside_b_ns
