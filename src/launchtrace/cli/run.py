@@ -278,13 +278,40 @@ def _die_of_sigint() -> None:
 _OUR_FILES = (os.path.dirname(os.path.abspath(__file__)), os.path.abspath(runpy.__file__), "<frozen runpy>")
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _without_passthrough(te: traceback.TracebackException, seen: set[int]) -> None:
+    """Leave out launchtrace's frames that an exception only passed through (the launch wrapper between the
+    program's ``wp.launch`` call and Warp): the program's traceback reads as it would bare. Frames where the
+    exception arose in launchtrace itself (nothing but launchtrace after them) stay."""
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    frames = list(te.stack)
+    keep = [
+        f
+        for i, f in enumerate(frames)
+        if not f.filename.startswith(_PACKAGE) or all(g.filename.startswith(_PACKAGE) for g in frames[i + 1 :])
+    ]
+    if len(keep) != len(frames):
+        te.stack = traceback.StackSummary.from_list(keep)
+    for other in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or ())):
+        if other is not None:
+            _without_passthrough(other, seen)
+
+
 def _print_program_traceback() -> None:
-    """The traceback Python would print: the program's frames, without runpy's and this module's."""
+    """The traceback Python would print: the program's frames, without runpy's and this module's, nor
+    launchtrace's frames the exception only passed through."""
     etype, exc, tb = sys.exc_info()
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OUR_FILES):
         tb = tb.tb_next
     try:
-        traceback.print_exception(etype, exc, tb)
+        te = traceback.TracebackException(etype, exc, tb)
+        _without_passthrough(te, set())
+        sys.stderr.write("".join(te.format()))
+        sys.stderr.flush()
     except (OSError, ValueError, AttributeError, RuntimeError):  # the program closed its stderr
         pass
 
