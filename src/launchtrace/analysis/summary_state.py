@@ -10,7 +10,8 @@
 - per run, 28 bytes per top-level scope occurrence (start, trace, place, name) for step inference and the step
   clock, and each occurrence's per-kernel totals while every one of the run's top-level scopes is a timer
   (only then can steps be inferred);
-- the first :data:`BAD_KEEP` non-finite findings (``--value-stats``) in issue order, and exact counts of all.
+- the first :data:`BAD_KEEP` non-finite findings (``--value-stats``) in issue order, and exact counts of all;
+- one count per distinct failed call (kernel or scope, site, error; :mod:`launchtrace.analysis.failures`).
 
 So memory grows by a few bytes per launch, not by the trace objects (about 2 KB per span), and the figures are
 the ones the list-based functions (:func:`~launchtrace.analysis.stats.kernel_stats`,
@@ -31,6 +32,7 @@ import dataclasses
 from array import array
 from collections.abc import Sequence
 
+from launchtrace.analysis.failures import Failure, FailureTable
 from launchtrace.analysis.loads import Loads, LoadTable
 from launchtrace.analysis.replays import ReplayTable
 from launchtrace.analysis.stats import (
@@ -79,6 +81,8 @@ class SummaryResult:
     bad_launches: int
     bad_kernels: list[str]
     clock_how: str
+    failed: list[Failure] = dataclasses.field(default_factory=list)
+    failed_total: int = 0
 
 
 class _Run:
@@ -118,6 +122,7 @@ class SummaryState:
         self.bad_total = 0
         self.bad_launches = 0
         self._bad_kernels: dict[str, tuple[int, int]] = {}
+        self.failures = FailureTable()
 
     def add(self, key: TraceKey, trace: TraceData, occs: list[Occurrence] | None = None) -> None:
         """Take one trace (``key``: its place in ``load_traces``' order); ``occs``: ``occurrences(trace)`` where
@@ -132,6 +137,7 @@ class SummaryState:
             self.scopes.add(trace, ordinal)
             self.loads.add(trace, ordinal)
             self.replays.add(trace)
+            self.failures.add(trace)
         if occs is None:
             occs = occurrences(trace)  # cut once: the step values and the runs' occurrences share it
         if self.figures:
@@ -242,6 +248,8 @@ class SummaryState:
             self.bad_launches,
             kernels_bad,
             clock.how,
+            self.failures.rows(),
+            self.failures.total,
         )
 
     @staticmethod

@@ -118,6 +118,22 @@ def _value_lines(result: SummaryResult) -> list[str]:
     return lines
 
 
+def _failure_lines(result: SummaryResult) -> list[str]:
+    """The calls that raised: a failed launch ran nothing, yet the tables above count it."""
+    if not result.failed_total:
+        return []
+    ran_nothing = any(not f.what.startswith("scope ") for f in result.failed)
+    why = " (a call that raised ran nothing on the device; the table above counts it)" if ran_nothing else ""
+    lines = [f"failed: {_plural(result.failed_total, 'call')} raised{why}"]
+    for f in result.failed[:20]:
+        where = f" (from {f.site})" if f.site else ""
+        lines.append(f"  {f.count:>6} x {f.what}{where}: {f.error}")
+    shown = sum(f.count for f in result.failed[:20])
+    if result.failed_total > shown:
+        lines.append(f"  ... {result.failed_total - shown} more (--format json lists up to 200 kinds)")
+    return lines
+
+
 def _bad_json(b: BadValues) -> dict[str, Any]:
     stats = {k: v if not isinstance(v, float) or math.isfinite(v) else str(v) for k, v in _stats_of(b).items()}
     return {
@@ -154,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
             "loads": _jsonable(loads),
             "non_finite": [_bad_json(b) for b in bad],
             "inferred_steps": [{"unit": list(i.unit), "steps": i.steps, "how": i.how} for i in inferred],
+            "failed": [dataclasses.asdict(f) for f in result.failed],
+            "failed_total": result.failed_total,
         }
         if result.bad_total > len(bad):
             out["non_finite_total"] = result.bad_total  # only the first BAD_KEEP are listed
@@ -164,6 +182,9 @@ def run(args: argparse.Namespace) -> int:
     if loads.count:
         lines.append(loads.line())
     lines += _kernel_lines(rows)
+    failed = _failure_lines(result)
+    if failed:
+        lines += ["", *failed]
     lines.append("")
     lines += _scope_lines(scopes, loads)
     if bad:
