@@ -100,3 +100,14 @@ def test_the_table_keeps_a_bounded_number_of_kinds_and_counts_every_call(runs) -
     rows = table.rows()
     assert len(rows) == FAILURES_KEPT and table.total == 500 and table.others == 500 - FAILURES_KEPT
     assert rows[0].error == "RuntimeError: bad 0"  # the first line only
+
+
+def test_the_report_page_has_a_failed_calls_section(runs, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    assert main(["report", str(runs[0]), "--out", str(page)]) == 0
+    html = page.read_text()
+    section = html[html.index('<section id="failed"') :]
+    section = section[: section.index("</section>")]
+    assert "4 call(s) raised" in section
+    assert "<li>3 x launch __main__.k (from " in section and "<code>RuntimeError: Error launching kernel" in section
+    assert "<li>1 x scope step: <code>ValueError: the last step failed</code></li>" in section
