@@ -111,3 +111,41 @@ def test_the_report_page_has_a_failed_calls_section(runs, tmp_path: Path) -> Non
     assert "4 call(s) raised" in section
     assert "<li>3 x launch __main__.k (from " in section and "<code>RuntimeError: Error launching kernel" in section
     assert "<li>1 x scope step: <code>ValueError: the last step failed</code></li>" in section
+
+
+SAME_CALL = textwrap.dedent(
+    """
+    import sys
+    import warp as wp
+
+    @wp.kernel
+    def k(x: wp.array(dtype=float)):
+        x[wp.tid()] += 1.0
+
+    y = wp.zeros(64, dtype=int if sys.argv[1] == "int" else float)  # one allocation site either way
+    for step in range(6):
+        with wp.ScopedTimer("step", print=False):
+            try:
+                wp.launch(k, dim=64, inputs=[y])
+            except RuntimeError:
+                pass
+    """
+)
+
+
+def test_the_same_call_raising_on_one_side_only_is_a_change(tmp_path: Path, capsys) -> None:
+    """The topology has no dtypes, so an array of another dtype from the same allocation site gave an equal key:
+    ``diff`` said ``topology: equal`` while every launch of B raised and ran nothing."""
+    script = tmp_path / "same_call.py"
+    script.write_text(SAME_CALL)
+    files = {}
+    for name, dtype in (("a", "float"), ("again", "float"), ("b", "int")):
+        files[name] = tmp_path / f"{name}.jsonl"
+        cmd = [sys.executable, "-m", "launchtrace", "run", "--out", str(files[name]), str(script), dtype]
+        assert subprocess.run(cmd, capture_output=True, text=True, timeout=300).returncode == 0
+    assert main(["diff", str(files["a"]), str(files["again"])]) == 0
+    assert capsys.readouterr().out.startswith("topology: equal")
+    assert main(["diff", str(files["a"]), str(files["b"])]) == 1
+    text = capsys.readouterr().out
+    assert text.startswith("topology: differs (0 inserted, 0 removed, 6 changed)"), text
+    assert "__main__.k (from " in text and "): raised no -> RuntimeError" in text

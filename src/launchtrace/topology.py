@@ -432,7 +432,8 @@ class ChangeKind(TextEnum):
 class FieldChange:
     """One field that differs between two aligned records.
 
-    ``field``: ``"op"``, ``"kernel"``, ``"dim"``, ``"buffer"``, ``"scalar"``, ``"stream"`` or ``"site"``;
+    ``field``: ``"op"``, ``"kernel"``, ``"dim"``, ``"buffer"``, ``"scalar"``, ``"stream"``, ``"site"`` or
+    ``"raised"`` (``"no"`` or the exception type: the call raised on one side only);
     ``name``: the kernel parameter name of a buffer or scalar (``"state.x"``: a struct field), else ``""``;
     ``before`` / ``after``: the values as the topology sees them (a buffer: ``(label, offset)``,
     ``"<foreign>"``, a raw pointer or ``None`` when the argument is missing on that side).
@@ -488,7 +489,20 @@ def _field_changes(
         out.append(FieldChange("stream", "", ka[-1], kb[-1]))
     if ra.site != rb.site:
         out.append(FieldChange("site", "", ra.site, rb.site))
-    return tuple(out)
+    return tuple(out) + _raised_change(ra, rb)
+
+
+def _raised(record: LaunchRecord) -> str:
+    """``"no"``, or the exception type the call raised (``"RuntimeError"``)."""
+    return record.error.partition(":")[0] if record.error else "no"
+
+
+def _raised_change(ra: LaunchRecord, rb: LaunchRecord) -> tuple[FieldChange, ...]:
+    """The same call that raised on one side only (a launch passed an array of another dtype: the topology key,
+    which has no dtypes, is equal, yet one side's launch ran nothing)."""
+    if (ra.error is None) == (rb.error is None):
+        return ()
+    return (FieldChange("raised", "", _raised(ra), _raised(rb)),)
 
 
 def _pairs_changed(field: str, ra: LaunchRecord, rb: LaunchRecord, pa: tuple, pb: tuple) -> list[FieldChange]:
@@ -556,6 +570,10 @@ def diff_records(
     for tag, i1, i2, j1, j2 in align(ka, kb):
         if tag != "equal":
             pair(i1, i2, j1, j2, 0)
+            continue
+        for i, j in zip(range(i1, i2), range(j1, j2)):
+            if (a[i].error is None) != (b[j].error is None):
+                out.append(DiffEntry(ChangeKind.CHANGED, i, j, a[i], b[j], _raised_change(a[i], b[j])))
     return out
 
 
