@@ -53,6 +53,8 @@ def _run(tmp_path: Path, every: int) -> Path:
         timeout=300,
     )
     assert proc.returncode == 1 and "ValueError: the last step failed" in proc.stderr, proc.stderr
+    raised = len(range(0, 12, every)) + 1  # the launches that raised, and the last step's timer
+    assert proc.stderr.rstrip().endswith(f" dropped); {raised} calls or scopes raised (launchtrace summary lists them)")
     return out
 
 

@@ -162,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
     _say(
         messages,
         f"launchtrace: {stats.exported} spans -> {pipeline.sink.description} ({stats.folded_records} records folded "
-        f"into {stats.summary_spans} summary spans, {stats.dropped} dropped){_children_note(pipeline.sink)}",
+        f"into {stats.summary_spans} summary spans, {stats.dropped} dropped){_children_note(pipeline.sink)}"
+        + _raised_note(stats.raised),
     )
     if code is _INTERRUPTED:
         _die_of_sigint()
@@ -299,6 +300,13 @@ def _without_passthrough(te: traceback.TracebackException, seen: set[int]) -> No
     for other in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or ())):
         if other is not None:
             _without_passthrough(other, seen)
+
+
+def _raised_note(raised: int) -> str:
+    """Calls that raised, which a program that catches the error never shows (``summary`` lists them)."""
+    if not raised:
+        return ""
+    return f"; {raised} {'call or scope' if raised == 1 else 'calls or scopes'} raised (launchtrace summary lists them)"
 
 
 def _print_program_traceback() -> None:
