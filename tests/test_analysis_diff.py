@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
+import warp as wp
 
 from launchtrace.analysis.diff import NO_SCOPE, diff_traces, segments
 from launchtrace.model import LaunchRecord, ScopeRecord, Site, TraceData
@@ -14,6 +16,11 @@ from launchtrace.topology import ChangeKind
 from test_analysis_programs import Sim, run_program
 
 STEPS = 3
+
+
+@wp.kernel
+def _generic_scale(x: wp.array(dtype=Any), s: Any):
+    x[wp.tid()] = x[wp.tid()] * s
 
 
 @pytest.fixture(scope="module")
@@ -399,3 +406,33 @@ def test_a_slower_step_says_whether_its_launches_or_the_code_between_them_took_t
     assert "; median step in launches " in line and ", outside them " in line
     as_json = next(t for t in diff_as_json(result)["timing"] if t["group"] == "scope step")
     assert as_json["outside_b_ns"] == row.outside_b_ns
+
+
+def _generic_run(dtype) -> TraceData:
+    """A generic kernel (``dtype=Any``) launched on an array allocated at one line, of ``dtype``."""
+    import warp as wp
+
+    import launchtrace
+    from launchtrace.testing import trace_launches
+
+    with trace_launches() as trace:
+        x = wp.ones(32, dtype=dtype)
+        for _ in range(3):
+            with launchtrace.scope("step"):
+                wp.launch(_generic_scale, dim=32, inputs=[x, dtype(2.0)])
+    return trace.to_data()
+
+
+def test_an_array_of_another_dtype_is_a_change_though_the_topology_key_holds_no_dtypes() -> None:
+    """A generic kernel runs another overload for float64: ``diff`` said ``topology: equal``."""
+    import warp as wp
+
+    assert diff_traces(_generic_run(wp.float32), _generic_run(wp.float32)).equal
+    result = diff_traces(_generic_run(wp.float32), _generic_run(wp.float64))
+    changes = [
+        (seg.name, [(f.field, f.name, f.before, f.after) for f in e.fields])
+        for seg, e in ((seg, e) for seg in result.segments for e in seg.entries)
+    ]
+    assert ("step", [("dtype", "x", "float32", "float64")]) in changes, changes
+    assert sum(1 for name, _ in changes if name == "step") == 3
+    assert "dtype x float32 -> float64" in diff_as_text(result)

@@ -432,8 +432,9 @@ class ChangeKind(TextEnum):
 class FieldChange:
     """One field that differs between two aligned records.
 
-    ``field``: ``"op"``, ``"kernel"``, ``"dim"``, ``"buffer"``, ``"scalar"``, ``"stream"``, ``"site"`` or
-    ``"raised"`` (``"no"`` or the exception type: the call raised on one side only);
+    ``field``: ``"op"``, ``"kernel"``, ``"dim"``, ``"buffer"``, ``"scalar"``, ``"stream"``, ``"site"``,
+    ``"dtype"`` (an array's element type, named by its parameter) or ``"raised"`` (``"no"`` or the exception
+    type: the call raised on one side only);
     ``name``: the kernel parameter name of a buffer or scalar (``"state.x"``: a struct field), else ``""``;
     ``before`` / ``after``: the values as the topology sees them (a buffer: ``(label, offset)``,
     ``"<foreign>"``, a raw pointer or ``None`` when the argument is missing on that side).
@@ -489,7 +490,22 @@ def _field_changes(
         out.append(FieldChange("stream", "", ka[-1], kb[-1]))
     if ra.site != rb.site:
         out.append(FieldChange("site", "", ra.site, rb.site))
-    return tuple(out) + _raised_change(ra, rb)
+    return tuple(out) + _beyond_the_key(ra, rb)
+
+
+def _beyond_the_key(ra: LaunchRecord, rb: LaunchRecord) -> tuple[FieldChange, ...]:
+    """What the topology key leaves out that still makes two calls different: an array's dtype (a generic
+    kernel runs another overload; the key, and every fingerprint and baseline made from it, holds no dtypes)
+    and whether the call raised."""
+    out: tuple[FieldChange, ...] = ()
+    ba, bb = ra.buffers, rb.buffers
+    if ba is not bb and ba and bb:
+        dtypes = {b.key: b.dtype for b in bb if b.dtype}
+        for b in ba:
+            after = dtypes.get(b.key)
+            if b.dtype and after and after != b.dtype:
+                out += (FieldChange("dtype", b.name or ra.arg_name(b.key), b.dtype, after),)
+    return out + _raised_change(ra, rb)
 
 
 def _raised(record: LaunchRecord) -> str:
@@ -572,8 +588,9 @@ def diff_records(
             pair(i1, i2, j1, j2, 0)
             continue
         for i, j in zip(range(i1, i2), range(j1, j2)):
-            if (a[i].error is None) != (b[j].error is None):
-                out.append(DiffEntry(ChangeKind.CHANGED, i, j, a[i], b[j], _raised_change(a[i], b[j])))
+            beyond = _beyond_the_key(a[i], b[j])
+            if beyond:
+                out.append(DiffEntry(ChangeKind.CHANGED, i, j, a[i], b[j], beyond))
     return out
 
 
