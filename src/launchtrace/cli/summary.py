@@ -22,7 +22,7 @@ from launchtrace.analysis.stats import KernelStats, ScopeStats
 from launchtrace.analysis.summary_state import SummaryResult, SummaryState
 from launchtrace.analysis.values import BadValues
 from launchtrace.cli._analyzer import add_format, write_json, write_text
-from launchtrace.render.escape import terminal, terminal_lines
+from launchtrace.render.escape import columns, pad, terminal, terminal_lines
 from launchtrace.sources.each import Traces
 
 HELP = "per-kernel counts and time (per launch and per step) and time per scope, over traces"
@@ -54,7 +54,7 @@ def _jsonable(row: Any) -> dict[str, Any]:
 
 def _kernel_lines(rows: list[KernelStats]) -> list[str]:
     names = [terminal(r.kernel) for r in rows]
-    width = max([len(n) for n in names] + [6])
+    width = max([columns(n) for n in names] + [6])
     head = (
         f"{'kernel':<{width}}  {'op':<12} {'count':>8} {'total ms':>10} {'mean us':>9} {'p50 us':>9} {'p95 us':>9} "
         f"{'max us':>10} | {'steps':>6} {'p50 us':>9} {'p95 us':>9} {'max us':>10}"
@@ -62,7 +62,7 @@ def _kernel_lines(rows: list[KernelStats]) -> list[str]:
     lines = ["per launch, then per step (the kernel's total time in each occurrence of its outermost scope):", head]
     for name, r in zip(names, rows):
         lines.append(
-            f"{name:<{width}}  {terminal(r.op):<12} {r.count:>8} {r.total_ns / 1e6:>10.3f} {_us(r.mean_ns):>9} "
+            f"{pad(name, width)}  {terminal(r.op):<12} {r.count:>8} {r.total_ns / 1e6:>10.3f} {_us(r.mean_ns):>9} "
             f"{_us(r.p50_ns, r.p50_from_summaries):>9} {_us(r.p95_ns):>9} {_us(r.max_ns, r.max_from_summaries):>10} "
             f"| {r.steps:>6} {_us(r.step_p50_ns):>9} {_us(r.step_p95_ns):>9} {_us(r.step_max_ns):>10}"
         )
@@ -80,14 +80,14 @@ def _scope_lines(rows: list[ScopeStats], loads: Loads) -> list[str]:
     if not rows:
         return ["no scopes (wp.ScopedTimer, Tape scopes, launchtrace.scope) in these traces"]
     paths = [terminal(r.path) for r in rows]
-    width = max([len(p) for p in paths] + [5])
+    width = max([columns(p) for p in paths] + [5])
     lines = [
         "time per scope (each occurrence measured):",
         f"{'scope':<{width}}  {'kind':<6} {'count':>7} {'total ms':>10} {'p50 us':>10} {'p95 us':>10} {'max us':>11}",
     ]
     for path, r in zip(paths, rows):
         lines.append(
-            f"{path:<{width}}  {terminal(r.kind):<6} {r.count:>7} {r.total_ns / 1e6:>10.3f} {_us(r.p50_ns):>10} "
+            f"{pad(path, width)}  {terminal(r.kind):<6} {r.count:>7} {r.total_ns / 1e6:>10.3f} {_us(r.p50_ns):>10} "
             f"{_us(r.p95_ns):>10} {_us(r.max_ns):>11}"
         )
     loaded = dict(loads.by_scope)
