@@ -386,6 +386,10 @@ class ScopeTable:
         self.internal = internal
         self.paths: dict[str, _Path] = {}
         self._kinds: dict[str, int] = {}
+        # outermost path -> the trace place (rank) of its first occurrence after the warm-up, or after the first
+        # occurrence when none looked like warm-up (set by rows(); None: there is no later one): what came in
+        # traces before it belongs to the start of the run (loads.LoadTable.split)
+        self.warmup_until: dict[str, int | None] = {}
 
     def add(self, trace: TraceData, ordinal: int) -> None:
         place = 0
@@ -415,12 +419,16 @@ class ScopeTable:
             order = sorted(range(len(order_of)), key=lambda i: (order_of[i], places[i]))
             values = [entry.values[i] for i in order]
             first = order[0]
-            found.append(((int(order_of[first]), places[first]), path, kinds[entry.kinds[first]], values))
+            ranks = [int(order_of[i]) for i in order]
+            found.append(((int(order_of[first]), places[first]), path, kinds[entry.kinds[first]], values, ranks))
         found.sort(key=lambda item: item[0])
         rows = []
-        for _, path, kind, values in found:
+        for _, path, kind, values, ranks in found:
             p50, p95 = percentiles(values)
             warm = warmup_steps(values) if "/" not in path else 0
+            if "/" not in path:  # the first occurrence counts as warm-up here even when it did not look slow
+                first_later = max(warm, 1)
+                self.warmup_until[path] = ranks[first_later] if first_later < len(ranks) else None
             rows.append(
                 ScopeStats(path, kind, len(values), sum(values), p50, p95, max(values), warm, sum(values[:warm]))
             )

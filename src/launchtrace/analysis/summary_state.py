@@ -83,6 +83,8 @@ class SummaryResult:
     clock_how: str
     failed: list[Failure] = dataclasses.field(default_factory=list)
     failed_total: int = 0
+    # outermost scope name -> its load time (in the warm-up, after it, loads after it): loads.LoadTable.split
+    load_split: dict[str, tuple[int, int, int]] = dataclasses.field(default_factory=dict)
 
 
 class _Run:
@@ -236,11 +238,12 @@ class SummaryState:
         del self._bad[BAD_KEEP:]
         bad = [dataclasses.replace(b, step=clock.step(b.record.start_ns)) for _, b in self._bad]
         kernels_bad = sorted(self._bad_kernels, key=lambda k: self._bad_kernels[k])
+        scopes = self.scopes.rows(rank)
         return SummaryResult(
             self.traces,
             self.records,
             kernels,
-            self.scopes.rows(rank),
+            scopes,
             self.loads.loads(rank),
             inferred,
             bad,
@@ -250,6 +253,7 @@ class SummaryState:
             clock.how,
             self.failures.rows(),
             self.failures.total,
+            self.loads.split(rank, self.scopes.warmup_until),
         )
 
     @staticmethod

@@ -17,7 +17,6 @@ import dataclasses
 import math
 from typing import Any
 
-from launchtrace.analysis.loads import Loads
 from launchtrace.analysis.stats import KernelStats, ScopeStats
 from launchtrace.analysis.summary_state import SummaryResult, SummaryState
 from launchtrace.analysis.values import BadValues
@@ -76,7 +75,7 @@ def _kernel_lines(rows: list[KernelStats]) -> list[str]:
     return lines
 
 
-def _scope_lines(rows: list[ScopeStats], loads: Loads) -> list[str]:
+def _scope_lines(rows: list[ScopeStats], split: dict[str, tuple[int, int, int]]) -> list[str]:
     if not rows:
         return ["no scopes (wp.ScopedTimer, Tape scopes, launchtrace.scope) in these traces"]
     paths = [terminal(r.path) for r in rows]
@@ -90,15 +89,20 @@ def _scope_lines(rows: list[ScopeStats], loads: Loads) -> list[str]:
             f"{pad(path, width)}  {terminal(r.kind):<6} {r.count:>7} {r.total_ns / 1e6:>10.3f} {_us(r.p50_ns):>10} "
             f"{_us(r.p95_ns):>10} {_us(r.max_ns):>11}"
         )
-    loaded = dict(loads.by_scope)
     for path, r in zip(paths, rows):
+        early, late, late_count = split.get(r.path, (0, 0, 0))
         if r.warmup:
-            rest = (r.total_ns - r.warmup_ns) / max(1, r.count - r.warmup)
-            load_ns = loaded.get(r.path, 0)
-            why = f"{load_ns / 1e6:.1f} ms of it compile/load" if load_ns else "no compile/load in it"
+            rest = (r.total_ns - r.warmup_ns - late) / max(1, r.count - r.warmup)
+            why = f"{early / 1e6:.1f} ms of it compile/load" if early else "no compile/load in it"
+            without = " without compile/load" if late else ""
             lines.append(
                 f"warm-up: the first {_plural(r.warmup, 'occurrence')} of {path!r} took {r.warmup_ns / 1e6:.1f} ms "
-                f"(the others {rest / 1e6:.2f} ms on average; {why}): included above"
+                f"(the others {rest / 1e6:.2f} ms on average{without}; {why}): included above"
+            )
+        if late and "/" not in r.path:
+            lines.append(
+                f"compile/load after the warm-up: {late / 1e6:.1f} ms in {_plural(late_count, 'load')} under "
+                f"{path!r} (a module first used later in the run): included above"
             )
     return lines
 
@@ -186,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         lines += ["", *failed]
     lines.append("")
-    lines += _scope_lines(scopes, loads)
+    lines += _scope_lines(scopes, result.load_split)
     if bad:
         lines.append("")
         lines += _value_lines(result)
