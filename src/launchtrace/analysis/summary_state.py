@@ -85,15 +85,30 @@ class SummaryResult:
     failed_total: int = 0
     # outermost scope name -> its load time (in the warm-up, after it, loads after it): loads.LoadTable.split
     load_split: dict[str, tuple[int, int, int]] = dataclasses.field(default_factory=dict)
+    wall_ns: int = 0  # each run's first to last recorded time, summed over runs
+    runs: int = 0
 
 
 class _Run:
     """One run's named top-level occurrences (arrays, 28 bytes each) and, while all are timers, their
     per-kernel totals."""
 
-    __slots__ = ("all_timers", "locals", "names", "ordinals", "starts", "thread", "totals", "traces")
+    __slots__ = (
+        "all_timers",
+        "first_ns",
+        "last_ns",
+        "locals",
+        "names",
+        "ordinals",
+        "starts",
+        "thread",
+        "totals",
+        "traces",
+    )
 
     def __init__(self) -> None:
+        self.first_ns = 0  # the run's first and last recorded times (its traced wall time)
+        self.last_ns = 0
         self.starts = array("q")
         self.ordinals = array("q")
         self.locals = array("l")
@@ -102,6 +117,18 @@ class _Run:
         self.all_timers = True  # and all on one thread (launchtrace.steps.infer_steps)
         self.thread: tuple | None = None  # the thread of the timers seen so far
         self.totals: list[dict[str, float]] | None = []
+
+
+def _widen(run: _Run, trace: TraceData) -> None:
+    """Stretch the run's first and last recorded times over ``trace`` (records and scopes; unset times left out)."""
+    starts = [r.start_ns for r in trace.records if r.start_ns > 0]
+    starts += [s.start_ns for s in trace.scopes.values() if s.start_ns > 0]
+    ends = [r.end_ns for r in trace.records] + [s.end_ns for s in trace.scopes.values()]
+    if starts:
+        first = min(starts)
+        run.first_ns = first if not run.first_ns else min(run.first_ns, first)
+    if ends:
+        run.last_ns = max(run.last_ns, max(ends))
 
 
 class SummaryState:
@@ -155,6 +182,7 @@ class SummaryState:
         if run is None:
             run = self.runs[run_key(trace)] = _Run()
         run.traces.append(ordinal)
+        _widen(run, trace)
         for local, occ in enumerate(occs):
             if occ.scope_id is None:
                 continue
@@ -254,7 +282,13 @@ class SummaryState:
             self.failures.rows(),
             self.failures.total,
             self.loads.split(rank, self.scopes.warmup_until),
+            self.wall_ns(),
+            len(self.runs),
         )
+
+    def wall_ns(self) -> int:
+        """The traced wall time: each run's first to last recorded time, summed over runs."""
+        return sum(max(0, run.last_ns - run.first_ns) for run in self.runs.values())
 
     @staticmethod
     def _ordered(run: _Run, rank: Sequence[int]) -> list[int]:

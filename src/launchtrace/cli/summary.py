@@ -122,6 +122,28 @@ def _value_lines(result: SummaryResult) -> list[str]:
     return lines
 
 
+def _wall_line(result: SummaryResult) -> str:
+    """Where the traced wall time went: in Warp's calls, in compile/load, or in the program's own code and waits
+    between them (a slow process is not always slow kernels)."""
+    wall = result.wall_ns
+    if wall <= 0:
+        return ""
+    calls = sum(r.total_ns for r in result.kernels)
+    loads = result.loads.total_ns
+    rest = wall - calls - loads
+
+    def share(ns: float) -> str:
+        return f"{ns / 1e9:.3f} s ({ns / wall:.1%})"
+
+    runs = f" over {result.runs} runs" if result.runs > 1 else ""
+    line = f"wall: {wall / 1e9:.3f} s traced{runs}: {share(calls)} in launches, copies and fills"
+    if loads:
+        line += f", {share(loads)} in compile/load"
+    if rest >= 0:
+        return line + f", {share(rest)} in the program's own code and waits between them"
+    return line + " (several threads' calls overlap: together they are longer than the wall clock)"
+
+
 def _failure_lines(result: SummaryResult) -> list[str]:
     """The calls that raised: a failed launch ran nothing, yet the tables above count it."""
     if not result.failed_total:
@@ -174,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
             "loads": _jsonable(loads),
             "non_finite": [_bad_json(b) for b in bad],
             "inferred_steps": [{"unit": list(i.unit), "steps": i.steps, "how": i.how} for i in inferred],
+            "wall_ns": result.wall_ns,
             "failed": [dataclasses.asdict(f) for f in result.failed],
             "failed_total": result.failed_total,
         }
@@ -185,6 +208,9 @@ def run(args: argparse.Namespace) -> int:
     lines += [i.how for i in inferred]
     if loads.count:
         lines.append(loads.line())
+    wall = _wall_line(result)
+    if wall:
+        lines.append(wall)
     lines += _kernel_lines(rows)
     failed = _failure_lines(result)
     if failed:
