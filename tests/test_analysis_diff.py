@@ -436,3 +436,26 @@ def test_an_array_of_another_dtype_is_a_change_though_the_topology_key_holds_no_
     assert ("step", [("dtype", "x", "float32", "float64")]) in changes, changes
     assert sum(1 for name, _ in changes if name == "step") == 3
     assert "dtype x float32 -> float64" in diff_as_text(result)
+
+
+def _loop(scoped: bool) -> TraceData:
+    from launchtrace.testing import trace_launches
+    from test_analysis_programs import scale
+
+    x, y = wp.zeros(64, dtype=float), wp.zeros(64, dtype=float)
+    with trace_launches() as trace:
+        for _ in range(20):
+            if scoped:
+                with wp.ScopedTimer("step", print=False):
+                    wp.launch(scale, dim=64, inputs=[x, 2.0, y])
+            else:
+                wp.launch(scale, dim=64, inputs=[x, 2.0, y])
+    return trace.to_data()
+
+
+def test_a_loop_outside_every_scope_is_told_how_to_get_verdicts() -> None:
+    text = diff_as_text(diff_traces(_loop(False), _loop(False)))
+    hint = [line for line in text.splitlines() if "ran outside every scope" in line]
+    assert len(hint) == 1 and hint[0].startswith("timing: test_analysis_programs.scale ran outside every scope")
+    assert "wp.ScopedTimer or launchtrace.scope around the loop body makes each iteration a step" in hint[0]
+    assert "ran outside every scope" not in diff_as_text(diff_traces(_loop(True), _loop(True)))
