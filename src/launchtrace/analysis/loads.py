@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from launchtrace import conventions as C
 from launchtrace.model import ScopeRecord, TraceData
+from launchtrace.steps import step_family
 
 __all__ = ["LOAD", "LoadTable", "Loads", "module_loads"]
 
@@ -87,7 +88,7 @@ class LoadTable:
             self.compiled += attrs.get(C.LOAD_RESULT) == "compiled"
             self.failed += attrs.get(C.LOAD_RESULT) == "error"
             self.modules.add((str(attrs.get(C.LOAD_MODULE, "")), str(attrs.get(C.LOAD_DEVICE, ""))))
-            top = _outermost(trace, scope)
+            top = step_family(_outermost(trace, scope))  # named as the step it ran in (frame 17 -> frame <n>)
             self.by_scope[top] = self.by_scope.get(top, 0) + scope.duration_ns
             self.seen.setdefault(top, []).append((ordinal, place))
             self.times.setdefault(top, []).append((ordinal, scope.duration_ns))

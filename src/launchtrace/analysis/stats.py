@@ -36,6 +36,7 @@ from launchtrace.analysis.segments import step_occurrences
 from launchtrace.analysis.verdicts import mann_whitney_u
 from launchtrace.conventions import kernel_title
 from launchtrace.model import LaunchRecord, TraceData
+from launchtrace.steps import step_family
 
 if TYPE_CHECKING:
     from launchtrace.steps import Occurrence
@@ -396,7 +397,8 @@ class ScopeTable:
         for scope in sorted(trace.scopes.values(), key=lambda s: (s.start_ns, s.seq)):
             if (scope.internal and not self.internal) or scope.end_ns <= 0 or scope.kind == "load":
                 continue  # a module load is host time of its own: analysis.overview.module_loads
-            path = "/".join(trace.scope_path(scope.id))
+            names = trace.scope_path(scope.id)
+            path = "/".join((step_family(names[0]), *names[1:])) if names else ""  # frame 17 -> frame <n>
             entry = self.paths.get(path)
             if entry is None:
                 entry = self.paths[path] = _Path()
