@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import Any
 
 import pytest
+import warp as wp
 
 from launchtrace.analysis.diff import NO_SCOPE, diff_traces, segments
 from launchtrace.model import LaunchRecord, ScopeRecord, Site, TraceData
@@ -13,6 +16,11 @@ from launchtrace.topology import ChangeKind
 from test_analysis_programs import Sim, run_program
 
 STEPS = 3
+
+
+@wp.kernel
+def _generic_scale(x: wp.array(dtype=Any), s: Any):
+    x[wp.tid()] = x[wp.tid()] * s
 
 
 @pytest.fixture(scope="module")
@@ -320,3 +328,134 @@ def test_a_run_slow_in_every_kernel_is_drift_and_kernels_are_judged_relative() -
     data = diff_as_json(result)
     assert data["drift"][0]["factor"] == pytest.approx(1.4, abs=0.01) and data["verdicts"]["slower"] == 0
     assert {row["verdict"] for row in data["timing"]} <= {"slower", "faster", "same", "inconclusive"}
+
+
+def _growing(per_step: int, steps: int = 8) -> TraceData:
+    """A particle system that emits ``per_step`` more particles each frame: every frame's launch is sized anew."""
+    import warp as wp
+
+    import launchtrace
+    from launchtrace.testing import trace_launches
+    from test_analysis_programs import scale
+
+    x, y = wp.zeros(1024, dtype=float), wp.zeros(1024, dtype=float)
+    with trace_launches() as trace:
+        for frame in range(steps):
+            with launchtrace.scope("frame"):
+                wp.launch(scale, dim=64 + per_step * frame, inputs=[x, 2.0, y])
+    return trace.to_data()
+
+
+def test_occurrences_that_differ_only_in_their_values_are_one_block_of_text() -> None:
+    """A count that grows every frame differs differently in each occurrence: one block naming the field and
+    the first and last values, not a block per frame."""
+    result = diff_traces(_growing(16), _growing(8))
+    assert result.counts == {"inserted": 0, "removed": 0, "changed": 7}  # frame 0 has the same size
+    text = diff_as_text(result)
+    lines = text.splitlines()
+    assert sum(line.startswith("scope frame") for line in lines) == 1, text
+    head = next(line for line in lines if line.startswith("scope frame"))
+    assert head == "scope frame 7 occurrences #1-#7: 1 -> 1 records, values differ"
+    entry = lines[lines.index(head) + 1]
+    assert entry.startswith("  #0 ") and ".scale (from " in entry
+    assert entry.endswith(
+        ": dim: (80,) -> (72,) in #1; (96,) -> (80,) in #2; (112,) -> (88,) in #3 ... (176,) -> (120,) in #7 "
+        "(7 different)"
+    ), entry
+    assert len(diff_as_json(result)["segments"]) >= 7  # the machine-readable form keeps every occurrence
+
+
+def test_two_occurrences_that_differ_in_values_keep_their_own_blocks() -> None:
+    result = diff_traces(_growing(16, steps=3), _growing(8, steps=3))
+    text = diff_as_text(result)
+    assert "values differ" not in text
+    assert "scope frame #1: 1 -> 1 records" in text and "scope frame #2: 1 -> 1 records" in text
+
+
+def _stepping(pause_s: float, steps: int = 24) -> TraceData:
+    """Two launches a step; ``pause_s`` of the program's own work between them."""
+    import time
+
+    import warp as wp
+
+    import launchtrace
+    from launchtrace.testing import trace_launches
+    from test_analysis_programs import scale
+
+    x, y = wp.zeros(256, dtype=float), wp.zeros(256, dtype=float)
+    with trace_launches() as trace:
+        for _ in range(steps):
+            with launchtrace.scope("step"):
+                wp.launch(scale, dim=256, inputs=[x, 2.0, y])
+                if pause_s:
+                    time.sleep(pause_s)
+                wp.launch(scale, dim=256, inputs=[y, 0.5, x])
+    return trace.to_data()
+
+
+def test_a_slower_step_says_whether_its_launches_or_the_code_between_them_took_the_time() -> None:
+    result = diff_traces(_stepping(0.0), _stepping(0.004))
+    (row,) = [t for t in result.timing if t.kind == "scope" and t.name == "step"]
+    assert row.verdict.verdict == "slower"
+    assert row.outside_b_ns - row.outside_a_ns > 3.5e6  # the 4 ms sleep: between the launches
+    assert row.in_launches_b_ns < row.outside_b_ns / 4
+    assert not any(math.isnan(v) for v in (row.in_launches_a_ns, row.outside_a_ns))
+    kernels = [t for t in result.timing if t.kind == "kernel"]
+    assert kernels and all(math.isnan(t.in_launches_a_ns) for t in kernels)  # only a step's own row is split
+    line = next(line for line in diff_as_text(result).splitlines() if line.startswith("  slower: scope step:"))
+    assert "; median step in launches " in line and ", outside them " in line
+    as_json = next(t for t in diff_as_json(result)["timing"] if t["group"] == "scope step")
+    assert as_json["outside_b_ns"] == row.outside_b_ns
+
+
+def _generic_run(dtype) -> TraceData:
+    """A generic kernel (``dtype=Any``) launched on an array allocated at one line, of ``dtype``."""
+    import warp as wp
+
+    import launchtrace
+    from launchtrace.testing import trace_launches
+
+    with trace_launches() as trace:
+        x = wp.ones(32, dtype=dtype)
+        for _ in range(3):
+            with launchtrace.scope("step"):
+                wp.launch(_generic_scale, dim=32, inputs=[x, dtype(2.0)])
+    return trace.to_data()
+
+
+def test_an_array_of_another_dtype_is_a_change_though_the_topology_key_holds_no_dtypes() -> None:
+    """A generic kernel runs another overload for float64: ``diff`` said ``topology: equal``."""
+    import warp as wp
+
+    assert diff_traces(_generic_run(wp.float32), _generic_run(wp.float32)).equal
+    result = diff_traces(_generic_run(wp.float32), _generic_run(wp.float64))
+    changes = [
+        (seg.name, [(f.field, f.name, f.before, f.after) for f in e.fields])
+        for seg, e in ((seg, e) for seg in result.segments for e in seg.entries)
+    ]
+    assert ("step", [("dtype", "x", "float32", "float64")]) in changes, changes
+    assert sum(1 for name, _ in changes if name == "step") == 3
+    assert "dtype x float32 -> float64" in diff_as_text(result)
+
+
+def _loop(scoped: bool) -> TraceData:
+    from launchtrace.testing import trace_launches
+    from test_analysis_programs import scale
+
+    x, y = wp.zeros(64, dtype=float), wp.zeros(64, dtype=float)
+    with trace_launches() as trace:
+        for _ in range(20):
+            if scoped:
+                with wp.ScopedTimer("step", print=False):
+                    wp.launch(scale, dim=64, inputs=[x, 2.0, y])
+            else:
+                wp.launch(scale, dim=64, inputs=[x, 2.0, y])
+    return trace.to_data()
+
+
+def test_a_loop_outside_every_scope_is_told_how_to_get_verdicts() -> None:
+    text = diff_as_text(diff_traces(_loop(False), _loop(False)))
+    hint = [line for line in text.splitlines() if "ran outside every scope" in line]
+    assert len(hint) == 1 and hint[0].startswith("timing: test_analysis_programs.scale ran outside every scope")
+    assert "wp.ScopedTimer or launchtrace.scope around the loop body makes each iteration a step" in hint[0]
+    assert "ran outside every scope" not in diff_as_text(diff_traces(_loop(True), _loop(True)))

@@ -37,7 +37,7 @@ from launchtrace.cli import main
 from launchtrace.export.config import ExportConfig
 from launchtrace.sources.files import read_spans
 from launchtrace.sources.rebuild import rebuild
-from warp_programs import LaunchLog, scale, square_sum
+from warp_programs import LaunchLog, scale, square_sum, warp_key
 
 N = 8
 STEPS = 4
@@ -100,7 +100,9 @@ def check_each_record_once(run: Exported) -> None:
     ops = run.op_spans()
     assert [s.attribute(C.SEQ) for s in ops] == [r.seq for r in run.records]
     launches = [s for s in ops if s.attribute(C.OP) == "launch"]
-    assert [s.name.removesuffix(C.ADJOINT_SUFFIX).rsplit(".", 1)[1] for s in launches] == run.logged
+    names = [s.name.removesuffix(C.ADJOINT_SUFFIX) for s in launches]
+    assert len(names) == len(run.logged), (names, run.logged)
+    assert all(warp_key(n).endswith(f"__{k}") for n, k in zip(names, run.logged)), (names, run.logged)
     assert all(s.name.endswith(C.ADJOINT_SUFFIX) == bool(s.attribute(C.ADJOINT)) for s in launches)
     for span, rec in zip(ops, run.records):
         assert span.name == C.kernel_title(rec.kernel, rec.adjoint) and bool(span.attribute(C.INTERNAL)) == rec.internal

@@ -109,6 +109,40 @@ def test_run_a_program_that_raises_prints_its_traceback_exits_1_and_still_flushe
     check_launches(file_spans(out), setup_work)
 
 
+def test_a_traceback_through_an_instrumented_warp_call_reads_as_it_does_bare(tmp_path: Path) -> None:
+    """Warp's utilities are wrapped in Python: an error they raise passed through launchtrace's wrapper frame,
+    which the program's traceback showed between its own call and Warp's code. It is left out now: the same
+    frames as bare Python, in the same order, for the error and the one chained to it."""
+    script = tmp_path / "sums.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import warp as wp
+            import warp.utils
+
+            def total(x):
+                return wp.utils.array_sum(x)
+
+            try:
+                total(wp.zeros(4, dtype=int, device="cpu"))
+            except RuntimeError as e:
+                raise ValueError("no total") from e
+            """
+        )
+    )
+
+    def frames(text: str) -> list[str]:
+        return [
+            line.strip() for line in text.splitlines() if line.strip().startswith(("File ", "ValueError", "Runtime"))
+        ]
+
+    bare = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = run("--out", str(tmp_path / "s.jsonl"), str(script), cwd=tmp_path)
+    assert proc.returncode == bare.returncode == 1
+    assert frames(proc.stderr) == frames(bare.stderr) and len(frames(bare.stderr)) >= 5, proc.stderr
+    assert "launchtrace" not in "".join(frames(proc.stderr))
+
+
 def test_run_default_file_in_the_working_directory(tmp_path: Path, program: Path, setup_work) -> None:
     proc = run(str(program), str(tmp_path / "argv.txt"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

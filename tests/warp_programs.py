@@ -6,6 +6,7 @@ kernel cache serves every test that uses them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -92,12 +93,26 @@ def internal_work(build: Callable[[], object]) -> list[tuple[str, str]]:
     return [(str(r.op), r.kernel) for r in trace if r.internal]
 
 
+def warp_key(kernel: str) -> str:
+    """Warp's own key of a recorded kernel name, as Warp's launch log prints it: the part after the module for a
+    kernel defined at module level; for one defined inside a function (``m.make.<locals>.axpy#fb888011``), the
+    dotted name mangled as Warp does (``make__locals__axpy``), the ``module="unique"`` hash left off. Which of
+    those the record's module part is cannot be told from the name alone, so the caller compares with
+    ``endswith`` on the whole mangled name (:meth:`LaunchLog.matches`)."""
+    return re.sub("[^0-9a-zA-Z_]+", "", kernel.split("#")[0].replace(".", "__"))
+
+
 class LaunchLog:
     """A Warp logger (``wp.set_logger``) that keeps the ``print_launches`` lines: the independent oracle for
     executed ``wp.launch`` calls (one ``kernel: <key> ...`` line each)."""
 
     def __init__(self) -> None:
         self.kernels: list[str] = []
+
+    def matches(self, names: list[str]) -> bool:
+        """Whether recorded kernel names are, one for one, the launches Warp logged (see :func:`warp_key`)."""
+        keys = [warp_key(n) for n in names]
+        return len(keys) == len(self.kernels) and all(k.endswith(f"__{w}") for k, w in zip(keys, self.kernels))
 
     def info(self, message: str) -> None:
         if message.startswith("kernel: "):

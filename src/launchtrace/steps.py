@@ -34,6 +34,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -56,6 +57,7 @@ __all__ = [
     "run_id",
     "run_key",
     "split_runs",
+    "step_family",
     "timer_thread",
 ]
 
@@ -132,6 +134,21 @@ class Occurrence:
         return TraceData(list(self.records), {sid: src.scopes[sid] for sid in self.scopes}, attrs)
 
 
+_NUMBERED = re.compile(r"^(.*?\S)([ _:#=-]+)\d+$")
+
+
+def step_family(name: str) -> str:
+    """A step scope's name with a trailing counter made ``<n>``: ``wp.ScopedTimer(f"frame {i}")`` names every
+    occurrence anew (``frame 0``, ``frame 1``, ...), and each would be a scope of its own that never repeats,
+    so no step, diff verdict or static check. ``frame 17``, ``frame_17``, ``frame #17``, ``step: 3`` ->
+    ``frame <n>``, ``frame_<n>``, ``frame #<n>``, ``step: <n>``; a number not after a space, ``_``, ``-``, ``:``,
+    ``#`` or ``=`` (``layer2``) stays, and so does any other name."""
+    if not name or not name[-1].isdigit():
+        return name
+    m = _NUMBERED.match(name)
+    return f"{m.group(1)}{m.group(2)}<n>" if m else name
+
+
 def outermost_scopes(trace: TraceData, scope: str | None = None) -> dict[int, int | None]:
     """For every scope id of ``trace``: the outermost non-internal scope above it or itself (named ``scope``
     when given), or None. A scope nested in another of the same name belongs to the outer one."""
@@ -147,7 +164,12 @@ def outermost_scopes(trace: TraceData, scope: str | None = None) -> dict[int, in
             found = top[sid]
         for cid in reversed(chain):  # outermost first: an outer match wins
             sc = trace.scopes[cid]
-            if found is None and not sc.internal and sc.kind != "load" and (scope is None or sc.name == scope):
+            if (
+                found is None
+                and not sc.internal
+                and sc.kind != "load"
+                and (scope is None or sc.name == scope or step_family(sc.name) == step_family(scope))
+            ):
                 found = cid
             top[cid] = found
     return top
@@ -189,7 +211,7 @@ def _cut(trace: TraceData, t: int, scope: str | None) -> list[tuple]:
             sc = trace.scopes[sid]
             start = sc.start_ns or (recs[0].start_ns if recs else 0)
             end = sc.end_ns or max((r.end_ns for r in recs), default=0)
-            out.append((start, t, pos, sc.name, sid, recs, sorted(under.get(sid, ())), end))
+            out.append((start, t, pos, step_family(sc.name), sid, recs, sorted(under.get(sid, ())), end))
         else:
             start = min((r.start_ns for r in recs), default=0)
             out.append((start, t, pos, NO_SCOPE, None, recs, [], max((r.end_ns for r in recs), default=0)))

@@ -432,7 +432,9 @@ class ChangeKind(TextEnum):
 class FieldChange:
     """One field that differs between two aligned records.
 
-    ``field``: ``"op"``, ``"kernel"``, ``"dim"``, ``"buffer"``, ``"scalar"``, ``"stream"`` or ``"site"``;
+    ``field``: ``"op"``, ``"kernel"``, ``"dim"``, ``"buffer"``, ``"scalar"``, ``"stream"``, ``"site"``,
+    ``"dtype"`` (an array's element type, named by its parameter) or ``"raised"`` (``"no"`` or the exception
+    type: the call raised on one side only);
     ``name``: the kernel parameter name of a buffer or scalar (``"state.x"``: a struct field), else ``""``;
     ``before`` / ``after``: the values as the topology sees them (a buffer: ``(label, offset)``,
     ``"<foreign>"``, a raw pointer or ``None`` when the argument is missing on that side).
@@ -488,7 +490,35 @@ def _field_changes(
         out.append(FieldChange("stream", "", ka[-1], kb[-1]))
     if ra.site != rb.site:
         out.append(FieldChange("site", "", ra.site, rb.site))
-    return tuple(out)
+    return tuple(out) + _beyond_the_key(ra, rb)
+
+
+def _beyond_the_key(ra: LaunchRecord, rb: LaunchRecord) -> tuple[FieldChange, ...]:
+    """What the topology key leaves out that still makes two calls different: an array's dtype (a generic
+    kernel runs another overload; the key, and every fingerprint and baseline made from it, holds no dtypes)
+    and whether the call raised."""
+    out: tuple[FieldChange, ...] = ()
+    ba, bb = ra.buffers, rb.buffers
+    if ba is not bb and ba and bb:
+        dtypes = {b.key: b.dtype for b in bb if b.dtype}
+        for b in ba:
+            after = dtypes.get(b.key)
+            if b.dtype and after and after != b.dtype:
+                out += (FieldChange("dtype", b.name or ra.arg_name(b.key), b.dtype, after),)
+    return out + _raised_change(ra, rb)
+
+
+def _raised(record: LaunchRecord) -> str:
+    """``"no"``, or the exception type the call raised (``"RuntimeError"``)."""
+    return record.error.partition(":")[0] if record.error else "no"
+
+
+def _raised_change(ra: LaunchRecord, rb: LaunchRecord) -> tuple[FieldChange, ...]:
+    """The same call that raised on one side only (a launch passed an array of another dtype: the topology key,
+    which has no dtypes, is equal, yet one side's launch ran nothing)."""
+    if (ra.error is None) == (rb.error is None):
+        return ()
+    return (FieldChange("raised", "", _raised(ra), _raised(rb)),)
 
 
 def _pairs_changed(field: str, ra: LaunchRecord, rb: LaunchRecord, pa: tuple, pb: tuple) -> list[FieldChange]:
@@ -556,6 +586,11 @@ def diff_records(
     for tag, i1, i2, j1, j2 in align(ka, kb):
         if tag != "equal":
             pair(i1, i2, j1, j2, 0)
+            continue
+        for i, j in zip(range(i1, i2), range(j1, j2)):
+            beyond = _beyond_the_key(a[i], b[j])
+            if beyond:
+                out.append(DiffEntry(ChangeKind.CHANGED, i, j, a[i], b[j], beyond))
     return out
 
 
@@ -587,10 +622,11 @@ def format_entry(entry: DiffEntry) -> str:
                          # "#7 sim.integrate (from sim.py:31 (step)): scalar dt 0.01 -> 0.02"
     """
     rec = entry.record
+    raised = f" [raised {rec.error.partition(':')[0]}]" if rec.error else ""
     if entry.kind == ChangeKind.INSERTED:
-        return f"#{entry.index_b} inserted {rec.kernel} dim={tuple(rec.dim)} (from {rec.site})"
+        return f"#{entry.index_b} inserted {rec.kernel} dim={tuple(rec.dim)}{raised} (from {rec.site})"
     if entry.kind == ChangeKind.REMOVED:
-        return f"#{entry.index_a} removed {rec.kernel} dim={tuple(rec.dim)} (from {rec.site})"
+        return f"#{entry.index_a} removed {rec.kernel} dim={tuple(rec.dim)}{raised} (from {rec.site})"
     where = f"#{entry.index_a}" if entry.index_a == entry.index_b else f"#{entry.index_a}->#{entry.index_b}"
     parts = []
     for f in entry.fields:

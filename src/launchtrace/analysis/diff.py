@@ -62,6 +62,7 @@ from launchtrace.analysis.verdicts import (
 from launchtrace.conventions import kernel_title
 from launchtrace.folds import fold_share, record_total
 from launchtrace.model import TraceData
+from launchtrace.steps import step_family
 from launchtrace.topology import ChangeKind, DiffEntry, diff_records
 
 np = lazy_module("numpy")  # only some functions need it: importing this module stays cheap (baseline build)
@@ -119,7 +120,9 @@ class TimingChange:
     when absent), ``low_a_ns`` / ``low_b_ns`` the ``quantile`` step the verdict compares (p10 by default);
     ``launches_*``: launches (kernels) or occurrences (scopes) behind them, of which
     ``folded_*`` were rebuilt from summary spans (their recorded totals are used); ``verdict``: what
-    :func:`launchtrace.analysis.verdicts.compare_runs` concluded."""
+    :func:`launchtrace.analysis.verdicts.compare_runs` concluded. For a step's own row (``name == scope``, a step
+    with a clock: a scope or timer), ``in_launches_*_ns`` / ``outside_*_ns``: the median step's time in launches
+    and between them, so a slower step says whether its kernels or the program around them took the time."""
 
     kind: str
     scope: str
@@ -134,6 +137,10 @@ class TimingChange:
     folded_a: int
     folded_b: int
     verdict: Verdict
+    in_launches_a_ns: float = math.nan
+    in_launches_b_ns: float = math.nan
+    outside_a_ns: float = math.nan
+    outside_b_ns: float = math.nan
 
     @property
     def group(self) -> str:
@@ -242,7 +249,8 @@ def step_series(
             if top is None or top == sid:
                 continue
             path = trace.scope_path(sid)
-            inner = path[path.index(trace.scopes[top].name) :] if trace.scopes[top].name in path else path
+            inner = list(path[path.index(trace.scopes[top].name) :] if trace.scopes[top].name in path else path)
+            inner[0] = step_family(inner[0])  # the step's own name, as its occurrences are named
             nested.setdefault((t, top), []).append(("/".join(inner), float(sc.duration_ns)))
     for seg, occ, first in step_occurrences(traces, segments(traces, scope) if segs is None else segs):
         trace = traces[seg.trace]
@@ -266,6 +274,7 @@ def step_series(
             for path, ns in nested.get((seg.trace, seg.scope_id), ()) if seg.scope_id is not None else ():
                 add(("scope", seg.name, path), occ, ns, 1, 0)
         name = seg.name
+        busy = 0.0  # the step's time in launches; the rest of a timed step is the program's own, between them
         for rec in timed:  # add(...) inline: this loop runs once per launch of every step
             if rec.fold is None and rec.repeat <= 1:  # _record_total of a measured launch
                 ns, launches, folded = max(0, rec.end_ns - rec.start_ns), 1, 0
@@ -276,11 +285,14 @@ def step_series(
             if per is None:
                 per = values[key] = {}
             per[occ] = per.get(occ, 0.0) + float(ns)
+            busy += ns
             c = counts.get(key)
             if c is None:
                 c = counts[key] = [0, 0]
             c[0] += launches
             c[1] += folded
+        if seg.scope_id is not None or (seg.scopes and seg.source is not None):  # a step with a clock of its own
+            add(("launches", name, name), occ, float(busy), 0, 0)
     return steps, values, counts
 
 
@@ -405,9 +417,12 @@ def timing_of_series(side_a: tuple, side_b: tuple, opts: dict, absolute: bool = 
     keys = list(dict.fromkeys([k for s in series_a for k in s] + [k for s in series_b for k in s]))
     rows = []
     for key in keys:
+        if key[0] == "launches":  # described with its step's row, not judged on its own
+            continue
         a = [s.get(key, []) for s in series_a]
         b = [s.get(key, []) for s in series_b]
         verdict = compare_runs(a, b, **opts)
+        split = _split(series_a, key), _split(series_b, key)
         ca, cb = counts_a.get(key, [0, 0]), counts_b.get(key, [0, 0])
         q = opts["quantile"]
         rows.append(
@@ -425,9 +440,27 @@ def timing_of_series(side_a: tuple, side_b: tuple, opts: dict, absolute: bool = 
                 folded_a=ca[1],
                 folded_b=cb[1],
                 verdict=verdict,
+                in_launches_a_ns=split[0][0],
+                in_launches_b_ns=split[1][0],
+                outside_a_ns=split[0][1],
+                outside_b_ns=split[1][1],
             )
         )
     return rows, warm_a + warm_b, drifts
+
+
+def _split(series: list[dict[GroupKey, list[float]]], key: GroupKey) -> tuple[float, float]:
+    """For a step's own row: its median step's time in launches and outside them (the program's own code,
+    waits, transfers between launches), each the median over the side's steps; NaN for any other row."""
+    if key[0] != "scope" or key[1] != key[2]:
+        return math.nan, math.nan
+    inside, outside = [], []
+    for s in series:
+        steps, busy = s.get(key, []), s.get(("launches", key[1], key[1]), [])
+        if len(steps) == len(busy):
+            inside.extend(busy)
+            outside.extend(t - b for t, b in zip(steps, busy, strict=True))
+    return (float(np.median(inside)), float(np.median(outside))) if inside else (math.nan, math.nan)
 
 
 def _launch_counts(run: Sequence[TraceData]) -> Counter:

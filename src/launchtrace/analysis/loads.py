@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from launchtrace import conventions as C
 from launchtrace.model import ScopeRecord, TraceData
+from launchtrace.steps import step_family
 
 __all__ = ["LOAD", "LoadTable", "Loads", "module_loads"]
 
@@ -74,6 +75,7 @@ class LoadTable:
         self.modules: set[tuple[str, str]] = set()
         self.by_scope: dict[str, int] = {}  # name -> ns
         self.seen: dict[str, list[tuple[int, int]]] = {}  # name -> (ordinal, place) of each load: loads are few
+        self.times: dict[str, list[tuple[int, int]]] = {}  # name -> (ordinal, ns) of each load
 
     def add(self, trace: TraceData, ordinal: int = 0) -> None:
         place = 0
@@ -86,10 +88,24 @@ class LoadTable:
             self.compiled += attrs.get(C.LOAD_RESULT) == "compiled"
             self.failed += attrs.get(C.LOAD_RESULT) == "error"
             self.modules.add((str(attrs.get(C.LOAD_MODULE, "")), str(attrs.get(C.LOAD_DEVICE, ""))))
-            top = _outermost(trace, scope)
+            top = step_family(_outermost(trace, scope))  # named as the step it ran in (frame 17 -> frame <n>)
             self.by_scope[top] = self.by_scope.get(top, 0) + scope.duration_ns
             self.seen.setdefault(top, []).append((ordinal, place))
+            self.times.setdefault(top, []).append((ordinal, scope.duration_ns))
             place += 1
+
+    def split(self, rank: Sequence[int], warmup_until: dict[str, int | None]) -> dict[str, tuple[int, int, int]]:
+        """Per outermost scope name, its load time ``(in the warm-up, after it, loads after it)``: a load in a
+        trace placed before the scope's first occurrence after its warm-up (or after its first occurrence when
+        none looked like warm-up: ``warmup_until``, trace places as ``rank`` gives them; ``None``: there is no
+        later occurrence) was paid by the start of the run. A module first used late in a run compiles there."""
+        out = {}
+        for name, loads in self.times.items():
+            until = warmup_until.get(name)  # None: outside every scope, or no later occurrence
+            early = [ns for o, ns in loads if until is None or rank[o] < until]
+            late = [ns for o, ns in loads if until is not None and rank[o] >= until]
+            out[name] = (sum(early), sum(late), len(late))
+        return out
 
     def loads(self, rank: Sequence[int] | None = None) -> Loads:
         """The :class:`Loads`; ``rank``: each ordinal's place in trace order (None: the ordinals are)."""

@@ -29,6 +29,7 @@ from typing import Any
 
 from launchtrace import conventions as C
 from launchtrace import folds as fold_rules
+from launchtrace.analysis.failures import Failure, FailureTable
 from launchtrace.analysis.loads import Loads, module_loads
 from launchtrace.analysis.replays import with_replay_counts
 from launchtrace.analysis.runs import Occurrence, common_scope, occurrences, pick
@@ -84,6 +85,8 @@ class Overview:
     loads: Loads = dataclasses.field(default_factory=Loads)
     values: tuple[BadValues, ...] = ()
     values_steps: str = ""  # how the steps in ``values`` were counted
+    failed: tuple[Failure, ...] = ()  # the calls that raised, one row per kernel (or scope), site and error
+    failed_total: int = 0
     inferred: str = ""  # how the steps were inferred (a zero-code run's repeating timers), else ""
 
 
@@ -138,6 +141,9 @@ def overview(traces: Sequence[TraceData], chosen: Sequence[Occurrence] = ()) -> 
     name = common_scope(steps)
     common = [o for o in steps if o.name == name]
     median = pick(common, "median") if common else None
+    failures = FailureTable()
+    for trace in traces:
+        failures.add(trace)
     return Overview(
         facts=_facts(traces),
         steps=tuple(steps),
@@ -149,5 +155,7 @@ def overview(traces: Sequence[TraceData], chosen: Sequence[Occurrence] = ()) -> 
         loads=module_loads(traces),
         values=tuple(non_finite(traces)),
         values_steps=step_clock(traces).how,
+        failed=tuple(failures.rows()),
+        failed_total=failures.total,
         inferred=inferred.how if inferred is not None else "",
     )

@@ -138,6 +138,22 @@ def topology_groups(occs: Sequence[Occurrence]) -> list[list[Occurrence]]:
     return list(groups.values())
 
 
+def shape_groups(occs: Sequence[Occurrence]) -> list[list[Occurrence]]:
+    """``occs`` grouped as :func:`topology_groups` does, but with launch dims and scalar values left out: the
+    steps of a program whose particle count grows every frame differ in every frame, yet launch the same kernels
+    on the same buffers (``graph`` draws one picture per shape when the topologies are many)."""
+    from launchtrace.analysis.segments import unowned_by_order
+    from launchtrace.topology import topology_key
+
+    groups: dict[tuple, list[Occurrence]] = {}
+    for occ in occs:
+        records = unowned_by_order(occ.data.records)
+        keys = [(topology_key(r, raw=False, scalars=False), fold_rules.launches(r)) for r in records]
+        shape = tuple((key[:2] + key[3:], launches) for key, launches in keys)  # (op, kernel, arrays): no dim
+        groups.setdefault((occ.name, shape), []).append(occ)
+    return list(groups.values())
+
+
 def common_scope(occs: Sequence[Occurrence]) -> str | None:
     """The most common occurrence name (a tie with the synthetic step root goes to the named scope)."""
     counts = Counter(o.name for o in occs)

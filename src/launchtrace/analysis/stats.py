@@ -36,6 +36,7 @@ from launchtrace.analysis.segments import step_occurrences
 from launchtrace.analysis.verdicts import mann_whitney_u
 from launchtrace.conventions import kernel_title
 from launchtrace.model import LaunchRecord, TraceData
+from launchtrace.steps import step_family
 
 if TYPE_CHECKING:
     from launchtrace.steps import Occurrence
@@ -386,13 +387,18 @@ class ScopeTable:
         self.internal = internal
         self.paths: dict[str, _Path] = {}
         self._kinds: dict[str, int] = {}
+        # outermost path -> the trace place (rank) of its first occurrence after the warm-up, or after the first
+        # occurrence when none looked like warm-up (set by rows(); None: there is no later one): what came in
+        # traces before it belongs to the start of the run (loads.LoadTable.split)
+        self.warmup_until: dict[str, int | None] = {}
 
     def add(self, trace: TraceData, ordinal: int) -> None:
         place = 0
         for scope in sorted(trace.scopes.values(), key=lambda s: (s.start_ns, s.seq)):
             if (scope.internal and not self.internal) or scope.end_ns <= 0 or scope.kind == "load":
                 continue  # a module load is host time of its own: analysis.overview.module_loads
-            path = "/".join(trace.scope_path(scope.id))
+            names = trace.scope_path(scope.id)
+            path = "/".join((step_family(names[0]), *names[1:])) if names else ""  # frame 17 -> frame <n>
             entry = self.paths.get(path)
             if entry is None:
                 entry = self.paths[path] = _Path()
@@ -415,12 +421,16 @@ class ScopeTable:
             order = sorted(range(len(order_of)), key=lambda i: (order_of[i], places[i]))
             values = [entry.values[i] for i in order]
             first = order[0]
-            found.append(((int(order_of[first]), places[first]), path, kinds[entry.kinds[first]], values))
+            ranks = [int(order_of[i]) for i in order]
+            found.append(((int(order_of[first]), places[first]), path, kinds[entry.kinds[first]], values, ranks))
         found.sort(key=lambda item: item[0])
         rows = []
-        for _, path, kind, values in found:
+        for _, path, kind, values, ranks in found:
             p50, p95 = percentiles(values)
             warm = warmup_steps(values) if "/" not in path else 0
+            if "/" not in path:  # the first occurrence counts as warm-up here even when it did not look slow
+                first_later = max(warm, 1)
+                self.warmup_until[path] = ranks[first_later] if first_later < len(ranks) else None
             rows.append(
                 ScopeStats(path, kind, len(values), sum(values), p50, p95, max(values), warm, sum(values[:warm]))
             )

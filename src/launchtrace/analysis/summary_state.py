@@ -10,7 +10,8 @@
 - per run, 28 bytes per top-level scope occurrence (start, trace, place, name) for step inference and the step
   clock, and each occurrence's per-kernel totals while every one of the run's top-level scopes is a timer
   (only then can steps be inferred);
-- the first :data:`BAD_KEEP` non-finite findings (``--value-stats``) in issue order, and exact counts of all.
+- the first :data:`BAD_KEEP` non-finite findings (``--value-stats``) in issue order, and exact counts of all;
+- one count per distinct failed call (kernel or scope, site, error; :mod:`launchtrace.analysis.failures`).
 
 So memory grows by a few bytes per launch, not by the trace objects (about 2 KB per span), and the figures are
 the ones the list-based functions (:func:`~launchtrace.analysis.stats.kernel_stats`,
@@ -31,6 +32,7 @@ import dataclasses
 from array import array
 from collections.abc import Sequence
 
+from launchtrace.analysis.failures import Failure, FailureTable
 from launchtrace.analysis.loads import Loads, LoadTable
 from launchtrace.analysis.replays import ReplayTable
 from launchtrace.analysis.stats import (
@@ -79,15 +81,34 @@ class SummaryResult:
     bad_launches: int
     bad_kernels: list[str]
     clock_how: str
+    failed: list[Failure] = dataclasses.field(default_factory=list)
+    failed_total: int = 0
+    # outermost scope name -> its load time (in the warm-up, after it, loads after it): loads.LoadTable.split
+    load_split: dict[str, tuple[int, int, int]] = dataclasses.field(default_factory=dict)
+    wall_ns: int = 0  # each run's first to last recorded time, summed over runs
+    runs: int = 0
 
 
 class _Run:
     """One run's named top-level occurrences (arrays, 28 bytes each) and, while all are timers, their
     per-kernel totals."""
 
-    __slots__ = ("all_timers", "locals", "names", "ordinals", "starts", "thread", "totals", "traces")
+    __slots__ = (
+        "all_timers",
+        "first_ns",
+        "last_ns",
+        "locals",
+        "names",
+        "ordinals",
+        "starts",
+        "thread",
+        "totals",
+        "traces",
+    )
 
     def __init__(self) -> None:
+        self.first_ns = 0  # the run's first and last recorded times (its traced wall time)
+        self.last_ns = 0
         self.starts = array("q")
         self.ordinals = array("q")
         self.locals = array("l")
@@ -96,6 +117,18 @@ class _Run:
         self.all_timers = True  # and all on one thread (launchtrace.steps.infer_steps)
         self.thread: tuple | None = None  # the thread of the timers seen so far
         self.totals: list[dict[str, float]] | None = []
+
+
+def _widen(run: _Run, trace: TraceData) -> None:
+    """Stretch the run's first and last recorded times over ``trace`` (records and scopes; unset times left out)."""
+    starts = [r.start_ns for r in trace.records if r.start_ns > 0]
+    starts += [s.start_ns for s in trace.scopes.values() if s.start_ns > 0]
+    ends = [r.end_ns for r in trace.records] + [s.end_ns for s in trace.scopes.values()]
+    if starts:
+        first = min(starts)
+        run.first_ns = first if not run.first_ns else min(run.first_ns, first)
+    if ends:
+        run.last_ns = max(run.last_ns, max(ends))
 
 
 class SummaryState:
@@ -118,6 +151,7 @@ class SummaryState:
         self.bad_total = 0
         self.bad_launches = 0
         self._bad_kernels: dict[str, tuple[int, int]] = {}
+        self.failures = FailureTable()
 
     def add(self, key: TraceKey, trace: TraceData, occs: list[Occurrence] | None = None) -> None:
         """Take one trace (``key``: its place in ``load_traces``' order); ``occs``: ``occurrences(trace)`` where
@@ -132,6 +166,7 @@ class SummaryState:
             self.scopes.add(trace, ordinal)
             self.loads.add(trace, ordinal)
             self.replays.add(trace)
+            self.failures.add(trace)
         if occs is None:
             occs = occurrences(trace)  # cut once: the step values and the runs' occurrences share it
         if self.figures:
@@ -147,6 +182,7 @@ class SummaryState:
         if run is None:
             run = self.runs[run_key(trace)] = _Run()
         run.traces.append(ordinal)
+        _widen(run, trace)
         for local, occ in enumerate(occs):
             if occ.scope_id is None:
                 continue
@@ -230,11 +266,12 @@ class SummaryState:
         del self._bad[BAD_KEEP:]
         bad = [dataclasses.replace(b, step=clock.step(b.record.start_ns)) for _, b in self._bad]
         kernels_bad = sorted(self._bad_kernels, key=lambda k: self._bad_kernels[k])
+        scopes = self.scopes.rows(rank)
         return SummaryResult(
             self.traces,
             self.records,
             kernels,
-            self.scopes.rows(rank),
+            scopes,
             self.loads.loads(rank),
             inferred,
             bad,
@@ -242,7 +279,16 @@ class SummaryState:
             self.bad_launches,
             kernels_bad,
             clock.how,
+            self.failures.rows(),
+            self.failures.total,
+            self.loads.split(rank, self.scopes.warmup_until),
+            self.wall_ns(),
+            len(self.runs),
         )
+
+    def wall_ns(self) -> int:
+        """The traced wall time: each run's first to last recorded time, summed over runs."""
+        return sum(max(0, run.last_ns - run.first_ns) for run in self.runs.values())
 
     @staticmethod
     def _ordered(run: _Run, rank: Sequence[int]) -> list[int]:

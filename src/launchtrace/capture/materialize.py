@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import logging
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -79,13 +80,39 @@ _COPY_APIS = {
 }
 
 
+_UNIQUE_TAIL = re.compile(r"_([0-9a-f]{8})$")
+
+
+def kernel_name(kernel: Any) -> str:
+    """``module.key``, as Warp names a kernel; for one defined inside a function, the function's own dotted name
+    (``__main__.make.<locals>.axpy``, where Warp's key reads ``make__locals__axpy``), and for one made with
+    ``module="unique"``, whose module Warp names after the key and the kernel's hash, the hash after a ``#``
+    (``__main__.make.<locals>.axpy#fb888011``): the code reads as it was written, and each instance a factory
+    makes keeps a name of its own."""
+    module = getattr(getattr(kernel, "module", None), "name", None)
+    key = getattr(kernel, "key", None) or getattr(kernel, "__name__", repr(kernel))
+    func = getattr(kernel, "func", None)
+    qualname, home = getattr(func, "__qualname__", None), getattr(func, "__module__", None)
+    named_after_func = (
+        isinstance(qualname, str)
+        and isinstance(home, str)
+        and isinstance(module, str)
+        and key == re.sub("[^0-9a-zA-Z_]+", "", qualname.replace(".", "__"))  # Warp's key for the function
+    )
+    if named_after_func:
+        unique = _UNIQUE_TAIL.search(module) if module.startswith(f"{key}_") else None
+        if unique is not None:
+            return f"{home}.{qualname}#{unique.group(1)}"
+        if module == home:
+            return f"{home}.{qualname}"
+    return f"{module}.{key}" if module else str(key)
+
+
 class _KernelInfo:
     __slots__ = ("access", "checked_in", "name", "params", "syntax")
 
     def __init__(self, kernel: Any) -> None:
-        module = getattr(getattr(kernel, "module", None), "name", None)
-        key = getattr(kernel, "key", None) or getattr(kernel, "__name__", repr(kernel))
-        self.name = f"{module}.{key}" if module else str(key)
+        self.name = kernel_name(kernel)
         args = getattr(getattr(kernel, "adj", None), "args", None) or ()
         self.params = tuple(str(getattr(a, "label", i)) for i, a in enumerate(args))
         self.access = None

@@ -2,9 +2,10 @@
 
 By default one picture per distinct topology of each run's steps (outermost scope occurrences): identical steps
 are drawn once, from their median-duration occurrence, titled with how many there were ("step: 60
-occurrences"). ``--scope NAME`` does the same for that scope's occurrences (a static scope gives one
-picture); ``--trace`` / ``--occurrence`` draw the chosen occurrences one by one. A picture holds at most
-``--max-nodes`` records (repeats collapsed first); the rest are listed in an index node.
+occurrences"); past :data:`SHAPES_AT` topologies in a run, one per shape (dims and scalar values aside).
+``--scope NAME`` does the same for that scope's occurrences (a static scope gives one picture); ``--trace`` /
+``--occurrence`` draw the chosen occurrences one by one. A picture holds at most ``--max-nodes`` records
+(repeats collapsed first); the rest are listed in an index node.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from launchtrace.analysis.dataflow import build_dataflow
 from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.replays import captured_graphs
-from launchtrace.analysis.runs import View, group_runs, occurrences, pick, topology_groups
+from launchtrace.analysis.runs import View, group_runs, occurrences, pick, shape_groups, topology_groups
 from launchtrace.cli._analyzer import add_selection, safe_child, safe_name, selected_views
 from launchtrace.cli._numbers import at_least
 from launchtrace.errors import UserError
@@ -47,6 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_selection(parser)
 
 
+SHAPES_AT = 8
+"""More distinct step topologies than this in a run: steps are drawn once per shape (the same kernels on the same
+buffers, dims and scalar values aside), titled with how many topologies each picture stands for."""
+
+
 def _distinct_steps(traces: list[TraceData], scope: str | None = None) -> list[tuple[str, View]]:
     """One (stem, view) per distinct topology of each run's outermost scope occurrences (of ``scope``'s
     occurrences), titled with its count."""
@@ -56,11 +62,17 @@ def _distinct_steps(traces: list[TraceData], scope: str | None = None) -> list[t
         occs = occurrences(run.traces, scope)
         if scope is not None:
             occs = [o for o in occs if o.name == scope]
-        for k, members in enumerate(topology_groups(occs)):
+        groups = topology_groups(occs)
+        by_shape = len(groups) > SHAPES_AT
+        if by_shape:  # many topologies that may differ only in dims and scalars: one picture per shape
+            groups = shape_groups(occs)
+        for k, members in enumerate(groups):
             chosen = pick(members, "median")
             n = len(members)
+            distinct = len(topology_groups(members)) if by_shape and n > 1 else 1
+            kind = f"this shape ({distinct} topologies: dims or scalars vary)" if distinct > 1 else "this topology"
             title = f"{chosen.name}: {n} occurrence{'s' if n != 1 else ''}" + (
-                f" with this topology (drawn: #{chosen.index}, the median)" if n > 1 else f" (#{chosen.index})"
+                f" with {kind} (drawn: #{chosen.index}, the median)" if n > 1 else f" (#{chosen.index})"
             )
             stem = f"run{r}-{k}-{safe_name(chosen.name, 40)}"  # short: the extension must survive safe_child
             out.append((stem, View(title, chosen.data, run, graphs, chosen)))

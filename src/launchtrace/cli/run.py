@@ -162,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
     _say(
         messages,
         f"launchtrace: {stats.exported} spans -> {pipeline.sink.description} ({stats.folded_records} records folded "
-        f"into {stats.summary_spans} summary spans, {stats.dropped} dropped){_children_note(pipeline.sink)}",
+        f"into {stats.summary_spans} summary spans, {stats.dropped} dropped){_children_note(pipeline.sink)}"
+        + _raised_note(stats.raised),
     )
     if code is _INTERRUPTED:
         _die_of_sigint()
@@ -278,13 +279,47 @@ def _die_of_sigint() -> None:
 _OUR_FILES = (os.path.dirname(os.path.abspath(__file__)), os.path.abspath(runpy.__file__), "<frozen runpy>")
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _without_passthrough(te: traceback.TracebackException, seen: set[int]) -> None:
+    """Leave out launchtrace's frames that an exception only passed through (the launch wrapper between the
+    program's ``wp.launch`` call and Warp): the program's traceback reads as it would bare. Frames where the
+    exception arose in launchtrace itself (nothing but launchtrace after them) stay."""
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    frames = list(te.stack)
+    keep = [
+        f
+        for i, f in enumerate(frames)
+        if not f.filename.startswith(_PACKAGE) or all(g.filename.startswith(_PACKAGE) for g in frames[i + 1 :])
+    ]
+    if len(keep) != len(frames):
+        te.stack = traceback.StackSummary.from_list(keep)
+    for other in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or ())):
+        if other is not None:
+            _without_passthrough(other, seen)
+
+
+def _raised_note(raised: int) -> str:
+    """Calls that raised, which a program that catches the error never shows (``summary`` lists them)."""
+    if not raised:
+        return ""
+    return f"; {raised} {'call or scope' if raised == 1 else 'calls or scopes'} raised (launchtrace summary lists them)"
+
+
 def _print_program_traceback() -> None:
-    """The traceback Python would print: the program's frames, without runpy's and this module's."""
+    """The traceback Python would print: the program's frames, without runpy's and this module's, nor
+    launchtrace's frames the exception only passed through."""
     etype, exc, tb = sys.exc_info()
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OUR_FILES):
         tb = tb.tb_next
     try:
-        traceback.print_exception(etype, exc, tb)
+        te = traceback.TracebackException(etype, exc, tb)
+        _without_passthrough(te, set())
+        sys.stderr.write("".join(te.format()))
+        sys.stderr.flush()
     except (OSError, ValueError, AttributeError, RuntimeError):  # the program closed its stderr
         pass
 

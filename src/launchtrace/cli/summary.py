@@ -17,12 +17,11 @@ import dataclasses
 import math
 from typing import Any
 
-from launchtrace.analysis.loads import Loads
 from launchtrace.analysis.stats import KernelStats, ScopeStats
 from launchtrace.analysis.summary_state import SummaryResult, SummaryState
 from launchtrace.analysis.values import BadValues
 from launchtrace.cli._analyzer import add_format, write_json, write_text
-from launchtrace.render.escape import terminal, terminal_lines
+from launchtrace.render.escape import columns, pad, terminal, terminal_lines
 from launchtrace.sources.each import Traces
 
 HELP = "per-kernel counts and time (per launch and per step) and time per scope, over traces"
@@ -54,7 +53,7 @@ def _jsonable(row: Any) -> dict[str, Any]:
 
 def _kernel_lines(rows: list[KernelStats]) -> list[str]:
     names = [terminal(r.kernel) for r in rows]
-    width = max([len(n) for n in names] + [6])
+    width = max([columns(n) for n in names] + [6])
     head = (
         f"{'kernel':<{width}}  {'op':<12} {'count':>8} {'total ms':>10} {'mean us':>9} {'p50 us':>9} {'p95 us':>9} "
         f"{'max us':>10} | {'steps':>6} {'p50 us':>9} {'p95 us':>9} {'max us':>10}"
@@ -62,7 +61,7 @@ def _kernel_lines(rows: list[KernelStats]) -> list[str]:
     lines = ["per launch, then per step (the kernel's total time in each occurrence of its outermost scope):", head]
     for name, r in zip(names, rows):
         lines.append(
-            f"{name:<{width}}  {terminal(r.op):<12} {r.count:>8} {r.total_ns / 1e6:>10.3f} {_us(r.mean_ns):>9} "
+            f"{pad(name, width)}  {terminal(r.op):<12} {r.count:>8} {r.total_ns / 1e6:>10.3f} {_us(r.mean_ns):>9} "
             f"{_us(r.p50_ns, r.p50_from_summaries):>9} {_us(r.p95_ns):>9} {_us(r.max_ns, r.max_from_summaries):>10} "
             f"| {r.steps:>6} {_us(r.step_p50_ns):>9} {_us(r.step_p95_ns):>9} {_us(r.step_max_ns):>10}"
         )
@@ -76,29 +75,34 @@ def _kernel_lines(rows: list[KernelStats]) -> list[str]:
     return lines
 
 
-def _scope_lines(rows: list[ScopeStats], loads: Loads) -> list[str]:
+def _scope_lines(rows: list[ScopeStats], split: dict[str, tuple[int, int, int]]) -> list[str]:
     if not rows:
         return ["no scopes (wp.ScopedTimer, Tape scopes, launchtrace.scope) in these traces"]
     paths = [terminal(r.path) for r in rows]
-    width = max([len(p) for p in paths] + [5])
+    width = max([columns(p) for p in paths] + [5])
     lines = [
         "time per scope (each occurrence measured):",
         f"{'scope':<{width}}  {'kind':<6} {'count':>7} {'total ms':>10} {'p50 us':>10} {'p95 us':>10} {'max us':>11}",
     ]
     for path, r in zip(paths, rows):
         lines.append(
-            f"{path:<{width}}  {terminal(r.kind):<6} {r.count:>7} {r.total_ns / 1e6:>10.3f} {_us(r.p50_ns):>10} "
+            f"{pad(path, width)}  {terminal(r.kind):<6} {r.count:>7} {r.total_ns / 1e6:>10.3f} {_us(r.p50_ns):>10} "
             f"{_us(r.p95_ns):>10} {_us(r.max_ns):>11}"
         )
-    loaded = dict(loads.by_scope)
     for path, r in zip(paths, rows):
+        early, late, late_count = split.get(r.path, (0, 0, 0))
         if r.warmup:
-            rest = (r.total_ns - r.warmup_ns) / max(1, r.count - r.warmup)
-            load_ns = loaded.get(r.path, 0)
-            why = f"{load_ns / 1e6:.1f} ms of it compile/load" if load_ns else "no compile/load in it"
+            rest = (r.total_ns - r.warmup_ns - late) / max(1, r.count - r.warmup)
+            why = f"{early / 1e6:.1f} ms of it compile/load" if early else "no compile/load in it"
+            without = " without compile/load" if late else ""
             lines.append(
                 f"warm-up: the first {_plural(r.warmup, 'occurrence')} of {path!r} took {r.warmup_ns / 1e6:.1f} ms "
-                f"(the others {rest / 1e6:.2f} ms on average; {why}): included above"
+                f"(the others {rest / 1e6:.2f} ms on average{without}; {why}): included above"
+            )
+        if late and "/" not in r.path:
+            lines.append(
+                f"compile/load after the warm-up: {late / 1e6:.1f} ms in {_plural(late_count, 'load')} under "
+                f"{path!r} (a module first used later in the run): included above"
             )
     return lines
 
@@ -115,6 +119,44 @@ def _value_lines(result: SummaryResult) -> list[str]:
         lines.append(f"  {result.bad_launches} launches wrote non-finite values in all ({more})")
     if bad[0].step is not None:
         lines.append(f"  ({result.clock_how})")
+    return lines
+
+
+def _wall_line(result: SummaryResult) -> str:
+    """Where the traced wall time went: in Warp's calls, in compile/load, or in the program's own code and waits
+    between them (a slow process is not always slow kernels)."""
+    wall = result.wall_ns
+    if wall <= 0:
+        return ""
+    calls = sum(r.total_ns for r in result.kernels)
+    loads = result.loads.total_ns
+    rest = wall - calls - loads
+
+    def share(ns: float) -> str:
+        return f"{ns / 1e9:.3f} s ({ns / wall:.1%})"
+
+    runs = f" over {result.runs} runs" if result.runs > 1 else ""
+    line = f"wall: {wall / 1e9:.3f} s traced{runs}: {share(calls)} in launches, copies and fills"
+    if loads:
+        line += f", {share(loads)} in compile/load"
+    if rest >= 0:
+        return line + f", {share(rest)} in the program's own code and waits between them"
+    return line + " (several threads' calls overlap: together they are longer than the wall clock)"
+
+
+def _failure_lines(result: SummaryResult) -> list[str]:
+    """The calls that raised: a failed launch ran nothing, yet the tables above count it."""
+    if not result.failed_total:
+        return []
+    ran_nothing = any(not f.what.startswith("scope ") for f in result.failed)
+    why = " (a call that raised ran nothing on the device; the table above counts it)" if ran_nothing else ""
+    lines = [f"failed: {_plural(result.failed_total, 'call')} raised{why}"]
+    for f in result.failed[:20]:
+        where = f" (from {f.site})" if f.site else ""
+        lines.append(f"  {f.count:>6} x {f.what}{where}: {f.error}")
+    shown = sum(f.count for f in result.failed[:20])
+    if result.failed_total > shown:
+        lines.append(f"  ... {result.failed_total - shown} more (--format json lists up to 200 kinds)")
     return lines
 
 
@@ -154,6 +196,9 @@ def run(args: argparse.Namespace) -> int:
             "loads": _jsonable(loads),
             "non_finite": [_bad_json(b) for b in bad],
             "inferred_steps": [{"unit": list(i.unit), "steps": i.steps, "how": i.how} for i in inferred],
+            "wall_ns": result.wall_ns,
+            "failed": [dataclasses.asdict(f) for f in result.failed],
+            "failed_total": result.failed_total,
         }
         if result.bad_total > len(bad):
             out["non_finite_total"] = result.bad_total  # only the first BAD_KEEP are listed
@@ -163,9 +208,15 @@ def run(args: argparse.Namespace) -> int:
     lines += [i.how for i in inferred]
     if loads.count:
         lines.append(loads.line())
+    wall = _wall_line(result)
+    if wall:
+        lines.append(wall)
     lines += _kernel_lines(rows)
+    failed = _failure_lines(result)
+    if failed:
+        lines += ["", *failed]
     lines.append("")
-    lines += _scope_lines(scopes, loads)
+    lines += _scope_lines(scopes, result.load_split)
     if bad:
         lines.append("")
         lines += _value_lines(result)

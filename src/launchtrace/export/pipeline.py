@@ -60,6 +60,8 @@ class ExportStats:
     - ``folded_records`` / ``summary_spans``: records folded into summary spans (not lost: each summary
       span holds the repetition count and the sequence), and how many summary spans they became.
     - ``batches`` / ``failures``: sink writes and failed sink writes. ``sink``: where spans go.
+    - ``raised``: spans of calls (launches, copies, fills) and scopes that raised: a launch that raised ran
+      nothing, which a program that catches the error never shows.
     """
 
     built: int = 0
@@ -73,6 +75,7 @@ class ExportStats:
     batches: int = 0
     failures: int = 0
     sink: str = ""
+    raised: int = 0
 
     @property
     def dropped(self) -> int:
@@ -284,6 +287,7 @@ class ExportPipeline:
             batches=sink.batches,
             failures=sink.failures,
             sink=self.sink.description,
+            raised=getattr(builder, "raised", 0) if builder is not None else 0,
         )
 
     # -- fork ------------------------------------------------------------------------------------------------

@@ -308,6 +308,7 @@ class SpanBuilder:
     Counters (ints): ``dropped_budget`` (spans cut by the span budget), ``dropped_unsampled`` (spans of
     traces the sampler dropped), ``unknown_scope_ends`` (a scope end whose begin was never seen),
     ``traces_started``, ``folded_records`` / ``summary_spans`` (records folded, into how many summary spans),
+    ``raised`` (spans of calls and scopes that raised),
     ``traces_folded`` (``fold="auto"`` traces that reached their switch point and folded the rest); :meth:`dropped`
     sums the drops per reason.
     """
@@ -359,6 +360,7 @@ class SpanBuilder:
         self.folded_records = 0
         self.summary_spans = 0
         self.traces_folded = 0
+        self.raised = 0  # spans of calls and scopes that raised (status ERROR)
         self._fold_mode = self.config.fold
         self._handlers: dict[str, Callable[[Any], None]] = {
             "record": self._on_record,
@@ -734,6 +736,7 @@ class SpanBuilder:
     ) -> SpanData:
         status, message = 0, ""
         if error is not None:
+            self.raised += 1
             status, message = STATUS_ERROR, C.bounded(error, self._limit)
             etype, sep, emsg = error.partition(": ")
             if not sep:

@@ -18,9 +18,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from launchtrace.analysis.diff import SegmentDiff, TimingChange, TraceDiff, WarmUp
+from launchtrace.analysis.diff import NO_SCOPE, SegmentDiff, TimingChange, TraceDiff, WarmUp
 from launchtrace.render.escape import terminal, terminal_lines
-from launchtrace.topology import ChangeKind, DiffEntry, format_entry, format_value
+from launchtrace.topology import ChangeKind, DiffEntry, FieldChange, format_entry, format_value
 
 __all__ = ["diff_as_json", "diff_as_markdown", "diff_as_text", "format_ns", "plural", "topology_lines"]
 
@@ -125,6 +125,26 @@ def _warmup_line(warm: Sequence[WarmUp]) -> str:
     return "timing: warm-up left out: " + "; ".join(said)
 
 
+def _no_steps_hint(result: TraceDiff) -> str:
+    """Once, when kernels launched outside every scope again and again got no verdict for want of steps: the
+    work outside every scope is cut where the exporter closed its roots, not per iteration."""
+    stuck = [
+        t
+        for t in result.timing
+        if t.kind == "kernel"
+        and t.scope == NO_SCOPE
+        and t.verdict.basis == "insufficient"
+        and min(t.launches_a, t.launches_b) >= 10
+    ]
+    if not stuck:
+        return ""
+    names = ", ".join(t.name for t in stuck[:3]) + (f" and {len(stuck) - 3} more" if len(stuck) > 3 else "")
+    return (
+        f"timing: {names} ran outside every scope, where a step is only the exporter's cut: a wp.ScopedTimer or "
+        "launchtrace.scope around the loop body makes each iteration a step, and gives them verdicts"
+    )
+
+
 def _timing_line(t: TimingChange) -> str:
     v = t.verdict
     call = v.verdict
@@ -135,7 +155,17 @@ def _timing_line(t: TimingChange) -> str:
     per_step = f"{q} {format_ns(t.low_a_ns)} -> {format_ns(t.low_b_ns)}"
     if q != "median":
         per_step += f", median {format_ns(t.median_a_ns)} -> {format_ns(t.median_b_ns)}"
-    return f"  {call}: {t.group}: per step {per_step}; {v.reason}" + "".join(folded)
+    return f"  {call}: {t.group}: per step {per_step}; {v.reason}" + _split_text(t) + "".join(folded)
+
+
+def _split_text(t: TimingChange) -> str:
+    """Where a slower or faster step's time went: in launches or between them."""
+    if t.verdict.verdict not in ("slower", "faster") or math.isnan(t.in_launches_a_ns + t.in_launches_b_ns):
+        return ""
+    return (
+        f"; median step in launches {format_ns(t.in_launches_a_ns)} -> {format_ns(t.in_launches_b_ns)}, "
+        f"outside them {format_ns(t.outside_a_ns)} -> {format_ns(t.outside_b_ns)}"
+    )
 
 
 def _quantile_name(t: TimingChange) -> str:
@@ -166,6 +196,9 @@ def _timing_lines(result: TraceDiff, limit: int) -> list[str]:
         f"timing: {said} over {plural(len(result.timing), 'group')}"
         + (f" ({few} with too few steps: inconclusive)" if few else "")
     )
+    hint = _no_steps_hint(result)
+    if hint:
+        lines.append(hint)
     ordered = sorted(result.timing, key=lambda t: _ORDER[t.verdict.verdict])
     lines.extend(_timing_line(t) for t in ordered[:limit])
     if len(ordered) > limit:
@@ -180,13 +213,75 @@ def diff_as_text(result: TraceDiff, limit: int = 50) -> str:
     return terminal_lines(lines)
 
 
+VARYING_AT = 3
+"""Occurrences of a scope whose changes differ only in their values (a count that grows every step) are shown
+as one block once this many distinct ones share their shape."""
+
+
+def _entry_shape(e: DiffEntry) -> tuple:
+    """What a change is apart from its values: the same position, kernel, call site and changed fields."""
+    if e.kind != ChangeKind.CHANGED:
+        return (format_entry(e),)
+    return (e.index_a, e.index_b, e.record.kernel, e.record.site, tuple((f.field, f.name) for f in e.fields))
+
+
+def _blocks(result: TraceDiff) -> list[list[list[SegmentDiff]]]:
+    """The groups of identical occurrences, those of one scope whose changes share their shape together."""
+    blocks: dict[tuple, list[list[SegmentDiff]]] = {}
+    for segs, _ in _segment_groups(result):
+        seg = segs[0]
+        key = (seg.name, seg.count_a, seg.count_b, tuple(_entry_shape(e) for e in seg.entries))
+        blocks.setdefault(key, []).append(segs)
+    out: list[list[list[SegmentDiff]]] = []
+    for groups in blocks.values():
+        out.extend([groups] if len(groups) >= VARYING_AT else [[g] for g in groups])
+    return out
+
+
+def _values(f: FieldChange) -> str:
+    return f"{format_value(f.before)} -> {format_value(f.after)}"
+
+
+def _varying_lines(groups: list[list[SegmentDiff]], limit: int) -> list[str]:
+    """One line per changed position, its values in the first occurrences and the last."""
+    first = groups[0][0]
+    every = sorted((s for segs in groups for s in segs), key=lambda s: s.occurrence)
+    lines = [_segment_head(every) + ", values differ"]
+    order = sorted(groups, key=lambda segs: segs[0].occurrence)
+    shown = order[:3] + ([order[-1]] if len(order) > 3 else [])
+    for j, e in enumerate(first.entries[:limit]):
+        if e.kind != ChangeKind.CHANGED:
+            lines.extend(_entry_lines([e], 1))
+            continue
+        names = ", ".join(f"{f.field} {f.name}" if f.name else f.field for f in e.fields)
+        said = []
+        for segs in shown:
+            fields = segs[0].entries[j].fields
+            vals = ", ".join(_values(f) for f in fields)
+            said.append(f"{vals} in {_ranges([s.occurrence for s in segs], 3)}")
+        gap = " ... " if len(order) > 4 else "; "
+        text = "; ".join(said[:3]) + (gap + said[3] if len(said) > 3 else "")
+        where = f"{_entry_index(e)} {e.record.kernel} (from {e.record.site})"
+        lines.append(f"  {where}: {names}: {text} ({len(order)} different)")
+    if len(first.entries) > limit:
+        lines.append(f"  ... {len(first.entries) - limit} more")
+    return lines
+
+
 def topology_lines(result: TraceDiff, limit: int = 50) -> list[str]:
     """The topology changes, identical ones grouped, as lines (not yet escaped: each output escapes them for
-    its own context)."""
+    its own context). Occurrences whose changes differ only in their values are one block
+    (:data:`VARYING_AT`); at most ``limit`` blocks, then ``... N more``."""
     lines = []
-    for segs, _ in _segment_groups(result):
-        lines.append(_segment_head(segs))
-        lines.extend(_entry_lines(segs[0].entries, limit))
+    blocks = _blocks(result)
+    for groups in blocks[:limit]:
+        if len(groups) > 1:
+            lines.extend(_varying_lines(groups, limit))
+            continue
+        lines.append(_segment_head(groups[0]))
+        lines.extend(_entry_lines(groups[0][0].entries, limit))
+    if len(blocks) > limit:
+        lines.append(f"... {len(blocks) - limit} more scopes' changes (--format json lists them all)")
     return lines
 
 
@@ -231,6 +326,10 @@ def _timing_json(t: TimingChange) -> dict[str, Any]:
         "launches_b": t.launches_b,
         "folded_a": t.folded_a,
         "folded_b": t.folded_b,
+        "in_launches_a_ns": _jsonable(t.in_launches_a_ns),
+        "in_launches_b_ns": _jsonable(t.in_launches_b_ns),
+        "outside_a_ns": _jsonable(t.outside_a_ns),
+        "outside_b_ns": _jsonable(t.outside_b_ns),
         "effect": _jsonable(v.effect),
         "ci_low": _jsonable(v.ci_low),
         "ci_high": _jsonable(v.ci_high),

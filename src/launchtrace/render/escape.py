@@ -17,11 +17,13 @@ import re
 from typing import Any
 
 __all__ = [
+    "columns",
     "dot_html",
     "dot_quoted",
     "html_text",
     "json_for_script",
     "json_text",
+    "pad",
     "plain",
     "script_safe",
     "terminal",
@@ -44,6 +46,23 @@ def terminal(text: object) -> str:
     from launchtrace.otlp.problems import one_line
 
     return one_line(str(text))
+
+
+def columns(text: str) -> int:
+    """How many terminal columns ``text`` takes (``wcwidth``: East Asian wide characters such as ``模拟`` and most
+    emoji two, combining marks none), so a table of scope and kernel names lines up; its length where ``wcwidth``
+    finds a character it cannot place (``terminal`` has escaped control characters already)."""
+    if text.isascii():
+        return len(text)
+    from wcwidth import wcswidth
+
+    width = wcswidth(text)
+    return width if width >= 0 else len(text)
+
+
+def pad(text: str, width: int) -> str:
+    """``text`` padded with spaces to ``width`` terminal columns (:func:`columns`)."""
+    return text + " " * max(0, width - columns(text))
 
 
 def terminal_lines(lines: list[str] | tuple[str, ...]) -> str:

@@ -399,6 +399,20 @@ def _values_section(ov: Overview) -> str:
     )
 
 
+def _failed_section(ov: Overview) -> str:
+    """The calls that raised: a launch that failed ran nothing, and a program that caught the error looked fine."""
+    items = "".join(
+        f"<li>{f.count:,} x {html_text(f.what)}{html_text(f' (from {f.site})' if f.site else '')}: "
+        f"<code>{html_text(f.error)}</code></li>"
+        for f in ov.failed[:MAX_VALUE_LINES]
+    )
+    return (
+        '<section id="failed" class="values"><h2>Failed calls</h2>'
+        f'<p class="bad">{ov.failed_total:,} call(s) raised; a launch that raised ran nothing on the device.</p>'
+        f"<ul>{items}</ul></section>"
+    )
+
+
 def render_report(traces: Sequence[TraceData], ov: Overview, **options: Any) -> str:
     """The report page as a string (see the module docstring): :func:`report_chunks` joined, same options."""
     return "".join(report_chunks(traces, ov, **options))
@@ -473,6 +487,8 @@ def report_chunks(
     parts.append('<div id="timelines"></div><div id="tip" role="tooltip"></div></section>')
     if ov.values:
         parts.append(_values_section(ov))
+    if ov.failed:
+        parts.append(_failed_section(ov))
     parts.append('<section id="dataflow"><h2>Dataflow</h2>')
     if rep is not None:
         parts.append(
