@@ -115,3 +115,21 @@ def test_leading_occurrences_unlike_all_the_rest_are_skipped_as_warm_up_and_said
     never = check_static(_trace(unsettled), "step")
     assert (never.static, never.warmup, never.notes) == (False, 0, ())
     assert {f.occurrences for f in never.findings} == {STEPS - 1}
+
+
+def test_a_launch_given_another_dtype_in_one_occurrence_is_varying_dtypes_and_raised() -> None:
+    """The diff compares dtypes and whether a call raised beside the topology key: ``check-static`` names both
+    (it stopped with a KeyError on them)."""
+    ints = wp.zeros(N, dtype=int, device=DEVICE)
+
+    def body(sim, k, keep):
+        try:  # an int array where the kernel takes floats: Warp raises before anything runs
+            wp.launch(scale, dim=N, inputs=[ints if k == 2 else sim.x, 2.0], outputs=[sim.tmp], device=DEVICE)
+        except RuntimeError:
+            pass
+
+    report = check_static(_trace(body), "step")
+    assert not report.static
+    found = {(f.reason, f.name, f.example, f.occurrences) for f in report.findings}
+    assert {(Reason.DTYPES, "x", "float32 -> int32", 1), (Reason.RAISED, "", "no -> RuntimeError", 1)} <= found
+    assert {f.reason for f in report.findings} <= {Reason.DTYPES, Reason.RAISED, Reason.BUFFERS, Reason.FOREIGN}

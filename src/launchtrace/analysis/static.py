@@ -5,7 +5,9 @@ Every occurrence of the scope is aligned against the first with :func:`launchtra
 pointer). Each difference becomes a :class:`Finding` in the seed's terms:
 
 - ``varying launches``: a launch inserted, removed, or a different kernel / op at a position;
-- ``varying dims``, ``varying scalars`` (by parameter name), ``varying streams``;
+- ``varying dims``, ``varying scalars`` (by parameter name), ``varying streams``, ``varying dtypes`` (an
+  array of another element type: a generic kernel runs another overload);
+- ``raised in some occurrences``: a launch that raised, and ran nothing, in some occurrences only;
 - ``varying buffers``: an owned argument points at another buffer or offset;
 - ``buffer allocated per call``: a pointer no owner covers that changes between occurrences (a temporary
   allocated inside the scope: the graph would replay a freed address). Where the capture saw the
@@ -55,6 +57,8 @@ class Reason(TextEnum):
     BUFFERS = "varying buffers"
     ALLOCATED = "buffer allocated per call"
     STREAMS = "varying streams"
+    DTYPES = "varying dtypes"
+    RAISED = "raised in some occurrences"
     FOREIGN = "foreign buffer"
     JIT_INPUT = "jit input"
 
@@ -101,6 +105,8 @@ _FIELD_REASON = {
     "stream": Reason.STREAMS,
     "kernel": Reason.LAUNCHES,
     "op": Reason.LAUNCHES,
+    "dtype": Reason.DTYPES,  # a generic kernel runs another overload
+    "raised": Reason.RAISED,  # a launch that raised ran nothing in that occurrence
 }
 
 
