@@ -40,12 +40,18 @@ LATER = textwrap.dedent(
 )
 
 
+def _run(folder: Path, name: str, program: str) -> Path:
+    """``program`` written to ``folder/name`` and run under ``launchtrace run`` there; its span file."""
+    (folder / name).write_text(program)
+    out = folder / "run.jsonl"
+    cmd = [sys.executable, "-m", "launchtrace", "run", "--out", str(out), str(folder / name)]
+    assert subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=folder).returncode == 0
+    return out
+
+
 def test_a_module_first_used_late_is_not_charged_to_the_warm_up(tmp_path: Path, capsys) -> None:
-    (tmp_path / "prog.py").write_text(PROGRAM)
     (tmp_path / "later.py").write_text(LATER)
-    out = tmp_path / "run.jsonl"
-    cmd = [sys.executable, "-m", "launchtrace", "run", "--out", str(out), str(tmp_path / "prog.py")]
-    assert subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path).returncode == 0
+    out = _run(tmp_path, "prog.py", PROGRAM)
     assert main(["summary", str(out)]) == 0
     text = capsys.readouterr().out
     late = re.search(r"compile/load after the warm-up: ([\d.]+) ms in 1 load under 'step' \(a module first used", text)
@@ -81,10 +87,7 @@ SLEEPY = textwrap.dedent(
 def test_the_wall_line_says_the_time_went_to_the_programs_own_code(tmp_path: Path, capsys) -> None:
     """A slow process is not always slow kernels: 10 steps of 50 ms of the program's own work around two tiny
     launches are about 0.5 s of wall time, almost none of it in the launches."""
-    (tmp_path / "sleepy.py").write_text(SLEEPY)
-    out = tmp_path / "run.jsonl"
-    cmd = [sys.executable, "-m", "launchtrace", "run", "--out", str(out), str(tmp_path / "sleepy.py")]
-    assert subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path).returncode == 0
+    out = _run(tmp_path, "sleepy.py", SLEEPY)
     assert main(["summary", str(out)]) == 0
     text = capsys.readouterr().out
     line = next(line for line in text.splitlines() if line.startswith("wall: "))

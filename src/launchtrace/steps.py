@@ -49,6 +49,7 @@ __all__ = [
     "InferredSteps",
     "Occurrence",
     "default_scope",
+    "family_path",
     "infer_steps",
     "inferred_how",
     "occurrences",
@@ -149,10 +150,17 @@ def step_family(name: str) -> str:
     return f"{m.group(1)}{m.group(2)}<n>" if m else name
 
 
+def family_path(path: Sequence[str]) -> tuple[str, ...]:
+    """A scope path named as its step is (``("frame 17", "physics")`` -> ``("frame <n>", "physics")``): the
+    first name is the step scope's, and :func:`step_family` names it."""
+    return (step_family(path[0]), *path[1:]) if path else ()
+
+
 def outermost_scopes(trace: TraceData, scope: str | None = None) -> dict[int, int | None]:
     """For every scope id of ``trace``: the outermost non-internal scope above it or itself (named ``scope``
     when given), or None. A scope nested in another of the same name belongs to the outer one."""
     top: dict[int, int | None] = {}
+    family = step_family(scope) if scope is not None else None
     for start in trace.scopes:
         chain: list[int] = []
         sid: int | None = start
@@ -168,7 +176,7 @@ def outermost_scopes(trace: TraceData, scope: str | None = None) -> dict[int, in
                 found is None
                 and not sc.internal
                 and sc.kind != "load"
-                and (scope is None or sc.name == scope or step_family(sc.name) == step_family(scope))
+                and (family is None or step_family(sc.name) == family)
             ):
                 found = cid
             top[cid] = found

@@ -622,7 +622,7 @@ def format_entry(entry: DiffEntry) -> str:
                          # "#7 sim.integrate (from sim.py:31 (step)): scalar dt 0.01 -> 0.02"
     """
     rec = entry.record
-    raised = f" [raised {rec.error.partition(':')[0]}]" if rec.error else ""
+    raised = f" [raised {_raised(rec)}]" if rec.error else ""
     if entry.kind == ChangeKind.INSERTED:
         return f"#{entry.index_b} inserted {rec.kernel} dim={tuple(rec.dim)}{raised} (from {rec.site})"
     if entry.kind == ChangeKind.REMOVED:

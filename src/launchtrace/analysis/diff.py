@@ -62,7 +62,7 @@ from launchtrace.analysis.verdicts import (
 from launchtrace.conventions import kernel_title
 from launchtrace.folds import fold_share, record_total
 from launchtrace.model import TraceData
-from launchtrace.steps import step_family
+from launchtrace.steps import family_path
 from launchtrace.topology import ChangeKind, DiffEntry, diff_records
 
 np = lazy_module("numpy")  # only some functions need it: importing this module stays cheap (baseline build)
@@ -249,8 +249,7 @@ def step_series(
             if top is None or top == sid:
                 continue
             path = trace.scope_path(sid)
-            inner = list(path[path.index(trace.scopes[top].name) :] if trace.scopes[top].name in path else path)
-            inner[0] = step_family(inner[0])  # the step's own name, as its occurrences are named
+            inner = family_path(path[path.index(trace.scopes[top].name) :] if trace.scopes[top].name in path else path)
             nested.setdefault((t, top), []).append(("/".join(inner), float(sc.duration_ns)))
     for seg, occ, first in step_occurrences(traces, segments(traces, scope) if segs is None else segs):
         trace = traces[seg.trace]

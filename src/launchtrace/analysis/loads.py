@@ -74,8 +74,7 @@ class LoadTable:
         self.count = self.total = self.compiled = self.failed = 0
         self.modules: set[tuple[str, str]] = set()
         self.by_scope: dict[str, int] = {}  # name -> ns
-        self.seen: dict[str, list[tuple[int, int]]] = {}  # name -> (ordinal, place) of each load: loads are few
-        self.times: dict[str, list[tuple[int, int]]] = {}  # name -> (ordinal, ns) of each load
+        self.seen: dict[str, list[tuple[int, int, int]]] = {}  # name -> (ordinal, place, ns) of each load: few
 
     def add(self, trace: TraceData, ordinal: int = 0) -> None:
         place = 0
@@ -90,8 +89,7 @@ class LoadTable:
             self.modules.add((str(attrs.get(C.LOAD_MODULE, "")), str(attrs.get(C.LOAD_DEVICE, ""))))
             top = step_family(_outermost(trace, scope))  # named as the step it ran in (frame 17 -> frame <n>)
             self.by_scope[top] = self.by_scope.get(top, 0) + scope.duration_ns
-            self.seen.setdefault(top, []).append((ordinal, place))
-            self.times.setdefault(top, []).append((ordinal, scope.duration_ns))
+            self.seen.setdefault(top, []).append((ordinal, place, scope.duration_ns))
             place += 1
 
     def split(self, rank: Sequence[int], warmup_until: dict[str, int | None]) -> dict[str, tuple[int, int, int]]:
@@ -100,10 +98,10 @@ class LoadTable:
         none looked like warm-up: ``warmup_until``, trace places as ``rank`` gives them; ``None``: there is no
         later occurrence) was paid by the start of the run. A module first used late in a run compiles there."""
         out = {}
-        for name, loads in self.times.items():
+        for name, loads in self.seen.items():
             until = warmup_until.get(name)  # None: outside every scope, or no later occurrence
-            early = [ns for o, ns in loads if until is None or rank[o] < until]
-            late = [ns for o, ns in loads if until is not None and rank[o] >= until]
+            early = [ns for o, _, ns in loads if until is None or rank[o] < until]
+            late = [ns for o, _, ns in loads if until is not None and rank[o] >= until]
             out[name] = (sum(early), sum(late), len(late))
         return out
 
@@ -111,7 +109,7 @@ class LoadTable:
         """The :class:`Loads`; ``rank``: each ordinal's place in trace order (None: the ordinals are)."""
         items = list(self.by_scope.items())
         if rank is not None:  # first-seen in trace order
-            items.sort(key=lambda item: min((rank[o], p) for o, p in self.seen[item[0]]))
+            items.sort(key=lambda item: min((rank[o], p) for o, p, _ in self.seen[item[0]]))
         by_scope = tuple(items)
         return Loads(self.count, len(self.modules), self.total, self.compiled, by_scope, self.failed)
 

@@ -36,7 +36,7 @@ from launchtrace.analysis.segments import step_occurrences
 from launchtrace.analysis.verdicts import mann_whitney_u
 from launchtrace.conventions import kernel_title
 from launchtrace.model import LaunchRecord, TraceData
-from launchtrace.steps import step_family
+from launchtrace.steps import family_path
 
 if TYPE_CHECKING:
     from launchtrace.steps import Occurrence
@@ -397,8 +397,7 @@ class ScopeTable:
         for scope in sorted(trace.scopes.values(), key=lambda s: (s.start_ns, s.seq)):
             if (scope.internal and not self.internal) or scope.end_ns <= 0 or scope.kind == "load":
                 continue  # a module load is host time of its own: analysis.overview.module_loads
-            names = trace.scope_path(scope.id)
-            path = "/".join((step_family(names[0]), *names[1:])) if names else ""  # frame 17 -> frame <n>
+            path = "/".join(family_path(trace.scope_path(scope.id)))  # frame 17/physics -> frame <n>/physics
             entry = self.paths.get(path)
             if entry is None:
                 entry = self.paths[path] = _Path()
