@@ -198,7 +198,43 @@ def _topology_alerts(make: _AlertMaker, current: ScopeAcc, reference: ScopeAcc, 
             summary = f"{topo.launches} launches per step where the reference has {ref_topo.launches}, {share}"
             values = (*common, ("launches", topo.launches), ("reference_launches", ref_topo.launches))
             out.append(make("launch_count_change", current.name, "", summary, lines, exemplars, values))
+    shared = {fp: t for fp, t in current.topologies.items() if fp in reference.topologies}
+    if peers:
+        fp, topo = _dominant(current.topologies)
+        shared = {fp: topo} if fp in reference.topologies else {}
+    for fp, topo in sorted(shared.items()):
+        out += _beside_the_key(make, current, fp, topo, reference.topologies[fp])
     return out
+
+
+BESIDE_THE_KEY = frozenset({"dtype", "raised"})
+"""What :func:`launchtrace.topology.diff_records` compares beside the topology key (and fingerprints leave out)."""
+
+
+def _beside_the_key(make: _AlertMaker, current: ScopeAcc, fp: str, topo: TopologyAcc, ref: TopologyAcc) -> list[Alert]:
+    """A topology the reference holds whose calls still differ: an array of another dtype (a generic kernel runs
+    another overload) or a call that raised on one side only. The fingerprint leaves both out (baselines made
+    before stay valid), so the two representatives are aligned and compared beside it, as ``diff`` does."""
+    entries = [
+        e  # equal fingerprints align call for call (scalars or not); a fold cut elsewhere is no difference here
+        for e in diff_records(
+            records_from_proto(ref.representative), records_from_proto(topo.representative), scalars=False
+        )
+        if e.kind == ChangeKind.CHANGED and e.fields and all(c.field in BESIDE_THE_KEY for c in e.fields)
+    ]
+    if not entries:
+        return []
+    lines = tuple(format_entry(e) for e in entries[:MAX_EVIDENCE])
+    if len(entries) > MAX_EVIDENCE:
+        lines += (f"... and {len(entries) - MAX_EVIDENCE} more differences",)
+    fields = sorted({c.field for e in entries for c in e.fields})
+    summary = (
+        f"topology {fp[:12]} as in the reference, but {len(entries)} call(s) differ beside it "
+        f"({', '.join(fields)}), {topo.count} of {current.steps} steps"
+    )
+    values = (("fingerprint", fp), ("reference_fingerprint", fp), ("steps", topo.count), ("changed", len(entries)))
+    exemplars = (topo.rep_key[0], ref.rep_key[0])
+    return [make("topology_drift", current.name, _entry_kernel(entries), summary, lines, exemplars, values)]
 
 
 def _touches_foreign(entry: DiffEntry) -> bool:
