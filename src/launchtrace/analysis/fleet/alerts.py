@@ -444,7 +444,8 @@ def _num(x: float | None) -> float | None:
 
 def _host_of(run: str) -> str:
     """The host in a run id (:func:`launchtrace.steps.run_id`: ``[<file>/]pid/<host>/<pid>``, else
-    ``[<file>/]instance/<id>``, else the file): the host, the instance, or the file's base name."""
+    ``[<file>/]instance/<host>/<id>`` or ``[<file>/]instance/<id>``, else the file): the host, the instance, or
+    the file's base name."""
     parts = run.split("/")
     for marker in ("pid", "instance"):
         if marker in parts[:-1]:
@@ -466,7 +467,8 @@ def hosts_and_builds(group_by: tuple[str, ...], groups: Sequence[GroupAcc]) -> s
     text = f"hosts {shown or 'unknown'}"
     if "service.version" in group_by:
         i = group_by.index("service.version")
-        text += "; builds " + ", ".join(sorted({g.values[i] for g in groups}))
+        builds = sorted({g.values[i] for g in groups} - {""})
+        text += "; builds " + ", ".join(builds) if builds else "; builds not named (no service.version)"
     else:
         text += "; builds not recorded per run (group by service.version to name them)"
     return text
@@ -505,6 +507,14 @@ class _AlertMaker:
 
 
 def _wanted(name: str, options: AlertOptions) -> bool:
+    """Whether ``name``'s steps are judged at all: the scopes asked for, else every one."""
+    return name in options.scopes if options.scopes else True
+
+
+def _topology_wanted(name: str, options: AlertOptions) -> bool:
+    """Whether ``name``'s topology is judged: not that of work outside every scope unless it is asked for (its
+    steps are the exporter's roots, cut by time: their fingerprints differ from run to run; its latency is
+    judged per loop iteration, :func:`~launchtrace.analysis.fleet.occurrences.loop_iterations`)."""
     return name in options.scopes if options.scopes else name != NO_SCOPE
 
 
@@ -549,11 +559,15 @@ def against_baseline(
             ref = own.scopes.get(name) if own is not None else None
             if ref is None:
                 ref = _pooled(baseline.groups.values(), name)
+            topology = _topology_wanted(name, options)
             if not ref.steps:
-                summary = f"scope {name!r} ran {now.steps} steps; the baseline never saw it"
-                alerts.append(make("topology_drift", name, "", summary, (), (_exemplar(now),), (("steps", now.steps),)))
+                if topology:
+                    summary = f"scope {name!r} ran {now.steps} steps; the baseline never saw it"
+                    values = (("steps", now.steps),)
+                    alerts.append(make("topology_drift", name, "", summary, (), (_exemplar(now),), values))
                 continue
-            alerts.extend(_topology_alerts(make, now, ref))
+            if topology:
+                alerts.extend(_topology_alerts(make, now, ref))
             where = hosts_and_builds(window.group_by, [own] if own is not None else list(baseline.groups.values()))
             for kernel, a, b in _latency_pairs(now, ref):
                 comparisons.append(_Comparison(name, kernel, _runs(a), _runs(b), _exemplar(now), make, where))
@@ -582,7 +596,7 @@ def among_peers(window: BaselineBuilder, options: AlertOptions | None = None, *,
             make = _AlertMaker(window.group_by, g, "peers")
             others = [o for o in members if o is not g]
             now = g.scopes[name]
-            if majority is not None and dominant.get(g.values) != majority:
+            if majority is not None and dominant.get(g.values) != majority and _topology_wanted(name, options):
                 ref = ScopeAcc(name)
                 holder = next(o for o in others if dominant.get(o.values) == majority)
                 ref.topologies = {majority: holder.scopes[name].topologies[majority]}
