@@ -308,3 +308,16 @@ def test_iterations_are_counted_per_thread_and_bounded_in_calls() -> None:
     ]
     distinct = [_rec(f"k{i}", 10 + i) for i in range(7)]  # a new kernel every launch: no call comes again
     assert [n for _, n in _iterations(LoopIterations(max_len=3), distinct)] == [0, 0, 0, 1, 1, 1, 2]
+
+
+def _on(kernel: str, seq: int, ptr: int) -> LaunchRecord:
+    buf = BufferArg(key=0, name="x", ptr=ptr, shape=(8,), dtype="float32", nbytes=32)
+    return dataclasses.replace(_rec(kernel, seq), arrays=((0, ptr),), buffers=(buf,))
+
+
+def test_one_line_launching_one_kernel_on_other_arrays_is_not_a_new_iteration() -> None:
+    """An optimizer updating each parameter, a tinygrad jit call replaying every kernel from the line that calls
+    it: one call site, one kernel, other arrays, all in one iteration; the same arrays again begin the next."""
+    body = [_on("sgd", 0, 100), _on("sgd", 1, 200), _on("sgd", 2, 300)]
+    again = [dataclasses.replace(r, seq=r.seq + 3) for r in body]
+    assert [n for _, n in _iterations(LoopIterations(), body + again)] == [0, 0, 0, 1, 1, 1]

@@ -173,7 +173,7 @@ def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool =
         records = unowned_by_order(raw)
         launches = [(r.kernel, str(r.op), r.repeat, r.start_ns, r.end_ns) for r in raw]
         start, duration, kernel_ns, kernel_samples, position_ns = step_times(launches)
-        parts = iteration_times(launches, loop_iterations(raw)) if is_unscoped(seg) else ()
+        parts = iteration_times(launches, loop_iterations(records)) if is_unscoped(seg) else ()
         # by allocation where known: two temporaries at one reused address are two buffers, in every run
         foreign = {b.alloc or b.ptr for r in raw for b in r.buffers if b.foreign and b.ptr}
         yield Occurrence(
