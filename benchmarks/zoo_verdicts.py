@@ -26,8 +26,9 @@ close in time. Conditions:
   they are counted apart ("target's adjoint found"), never as another kernel. The true cost ratio of the
   slowed kernel (forward and adjoint launches together) is measured from the runs (median of the per-run
   median step time, B over A);
-- fleet (``--fleet``, program ``many``: 22 kernels per step): clean windows against a baseline and among peers
-  with 1 and 3 runs per host, and windows where one host runs the 1.3x and one the 3x variant.
+- fleet (``--fleet``, program ``many``: 22 kernels per step, or ``--fleet-programs many,loose,solver``):
+  clean windows against a baseline and among peers with 1 and 3 runs per host, and windows where one host runs
+  the 1.3x and one the 3x variant (its program's slowed kernel, :data:`TARGET`).
 
     python benchmarks/zoo_verdicts.py [--rounds 6] [--steps 60] [--programs timers,tape,...] [--keep DIR]
     python benchmarks/zoo_verdicts.py --analyze DIR
@@ -143,10 +144,15 @@ def collect(folder: Path, programs: list[str], conditions: list[str], rounds: in
             print(f"ran {program}/{cond}: {rounds} rounds in {note['seconds']} s ({before} -> {note['load_after']})")
 
 
-def collect_fleet(folder: Path, per_host: int, steps: int, seed: int) -> None:
+def fleet_folder(folder: Path, program: str) -> Path:
+    """Where a program's fleet runs are kept (``fleet`` for ``many``, as before there was a choice)."""
+    return folder / ("fleet" if program == "many" else f"fleet-{program}")
+
+
+def collect_fleet(folder: Path, per_host: int, steps: int, seed: int, program: str = "many") -> None:
     """Baseline runs (2 per host), clean runs (``per_host`` per host), slow runs: h3 at 1.3x, h4 at 3x (3 each)."""
     rng = random.Random(seed)
-    where = folder / "fleet"
+    where = fleet_folder(folder, program)
     where.mkdir(parents=True, exist_ok=True)
     plan = [("base", h, k, "1") for h in FLEET_HOSTS for k in range(2)]
     plan += [("clean", h, k, "1") for k in range(per_host) for h in FLEET_HOSTS]
@@ -155,10 +161,10 @@ def collect_fleet(folder: Path, per_host: int, steps: int, seed: int) -> None:
     for i, (kind, host, k, slow) in enumerate(plan):
         out = where / f"{kind}-{host}-{k}.jsonl"
         if not out.exists():
-            run_once(out, "many", steps, slow, 5000 + i, False, rng, host=host)
+            run_once(out, program, steps, slow, 5000 + i, False, rng, host=host)
     note = {"load_before": before, "load_after": load(), "seconds": round(time.perf_counter() - t0, 1)}
     (where / "conditions.json").write_text(json.dumps(note))
-    print(f"ran fleet: {len(plan)} runs in {note['seconds']} s ({before} -> {note['load_after']})")
+    print(f"ran fleet {program}: {len(plan)} runs in {note['seconds']} s ({before} -> {note['load_after']})")
 
 
 # --- judging ------------------------------------------------------------------------------------------------
@@ -347,10 +353,11 @@ def _kinds(alerts) -> dict[str, int]:
     return out
 
 
-def judge_fleet(folder: Path, rows: list[dict], windows: int) -> None:
-    where = folder / "fleet"
+def judge_fleet(folder: Path, rows: list[dict], windows: int, program: str = "many") -> None:
+    where = fleet_folder(folder, program)
     if not where.exists():
         return
+    target = f".{TARGET[program]}"
     base = _builder(sorted(where.glob("base-*.jsonl")))
     clean = {h: sorted(where.glob(f"clean-{h}-*.jsonl")) for h in FLEET_HOSTS}
     slow = {h: sorted(where.glob(f"slow-{h}-*.jsonl")) for h in ("h3", "h4")}
@@ -376,7 +383,7 @@ def judge_fleet(folder: Path, rows: list[dict], windows: int) -> None:
         for mode, (warned, drifted, n) in stats.items():
             rows.append(
                 {
-                    "fleet": f"clean windows, {runs} run(s) per host, against {mode}",
+                    "fleet": f"{program}: clean windows, {runs} run(s) per host, against {mode}",
                     "windows with any warning alert": wilson(warned, n),
                     "windows with a host_slowdown (info)": wilson(drifted, n),
                 }
@@ -389,14 +396,14 @@ def judge_fleet(folder: Path, rows: list[dict], windows: int) -> None:
             alerts = against_baseline(base, _builder(files), options)
             for host in ("h3", "h4"):
                 hit = any(
-                    a.reason == "latency_regression" and a.group[1] == host and a.kernel.endswith(".k07")
+                    a.reason == "latency_regression" and a.group[1] == host and a.kernel.endswith(target)
                     for a in alerts
                 )
                 found[host][0] += hit
                 found[host][1] += 1
             wrong = any(
                 a.reason == "latency_regression"
-                and (a.group[1] in ("h1", "h2") or not a.kernel.endswith(".k07"))
+                and (a.group[1] in ("h1", "h2") or not a.kernel.endswith(target))
                 and a.kernel
                 for a in alerts
             )
@@ -404,15 +411,17 @@ def judge_fleet(folder: Path, rows: list[dict], windows: int) -> None:
             found["wrong"][1] += 1
         rows.append(
             {
-                "fleet": f"slow hosts, {runs} run(s) per host, against baseline",
-                "h4 (3x k07) found": wilson(*found["h4"]),
-                "h3 (1.3x k07) found": wilson(*found["h3"]),
+                "fleet": f"{program}: slow hosts, {runs} run(s) per host, against baseline",
+                "h4 (3x target) found": wilson(*found["h4"]),
+                "h3 (1.3x target) found": wilson(*found["h3"]),
                 "windows with a wrong kernel alert": wilson(*found["wrong"]),
                 "note": "the slow hosts' runs are the same in every window; only the clean hosts' runs vary",
             }
         )
     note = json.loads((where / "conditions.json").read_text()) if (where / "conditions.json").exists() else {}
-    rows.append({"fleet": "conditions", "load": f"{note.get('load_before', '?')} -> {note.get('load_after', '?')}"})
+    rows.append(
+        {"fleet": f"{program}: conditions", "load": f"{note.get('load_before', '?')} -> {note.get('load_after', '?')}"}
+    )
 
 
 def _windows(per_host: int, runs: int, hosts: int):
@@ -455,6 +464,7 @@ def main() -> None:
     parser.add_argument("--programs", default=",".join(PROGRAMS))
     parser.add_argument("--conditions", default="quiet,noisy")
     parser.add_argument("--fleet", action="store_true", help="also the fleet part (program many)")
+    parser.add_argument("--fleet-programs", default="many", help="the programs the fleet part runs, comma-separated")
     parser.add_argument("--fleet-runs", type=int, default=6, help="clean runs per host for the fleet windows")
     parser.add_argument("--windows", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
@@ -464,18 +474,20 @@ def main() -> None:
     args = parser.parse_args()
     programs = [p for p in args.programs.split(",") if p]
     conditions = [c for c in args.conditions.split(",") if c]
+    fleet_programs = [p for p in args.fleet_programs.split(",") if p]
     folder = Path(args.analyze or args.keep or tempfile.mkdtemp(prefix="zoo-"))
     if not args.analyze:
         print(f"runs in {folder}; {load()}", flush=True)
         collect(folder, programs, conditions, args.rounds, args.steps, args.seed)
-        if args.fleet:
-            collect_fleet(folder, args.fleet_runs, args.steps, args.seed)
+        for program in fleet_programs if args.fleet else ():
+            collect_fleet(folder, args.fleet_runs, args.steps, args.seed, program)
     rows: list[dict] = []
     for program in programs:
         for cond in conditions:
             if (folder / program / cond).exists():
                 judge_program(folder / program / cond, program, rows)
-    judge_fleet(folder, rows, args.windows)
+    for program in fleet_programs:
+        judge_fleet(folder, rows, args.windows, program)
     for row in rows:
         print(json.dumps(row))
     print(markdown(rows))

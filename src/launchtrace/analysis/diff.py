@@ -317,8 +317,7 @@ def _add_iterations(
 ) -> None:
     """:func:`step_series`' part for work outside every scope: each record's time added to its kernel's and
     its iteration's total, in the iteration :class:`LoopIterations` gives it (the step counted once)."""
-    for rec in records:
-        name, it, begins = loops.of(rec)
+    for rec, (name, it, begins) in zip(records, loops.root(records)):
         ns, launches, folded = _record_total(rec)
         step = ("scope", name, name)
         per = values.setdefault(step, {})

@@ -28,11 +28,12 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from itertools import accumulate
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from launchtrace import folds as fold_rules
 from launchtrace._lazy import lazy_module
 from launchtrace.analysis.segments import step_occurrences
+from launchtrace.analysis.unscoped import LoopIterations, is_unscoped
 from launchtrace.analysis.verdicts import mann_whitney_u
 from launchtrace.conventions import kernel_title
 from launchtrace.model import LaunchRecord, TraceData
@@ -291,11 +292,13 @@ def _kernel_step_values(
     sums in the same order, without the scope groups, the step durations and the counts that ``summary`` and
     ``report`` never read (they were half of ``summary``'s own time per trace). ``tests/test_summary_stream.py``
     checks it against ``step_series`` on real runs."""
-    values: dict[tuple[str, str], dict[int, float]] = {}
+    values: dict[tuple[str, str], dict[Any, float]] = {}
     for seg, occ, _first in step_occurrences(traces, segs):
         timed = [r for r in seg.records if r.end_ns > 0]
         name = seg.name
-        for rec in timed:
+        # work outside every scope: each loop iteration is a step (LoopIterations; it never spans roots)
+        steps = [(occ, it) for _, it, _ in LoopIterations().root(timed)] if is_unscoped(seg) else None
+        for i, rec in enumerate(timed):
             if rec.fold is None and rec.repeat <= 1:
                 ns = rec.end_ns - rec.start_ns
                 if ns < 0:  # max(0, ns), without the call
@@ -306,7 +309,8 @@ def _kernel_step_values(
             per = values.get(key)
             if per is None:
                 per = values[key] = {}
-            per[occ] = per.get(occ, 0.0) + float(ns)
+            step = occ if steps is None else steps[i]
+            per[step] = per.get(step, 0.0) + float(ns)
     return values
 
 

@@ -157,6 +157,18 @@ class LoopIterations:
         self.max_len = max_len
         self._streams: dict[str, tuple[list[int], set]] = {}
 
+    def root(self, records: Sequence[LaunchRecord]) -> list[tuple[str, int, bool]]:
+        """:meth:`of` each of one exporter root's records (one step of the one rule), the iterations left open by
+        the roots before closed first: an iteration never spans roots, as a step never spans traces, so every
+        reader (a streamed one taking a trace at a time, the fleet's fast path remembering a root's cut) cuts
+        alike. A root cut in the middle of a loop pass leaves two short iterations, once a root."""
+        for name in {stream_name(r) for r in records}:
+            s = self._streams.get(name)
+            if s is not None and s[1]:
+                s[0][0] += 1
+                s[1].clear()
+        return [self.of(r) for r in records]
+
     def of(self, rec: LaunchRecord) -> tuple[str, int, bool]:
         """``(stream name, iteration number, whether rec begins it)``; call in the order the records were
         issued."""

@@ -58,7 +58,11 @@ def _kernel_lines(rows: list[KernelStats]) -> list[str]:
         f"{'kernel':<{width}}  {'op':<12} {'count':>8} {'total ms':>10} {'mean us':>9} {'p50 us':>9} {'p95 us':>9} "
         f"{'max us':>10} | {'steps':>6} {'p50 us':>9} {'p95 us':>9} {'max us':>10}"
     )
-    lines = ["per launch, then per step (the kernel's total time in each occurrence of its outermost scope):", head]
+    lines = [
+        "per launch, then per step (the kernel's total time in each occurrence of its outermost scope, "
+        "or each loop iteration outside every scope):",
+        head,
+    ]
     for name, r in zip(names, rows):
         lines.append(
             f"{pad(name, width)}  {terminal(r.op):<12} {r.count:>8} {r.total_ns / 1e6:>10.3f} {_us(r.mean_ns):>9} "

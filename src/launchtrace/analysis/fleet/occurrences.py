@@ -108,22 +108,23 @@ Launch = tuple[str, str, int, int, int]  # (kernel, op, repeat, start_ns, end_ns
 
 
 def loop_iterations(records: Sequence[LaunchRecord]) -> tuple[int, ...]:
-    """Each record's loop iteration in a run of work outside every scope (one trace's: the count starts anew in
-    each, so a step with the same records is cut alike wherever it came; an iteration the exporter's root cut
-    in two is two short ones), by :class:`launchtrace.analysis.unscoped.LoopIterations`."""
-    loops = LoopIterations()
-    return tuple(loops.of(r)[1] for r in records)
+    """Each record's loop iteration in a run of work outside every scope (one root's: an iteration never spans
+    roots, so a step with the same records is cut alike wherever it came), by
+    :meth:`launchtrace.analysis.unscoped.LoopIterations.root`."""
+    return tuple(it for _, it, _ in LoopIterations().root(records))
 
 
 def iteration_times(launches: Sequence[Launch], iterations: Sequence[int]) -> tuple[StepTimes, ...]:
     """:func:`step_times` of each loop iteration (``iterations``: each launch's, as :func:`loop_iterations`
-    gives them, never decreasing), in order."""
+    gives them, never decreasing), in order. An iteration has no clock of its own: its duration is its launches'
+    time (as ``launchtrace diff`` times it), not the wall time from its first launch to its last, which holds
+    whatever the program did between them (uploads from NumPy, Python) and moves with the machine's load."""
     out, begin = [], 0
     for end in range(1, len(launches) + 1):
         if end == len(launches) or iterations[end] != iterations[begin]:
-            part = step_times(launches[begin:end])
-            if part[2]:  # a part with no timed launch is no step
-                out.append(part)
+            start, _wall, kernel_ns, kernel_samples, position_ns = step_times(launches[begin:end])
+            if kernel_ns:  # a part with no timed launch is no step
+                out.append((start, sum(kernel_ns.values()), kernel_ns, kernel_samples, position_ns))
             begin = end
     return tuple(out)
 
