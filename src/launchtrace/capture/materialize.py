@@ -22,6 +22,7 @@ from launchtrace.allocations import ALLOCATIONS
 from launchtrace.capture import bus, probes
 from launchtrace.capture.access import kernel_access
 from launchtrace.capture.hotpath import ARR, FLAT, HANDLES, STRUCT, is_internal_entry, is_warp_code
+from launchtrace.capture.objects import HANDLE_NAMES
 from launchtrace.capture.state import THREAD_NAMES
 from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, Op, ScopeRecord, Site
@@ -572,7 +573,9 @@ class Materializer:
                     continue
                 if head is STRUCT:
                     return None
-            if t is int or t is str or t is bool or v is None:
+            if t is int and v in HANDLE_NAMES:  # a Mesh / HashGrid / ... handle: the object's name
+                scalars.append((i, HANDLE_NAMES.get(v, v)))
+            elif t is int or t is str or t is bool or v is None:
                 scalars.append((i, v))
             else:
                 scalars.append((i, _normalise(v)))
@@ -747,7 +750,9 @@ class Materializer:
             else:
                 j += 1
                 t = type(v)
-                if t is int or t is str or t is bool or v is None:
+                if t is int and v in HANDLE_NAMES:  # a Mesh / HashGrid / ... handle: the object's name
+                    scalars.append((i, HANDLE_NAMES.get(v, v)))
+                elif t is int or t is str or t is bool or v is None:
                     scalars.append((i, v))
                 else:
                     scalars.append((i, _normalise(v)))
@@ -863,7 +868,8 @@ class _Args:
             for field, inner in value[1]:
                 self.add(f"{key}.{field}", inner, access, syntax)
         else:
-            self.scalars.append((key, _normalise(value)))
+            handle = HANDLE_NAMES.get(value) if type(value) is int else None  # a Mesh / HashGrid / ...: its name
+            self.scalars.append((key, handle or _normalise(value)))
 
 
 def _build_launch(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:
