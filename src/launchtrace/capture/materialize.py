@@ -89,7 +89,10 @@ def kernel_name(kernel: Any) -> str:
     (``__main__.make.<locals>.axpy``, where Warp's key reads ``make__locals__axpy``), and for one made with
     ``module="unique"``, whose module Warp names after the key and the kernel's hash, the hash after a ``#``
     (``__main__.make.<locals>.axpy#fb888011``): the code reads as it was written, and each instance a factory
-    makes keeps a name of its own."""
+    makes keeps a name of its own. A kernel that closes over variables of its factory (``factor`` in
+    ``make_scaler(factor)``) is one kernel per value in one module: each gets Warp's hash of that kernel after a
+    ``#`` too (``__main__.make_scaler.<locals>.scale_k#6a1aefd7``; before, ``make_scaler(0.5)`` and
+    ``make_scaler(2.0)`` were one name, and a changed factor diffed as equal)."""
     module = getattr(getattr(kernel, "module", None), "name", None)
     key = getattr(kernel, "key", None) or getattr(kernel, "__name__", repr(kernel))
     func = getattr(kernel, "func", None)
@@ -105,15 +108,33 @@ def kernel_name(kernel: Any) -> str:
         if unique is not None:
             return f"{home}.{qualname}#{unique.group(1)}"
         if module == home:
-            return f"{home}.{qualname}"
+            return f"{home}.{qualname}{_closure_hash(kernel, func)}"
     return f"{module}.{key}" if module else str(key)
 
 
+def _closure_hash(kernel: Any, func: Any) -> str:
+    """``#<Warp's hash of the kernel>`` for a kernel whose function closes over variables, else ``""`` (also
+    while its module is not built yet: :func:`_kernel_info` asks again)."""
+    if not getattr(func, "__closure__", None):
+        return ""
+    try:
+        tail = _UNIQUE_TAIL.search(kernel.get_mangled_name())
+    except Exception:  # no hash before the module is built (a launch that raised before it)
+        return ""
+    return f"#{tail.group(1)}" if tail else ""
+
+
+def _pending(kernel: Any, name: str) -> bool:
+    """Whether ``name`` still lacks the closure hash the kernel will have once its module is built."""
+    return "#" not in name and bool(getattr(getattr(kernel, "func", None), "__closure__", None))
+
+
 class _KernelInfo:
-    __slots__ = ("access", "checked_in", "name", "params", "syntax")
+    __slots__ = ("access", "checked_in", "name", "params", "pending", "syntax")
 
     def __init__(self, kernel: Any) -> None:
         self.name = kernel_name(kernel)
+        self.pending = _pending(kernel, self.name)
         args = getattr(getattr(kernel, "adj", None), "args", None) or ()
         self.params = tuple(str(getattr(a, "label", i)) for i, a in enumerate(args))
         self.access = None
@@ -177,7 +198,7 @@ make_buffer_arg: Callable[..., BufferArg] = slot_constructor(
 
 def _kernel_info(kernel: Any) -> _KernelInfo:
     hit = _kernels.get(id(kernel))
-    if hit is None or hit[0] is not kernel:
+    if hit is None or hit[0] is not kernel or (hit[1].pending and not _pending(kernel, kernel_name(kernel))):
         hit = (kernel, _KernelInfo(kernel))
         _kernels[id(kernel)] = hit
     return hit[1]
