@@ -220,3 +220,21 @@ def test_a_kernel_run_only_by_replays_counts_what_ran_and_claims_no_time(instrum
     assert f"- ran only in graph replays ({acc.kernel}, wp.fill)" in text  # the fill was captured too
     line = next(x for x in text.splitlines() if x.split()[0] == acc.kernel)
     assert line.split()[2:5] == [str(2 * REPLAYS), "0.000", "-"]
+
+
+def test_each_replay_carries_a_fingerprint_of_what_its_graph_holds(instrumented, tmp_path: Path) -> None:
+    """A step that replays a graph captured with another dim was the same topology (``alert``: ``no alerts``,
+    ``check-static``: ``static``); graphs of equal content (captured again each step) share the fingerprint."""
+    prog = Program()
+    with trace_launches() as trace:
+        first, again = prog.capture(), prog.capture()
+        with wp.ScopedCapture(device="cpu") as cap:
+            wp.launch(accumulate, dim=N // 2, inputs=[prog.x, prog.acc], device="cpu")
+        for graph in (first, again, cap.graph):
+            wp.capture_launch(graph)
+    runs = [r for r in trace.to_data().records if r.op == "graph_launch"]
+    a, b, c = (dict(r.scalars)[0] for r in runs)
+    assert a == b != c and len(a) == 8 and runs[0].params == ("graph_content",)
+    from launchtrace.topology import topology_key
+
+    assert topology_key(runs[0]) == topology_key(runs[1]) != topology_key(runs[2])

@@ -21,9 +21,10 @@ from launchtrace import native
 from launchtrace.allocations import ALLOCATIONS
 from launchtrace.capture import bus, probes
 from launchtrace.capture.access import kernel_access
+from launchtrace.capture.graphcontent import GraphContents
 from launchtrace.capture.hotpath import ARR, FLAT, HANDLES, STRUCT, is_internal_entry, is_warp_code
 from launchtrace.capture.objects import HANDLE_NAMES
-from launchtrace.capture.state import THREAD_NAMES
+from launchtrace.capture.state import THREAD_NAMES, graphs_begun
 from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, Op, ScopeRecord, Site
 from launchtrace.ownership import OWNERS
@@ -382,6 +383,7 @@ class Materializer:
         self._load_ends: dict[int, list[int]] = {}  # thread -> [end of a module load its next record may
         # contain, drains left to wait for that record]
         self._loaded = False  # a module load ended in this drain
+        self._graphs = GraphContents()  # each replay's fingerprint of its graph (launchtrace.capture.graphcontent)
 
     def _intern_buffer(
         self,
@@ -473,6 +475,8 @@ class Materializer:
         if self._load_ends or self._loaded:
             self._loaded = False
             _start_after_loads(out, self._load_ends)
+        if graphs_begun[0]:
+            self._graphs.feed(out)
         return out
 
     _probe_run = -1  # the drain whose wait deadline for device timing is _probe_deadline
