@@ -113,6 +113,8 @@ def test_the_report_page_has_a_failed_calls_section(runs, tmp_path: Path) -> Non
     assert "4 call(s) raised" in section
     assert "<li>3 x launch __main__.k (from " in section and "<code>RuntimeError: Error launching kernel" in section
     assert "<li>1 x scope step: <code>ValueError: the last step failed</code></li>" in section
+    nav = html[html.index("<nav>") : html.index("</nav>")]
+    assert '<a href="#failed">failed calls</a>' in nav  # the section can be found from the top of the page
 
 
 SAME_CALL = textwrap.dedent(

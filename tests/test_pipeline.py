@@ -298,3 +298,28 @@ def test_spans_of_a_burst_arrive_after_it_without_a_flush(tmp_path: Path, sim) -
         assert pipeline.stats().exported == 50 * 5 + 1  # every launch and the scope, no flush asked
     finally:
         pipeline.stop()
+
+
+class CountingSink(FileSink):
+    """A real file sink that remembers how many spans each write held."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.sizes: list[int] = []
+
+    def write(self, spans) -> None:
+        self.sizes.append(len(spans))
+        super().write(spans)
+
+
+def test_writes_hold_at_most_max_export_batch_spans(tmp_path: Path, sim) -> None:
+    """A step's spans are held back until it ends (``fold="auto"``), then released at once: writes of up to
+    127 spans went out where ``max_export_batch`` says 64 (1,023 where it says 512, the default)."""
+    sink = CountingSink(tmp_path / "spans.jsonl")
+    pipeline = ExportPipeline(config(tmp_path, max_export_batch=64), sink=sink).start()
+    with launchtrace.scope("step"):
+        for _ in range(120):
+            sim.step()  # 5 records each
+    stats = pipeline.stop(timeout=30)
+    assert stats.exported == sum(sink.sizes) >= 601 and stats.dropped == 0
+    assert max(sink.sizes) <= 64, sink.sizes

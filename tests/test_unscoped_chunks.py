@@ -19,7 +19,7 @@ import pytest
 from launchtrace.analysis.diff import diff_traces
 from launchtrace.analysis.diff_stream import diff_streamed
 from launchtrace.analysis.segments import HOST_DATA, unowned_by_order
-from launchtrace.analysis.unscoped import UnscopedChunks, keyed_segments
+from launchtrace.analysis.unscoped import LoopIterations, UnscopedChunks, keyed_segments
 from launchtrace.model import BufferArg, LaunchRecord, Site
 from launchtrace.sources.each import Traces
 from launchtrace.sources.loading import load_traces
@@ -114,6 +114,19 @@ def test_the_stream_and_the_lists_give_the_same_segments(runs: dict[str, Path]) 
         assert streamed is not None
         listed = diff_traces(load_traces([runs[a]]), load_traces([runs[b]]))
         assert repr(streamed[0].segments) == repr(listed.segments)
+        assert repr(streamed[0].timing) == repr(listed.timing)  # iterations numbered through the roots
+        assert streamed[0].warmup == listed.warmup
+
+
+def test_the_timing_has_a_step_per_loop_iteration_however_the_roots_were_cut(runs: dict[str, Path]) -> None:
+    """1,500 iterations of ``push``, ``pull``: 1,500 steps on both sides (less the warm-up), where the exporter's
+    4 and 82 roots were the steps before, and ``push``'s row rests on them."""
+    result = diff_traces(load_traces([runs["a"]]), load_traces([runs["b"]]))
+    warm = {w.side: w.steps for w in result.warmup if w.scope == NO_SCOPE}
+    row = next(t for t in result.timing if t.kind == "kernel" and t.name == "__main__.push")
+    assert row.scope == NO_SCOPE and row.verdict.basis == "steps-one-run"
+    assert row.verdict.n_steps_a + warm.get("A", 0) == 1500
+    assert row.verdict.n_steps_b + warm.get("B", 0) == 1500
 
 
 # -- the chunker on its own -------------------------------------------------------------------------------------
@@ -302,3 +315,55 @@ def test_two_processes_that_do_different_work_pair_by_their_work_not_by_their_or
     assert _cli_diff(files["ka_first"], files["kb_first"]).returncode == 0
     changed = diff_traces(other, load_traces([files["changed"]]), timing=False)
     assert changed.counts == {"inserted": 6, "removed": 0, "changed": 0}  # one more kb in each of 6 steps
+
+
+# -- the timing's loop iterations on their own ---------------------------------------------------------------
+
+
+def _iterations(loops: LoopIterations, records: list[LaunchRecord]) -> list[tuple[str, int]]:
+    got, last = [], {}
+    for rec in records:
+        name, n, begins = loops.of(rec)
+        assert begins == (last.get(name) != n)  # the first record of each iteration, and only that one
+        last[name] = n
+        got.append((name, n))
+    return got
+
+
+def test_an_iteration_ends_where_a_call_comes_again() -> None:
+    setup = [_rec("fill", 0), _rec("copy", 1)]
+    body = [_rec(k, 2 + i) for i, k in enumerate("abcabcab")]
+    got = _iterations(LoopIterations(), setup + body)
+    assert [n for _, n in got] == [0, 0, 0, 0, 0, 1, 1, 1, 2, 2]  # the setup joins the first iteration
+    assert {name for name, _ in got} == {NO_SCOPE}
+
+
+def test_an_inner_loop_makes_each_of_its_calls_an_iteration() -> None:
+    records = [_rec(k, i) for i, k in enumerate("akkkbakkkb")]
+    assert [n for _, n in _iterations(LoopIterations(), records)] == [0, 0, 1, 2, 2, 2, 3, 4, 5, 5]
+
+
+def test_iterations_are_counted_per_thread_and_bounded_in_calls() -> None:
+    loops = LoopIterations(max_len=3)
+    records = [_rec("a", 1), _rec("a", 2, "Thread-2 (worker)"), _rec("b", 3), _rec("a", 4, "Thread-2 (worker)")]
+    assert _iterations(loops, records) == [
+        (NO_SCOPE, 0),
+        (f"{NO_SCOPE} (Thread-2 (worker))", 0),
+        (NO_SCOPE, 0),
+        (f"{NO_SCOPE} (Thread-2 (worker))", 1),
+    ]
+    distinct = [_rec(f"k{i}", 10 + i) for i in range(7)]  # a new kernel every launch: no call comes again
+    assert [n for _, n in _iterations(LoopIterations(max_len=3), distinct)] == [0, 0, 0, 1, 1, 1, 2]
+
+
+def _on(kernel: str, seq: int, ptr: int) -> LaunchRecord:
+    buf = BufferArg(key=0, name="x", ptr=ptr, shape=(8,), dtype="float32", nbytes=32)
+    return dataclasses.replace(_rec(kernel, seq), arrays=((0, ptr),), buffers=(buf,))
+
+
+def test_one_line_launching_one_kernel_on_other_arrays_is_not_a_new_iteration() -> None:
+    """An optimizer updating each parameter, a tinygrad jit call replaying every kernel from the line that calls
+    it: one call site, one kernel, other arrays, all in one iteration; the same arrays again begin the next."""
+    body = [_on("sgd", 0, 100), _on("sgd", 1, 200), _on("sgd", 2, 300)]
+    again = [dataclasses.replace(r, seq=r.seq + 3) for r in body]
+    assert [n for _, n in _iterations(LoopIterations(), body + again)] == [0, 0, 0, 1, 1, 1]

@@ -76,7 +76,8 @@ def run_key(trace_or_attributes: TraceData | Mapping[str, Any]) -> tuple[str, ..
     source = str(attrs.get("source", ""))
     instance = attrs.get("service.instance.id")
     if instance not in (None, ""):
-        return (source, "instance", str(instance))
+        host = str(attrs.get("host.name", ""))  # not needed to tell runs apart: there to name the host they ran on
+        return (source, "instance", host, str(instance)) if host else (source, "instance", str(instance))
     pid = attrs.get("process.pid")
     if pid not in (None, ""):
         return (source, "pid", str(attrs.get("host.name", "")), str(pid))
@@ -84,8 +85,9 @@ def run_key(trace_or_attributes: TraceData | Mapping[str, Any]) -> tuple[str, ..
 
 
 def run_id(trace_or_attributes: TraceData | Mapping[str, Any]) -> str:
-    """:func:`run_key` as one printable string (what baselines store per run): ``instance/<id>``,
-    ``pid/<host>/<pid>`` or ``source``, prefixed with the file when the trace was read from one."""
+    """:func:`run_key` as one printable string (what baselines store per run): ``instance/<host>/<id>`` (or
+    ``instance/<id>`` with no ``host.name``), ``pid/<host>/<pid>`` or ``source``, prefixed with the file when the
+    trace was read from one."""
     key = run_key(trace_or_attributes)
     return "/".join(key if key[0] else key[1:]) or "unknown"
 

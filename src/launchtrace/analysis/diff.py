@@ -47,7 +47,7 @@ from launchtrace.analysis.segments import (
     top_scope,
     unowned_by_order,
 )
-from launchtrace.analysis.unscoped import keyed_segments
+from launchtrace.analysis.unscoped import LoopIterations, is_unscoped, keyed_segments
 from launchtrace.analysis.verdicts import (
     ANSWERS,
     DEFAULT_ALPHA,
@@ -61,7 +61,7 @@ from launchtrace.analysis.verdicts import (
 )
 from launchtrace.conventions import kernel_title
 from launchtrace.folds import fold_share, record_total
-from launchtrace.model import TraceData
+from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.steps import family_path
 from launchtrace.topology import ChangeKind, DiffEntry, diff_records
 
@@ -222,13 +222,20 @@ GroupKey = tuple[str, str, str]  # (kind, step scope, name)
 
 
 def step_series(
-    traces: Sequence[TraceData], scope: str | None = None, segs: Sequence[Segment] | None = None
+    traces: Sequence[TraceData],
+    scope: str | None = None,
+    segs: Sequence[Segment] | None = None,
+    loops: LoopIterations | None = None,
 ) -> tuple[dict[str, list[float]], dict[GroupKey, dict[int, float]], dict[GroupKey, list[int]]]:
     """Per-step aggregates of one run: ``(step durations by step scope, {group: {occurrence: ns}},
     {group: [launches, folded]})``. A group is ``("kernel", step scope, kernel)`` (total time of that kernel in
     the step) or ``("scope", step scope, path)`` (the step itself, or a scope nested in it). Records with no
-    end time are left out; unscoped records form ``<no scope>`` steps, one per run of them, timed as the sum
-    of their records. ``segs``: ``segments(traces, scope)`` when the caller has them already."""
+    end time are left out; unscoped records form ``<no scope>`` steps, one per iteration of the loop that
+    issued them (:class:`~launchtrace.analysis.unscoped.LoopIterations`; each thread's its own), timed as the sum
+    of their records. ``segs``: ``segments(traces, scope)`` when the caller has them already; ``loops``: the
+    iteration state of the run so far, when the caller feeds the run in parts (a streamed diff)."""
+    loops = LoopIterations() if loops is None else loops
+    looped: set[str] = set()  # step names of unscoped iterations: their step durations come from their groups
     steps: dict[str, list[float]] = {}
     values: dict[GroupKey, dict[int, float]] = {}
     counts: dict[GroupKey, list[int]] = {}
@@ -254,6 +261,9 @@ def step_series(
     for seg, occ, first in step_occurrences(traces, segments(traces, scope) if segs is None else segs):
         trace = traces[seg.trace]
         timed = [r for r in seg.records if r.end_ns > 0]
+        if is_unscoped(seg):
+            _add_iterations(timed, loops, values, counts, looped)
+            continue
         # (not first: the rest of a scope cut in two, whose step time and scope groups are in already)
         if first and seg.scope_id is None and seg.scopes and seg.source is not None:  # an inferred step: its timers
             steps.setdefault(seg.name, []).append(float(seg.duration_ns))
@@ -292,7 +302,36 @@ def step_series(
             c[1] += folded
         if seg.scope_id is not None or (seg.scopes and seg.source is not None):  # a step with a clock of its own
             add(("launches", name, name), occ, float(busy), 0, 0)
+    for kind, step, name in list(values) if looped else ():  # in the order their groups came
+        if kind == "scope" and step == name and step in looped:
+            steps[step] = [ns for _, ns in sorted(values[(kind, step, name)].items())]
     return steps, values, counts
+
+
+def _add_iterations(
+    records: Sequence[LaunchRecord],
+    loops: LoopIterations,
+    values: dict[GroupKey, dict[int, float]],
+    counts: dict[GroupKey, list[int]],
+    looped: set[str],
+) -> None:
+    """:func:`step_series`' part for work outside every scope: each record's time added to its kernel's and
+    its iteration's total, in the iteration :class:`LoopIterations` gives it (the step counted once)."""
+    for rec in records:
+        name, it, begins = loops.of(rec)
+        ns, launches, folded = _record_total(rec)
+        step = ("scope", name, name)
+        per = values.setdefault(step, {})
+        c = counts.setdefault(step, [0, 0])
+        c[0] += begins  # one step: an iteration may span two calls of a streamed diff
+        per[it] = per.get(it, 0.0) + float(ns)
+        looped.add(name)
+        key = ("kernel", name, kernel_title(rec.kernel, rec.adjoint))
+        per = values.setdefault(key, {})
+        per[it] = per.get(it, 0.0) + float(ns)
+        c = counts.setdefault(key, [0, 0])
+        c[0] += launches
+        c[1] += folded
 
 
 def _segments(traces: Sequence[TraceData], scope: str | None, cache: dict) -> list[Segment]:

@@ -40,7 +40,7 @@ from launchtrace.analysis.diff import (
     timing_of_series,
 )
 from launchtrace.analysis.summary_state import SummaryState
-from launchtrace.analysis.unscoped import UnscopedChunks, is_unscoped
+from launchtrace.analysis.unscoped import LoopIterations, UnscopedChunks, is_unscoped
 from launchtrace.analysis.values import BadValues, became_non_finite_of
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.sources.each import TraceKey, Traces
@@ -91,6 +91,7 @@ class _Side:
         self.first: dict = {}  # a name or group -> its first place (the order step_series would insert it in)
         self.clock = SummaryState(figures=False)
         self.chunks = UnscopedChunks()
+        self.loops = LoopIterations()  # the timing's iterations of unscoped work, numbered through the run
 
     def add(self, key: TraceKey, trace: TraceData) -> list[tuple[tuple[str, int], tuple[LaunchRecord, ...]]]:
         """Take one trace; its steps that hold records, as ``((name, number), records)``."""
@@ -128,8 +129,12 @@ class _Side:
 
     def _timing(self, trace: TraceData, occ, place: tuple) -> None:
         """This step's numbers, as :func:`step_series` over the whole side would give them."""
-        steps, values, launches = step_series([trace], self.scope, [occ])
-        offset = self.step_count.get(occ.name, 0)
+        steps, values, launches = step_series([trace], self.scope, [occ], self.loops)
+        if is_unscoped(occ):  # numbered by iteration through the run (LoopIterations), not per call
+            offset = 0
+            steps = {}  # each iteration's time is its step group's sum: series() takes it from there
+        else:
+            offset = self.step_count.get(occ.name, 0)
         for name, durations in steps.items():
             if ("step", name) not in self.first or place < self.first[("step", name)]:
                 self.first[("step", name)] = place
@@ -153,8 +158,12 @@ class _Side:
         """The side's :func:`step_series` answer, its groups in the order the list would have inserted them."""
         names = sorted(self.steps, key=lambda name: self.first[("step", name)])
         groups = sorted(self.values, key=lambda group: self.first[group])
+        steps = {name: self.steps[name] for name in names}
+        for kind, step, name in groups:  # unscoped iterations: no step list of their own
+            if kind == "scope" and step == name and step not in steps:
+                steps[step] = list(self.values[(kind, step, name)].values)
         return (
-            {name: self.steps[name] for name in names},
+            steps,
             {group: self.values[group] for group in groups},
             {group: self.launches[group] for group in groups if group in self.launches},
         )

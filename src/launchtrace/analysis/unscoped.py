@@ -12,8 +12,15 @@ and cuts it again where its content says (:class:`UnscopedChunks`): a chunk ends
 (the call of one kernel at one site, the one met most often in the stream's first ``min_len`` records; the
 first of them on a tie) once it holds ``min_len`` records, and in any case at ``max_len``. Two runs that issue
 the same unscoped work get the same chunks however their roots were cut; in a program that repeats a loop, a
-launch inserted in one chunk leaves the next chunks aligned. The timing is not changed by this: its steps are
-still the occurrences of :mod:`launchtrace.steps`.
+launch inserted in one chunk leaves the next chunks aligned.
+
+The timing cuts the same stream finer, into the loop's iterations (:class:`LoopIterations`): a new iteration
+begins at a call (one kernel at one site on the same arrays) already met in the iteration being filled. A
+zero-code program with no timer (``for i in range(n): wp.launch(a, ...); wp.launch(b, ...)``) then has a step
+per iteration, as a timed one has, and its kernels get verdicts from one run each; where the exporter cut its
+roots does not matter here either. Nothing needs holding back: the cut depends only on the records before it.
+A loop body that makes one call twice (a tinygrad jit call whose arena hands one kernel the same buffers in
+its forward and backward parts) is cut there too: each pass is then two steps, the same two in every run.
 
 A thread's stream is named :data:`~launchtrace.steps.NO_SCOPE`, with the thread's name after it for any thread
 but the main one (``<no scope> (Thread-2 (worker))``), so two threads' unscoped work is never paired with each
@@ -41,7 +48,16 @@ from typing import Any
 from launchtrace.model import LaunchRecord
 from launchtrace.steps import NO_SCOPE, Occurrence
 
-__all__ = ["CHUNK_MAX", "CHUNK_MIN", "UnscopedChunks", "content_order", "is_unscoped", "keyed_segments", "stream_name"]
+__all__ = [
+    "CHUNK_MAX",
+    "CHUNK_MIN",
+    "LoopIterations",
+    "UnscopedChunks",
+    "content_order",
+    "is_unscoped",
+    "keyed_segments",
+    "stream_name",
+]
 
 CHUNK_MIN = 1024
 """Records a chunk holds at least before it may end at the anchor."""
@@ -102,6 +118,18 @@ def _anchor_key(rec: LaunchRecord) -> tuple:
     return (rec.op, rec.kernel, rec.site)
 
 
+def _call_key(rec: LaunchRecord) -> tuple:
+    """A call as :class:`LoopIterations` tells calls apart: its op, kernel and site, and each array by what it
+    is (owner and offset, else allocation and offset, else pointer). The arrays matter where one line launches
+    one kernel on several buffers per iteration: a tinygrad jit call replays all its kernels from the line that
+    calls it, an optimizer updates each parameter with one kernel."""
+    arrays = tuple(
+        (b.owner, b.offset) if b.owner is not None else (b.alloc, b.offset) if b.alloc is not None else b.ptr
+        for b in rec.buffers
+    )
+    return (rec.op, rec.kernel, rec.site, arrays)
+
+
 class UnscopedChunks:
     """Unscoped records cut into chunks by content, per thread (see the module docstring). Feed the segments'
     records in the one rule's order (a thread's roots never overlap, so that is the order they were issued in)."""
@@ -144,6 +172,36 @@ class UnscopedChunks:
         out = [((name, s.index), _chunk(s)) for name, s in self._streams.items() if s.chunk]
         self._streams.clear()
         return out
+
+
+class LoopIterations:
+    """Each thread's (a pool's workers: the pool's) unscoped records numbered by the loop iteration they belong
+    to, for the timing (see the module docstring): :meth:`of` gives a record's stream (its step name) and
+    iteration. A record begins the next iteration when its call (:func:`_call_key`) was met already in the one
+    being filled, or when that one holds ``max_len`` distinct calls (a program whose every launch is a new
+    kernel). Two runs that issue the same records cut them alike; setup before the loop joins the first
+    iteration, which the warm-up rule usually leaves out. State: the calls of each thread's current iteration
+    (at most ``max_len``)."""
+
+    def __init__(self, max_len: int = CHUNK_MAX) -> None:
+        self.max_len = max_len
+        self._streams: dict[str, tuple[list[int], set]] = {}
+
+    def of(self, rec: LaunchRecord) -> tuple[str, int, bool]:
+        """``(stream name, iteration number, whether rec begins it)``; call in the order the records were
+        issued."""
+        name = stream_name(rec)
+        s = self._streams.get(name)
+        if s is None:
+            s = self._streams[name] = ([0], set())
+        number, calls = s
+        key = _call_key(rec)
+        if key in calls or len(calls) >= self.max_len:
+            number[0] += 1
+            calls.clear()
+        begins = not calls
+        calls.add(key)
+        return name, number[0], begins
 
 
 def keyed_segments(segs: Sequence[Occurrence]) -> dict[Key, tuple[LaunchRecord, ...]]:

@@ -441,7 +441,7 @@ class ExportPipeline:
                 left -= len(events)
                 more = more and left > 0 and not self._stopping  # stopping: the exit timeout has run out
             if pending and (len(pending) >= batch or not more):
-                self._write(pending)
+                self._write_batches(pending, batch)
                 pending = []
             if not more:
                 break
@@ -450,7 +450,13 @@ class ExportPipeline:
         if final:
             spans = self._build(lambda _events: builder.flush(), ())
             if spans:
-                self._write(spans)
+                self._write_batches(spans, batch)
+
+    def _write_batches(self, spans: list, batch: int) -> None:
+        """``spans`` written ``batch`` at a time: a step that ends releases every span it held back at once, and
+        a chunk's spans on top of the ones pending made writes and OTLP requests of up to twice ``batch``."""
+        for start in range(0, len(spans), batch):
+            self._write(spans[start : start + batch] if len(spans) > batch else spans)
 
     def _write(self, spans: list) -> None:
         """Hand ``spans`` to the sink; while it answers, a full capture queue waits for it (see

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from launchtrace.analysis.diff import NO_SCOPE, SegmentDiff, TimingChange, TraceDiff, WarmUp
+from launchtrace.analysis.diff import SegmentDiff, TimingChange, TraceDiff, WarmUp
 from launchtrace.render.escape import terminal, terminal_lines
 from launchtrace.topology import ChangeKind, DiffEntry, FieldChange, format_entry, format_value
 
@@ -125,26 +125,6 @@ def _warmup_line(warm: Sequence[WarmUp]) -> str:
     return "timing: warm-up left out: " + "; ".join(said)
 
 
-def _no_steps_hint(result: TraceDiff) -> str:
-    """Once, when kernels launched outside every scope again and again got no verdict for want of steps: the
-    work outside every scope is cut where the exporter closed its roots, not per iteration."""
-    stuck = [
-        t
-        for t in result.timing
-        if t.kind == "kernel"
-        and t.scope == NO_SCOPE
-        and t.verdict.basis == "insufficient"
-        and min(t.launches_a, t.launches_b) >= 10
-    ]
-    if not stuck:
-        return ""
-    names = ", ".join(t.name for t in stuck[:3]) + (f" and {len(stuck) - 3} more" if len(stuck) > 3 else "")
-    return (
-        f"timing: {names} ran outside every scope, where a step is only the exporter's cut: a wp.ScopedTimer or "
-        "launchtrace.scope around the loop body makes each iteration a step, and gives them verdicts"
-    )
-
-
 def _timing_line(t: TimingChange) -> str:
     v = t.verdict
     call = v.verdict
@@ -196,9 +176,6 @@ def _timing_lines(result: TraceDiff, limit: int) -> list[str]:
         f"timing: {said} over {plural(len(result.timing), 'group')}"
         + (f" ({few} with too few steps: inconclusive)" if few else "")
     )
-    hint = _no_steps_hint(result)
-    if hint:
-        lines.append(hint)
     ordered = sorted(result.timing, key=lambda t: _ORDER[t.verdict.verdict])
     lines.extend(_timing_line(t) for t in ordered[:limit])
     if len(ordered) > limit:

@@ -459,6 +459,7 @@ def report_chunks(
         *([_large_section(large)] if big else []),
         '<nav><a href="#steps">steps</a><a href="#kernels">kernels</a><a href="#timeline-section">timeline</a>'
         + ('<a href="#values">values</a>' if ov.values else "")
+        + ('<a href="#failed">failed calls</a>' if ov.failed else "")
         + '<a href="#dataflow">dataflow</a>'
         + ('<a href="#diff">diff</a>' if diff is not None else "")
         + "</nav>",

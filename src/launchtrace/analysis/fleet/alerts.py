@@ -198,7 +198,43 @@ def _topology_alerts(make: _AlertMaker, current: ScopeAcc, reference: ScopeAcc, 
             summary = f"{topo.launches} launches per step where the reference has {ref_topo.launches}, {share}"
             values = (*common, ("launches", topo.launches), ("reference_launches", ref_topo.launches))
             out.append(make("launch_count_change", current.name, "", summary, lines, exemplars, values))
+    shared = {fp: t for fp, t in current.topologies.items() if fp in reference.topologies}
+    if peers:
+        fp, topo = _dominant(current.topologies)
+        shared = {fp: topo} if fp in reference.topologies else {}
+    for fp, topo in sorted(shared.items()):
+        out += _beside_the_key(make, current, fp, topo, reference.topologies[fp])
     return out
+
+
+BESIDE_THE_KEY = frozenset({"dtype", "raised"})
+"""What :func:`launchtrace.topology.diff_records` compares beside the topology key (and fingerprints leave out)."""
+
+
+def _beside_the_key(make: _AlertMaker, current: ScopeAcc, fp: str, topo: TopologyAcc, ref: TopologyAcc) -> list[Alert]:
+    """A topology the reference holds whose calls still differ: an array of another dtype (a generic kernel runs
+    another overload) or a call that raised on one side only. The fingerprint leaves both out (baselines made
+    before stay valid), so the two representatives are aligned and compared beside it, as ``diff`` does."""
+    entries = [
+        e  # equal fingerprints align call for call (scalars or not); a fold cut elsewhere is no difference here
+        for e in diff_records(
+            records_from_proto(ref.representative), records_from_proto(topo.representative), scalars=False
+        )
+        if e.kind == ChangeKind.CHANGED and e.fields and all(c.field in BESIDE_THE_KEY for c in e.fields)
+    ]
+    if not entries:
+        return []
+    lines = tuple(format_entry(e) for e in entries[:MAX_EVIDENCE])
+    if len(entries) > MAX_EVIDENCE:
+        lines += (f"... and {len(entries) - MAX_EVIDENCE} more differences",)
+    fields = sorted({c.field for e in entries for c in e.fields})
+    summary = (
+        f"topology {fp[:12]} as in the reference, but {len(entries)} call(s) differ beside it "
+        f"({', '.join(fields)}), {topo.count} of {current.steps} steps"
+    )
+    values = (("fingerprint", fp), ("reference_fingerprint", fp), ("steps", topo.count), ("changed", len(entries)))
+    exemplars = (topo.rep_key[0], ref.rep_key[0])
+    return [make("topology_drift", current.name, _entry_kernel(entries), summary, lines, exemplars, values)]
 
 
 def _touches_foreign(entry: DiffEntry) -> bool:
@@ -408,7 +444,8 @@ def _num(x: float | None) -> float | None:
 
 def _host_of(run: str) -> str:
     """The host in a run id (:func:`launchtrace.steps.run_id`: ``[<file>/]pid/<host>/<pid>``, else
-    ``[<file>/]instance/<id>``, else the file): the host, the instance, or the file's base name."""
+    ``[<file>/]instance/<host>/<id>`` or ``[<file>/]instance/<id>``, else the file): the host, the instance, or
+    the file's base name."""
     parts = run.split("/")
     for marker in ("pid", "instance"):
         if marker in parts[:-1]:
@@ -430,7 +467,8 @@ def hosts_and_builds(group_by: tuple[str, ...], groups: Sequence[GroupAcc]) -> s
     text = f"hosts {shown or 'unknown'}"
     if "service.version" in group_by:
         i = group_by.index("service.version")
-        text += "; builds " + ", ".join(sorted({g.values[i] for g in groups}))
+        builds = sorted({g.values[i] for g in groups} - {""})
+        text += "; builds " + ", ".join(builds) if builds else "; builds not named (no service.version)"
     else:
         text += "; builds not recorded per run (group by service.version to name them)"
     return text
@@ -469,6 +507,14 @@ class _AlertMaker:
 
 
 def _wanted(name: str, options: AlertOptions) -> bool:
+    """Whether ``name``'s steps are judged at all: the scopes asked for, else every one."""
+    return name in options.scopes if options.scopes else True
+
+
+def _topology_wanted(name: str, options: AlertOptions) -> bool:
+    """Whether ``name``'s topology is judged: not that of work outside every scope unless it is asked for (its
+    steps are the exporter's roots, cut by time: their fingerprints differ from run to run; its latency is
+    judged per loop iteration, :func:`~launchtrace.analysis.fleet.occurrences.loop_iterations`)."""
     return name in options.scopes if options.scopes else name != NO_SCOPE
 
 
@@ -513,11 +559,15 @@ def against_baseline(
             ref = own.scopes.get(name) if own is not None else None
             if ref is None:
                 ref = _pooled(baseline.groups.values(), name)
+            topology = _topology_wanted(name, options)
             if not ref.steps:
-                summary = f"scope {name!r} ran {now.steps} steps; the baseline never saw it"
-                alerts.append(make("topology_drift", name, "", summary, (), (_exemplar(now),), (("steps", now.steps),)))
+                if topology:
+                    summary = f"scope {name!r} ran {now.steps} steps; the baseline never saw it"
+                    values = (("steps", now.steps),)
+                    alerts.append(make("topology_drift", name, "", summary, (), (_exemplar(now),), values))
                 continue
-            alerts.extend(_topology_alerts(make, now, ref))
+            if topology:
+                alerts.extend(_topology_alerts(make, now, ref))
             where = hosts_and_builds(window.group_by, [own] if own is not None else list(baseline.groups.values()))
             for kernel, a, b in _latency_pairs(now, ref):
                 comparisons.append(_Comparison(name, kernel, _runs(a), _runs(b), _exemplar(now), make, where))
@@ -546,7 +596,7 @@ def among_peers(window: BaselineBuilder, options: AlertOptions | None = None, *,
             make = _AlertMaker(window.group_by, g, "peers")
             others = [o for o in members if o is not g]
             now = g.scopes[name]
-            if majority is not None and dominant.get(g.values) != majority:
+            if majority is not None and dominant.get(g.values) != majority and _topology_wanted(name, options):
                 ref = ScopeAcc(name)
                 holder = next(o for o in others if dominant.get(o.values) == majority)
                 ref.topologies = {majority: holder.scopes[name].topologies[majority]}

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 
 from launchtrace import __version__
 from launchtrace.analysis.fleet.fast import Known, PlainStep, Signatures, read_step
-from launchtrace.analysis.fleet.occurrences import Occurrence, occurrences_of, run_key, step_times
+from launchtrace.analysis.fleet.occurrences import Occurrence, iteration_times, occurrences_of, run_key, step_times
 from launchtrace.analysis.fleet.records import records_into, records_to_proto
 from launchtrace.histogram import DEFAULT_MAX_SIZE, ExpHistogram
 from launchtrace.model import LaunchRecord, TraceData
@@ -241,7 +241,11 @@ class ScopeAcc:
             topo.foreign_buffers = max(topo.foreign_buffers, occ.foreign_buffers)
         else:  # beyond MAX_TOPOLOGIES: counted only
             self.other_steps += 1
-        self.add_times(occ.run, occ.start_ns, occ.duration_ns, occ.kernel_ns, occ.kernel_samples, occ.position_ns)
+        if occ.parts:  # work outside every scope: each loop iteration is a latency step (its topology is one)
+            for part in occ.parts:
+                self.add_times(occ.run, *part)
+        else:
+            self.add_times(occ.run, occ.start_ns, occ.duration_ns, occ.kernel_ns, occ.kernel_samples, occ.position_ns)
 
     def add_times(
         self,
@@ -453,8 +457,9 @@ class BaselineBuilder:
         trace_id = str(attrs.get(TRACE_ID, ""))
         if topo is None or (trace_id, 0) < topo.rep_key:
             return False
-        launches = ((k, op, repeat, s, e) for (k, op, repeat), (s, e) in zip(known.kernels, step.times))
+        launches = [(k, op, repeat, s, e) for (k, op, repeat), (s, e) in zip(known.kernels, step.times)]
         start, duration, kernel_ns, kernel_samples, position_ns = step_times(launches)
+        parts = iteration_times(launches, known.iterations) if known.iterations else ()
         occ = Occurrence(
             group=key,
             service=str(attrs.get("service.name", "")),
@@ -471,6 +476,7 @@ class BaselineBuilder:
             kernel_ns=kernel_ns,
             kernel_samples=kernel_samples,
             position_ns=position_ns,
+            parts=parts,
         )
         group.add(occ)
         self._window(start, start + duration)

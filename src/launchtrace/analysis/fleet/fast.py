@@ -33,7 +33,7 @@ import operator
 from collections.abc import Callable, Sequence
 
 from launchtrace import conventions as C
-from launchtrace.analysis.fleet.occurrences import Occurrence
+from launchtrace.analysis.fleet.occurrences import Occurrence, loop_iterations
 from launchtrace.model import TraceData
 from launchtrace.sources.rebuild import rebuild
 from launchtrace.spans import STATUS_ERROR, SpanData
@@ -147,6 +147,7 @@ class Known:
     launches: int
     foreign_buffers: int
     kernels: tuple[tuple[str, str, int], ...]  # (kernel, op, repeat) per launch, in issue order
+    iterations: tuple[int, ...] = ()  # work outside every scope: each launch's loop iteration (its latency steps)
 
 
 _parent = operator.attrgetter("parent_span_id")
@@ -274,4 +275,5 @@ def known_of(scope: str, times: Sequence[tuple[int, int]], occurrences: list[Occ
     if any((r.start_ns, r.end_ns) != tuple(t) for r, t in zip(occ.records, times)):
         return None  # not the order the signature was read in
     kernels = tuple((r.kernel, str(r.op), r.repeat) for r in occ.records)
-    return Known(occ.fingerprint, occ.launches, occ.foreign_buffers, kernels)
+    iterations = loop_iterations(occ.records) if occ.scope == NO_SCOPE else ()
+    return Known(occ.fingerprint, occ.launches, occ.foreign_buffers, kernels, iterations)

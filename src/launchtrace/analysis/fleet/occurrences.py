@@ -24,6 +24,7 @@ from typing import Any
 
 from launchtrace import folds as fold_rules
 from launchtrace.analysis.segments import segments, unowned_by_order
+from launchtrace.analysis.unscoped import LoopIterations, is_unscoped
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.sources.rebuild import TRACE_ID
 from launchtrace.steps import RUN_KEYS, run_id
@@ -33,6 +34,8 @@ __all__ = [
     "MAX_POSITIONS",
     "RUN_KEYS",
     "Occurrence",
+    "iteration_times",
+    "loop_iterations",
     "occurrences_of",
     "run_key",
     "step_times",
@@ -96,10 +99,33 @@ class Occurrence:
     kernel_ns: dict[tuple[str, str], int]
     kernel_samples: dict[tuple[str, str], list[tuple[int, int]]]
     position_ns: dict[tuple[int, str], int]
+    parts: tuple[StepTimes, ...] = ()  # work outside every scope: each loop iteration's times (its latency steps)
 
 
 KernelKey = tuple[str, str]
 StepTimes = tuple[int, int, dict[KernelKey, int], dict[KernelKey, list[tuple[int, int]]], dict[tuple[int, str], int]]
+Launch = tuple[str, str, int, int, int]  # (kernel, op, repeat, start_ns, end_ns)
+
+
+def loop_iterations(records: Sequence[LaunchRecord]) -> tuple[int, ...]:
+    """Each record's loop iteration in a run of work outside every scope (one trace's: the count starts anew in
+    each, so a step with the same records is cut alike wherever it came; an iteration the exporter's root cut
+    in two is two short ones), by :class:`launchtrace.analysis.unscoped.LoopIterations`."""
+    loops = LoopIterations()
+    return tuple(loops.of(r)[1] for r in records)
+
+
+def iteration_times(launches: Sequence[Launch], iterations: Sequence[int]) -> tuple[StepTimes, ...]:
+    """:func:`step_times` of each loop iteration (``iterations``: each launch's, as :func:`loop_iterations`
+    gives them, never decreasing), in order."""
+    out, begin = [], 0
+    for end in range(1, len(launches) + 1):
+        if end == len(launches) or iterations[end] != iterations[begin]:
+            part = step_times(launches[begin:end])
+            if part[2]:  # a part with no timed launch is no step
+                out.append(part)
+            begin = end
+    return tuple(out)
 
 
 def step_times(launches: Iterable[tuple[str, str, int, int, int]]) -> StepTimes:
@@ -145,9 +171,9 @@ def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool =
         if not raw:
             continue
         records = unowned_by_order(raw)
-        start, duration, kernel_ns, kernel_samples, position_ns = step_times(
-            (r.kernel, str(r.op), r.repeat, r.start_ns, r.end_ns) for r in raw
-        )
+        launches = [(r.kernel, str(r.op), r.repeat, r.start_ns, r.end_ns) for r in raw]
+        start, duration, kernel_ns, kernel_samples, position_ns = step_times(launches)
+        parts = iteration_times(launches, loop_iterations(records)) if is_unscoped(seg) else ()
         # by allocation where known: two temporaries at one reused address are two buffers, in every run
         foreign = {b.alloc or b.ptr for r in raw for b in r.buffers if b.foreign and b.ptr}
         yield Occurrence(
@@ -166,4 +192,5 @@ def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool =
             kernel_ns=kernel_ns,
             kernel_samples=kernel_samples,
             position_ns=position_ns,
+            parts=parts,
         )

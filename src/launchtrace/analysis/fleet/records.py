@@ -94,7 +94,7 @@ def record_bytes(records: Sequence[LaunchRecord]) -> list[bytes]:
     for r in records:
         op, repeat = r.op, r.repeat
         key = (op, type(op), r.kernel, repeat, type(repeat), id(r.dim), id(r.arrays), id(r.buffers))
-        key += (id(r.scalars), id(r.site), id(r.params))
+        key += (id(r.scalars), id(r.site), id(r.params), r.error)
         data = made.get(key)
         if data is None:
             msg = pb.Record()  # a message of its own each time: a cleared one keeps what it held in its arena
@@ -113,6 +113,8 @@ def _fill(msg: pb.Record, r: LaunchRecord) -> None:
     msg.scalars.extend(pb.Scalar(key=encode_key(k), json=_json_value(v)) for k, v in r.scalars)
     msg.site.CopyFrom(pb.Site(file=r.site.file, line=r.site.line, function=r.site.function, module=r.site.module))
     msg.params.extend(r.params)
+    if r.error:
+        msg.error = r.error
 
 
 def records_from_proto(messages: Sequence[pb.Record]) -> tuple[LaunchRecord, ...]:
@@ -161,6 +163,7 @@ def records_from_proto(messages: Sequence[pb.Record]) -> tuple[LaunchRecord, ...
                 params=tuple(m.params),
                 buffers=tuple(buffers),
                 repeat=max(1, m.repeat),
+                error=m.error or None,
             )
         )
     return tuple(out)
