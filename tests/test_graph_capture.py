@@ -191,3 +191,50 @@ def test_a_captured_sparse_product_is_warps_own_work_and_each_replay_runs_it(ins
     assert [(r.graph_replay, r.graph_launches) for r in user.replays(graph_id)] == [
         (i, 1) for i in range(1, REPLAYS + 1)
     ]
+
+
+def test_a_kernel_run_only_by_replays_counts_what_ran_and_claims_no_time(instrumented) -> None:
+    """Its records' times are those of the capture calls, when nothing ran: ``summary`` read ``count 10, total
+    0.561 ms, mean 560.9 us`` (one capture call's time over ten runs). Now the count is what ran and the time
+    stays in ``wp.capture_launch``'s row, where the replays were timed."""
+    import math
+
+    from launchtrace.analysis.replays import with_replay_counts
+    from launchtrace.analysis.stats import kernel_stats
+    from launchtrace.cli.summary import _kernel_lines
+
+    prog = Program()
+    with trace_launches() as trace:
+        graph = prog.capture()
+        for _ in range(REPLAYS):
+            wp.capture_launch(graph)
+    prog.check_ran(REPLAYS)
+    data = trace.to_data()
+    rows = {r.kernel: r for r in with_replay_counts(kernel_stats([data]), [data])}
+    acc = next(r for k, r in rows.items() if k.endswith(".accumulate"))
+    assert acc.count == 2 * REPLAYS and acc.replayed and acc.total_ns == 0
+    assert math.isnan(acc.mean_ns) and math.isnan(acc.max_ns) and acc.steps == 0
+    replays = rows["wp.capture_launch"]
+    assert replays.count == REPLAYS and replays.total_ns > 0 and not replays.replayed
+    text = "\n".join(_kernel_lines(list(rows.values())))
+    assert f"- ran only in graph replays ({acc.kernel}, wp.fill)" in text  # the fill was captured too
+    line = next(x for x in text.splitlines() if x.split()[0] == acc.kernel)
+    assert line.split()[2:5] == [str(2 * REPLAYS), "0.000", "-"]
+
+
+def test_each_replay_carries_a_fingerprint_of_what_its_graph_holds(instrumented, tmp_path: Path) -> None:
+    """A step that replays a graph captured with another dim was the same topology (``alert``: ``no alerts``,
+    ``check-static``: ``static``); graphs of equal content (captured again each step) share the fingerprint."""
+    prog = Program()
+    with trace_launches() as trace:
+        first, again = prog.capture(), prog.capture()
+        with wp.ScopedCapture(device="cpu") as cap:
+            wp.launch(accumulate, dim=N // 2, inputs=[prog.x, prog.acc], device="cpu")
+        for graph in (first, again, cap.graph):
+            wp.capture_launch(graph)
+    runs = [r for r in trace.to_data().records if r.op == "graph_launch"]
+    a, b, c = (dict(r.scalars)[0] for r in runs)
+    assert a == b != c and len(a) == 8 and runs[0].params == ("graph_content",)
+    from launchtrace.topology import topology_key
+
+    assert topology_key(runs[0]) == topology_key(runs[1]) != topology_key(runs[2])

@@ -52,3 +52,33 @@ def test_kernels_are_named_as_written_and_factory_instances_apart() -> None:
     assert names[4] == f"{mod}.make_nested.<locals>.inner"
     assert not any("__locals__" in n for n in names)
     assert make_axpy(1.0).module.name.endswith(names[2].rsplit("#", 1)[1])  # Warp's own hash, stable for equal code
+
+
+def make_scaler(factor: float):
+    @wp.kernel
+    def scale_k(x: wp.array(dtype=float)):
+        x[wp.tid()] = x[wp.tid()] * factor
+
+    return scale_k
+
+
+def test_closure_instances_in_one_module_keep_names_of_their_own() -> None:
+    """``make_scaler(0.5)`` and ``make_scaler(2.0)`` (no ``module="unique"``) are two kernels of one module under
+    one key: they were one name, so a changed factor diffed as equal. Each carries Warp's kernel hash; equal
+    code and values give the same name; a launch that raised before the module was built gets it too."""
+    x = wp.zeros(4, dtype=float, device="cpu")
+    fresh = make_scaler(7.0)
+    kernels = (make_scaler(0.5), make_scaler(2.0), make_scaler(0.5), fresh)
+    with trace_launches() as trace:
+        try:
+            wp.launch(fresh, dim=4, inputs=[x, x], device="cpu")  # raises before the module is built
+        except RuntimeError:
+            pass
+        for k in kernels:
+            wp.launch(k, dim=4, inputs=[x], device="cpu")
+    names = [r.kernel for r in trace.records]
+    pattern = rf"{__name__}\.make_scaler\.<locals>\.scale_k#[0-9a-f]{{8}}"
+    assert all(re.fullmatch(pattern, n) for n in names[1:]), names
+    assert names[1] != names[2] and names[1] == names[3] and names[4] not in names[1:4]
+    assert names[0] == names[4] and trace.records[0].error  # named once its module is built (read after the run)
+    assert names[2].endswith("#" + kernels[1].get_mangled_name().rsplit("_", 1)[1])  # Warp's own hash

@@ -156,3 +156,25 @@ def test_a_repeated_block_inside_a_repeated_scope_shows_every_value_it_stands_fo
     texts = _texts(_svg(text))
     assert 'label="repeated 3x"' in text and 'label="repeated 4x"' in text and "r1 [" not in text
     assert "0 .. 23 (12 values)" in texts
+
+
+class _CountingAccesses(tuple):
+    """The dataflow's accesses, counting how many times they are walked."""
+
+    walks = 0
+
+    def __iter__(self):
+        type(self).walks += 1
+        return super().__iter__()
+
+
+def test_a_long_step_draws_without_walking_every_access_per_edge() -> None:
+    """One step of many launches (a 20,000-launch step took 42 s in ``graph``: each edge end scanned every
+    access of the trace for its port). The accesses are walked a fixed number of times, not once per edge."""
+    trace = run_program("base", 200)
+    flow = build_dataflow(trace)
+    counted = dataclasses.replace(flow, accesses=_CountingAccesses(flow.accesses))
+    _CountingAccesses.walks = 0
+    text = render_dot(trace, counted, collapse_repeats=False, max_records=10_000)
+    assert text == render_dot(trace, flow, collapse_repeats=False, max_records=10_000)
+    assert len(flow.edges) > 400 and _CountingAccesses.walks < 10, _CountingAccesses.walks

@@ -291,3 +291,24 @@ def test_two_threads_timers_are_not_taken_for_a_repeating_step(tmp_path: Path, c
         assert json.loads(capsys.readouterr().out)["inferred_steps"] == []  # the streamed summary's rule too
     capsys.readouterr()
     assert main(["diff", str(files["alternating"]), str(files["paired"]), "--format", "json"]) == 0
+
+
+def test_check_static_names_the_other_repeating_scopes_it_did_not_check(capsys) -> None:
+    """A training loop whose ``wp.Tape`` is never reset (``tape.zero()`` clears the gradients, not the recorded
+    launches): each backward pass replays one more forward launch. ``check-static`` picked ``tape.forward`` and
+    said ``static``; the growing ``tape.backward`` beside it was never named."""
+    x = wp.array(np.ones(N, dtype=np.float32), dtype=float, device=DEVICE, requires_grad=True)
+    y = wp.zeros(N, dtype=float, device=DEVICE, requires_grad=True)
+    tape = wp.Tape()
+    with trace_launches(include_warp=True) as trace:  # the adjoint launches are issued inside Warp, as exported
+        for _ in range(4):
+            with tape:
+                wp.launch(scale, dim=N, inputs=[x, 2.0], outputs=[y], device=DEVICE)
+            tape.backward(grads={y: wp.ones(N, dtype=float, device=DEVICE)})
+            tape.zero()
+    occs = rule_occurrences([trace.to_data()])
+    name, how = default_scope(occs)
+    assert name == "tape.forward"
+    assert how.endswith("; also repeating, not checked: 'tape.backward' (4) (name one with --scope)"), how
+    backward = [len(o.records) for o in occs if o.name == "tape.backward"]
+    assert backward == sorted(backward) and backward[0] < backward[-1]  # it grows: worth naming

@@ -121,3 +121,32 @@ def test_singular_and_nested_scopes_in_check_static(files, tmp_path, capsys) -> 
     assert "scope 'step': 1 occurrence, only one occurrence" in capsys.readouterr().out
     assert main(["check-static", str(path), "--scope", "nope"]) == 2
     assert "scopes seen: 'inner', 'step'" in capsys.readouterr().err
+
+
+def test_check_static_names_only_the_programs_scopes_when_none_repeats(tmp_path, capsys) -> None:
+    """A real run with one long step: the error listed Warp's module loads as a scope to pick
+    (``scopes seen: 'bigstep', 'warp.module.load'``), which no step can be."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    script = tmp_path / "one_step.py"
+    script.write_text(
+        f"import sys; sys.path.insert(0, {str(tests)!r})\n"
+        "import warp as wp, warp_programs\n"
+        "sim = warp_programs.Sim()\n"
+        "with wp.ScopedTimer('bigstep', print=False):\n"
+        "    for _ in range(3):\n"
+        "        sim.step()\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "one.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "launchtrace", "run", "--out", str(out), str(script)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert '"warp.module.load"' in out.read_text()  # the load is in the file
+    assert main(["check-static", str(out)]) == 2
+    assert "(scopes seen: 'bigstep')" in capsys.readouterr().err

@@ -172,6 +172,52 @@ def test_threads_are_separate_streams_and_the_main_thread_keeps_the_plain_name()
     records = [_rec("a", 1), _rec("b", 2, "Thread-2 (worker)"), _rec("c", 3)]
     got = _feed(UnscopedChunks(16, 64), [records])
     assert got == [((NO_SCOPE, 0), ("a", "c")), (("<no scope> (Thread-2 (worker))", 0), ("b",))]
+    pool = [_rec("b", 1, "ThreadPoolExecutor-1_1"), _rec("a", 2, "ThreadPoolExecutor-1_0")]
+    assert _feed(UnscopedChunks(16, 64), [pool]) == [(("<no scope> (ThreadPoolExecutor-1)", 0), ("a", "b"))]
+
+
+POOL_PROGRAM = """
+import sys, threading
+import warp as wp
+wp.config.quiet = True
+
+@wp.kernel
+def fill(x: wp.array(dtype=float), v: float):
+    x[wp.tid()] = v
+
+bufs = [wp.zeros(64, dtype=float) for _ in range(2)]
+swapped = sys.argv[1] == "swapped"  # which worker of the pool takes which task: the scheduler's choice
+for it in range(int(sys.argv[2])):
+    with wp.ScopedTimer("iteration", print=False):
+        for worker in range(2):
+            task = 1 - worker if swapped else worker
+            extra = it == 3 and task == 0 and len(sys.argv) > 3
+            def work(task=task, extra=extra):
+                wp.launch(fill, dim=64, inputs=[bufs[task], float(it)])
+                if extra:
+                    wp.launch(fill, dim=64, inputs=[bufs[task], -1.0])
+            t = threading.Thread(target=work, name=f"loader_{worker}")
+            t.start()
+            t.join()
+"""
+
+
+def test_a_pools_workers_are_one_stream_compared_by_content(tmp_path: Path) -> None:
+    """Workers ``loader_0`` / ``loader_1`` of one pool taking each other's tasks in another run (as a
+    ThreadPoolExecutor's idle workers do) are the same work: was ``(loader_1) #0 (only in A)`` and changed
+    scalars; one more launch in a task is still one inserted entry, in the pool's stream."""
+    script = tmp_path / "pool_program.py"
+    script.write_text(POOL_PROGRAM, encoding="utf-8")
+    runs = {}
+    for name, args in (("a", ("plain", 6)), ("b", ("swapped", 6)), ("extra", ("swapped", 6, "extra"))):
+        runs[name] = tmp_path / f"{name}.jsonl"
+        _launchtrace_run(script, runs[name], *args)
+    same = diff_traces(load_traces([runs["a"]]), load_traces([runs["b"]]), timing=False)
+    assert same.equal, [(seg.name, [str(e.record) for e in seg.entries]) for seg in same.segments if seg.entries]
+    assert _cli_diff(runs["a"], runs["b"]).returncode == 0
+    more = diff_traces(load_traces([runs["a"]]), load_traces([runs["extra"]]), timing=False)
+    assert more.counts["inserted"] == 1 and more.counts["removed"] == 0 and more.counts["changed"] == 0
+    assert [seg.name for seg in more.segments if seg.entries] == ["<no scope> (loader)"]
 
 
 def test_keyed_segments_places_each_chunk_where_its_first_record_was(runs: dict[str, Path]) -> None:

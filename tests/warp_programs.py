@@ -7,6 +7,7 @@ kernel cache serves every test that uses them.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -164,3 +165,44 @@ def through_funcs(offsets: wp.array(dtype=int), out: wp.array(dtype=float)):
     """Hands both arrays to ``@wp.func`` helpers: one only reads its array, the other only writes."""
     i = wp.tid()
     _store(out, i, float(_row_end(offsets, i) - offsets[i]))
+
+
+@wp.kernel
+def grid_neighbours(grid: wp.uint64, p: wp.array(dtype=wp.vec3), r: float, count: wp.array(dtype=int)):
+    i = wp.tid()
+    q = wp.hash_grid_query(grid, p[i], r)
+    j = int(0)  # noqa: UP018, RUF046 (Warp: a variable the loop changes is declared by a constructor)
+    n = int(0)  # noqa: UP018, RUF046
+    while wp.hash_grid_query_next(q, j):
+        n += 1
+    count[i] = n
+
+
+@wp.kernel
+def mesh_distance(mesh: wp.uint64, p: wp.array(dtype=wp.vec3), d: wp.array(dtype=float)):
+    i = wp.tid()
+    q = wp.mesh_query_point(mesh, p[i], 10.0)
+    if q.result:
+        d[i] = wp.length(wp.mesh_eval_position(mesh, q.face, q.u, q.v) - p[i])
+
+
+def geometry_steps(steps: int = 3, n: int = 32) -> None:
+    """A frame loop that rebuilds a ``wp.HashGrid`` and queries a ``wp.Mesh``: kernels take both as a
+    ``uint64`` handle (``grid.id``, ``mesh.id``), a native pointer that differs from run to run."""
+    rng = np.random.default_rng(0)
+    p = wp.array(rng.random((n, 3), dtype=np.float32), dtype=wp.vec3, device=DEVICE)
+    count = wp.zeros(n, dtype=int, device=DEVICE)
+    d = wp.zeros(n, dtype=float, device=DEVICE)
+    points = wp.array(np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0]], np.float32), dtype=wp.vec3, device=DEVICE)
+    mesh = wp.Mesh(points=points, indices=wp.array([0, 1, 2], dtype=int, device=DEVICE))
+    grid = wp.HashGrid(8, 8, 8, device=DEVICE)
+    for _ in range(steps):
+        with wp.ScopedTimer("frame", print=False):
+            grid.build(p, 0.2)
+            wp.launch(grid_neighbours, dim=n, inputs=[grid.id, p, 0.2, count], device=DEVICE)
+            wp.launch(mesh_distance, dim=n, inputs=[mesh.id, p, d], device=DEVICE)
+
+
+if __name__ == "__main__":  # python warp_programs.py geometry: geometry_steps() as a script
+    if sys.argv[1:] == ["geometry"]:
+        geometry_steps()

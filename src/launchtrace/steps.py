@@ -346,4 +346,9 @@ def default_scope(occs: Sequence[Occurrence]) -> tuple[str | None, str]:
         return None, "no outermost scope repeats: name one with --scope"
     best = max(c for _, c in repeating)
     name = next(n for n, c in repeating if c == best)
-    return name, f"no --scope given: checking {name!r}, the outermost repeating scope ({best} occurrences)"
+    how = f"no --scope given: checking {name!r}, the outermost repeating scope ({best} occurrences)"
+    others = [f"{n!r} ({c})" for n, c in repeating if n != name]
+    if others:  # e.g. tape.backward beside tape.forward: a growing tape would go unseen
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+        how += f"; also repeating, not checked: {', '.join(others[:3])}{more} (name one with --scope)"
+    return name, how

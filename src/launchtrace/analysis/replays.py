@@ -25,6 +25,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -147,9 +148,32 @@ class ReplayTable:
         for row in rows:
             key = (row.kernel, str(row.op))
             if key in captured:
+                only_captured = row.count == captured[key]
                 row = dataclasses.replace(row, count=row.count - captured[key] + ran[key])
+                if only_captured and hasattr(row, "replayed"):
+                    row = dataclasses.replace(row, **_NOT_TIMED)
             out.append(row)
         return out
+
+
+_NAN = math.nan
+_NOT_TIMED = {
+    "total_ns": 0,
+    "mean_ns": _NAN,
+    "p50_ns": _NAN,
+    "p95_ns": _NAN,
+    "max_ns": _NAN,
+    "p50_from_summaries": False,
+    "max_from_summaries": False,
+    "steps": 0,
+    "step_p50_ns": _NAN,
+    "step_p95_ns": _NAN,
+    "step_max_ns": _NAN,
+    "replayed": True,
+}
+"""A kernel row whose every record was captured: its records' times are those of the capture calls, when it did
+not run (a row read ``count 30, total 0.561 ms, mean 560.9 us``: one capture call's time over 30 replayed runs).
+Graph replays are timed as a whole, in ``wp.capture_launch``'s row."""
 
 
 def with_replay_counts(rows: Sequence[Any], traces: Iterable[TraceData] | TraceData) -> list[Any]:

@@ -142,7 +142,7 @@ class KernelStats:
     mean_ns: float
     p50_ns: float
     p95_ns: float
-    max_ns: int
+    max_ns: float  # an int, NaN for a kernel that only ran in graph replays
     nbytes: int
     folded: int = 0
     p50_from_summaries: bool = False
@@ -151,6 +151,7 @@ class KernelStats:
     step_p50_ns: float = math.nan
     step_p95_ns: float = math.nan
     step_max_ns: float = math.nan
+    replayed: bool = False  # ran only in graph replays: count what they ran, no time of its own (replays.py)
 
 
 class _Group:

@@ -24,7 +24,12 @@ its forward and backward parts) is cut there too: each pass is then two steps, t
 
 A thread's stream is named :data:`~launchtrace.steps.NO_SCOPE`, with the thread's name after it for any thread
 but the main one (``<no scope> (Thread-2 (worker))``), so two threads' unscoped work is never paired with each
-other's.
+other's. The workers of one pool (``ThreadPoolExecutor-1_0``, ``ThreadPoolExecutor-1_1``: ``<prefix>_<k>``, as
+``concurrent.futures`` names them) are one stream, ``<no scope> (ThreadPoolExecutor-1)``, and each of its chunks
+is compared in a fixed order of its content (:func:`content_order`): which idle worker takes a task, and which
+of two workers launches first, changes from run to run, and an unchanged program that submitted a kernel per
+task to a pool failed the topology gate against itself (``<no scope> (ThreadPoolExecutor-1_1) #0 (only in A):
+24 -> 0 records``). Within a pool's chunk the order of launches is then not compared, only what ran.
 
 Example::
 
@@ -36,6 +41,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -47,6 +53,7 @@ __all__ = [
     "CHUNK_MIN",
     "LoopIterations",
     "UnscopedChunks",
+    "content_order",
     "is_unscoped",
     "keyed_segments",
     "stream_name",
@@ -61,10 +68,27 @@ Key = tuple[str, int]
 """A segment's key in the diff: its name and its number."""
 
 
+_POOL_WORKER = re.compile(r"(.+)_\d+")
+
+
 def stream_name(rec: LaunchRecord) -> str:
-    """The name of the unscoped stream ``rec`` belongs to: its thread's (see the module docstring)."""
+    """The name of the unscoped stream ``rec`` belongs to: its thread's, or its pool's (see the module docstring)."""
     name = rec.thread_name
-    return NO_SCOPE if name in ("", "MainThread") else f"{NO_SCOPE} ({name})"
+    if name in ("", "MainThread"):
+        return NO_SCOPE
+    pool = _POOL_WORKER.fullmatch(name)
+    return f"{NO_SCOPE} ({pool.group(1) if pool else name})"
+
+
+def content_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...]:
+    """``records`` in an order fixed by what they are (kind, kernel, call site, dims, scalars, buffers by name),
+    not by when a worker issued them."""
+
+    def key(r: LaunchRecord) -> tuple:
+        names = tuple((str(b.key), b.owner or b.alloc or "") for b in r.buffers)
+        return (str(r.op), r.kernel, r.site.file, r.site.line, repr(r.dim), repr(r.scalars), names)
+
+    return tuple(sorted(records, key=key))
 
 
 def is_unscoped(seg: Occurrence) -> bool:
@@ -75,14 +99,19 @@ def is_unscoped(seg: Occurrence) -> bool:
 class _Stream:
     """One thread's unscoped records: the chunk being filled and how the next cut is found."""
 
-    __slots__ = ("anchor", "chunk", "counts", "index", "seen")
+    __slots__ = ("anchor", "chunk", "counts", "index", "pooled", "seen")
 
-    def __init__(self) -> None:
+    def __init__(self, pooled: bool = False) -> None:
+        self.pooled = pooled  # a pool's workers: its chunks are compared in content order
         self.chunk: list[LaunchRecord] = []
         self.index = 0  # the number of the chunk being filled
         self.counts: dict[Any, int] | None = {}  # anchor candidates until the anchor is chosen
         self.anchor: Any = None
         self.seen = 0
+
+
+def _chunk(s: _Stream) -> tuple[LaunchRecord, ...]:
+    return content_order(s.chunk) if s.pooled else tuple(s.chunk)
 
 
 def _anchor_key(rec: LaunchRecord) -> tuple:
@@ -120,11 +149,11 @@ class UnscopedChunks:
             name = stream_name(rec)
             s = self._streams.get(name)
             if s is None:
-                s = self._streams[name] = _Stream()
+                s = self._streams[name] = _Stream(pooled=_POOL_WORKER.fullmatch(rec.thread_name) is not None)
             key = _anchor_key(rec)
             n = len(s.chunk)
             if n >= self.max_len or (n >= self.min_len and key == s.anchor):
-                done.append(((name, s.index), tuple(s.chunk)))
+                done.append(((name, s.index), _chunk(s)))
                 s.chunk = []
                 s.index += 1
             if not s.chunk:
@@ -140,18 +169,19 @@ class UnscopedChunks:
 
     def finish(self) -> list[tuple[Key, tuple[LaunchRecord, ...]]]:
         """The chunks still being filled (once every record has been fed)."""
-        out = [((name, s.index), tuple(s.chunk)) for name, s in self._streams.items() if s.chunk]
+        out = [((name, s.index), _chunk(s)) for name, s in self._streams.items() if s.chunk]
         self._streams.clear()
         return out
 
 
 class LoopIterations:
-    """Each thread's unscoped records numbered by the loop iteration they belong to, for the timing (see the
-    module docstring): :meth:`of` gives a record's stream (its step name) and iteration. A record begins the next
-    iteration when its call (:func:`_call_key`) was met already in the one being filled, or when that one holds
-    ``max_len`` distinct calls (a program whose every launch is a new kernel). Two runs that issue the same records cut
-    them alike; setup before the loop joins the first iteration, which the warm-up rule usually leaves out.
-    State: the calls of each thread's current iteration (at most ``max_len``)."""
+    """Each thread's (a pool's workers: the pool's) unscoped records numbered by the loop iteration they belong
+    to, for the timing (see the module docstring): :meth:`of` gives a record's stream (its step name) and
+    iteration. A record begins the next iteration when its call (:func:`_call_key`) was met already in the one
+    being filled, or when that one holds ``max_len`` distinct calls (a program whose every launch is a new
+    kernel). Two runs that issue the same records cut them alike; setup before the loop joins the first
+    iteration, which the warm-up rule usually leaves out. State: the calls of each thread's current iteration
+    (at most ``max_len``)."""
 
     def __init__(self, max_len: int = CHUNK_MAX) -> None:
         self.max_len = max_len

@@ -21,8 +21,10 @@ from launchtrace import native
 from launchtrace.allocations import ALLOCATIONS
 from launchtrace.capture import bus, probes
 from launchtrace.capture.access import kernel_access
+from launchtrace.capture.graphcontent import GraphContents
 from launchtrace.capture.hotpath import ARR, FLAT, HANDLES, STRUCT, is_internal_entry, is_warp_code
-from launchtrace.capture.state import THREAD_NAMES
+from launchtrace.capture.objects import HANDLE_NAMES
+from launchtrace.capture.state import THREAD_NAMES, graphs_begun
 from launchtrace.fastinit import slot_constructor, slot_copier
 from launchtrace.model import UNKNOWN_SITE, BufferArg, LaunchRecord, Op, ScopeRecord, Site
 from launchtrace.ownership import OWNERS
@@ -88,7 +90,10 @@ def kernel_name(kernel: Any) -> str:
     (``__main__.make.<locals>.axpy``, where Warp's key reads ``make__locals__axpy``), and for one made with
     ``module="unique"``, whose module Warp names after the key and the kernel's hash, the hash after a ``#``
     (``__main__.make.<locals>.axpy#fb888011``): the code reads as it was written, and each instance a factory
-    makes keeps a name of its own."""
+    makes keeps a name of its own. A kernel that closes over variables of its factory (``factor`` in
+    ``make_scaler(factor)``) is one kernel per value in one module: each gets Warp's hash of that kernel after a
+    ``#`` too (``__main__.make_scaler.<locals>.scale_k#6a1aefd7``; before, ``make_scaler(0.5)`` and
+    ``make_scaler(2.0)`` were one name, and a changed factor diffed as equal)."""
     module = getattr(getattr(kernel, "module", None), "name", None)
     key = getattr(kernel, "key", None) or getattr(kernel, "__name__", repr(kernel))
     func = getattr(kernel, "func", None)
@@ -104,15 +109,33 @@ def kernel_name(kernel: Any) -> str:
         if unique is not None:
             return f"{home}.{qualname}#{unique.group(1)}"
         if module == home:
-            return f"{home}.{qualname}"
+            return f"{home}.{qualname}{_closure_hash(kernel, func)}"
     return f"{module}.{key}" if module else str(key)
 
 
+def _closure_hash(kernel: Any, func: Any) -> str:
+    """``#<Warp's hash of the kernel>`` for a kernel whose function closes over variables, else ``""`` (also
+    while its module is not built yet: :func:`_kernel_info` asks again)."""
+    if not getattr(func, "__closure__", None):
+        return ""
+    try:
+        tail = _UNIQUE_TAIL.search(kernel.get_mangled_name())
+    except Exception:  # no hash before the module is built (a launch that raised before it)
+        return ""
+    return f"#{tail.group(1)}" if tail else ""
+
+
+def _pending(kernel: Any, name: str) -> bool:
+    """Whether ``name`` still lacks the closure hash the kernel will have once its module is built."""
+    return "#" not in name and bool(getattr(getattr(kernel, "func", None), "__closure__", None))
+
+
 class _KernelInfo:
-    __slots__ = ("access", "checked_in", "name", "params", "syntax")
+    __slots__ = ("access", "checked_in", "name", "params", "pending", "syntax")
 
     def __init__(self, kernel: Any) -> None:
         self.name = kernel_name(kernel)
+        self.pending = _pending(kernel, self.name)
         args = getattr(getattr(kernel, "adj", None), "args", None) or ()
         self.params = tuple(str(getattr(a, "label", i)) for i, a in enumerate(args))
         self.access = None
@@ -176,7 +199,7 @@ make_buffer_arg: Callable[..., BufferArg] = slot_constructor(
 
 def _kernel_info(kernel: Any) -> _KernelInfo:
     hit = _kernels.get(id(kernel))
-    if hit is None or hit[0] is not kernel:
+    if hit is None or hit[0] is not kernel or (hit[1].pending and not _pending(kernel, kernel_name(kernel))):
         hit = (kernel, _KernelInfo(kernel))
         _kernels[id(kernel)] = hit
     return hit[1]
@@ -360,6 +383,7 @@ class Materializer:
         self._load_ends: dict[int, list[int]] = {}  # thread -> [end of a module load its next record may
         # contain, drains left to wait for that record]
         self._loaded = False  # a module load ended in this drain
+        self._graphs = GraphContents()  # each replay's fingerprint of its graph (launchtrace.capture.graphcontent)
 
     def _intern_buffer(
         self,
@@ -451,6 +475,8 @@ class Materializer:
         if self._load_ends or self._loaded:
             self._loaded = False
             _start_after_loads(out, self._load_ends)
+        if graphs_begun[0]:
+            self._graphs.feed(out)
         return out
 
     _probe_run = -1  # the drain whose wait deadline for device timing is _probe_deadline
@@ -572,7 +598,9 @@ class Materializer:
                     continue
                 if head is STRUCT:
                     return None
-            if t is int or t is str or t is bool or v is None:
+            if t is int and v in HANDLE_NAMES:  # a Mesh / HashGrid / ... handle: the object's name
+                scalars.append((i, HANDLE_NAMES.get(v, v)))
+            elif t is int or t is str or t is bool or v is None:
                 scalars.append((i, v))
             else:
                 scalars.append((i, _normalise(v)))
@@ -747,7 +775,9 @@ class Materializer:
             else:
                 j += 1
                 t = type(v)
-                if t is int or t is str or t is bool or v is None:
+                if t is int and v in HANDLE_NAMES:  # a Mesh / HashGrid / ... handle: the object's name
+                    scalars.append((i, HANDLE_NAMES.get(v, v)))
+                elif t is int or t is str or t is bool or v is None:
                     scalars.append((i, v))
                 else:
                     scalars.append((i, _normalise(v)))
@@ -863,7 +893,8 @@ class _Args:
             for field, inner in value[1]:
                 self.add(f"{key}.{field}", inner, access, syntax)
         else:
-            self.scalars.append((key, _normalise(value)))
+            handle = HANDLE_NAMES.get(value) if type(value) is int else None  # a Mesh / HashGrid / ...: its name
+            self.scalars.append((key, handle or _normalise(value)))
 
 
 def _build_launch(payload: tuple, seq: int, caller: Any, common: dict) -> LaunchRecord:

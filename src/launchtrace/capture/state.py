@@ -29,10 +29,15 @@ _graph_counter: Callable[[], int] = itertools.count(1).__next__
 _graph_prefix = secrets.randbits(30) << 32
 
 
+graphs_begun = [0]
+"""How many graph captures began in this process: the materializer looks for graph records only once one did."""
+
+
 def next_graph_id() -> int:
     """A new graph id, unique across processes (a random 30-bit prefix per process, a counter below it; below
     2**62, so an OpenTelemetry int attribute): the replay of a graph in one trace names the captured records
     of another trace, or of another process writing to the same file, without ambiguity."""
+    graphs_begun[0] += 1
     return _graph_prefix | (_graph_counter() & 0xFFFF_FFFF)
 
 

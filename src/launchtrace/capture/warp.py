@@ -18,7 +18,9 @@ Patched (Warp 1.19; see ``shared/notes/warp-internals.md``):
   ``backward`` (``tape.forward`` / ``tape.backward`` where no scope covers them: ``capture.tapeload``);
 - allocations: ``array._init_new`` (every Warp allocation of array memory: ``wp.empty/zeros/full/clone``,
   ``wp.array(data)``, gradients) and ``array._alloc_grad`` (which array a gradient belongs to), noted in
-  :data:`launchtrace.allocations.ALLOCATIONS` so that unowned buffers get a run-stable identity.
+  :data:`launchtrace.allocations.ALLOCATIONS` so that unowned buffers get a run-stable identity;
+- geometry objects: ``Mesh`` / ``HashGrid`` / ``Bvh`` / ``Volume.__init__`` name each object where it was made,
+  so that its ``uint64`` handle, passed to a kernel, is recorded by that name (:mod:`launchtrace.capture.objects`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from launchtrace.capture.hotpath import (
     set_public_entries,
     wrap,
 )
+from launchtrace.capture.objects import OBJECT_CLASSES, wrap_object_init
 from launchtrace.capture.patching import PatchSet, wraps_like
 from launchtrace.capture.state import _local, next_graph_id, tstate
 
@@ -745,6 +748,10 @@ def patch_warp() -> PatchSet:
     for name, wrapper in (("_init_new", _wrap_init_new), ("_alloc_grad", _wrap_alloc_grad)):
         if callable(wtypes.array.__dict__.get(name)):
             patches.set_attr(wtypes.array, name, wrapper(wtypes.array.__dict__[name]))
+    for name in OBJECT_CLASSES:
+        cls = getattr(wtypes, name, None)
+        if cls is not None and callable(cls.__dict__.get("__init__")):
+            patches.set_attr(cls, "__init__", wrap_object_init(cls.__dict__["__init__"]))
     patches.set_attr(wutils.ScopedTimer, "__enter__", _wrap_timer_enter(wutils.ScopedTimer.__dict__["__enter__"]))
     patches.set_attr(wutils.ScopedTimer, "__exit__", _wrap_timer_exit(wutils.ScopedTimer.__dict__["__exit__"]))
     patches.set_attr(tape_mod.Tape, "record_scope_begin", _wrap_tape_scope_begin(tape_mod.Tape.record_scope_begin))

@@ -11,7 +11,7 @@ import argparse
 from launchtrace.analysis.static import check_static
 from launchtrace.cli._analyzer import add_format, write_json, write_text
 from launchtrace.errors import UserError
-from launchtrace.model import TraceData
+from launchtrace.model import ScopeKind, TraceData
 from launchtrace.render.diff_text import plural
 from launchtrace.render.escape import terminal_lines
 from launchtrace.sources.loading import load_traces
@@ -29,8 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def scope_names(traces: list[TraceData], limit: int = 20) -> list[str]:
-    """The names of the scopes in ``traces``, nested ones too (Warp's internal timers left out), sorted."""
-    names = {scope.name for trace in traces for scope in trace.scopes.values() if not scope.internal}
+    """The names of the scopes in ``traces``, nested ones too (Warp's internal timers and module loads left out:
+    never a step), sorted."""
+    names = {
+        scope.name
+        for trace in traces
+        for scope in trace.scopes.values()
+        if not scope.internal and scope.kind != ScopeKind.LOAD
+    }
     return sorted(names)[:limit]
 
 

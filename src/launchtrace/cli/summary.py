@@ -69,6 +69,13 @@ def _kernel_lines(rows: list[KernelStats]) -> list[str]:
             f"{_us(r.p50_ns, r.p50_from_summaries):>9} {_us(r.p95_ns):>9} {_us(r.max_ns, r.max_from_summaries):>10} "
             f"| {r.steps:>6} {_us(r.step_p50_ns):>9} {_us(r.step_p95_ns):>9} {_us(r.step_max_ns):>10}"
         )
+    replayed = [r.kernel for r in rows if r.replayed]
+    if replayed:
+        lines.append(
+            f"- ran only in graph replays ({', '.join(terminal(k) for k in replayed[:3])}"
+            f"{', ...' if len(replayed) > 3 else ''}): count is what the replays ran; a replay is timed as a "
+            "whole, in wp.capture_launch's row (the captured call's own time is the capture, when nothing ran)"
+        )
     folded = sum(r.folded for r in rows)
     if folded:
         lines.append(

@@ -50,11 +50,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from launchtrace.analysis.fleet.baseline import BaselineBuilder, GroupAcc, LatencyAcc, ScopeAcc, TopologyAcc
 from launchtrace.analysis.fleet.records import records_from_proto
 from launchtrace.analysis.segments import NO_SCOPE
-from launchtrace.topology import ChangeKind, DiffEntry, diff_records, format_entry
+from launchtrace.topology import ChangeKind, DiffEntry, diff_records, format_entry, topology_key
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -163,41 +164,49 @@ def _topology_alerts(make: _AlertMaker, current: ScopeAcc, reference: ScopeAcc, 
     out: list[Alert] = []
     if not reference.topologies:
         return out
-    ref_fp, ref_topo = _dominant(reference.topologies)
     ref_foreign = max(t.foreign_buffers for t in reference.topologies.values())
     new = {fp: t for fp, t in current.topologies.items() if fp not in reference.topologies}
     if peers:  # a group's own minority topologies are not the question: only its dominant one
         fp, topo = _dominant(current.topologies)
         new = {fp: topo} if fp not in reference.topologies else {}
+    references = _References(reference)
+    found: dict[tuple, list] = {}  # what is said -> [summary maker, kernel, lines, exemplars, values, steps, n]
     for fp, topo in sorted(new.items()):
-        share = f"{topo.count} of {current.steps} steps"
-        base_records = records_from_proto(ref_topo.representative)
         records = records_from_proto(topo.representative)
-        entries = diff_records(base_records, records)
+        ref_fp, ref_topo, entries = references.nearest(records)
         lines = tuple(format_entry(e) for e in entries[:MAX_EVIDENCE])
         if len(entries) > MAX_EVIDENCE:
             lines += (f"... and {len(entries) - MAX_EVIDENCE} more differences",)
         exemplars = (topo.rep_key[0], ref_topo.rep_key[0])
-        common = (("fingerprint", fp), ("reference_fingerprint", ref_fp), ("steps", topo.count))
+        common = (("fingerprint", fp), ("reference_fingerprint", ref_fp))
         if topo.foreign_buffers > ref_foreign:
             foreign = [e for e in entries if _touches_foreign(e)]
             kernel = _entry_kernel(foreign) or _entry_kernel(entries)
-            summary = (
+            head = (
                 f"{topo.foreign_buffers} foreign buffer(s) per step where the reference had at most {ref_foreign} "
-                f"(an allocation per call?), {share}"
+                "(an allocation per call?)"
             )
             values = (*common, ("foreign_buffers", topo.foreign_buffers), ("reference_foreign_buffers", ref_foreign))
-            out.append(make("new_foreign_buffers", current.name, kernel, summary, lines, exemplars, values))
+            _note(found, "new_foreign_buffers", kernel, lines, exemplars, values, topo.count, lambda n, h=head: h)
         elif entries:
             counts = {str(k): sum(1 for e in entries if e.kind == k) for k in ChangeKind}
             what = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
-            summary = f"topology {fp[:12]} not in the reference ({what} against {ref_fp[:12]}), {share}"
+
+            def drift(n: int, fp: str = fp, what: str = what, ref_fp: str = ref_fp) -> str:
+                if n == 1:
+                    return f"topology {fp[:12]} not in the reference ({what} against {ref_fp[:12]})"
+                return f"{n} topologies not in the reference ({what}, each against its nearest)"
+
             values = (*common, *counts.items())
-            out.append(make("topology_drift", current.name, _entry_kernel(entries), summary, lines, exemplars, values))
+            _note(found, "topology_drift", _entry_kernel(entries), lines, exemplars, values, topo.count, drift)
         if topo.launches != ref_topo.launches:
-            summary = f"{topo.launches} launches per step where the reference has {ref_topo.launches}, {share}"
+            head = f"{topo.launches} launches per step where the reference has {ref_topo.launches}"
             values = (*common, ("launches", topo.launches), ("reference_launches", ref_topo.launches))
-            out.append(make("launch_count_change", current.name, "", summary, lines, exemplars, values))
+            _note(found, "launch_count_change", "", lines, exemplars, values, topo.count, lambda n, h=head: h)
+    for (reason, kernel, lines, _what), (summary, exemplars, values, steps, n) in found.items():
+        values = (*values, ("steps", steps)) + ((("topologies", n),) if n > 1 else ())
+        text = f"{summary(n)}, {steps} of {current.steps} steps"
+        out.append(make(reason, current.name, kernel, text, lines, exemplars, values))
     shared = {fp: t for fp, t in current.topologies.items() if fp in reference.topologies}
     if peers:
         fp, topo = _dominant(current.topologies)
@@ -235,6 +244,68 @@ def _beside_the_key(make: _AlertMaker, current: ScopeAcc, fp: str, topo: Topolog
     values = (("fingerprint", fp), ("reference_fingerprint", fp), ("steps", topo.count), ("changed", len(entries)))
     exemplars = (topo.rep_key[0], ref.rep_key[0])
     return [make("topology_drift", current.name, _entry_kernel(entries), summary, lines, exemplars, values)]
+
+
+NEAREST_OF = 4096
+"""Reference topologies (the most common first) a new topology is compared with to explain it by the nearest."""
+
+
+class _References:
+    """The reference's topologies, ranked by count, each with its records and the set of its calls' topology keys
+    (made once, on first use)."""
+
+    def __init__(self, reference: ScopeAcc) -> None:
+        ranked = sorted(reference.topologies.items(), key=lambda item: (-item[1].count, item[0]))[:NEAREST_OF]
+        self.ranked = ranked
+        self._made: dict[str, tuple[list, frozenset]] = {}
+
+    def _of(self, fp: str, topo: TopologyAcc) -> tuple[list, frozenset]:
+        made = self._made.get(fp)
+        if made is None:
+            records = records_from_proto(topo.representative)
+            made = self._made[fp] = (records, _call_keys(records))
+        return made
+
+    def nearest(self, records: list) -> tuple[str, TopologyAcc, list]:
+        """The reference topology with the most calls in common with ``records`` (the most common on a tie), and
+        the differences: against the most common alone, a program whose steps differ by a step counter (``v =
+        it``) explained one inserted launch with ``scalar v 2.0 -> 13.0`` beside it, step after step. One
+        alignment only: the others are compared by their keys."""
+        keys = _call_keys(records)
+        best, score = self.ranked[0], -1
+        for fp, topo in self.ranked:
+            common = len(keys & self._of(fp, topo)[1])
+            if common > score:
+                best, score = (fp, topo), common
+                if common == len(keys):
+                    break
+        fp, topo = best
+        return fp, topo, diff_records(self._of(fp, topo)[0], records)
+
+
+def _call_keys(records: list) -> frozenset:
+    out = set()
+    for r in records:
+        try:
+            out.add(hash(topology_key(r, raw=False)))  # pointers no allocation names: not compared
+        except TypeError:  # an unhashable scalar: left out of the comparison
+            continue
+    return frozenset(out)
+
+
+def _note(
+    found: dict, reason: str, kernel: str, lines: tuple, exemplars: tuple, values: tuple, steps: int, summary: Any
+) -> None:
+    """One alert per thing said: new topologies explained by the same evidence (steps that differ only by what
+    also differs in the reference, such as a step counter) are one alert with their steps summed, not one each
+    (20 alerts, ``1 of 20 steps`` each, for one inserted launch)."""
+    key = (reason, kernel, lines, summary(2))  # the text for several: no fingerprint in it
+    hit = found.get(key)
+    if hit is None:
+        found[key] = [summary, exemplars, values, steps, 1]
+    else:
+        hit[3] += steps
+        hit[4] += 1
 
 
 def _touches_foreign(entry: DiffEntry) -> bool:
