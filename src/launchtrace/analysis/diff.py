@@ -322,7 +322,7 @@ def _add_iterations(
         step = ("scope", name, name)
         per = values.setdefault(step, {})
         c = counts.setdefault(step, [0, 0])
-        c[0] += begins  # one step: an iteration may span two calls of a streamed diff
+        c[0] += begins  # one step each
         per[it] = per.get(it, 0.0) + float(ns)
         looped.add(name)
         key = ("kernel", name, kernel_title(rec.kernel, rec.adjoint))
