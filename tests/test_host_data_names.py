@@ -136,3 +136,13 @@ def test_other_unowned_buffers_keep_their_allocation_name(run: Path) -> None:
     labels = {a.region.label for a in flow.accesses}
     assert HOST in labels
     assert {lab.split(" (")[0].split("#")[0] for lab in labels} == {HOST_DATA, "state", "forces", "tmp"}
+
+
+def test_check_static_names_a_foreign_buffer_instead_of_its_address(run: Path, capsys) -> None:
+    """The program labels ``state``: the upload's two sides and the temporary are foreign, a warning each, that
+    named them by address (``foreign buffer (warning): #0 wp.copy src: 0x55f1f8a86fc0``)."""
+    assert main(["check-static", str(run), "--scope", "step"]) == 0
+    text = capsys.readouterr().out
+    _no_pointer(text, _host_pointers(run))
+    assert f"#0 wp.copy src: {HOST} [4 occurrences]" in text
+    assert "#0 wp.copy dest: forces (prog.py:" in text and "#1 __main__.scale y: tmp (prog.py:" in text

@@ -68,7 +68,8 @@ class Finding:
     """One reason, at one launch position. Columns: ``reason``; ``position`` (index in the first occurrence,
     or in the later one for an insertion); ``kernel``; ``name`` (parameter, or ``""``); ``occurrences`` (how
     many occurrences differ from the first there); ``example`` (``"before -> after"`` of the first
-    difference, or the pointer for a foreign buffer); ``site``; ``breaks`` (False only for a warning)."""
+    difference; a foreign buffer's name, :meth:`LaunchRecord.buffer_label`: its allocation,
+    ``<host data> (prog.py:23)``, else its pointer); ``site``; ``breaks`` (False only for a warning)."""
 
     reason: Reason
     position: int
@@ -176,7 +177,9 @@ def _findings(occ: Sequence[Sequence[LaunchRecord]]) -> tuple[Finding, ...]:
                 if b.foreign and b.owner is None:
                     name = b.name or rec.arg_name(b.key)
                     allocated = (Reason.ALLOCATED, pos, name) in found
-                    note(Reason.FOREIGN, pos, rec, name, format_value(b.ptr), breaks=allocated)
+                    note(
+                        Reason.FOREIGN, pos, rec, name, rec.buffer_label(b), breaks=allocated
+                    )  # its name, not its address
     return tuple(sorted((Finding(*v) for v in found.values()), key=lambda f: (f.position, f.reason.value)))
 
 
