@@ -146,3 +146,44 @@ def test_check_static_names_a_foreign_buffer_instead_of_its_address(run: Path, c
     _no_pointer(text, _host_pointers(run))
     assert f"#0 wp.copy src: {HOST} [4 occurrences]" in text
     assert "#0 wp.copy dest: forces (prog.py:" in text and "#1 __main__.scale y: tmp (prog.py:" in text
+
+
+TWO_UPLOADS = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import warp as wp
+
+    wp.config.quiet = True
+    keep = sys.argv[1] == "keep"
+    held = []
+    for step in range(3):
+        with wp.ScopedTimer("step", print=False):
+            a = np.full(8, 1.0, dtype=np.float32)
+            x = wp.array(a, device="cpu")
+            if keep:
+                held.append(a)  # the next temporary cannot take this address
+            del a
+            y = wp.array(np.full(8, 2.0, dtype=np.float32), device="cpu")
+    """
+)
+
+
+def test_snapshot_names_host_data_as_diff_does_whatever_the_allocator_did(tmp_path: Path) -> None:
+    """A snapshot called the NumPy source of an upload ``<unowned #k>``, numbered by address: two uploads in a
+    step were ``#0`` and ``#1`` where the C allocator gave the second temporary another address and ``#0``
+    twice where it reused the first's, so a committed snapshot could fail on an unchanged program. It is
+    ``<host data>``, as in ``diff``."""
+    script = tmp_path / "two.py"
+    script.write_text(TWO_UPLOADS)
+    docs = []
+    for how in ("keep", "free"):
+        trace = tmp_path / f"{how}.jsonl"
+        cmd = [sys.executable, "-m", "launchtrace", "run", "--out", str(trace), str(script), how]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        out = tmp_path / f"{how}.json"
+        assert main(["snapshot", str(trace), "--scope", "step", "--out", str(out)]) == 0
+        docs.append(json.loads(out.read_text())["launches"])
+    assert [e["buffers"]["src"] for e in docs[0]] == [HOST_DATA, HOST_DATA]
+    assert docs[0] == docs[1]
