@@ -169,21 +169,39 @@ TWO_UPLOADS = textwrap.dedent(
 )
 
 
-def test_snapshot_names_host_data_as_diff_does_whatever_the_allocator_did(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def two_uploads(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """``TWO_UPLOADS`` run with its NumPy temporaries kept alive (each at a new address) and freed."""
+    tmp = tmp_path_factory.mktemp("twouploads")
+    script = tmp / "two.py"
+    script.write_text(TWO_UPLOADS)
+    runs = {}
+    for how in ("keep", "free"):
+        runs[how] = tmp / f"{how}.jsonl"
+        cmd = [sys.executable, "-m", "launchtrace", "run", "--out", str(runs[how]), str(script), how]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp)
+        assert proc.returncode == 0, proc.stderr
+    return runs
+
+
+def test_snapshot_names_host_data_as_diff_does_whatever_the_allocator_did(two_uploads, tmp_path: Path) -> None:
     """A snapshot called the NumPy source of an upload ``<unowned #k>``, numbered by address: two uploads in a
     step were ``#0`` and ``#1`` where the C allocator gave the second temporary another address and ``#0``
     twice where it reused the first's, so a committed snapshot could fail on an unchanged program. It is
     ``<host data>``, as in ``diff``."""
-    script = tmp_path / "two.py"
-    script.write_text(TWO_UPLOADS)
     docs = []
-    for how in ("keep", "free"):
-        trace = tmp_path / f"{how}.jsonl"
-        cmd = [sys.executable, "-m", "launchtrace", "run", "--out", str(trace), str(script), how]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-        assert proc.returncode == 0, proc.stderr
+    for how, trace in two_uploads.items():
         out = tmp_path / f"{how}.json"
         assert main(["snapshot", str(trace), "--scope", "step", "--out", str(out)]) == 0
         docs.append(json.loads(out.read_text())["launches"])
     assert [e["buffers"]["src"] for e in docs[0]] == [HOST_DATA, HOST_DATA]
     assert docs[0] == docs[1]
+
+
+def test_check_static_says_whose_addresses_changed(two_uploads, capsys) -> None:
+    """Host data kept alive is at a new address every step: check-static says so, naming it, where it printed
+    only ``#0 wp.copy src: 0x55db14003390 -> 0x55db13ff21a0``."""
+    assert main(["check-static", str(two_uploads["keep"]), "--scope", "step"]) == 1
+    text = capsys.readouterr().out
+    line = next(x for x in text.splitlines() if "buffer allocated per call: #0 wp.copy src:" in x)
+    assert re.search(r"src: <host data> \(two\.py:\d+\) at 0x[0-9a-f]+ -> 0x[0-9a-f]+ \[2 occurrences\]", line), line

@@ -128,6 +128,16 @@ def _reallocated(before: object, after: object) -> bool:
     )
 
 
+def _host_prefix(rec: LaunchRecord, name: str) -> str:
+    """``"<host data> (prog.py:23) at "`` where argument ``name`` of ``rec`` is the program's NumPy memory
+    (:meth:`LaunchRecord.host_data`): its addresses are what changed, but the reader needs to know whose they
+    are; ``""`` otherwise."""
+    for b in rec.buffers:
+        if (b.name or rec.arg_name(b.key)) == name and rec.host_data(b):
+            return f"{rec.buffer_label(b)} at "
+    return ""
+
+
 def _jit_replay(rec: LaunchRecord) -> bool:
     return rec.api == JIT_API
 
@@ -155,6 +165,8 @@ def _findings(occ: Sequence[Sequence[LaunchRecord]]) -> tuple[Finding, ...]:
                 if f.field == "site":
                     continue
                 example = f"{format_value(f.before)} -> {format_value(f.after)}"
+                if f.field == "buffer":
+                    example = _host_prefix(e.record, f.name) + example
                 if f.field == "buffer" and jit:
                     note(Reason.JIT_INPUT, e.index_a, e.record, f.name, example, breaks=False)
                     continue
