@@ -189,9 +189,8 @@ def _findings(occ: Sequence[Sequence[LaunchRecord]]) -> tuple[Finding, ...]:
                 if b.foreign and b.owner is None:
                     name = b.name or rec.arg_name(b.key)
                     allocated = (Reason.ALLOCATED, pos, name) in found
-                    note(
-                        Reason.FOREIGN, pos, rec, name, rec.buffer_label(b), breaks=allocated
-                    )  # its name, not its address
+                    # by its name (its allocation, the program's host data), the address only where none is known
+                    note(Reason.FOREIGN, pos, rec, name, rec.buffer_label(b), breaks=allocated)
     return tuple(sorted((Finding(*v) for v in found.values()), key=lambda f: (f.position, f.reason.value)))
 
 
