@@ -16,11 +16,14 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterator
 from enum import Enum
 from typing import Any
 
 __all__ = [
+    "HOST_DATA",
+    "HOST_DATA_APIS",
     "ArgKey",
     "BufferArg",
     "DeviceTime",
@@ -82,6 +85,11 @@ class Site:
 
 
 UNKNOWN_SITE = Site("<unknown>", 0, "<unknown>", "")
+
+HOST_DATA_APIS = frozenset({"wp.array", "wp.array.numpy"})
+"""The copies whose unowned side is the program's host data (``wp.array(numpy_array)``, ``array.numpy()``)."""
+HOST_DATA = "<host data>"
+"""What the program's own host memory is called: the same in ``diff`` and in every view (no address)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -272,6 +280,28 @@ class LaunchRecord:
         except (ValueError, IndexError):
             return str(key)
         return f"{base}.{rest}" if rest else base
+
+    @property
+    def copies_host_data(self) -> bool:
+        """Whether this is a copy whose unowned side is the program's own host memory (one of
+        :data:`HOST_DATA_APIS`: ``wp.array(numpy_array)`` copies from it, ``array.numpy()`` into it)."""
+        return self.op == "copy" and self.api in HOST_DATA_APIS
+
+    def host_data(self, buf: BufferArg) -> bool:
+        """Whether ``buf`` is the program's own host memory: a non-null argument of a copy of host data that
+        no owner covers and Warp did not allocate (the Warp array's side is an allocation the capture saw)."""
+        return bool(buf.ptr) and buf.owner is None and buf.alloc is None and self.copies_host_data
+
+    def buffer_label(self, buf: BufferArg) -> str:
+        """What every view calls argument ``buf`` of this record: :attr:`BufferArg.label` (owner, else
+        allocation, else pointer), except the program's host memory (:meth:`host_data`), which is
+        ``"<host data> (prog.py:23)"``: ``diff``'s name with the copy's call site, as an allocation's label
+        carries its statement's, never the address of a NumPy temporary (meaningless to the reader, and
+        another every step)."""
+        if not self.host_data(buf):
+            return buf.label
+        site = self.site
+        return f"{HOST_DATA} ({os.path.basename(site.file)}:{site.line})" if site.line else HOST_DATA
 
     def buffer(self, key: Any) -> BufferArg | None:
         """The :class:`BufferArg` of array argument ``key``, if any."""

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from launchtrace.allocations import identity_of
-from launchtrace.model import BufferArg, LaunchRecord, ScopeRecord, Site
+from launchtrace.model import HOST_DATA, BufferArg, LaunchRecord, ScopeRecord, Site
 from launchtrace.topology import ChangeKind, DiffEntry, Locator, diff_records, format_value, plain_value, slotless
 
 __all__ = [
@@ -107,16 +107,21 @@ class UnownedNames:
         return found
 
 
-def buffer_label(buf: BufferArg | None, ptr: int, owners: Locator | None, unowned: UnownedNames) -> str | None:
+def buffer_label(
+    buf: BufferArg | None, ptr: int, owners: Locator | None, unowned: UnownedNames, host: bool = False
+) -> str | None:
     """What an array argument is called in a snapshot (``None`` for a null array).
 
     In order: the ``owners`` the test named (``launch_topology(..., owners={"sim": sim})``), the label
     :func:`launchtrace.own` gave at capture (``BufferArg.owner``), the capture's run-stable allocation identity
     of an unowned buffer (``BufferArg.alloc``: the allocating statement's target, ``Sim.step.tmp``, with ``#k``
     for the k-th other allocation of that statement met in the snapshot; stable under address reuse, see
-    :mod:`launchtrace.allocations` and :meth:`UnownedNames.allocation`), else ``<unowned #k>`` numbered by the first
-    appearance of the address in the snapshot (memory allocated before the capture began, or not by Warp).
-    Offsets into a labelled buffer are kept: ``sim.x+128``.
+    :mod:`launchtrace.allocations` and :meth:`UnownedNames.allocation`), else ``<host data>`` for the program's
+    own host memory on the unowned side of a ``wp.array(numpy_array)`` / ``array.numpy()`` copy (``host``:
+    :attr:`LaunchRecord.copies_host_data`; as ``diff`` names it, since a NumPy temporary's address is reused, or
+    not, from run to run), else ``<unowned #k>`` numbered by the first appearance of the address in the snapshot
+    (memory allocated before the capture began, or not by Warp). Offsets into a labelled buffer are kept:
+    ``sim.x+128``.
     """
     if not ptr:
         return None
@@ -128,6 +133,8 @@ def buffer_label(buf: BufferArg | None, ptr: int, owners: Locator | None, unowne
         return format_value((buf.owner, buf.offset or 0))
     if buf is not None and buf.alloc is not None:  # "State.x#1 (sim.py:41)": the identity, without the line
         return format_value((unowned.allocation(identity_of(buf.alloc) or buf.alloc), buf.offset or 0))
+    if host:
+        return HOST_DATA
     return unowned.name(ptr)
 
 
@@ -209,11 +216,12 @@ def _launch_entry(
 ) -> dict[str, Any]:
     bufs = rec.buffers if len(rec.buffers) == len(rec.arrays) else [rec.buffer(k) for k, _ in rec.arrays]
     names = _arg_names(rec, (k for k, _ in rec.arrays))
+    host = rec.copies_host_data
     entry: dict[str, Any] = {
         "op": str(rec.op),
         "kernel": rec.kernel,
         "dim": _dims(rec),
-        "buffers": {n: buffer_label(b, p, owners, unowned) for n, (_, p), b in zip(names, rec.arrays, bufs)},
+        "buffers": {n: buffer_label(b, p, owners, unowned, host) for n, (_, p), b in zip(names, rec.arrays, bufs)},
         "site": site,
     }
     if scalars:

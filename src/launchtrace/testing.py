@@ -284,9 +284,18 @@ def trace_launches(*, include_warp: bool = False) -> LaunchTrace:
 
 
 def _offenders(trace: LaunchTrace, foreign: list[tuple[LaunchRecord, Any, int]], n: int = 8) -> str:
-    lines = [f"{r.kernel} argument {r.arg_name(k)} -> {hex(p)} (from {r.site})" for r, k, p in foreign[:n]]
+    lines = [
+        f"{r.kernel} argument {r.arg_name(k)} -> {_pointer_name(r, k, p)} (from {r.site})" for r, k, p in foreign[:n]
+    ]
     more = f"\n  ... and {len(foreign) - n} more" if len(foreign) > n else ""
     return "\n  ".join(lines) + more
+
+
+def _pointer_name(rec: LaunchRecord, key: Any, ptr: int) -> str:
+    """What the views call the buffer (:meth:`LaunchRecord.buffer_label`: its allocation where the capture saw
+    it, ``<host data> (prog.py:23)``), the address only where nothing better is known."""
+    buf = rec.buffer(key)
+    return rec.buffer_label(buf) if buf is not None and buf.ptr == ptr else hex(ptr)
 
 
 def assert_same_topology(

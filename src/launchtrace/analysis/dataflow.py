@@ -174,15 +174,18 @@ def buffers_of_record(rec: LaunchRecord) -> tuple[BufferArg, ...]:
     return tuple(BufferArg(key, rec.arg_name(key), ptr) for key, ptr in rec.arrays)
 
 
-def region_of(buf: BufferArg) -> Region | None:
-    """Where ``buf`` lives: owner label and offset when known, else the pointer range; ``None`` for null."""
+def region_of(buf: BufferArg, rec: LaunchRecord | None = None) -> Region | None:
+    """Where ``buf`` (an argument of ``rec``, when given) lives: owner label and offset when known, else the
+    pointer range; ``None`` for null. Its label is the one every view uses (:meth:`LaunchRecord.buffer_label`:
+    owner, else allocation, else ``<host data> (prog.py:23)`` for a copy's host side, else the pointer)."""
     size = max(int(buf.nbytes or 0), 1)
     if buf.owner is not None:
         offset = int(buf.offset or 0)
-        label = buf.owner if not offset else f"{buf.owner}+{offset}"
-        return Region(f"owner:{buf.owner}", offset, offset + size, label)
+        return Region(f"owner:{buf.owner}", offset, offset + size, buf.label)
     if not buf.ptr:
         return None
+    if rec is not None and rec.host_data(buf):  # the program's NumPy memory: never anyone's to own
+        return Region("ptr", int(buf.ptr), int(buf.ptr) + size, rec.buffer_label(buf))
     label = buf.label + (" (foreign)" if buf.foreign else "")  # the allocation's name where capture saw it
     return Region("ptr", int(buf.ptr), int(buf.ptr) + size, label)
 
@@ -284,7 +287,7 @@ _new_edge = slot_constructor(Edge, ("src", "dst", "kind", "buffer", "cross_lane"
 def _accesses_of(i: int, rec: LaunchRecord, graphs: Graphs) -> list[Access]:
     replay = rec.op == Op.GRAPH_LAUNCH and rec.graph_id in graphs
     buffers = rec.buffers
-    if replay or not buffers:
+    if replay or not buffers or rec.copies_host_data:  # a host copy's labels carry its call site: not shared
         rows = _access_rows(rec, replay_buffers(rec, graphs) if replay else buffers_of_record(rec))
     else:  # a call site's rebuilt launches share their buffers and parameter tuples: its rows are made once
         rows = _shared_access_rows(rec, buffers)
@@ -294,8 +297,9 @@ def _accesses_of(i: int, rec: LaunchRecord, graphs: Graphs) -> list[Access]:
 def _access_rows(rec: LaunchRecord, buffers: Sequence[BufferArg]) -> tuple[tuple, ...]:
     """What each of ``buffers`` makes of an :class:`Access` of ``rec``, all but the record's index."""
     out = []
+    host = rec.copies_host_data
     for buf in buffers:
-        region = _region_of_shared(buf)
+        region = region_of(buf, rec) if host else _region_of_shared(buf)
         if region is None:
             continue
         if rec.captured:

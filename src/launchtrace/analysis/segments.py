@@ -19,11 +19,13 @@ from collections.abc import Callable, Iterator, Sequence
 
 from launchtrace.allocations import identity_of
 from launchtrace.fastinit import slot_copier
-from launchtrace.model import LaunchRecord, TraceData
+from launchtrace.model import HOST_DATA, HOST_DATA_APIS, LaunchRecord, TraceData
 from launchtrace.steps import NO_SCOPE, Occurrence, occurrences, run_key, split_runs
 from launchtrace.topology import AllocRef, slotless
 
 __all__ = [
+    "HOST_DATA",
+    "HOST_DATA_APIS",
     "NO_SCOPE",
     "Segment",
     "run_key",
@@ -89,11 +91,6 @@ def step_occurrences(traces: Sequence[TraceData], segs: Sequence[Segment]) -> It
         yield seg, occ, True
 
 
-HOST_DATA_APIS = frozenset({"wp.array", "wp.array.numpy"})
-"""The copies whose unowned side is the program's host data (``wp.array(numpy_array)``, ``array.numpy()``)."""
-HOST_DATA = "<host data>"
-
-
 def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...]:
     """``records`` with every unowned array argument made comparable across processes (owned arguments and
     null arrays unchanged):
@@ -104,8 +101,9 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
       met in ``records`` (k > 0);
     - the program's own host memory that ``wp.array(numpy_array)`` copies from, or ``array.numpy()`` copies into
       (a copy issued by one of :data:`HOST_DATA_APIS`, the pointer unowned and not allocated by Warp), becomes
-      ``"<host data>"``: a temporary NumPy buffer whose address the C allocator may hand out again for a later
-      temporary, or not, from one run to the next;
+      ``"<host data>"`` (:data:`~launchtrace.model.HOST_DATA`, as every view calls it): a temporary NumPy
+      buffer whose address the C allocator may hand out again for a later temporary, or not, from one run to
+      the next;
     - any other pointer becomes ``"<unowned #k>"``, ``k`` the order in which it first appears in ``records``.
 
     What stays comparable across processes: which launches share an unowned buffer and where the program
@@ -121,7 +119,7 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
     out = []
     for rec in records:
         bufs = rec.buffers
-        host = rec.op == "copy" and rec.api in HOST_DATA_APIS
+        host = rec.copies_host_data
         known = made.get((id(rec.arrays), id(bufs), host))
         if known is not None and known[0] is rec.arrays and known[1] is bufs:
             out.append(rec if known[2] is None else _with_arrays(rec, known[2]))

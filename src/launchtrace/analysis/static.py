@@ -68,7 +68,8 @@ class Finding:
     """One reason, at one launch position. Columns: ``reason``; ``position`` (index in the first occurrence,
     or in the later one for an insertion); ``kernel``; ``name`` (parameter, or ``""``); ``occurrences`` (how
     many occurrences differ from the first there); ``example`` (``"before -> after"`` of the first
-    difference, or the pointer for a foreign buffer); ``site``; ``breaks`` (False only for a warning)."""
+    difference; a foreign buffer's name, :meth:`LaunchRecord.buffer_label`: its allocation,
+    ``<host data> (prog.py:23)``, else its pointer); ``site``; ``breaks`` (False only for a warning)."""
 
     reason: Reason
     position: int
@@ -127,6 +128,16 @@ def _reallocated(before: object, after: object) -> bool:
     )
 
 
+def _host_prefix(rec: LaunchRecord, name: str) -> str:
+    """``"<host data> (prog.py:23) at "`` where argument ``name`` of ``rec`` is the program's NumPy memory
+    (:meth:`LaunchRecord.host_data`): its addresses are what changed, but the reader needs to know whose they
+    are; ``""`` otherwise."""
+    for b in rec.buffers:
+        if (b.name or rec.arg_name(b.key)) == name and rec.host_data(b):
+            return f"{rec.buffer_label(b)} at "
+    return ""
+
+
 def _jit_replay(rec: LaunchRecord) -> bool:
     return rec.api == JIT_API
 
@@ -154,6 +165,8 @@ def _findings(occ: Sequence[Sequence[LaunchRecord]]) -> tuple[Finding, ...]:
                 if f.field == "site":
                     continue
                 example = f"{format_value(f.before)} -> {format_value(f.after)}"
+                if f.field == "buffer":
+                    example = _host_prefix(e.record, f.name) + example
                 if f.field == "buffer" and jit:
                     note(Reason.JIT_INPUT, e.index_a, e.record, f.name, example, breaks=False)
                     continue
@@ -176,7 +189,8 @@ def _findings(occ: Sequence[Sequence[LaunchRecord]]) -> tuple[Finding, ...]:
                 if b.foreign and b.owner is None:
                     name = b.name or rec.arg_name(b.key)
                     allocated = (Reason.ALLOCATED, pos, name) in found
-                    note(Reason.FOREIGN, pos, rec, name, format_value(b.ptr), breaks=allocated)
+                    # by its name (its allocation, the program's host data), the address only where none is known
+                    note(Reason.FOREIGN, pos, rec, name, rec.buffer_label(b), breaks=allocated)
     return tuple(sorted((Finding(*v) for v in found.values()), key=lambda f: (f.position, f.reason.value)))
 
 

@@ -59,10 +59,6 @@ def lane_of_record(rec: LaunchRecord) -> str:
     return "stream" if rec.stream is not None else "thread"
 
 
-def _owner(b) -> str:
-    return b.label  # owner (+offset), else the allocation's name, else the pointer
-
-
 def record_details(rec: LaunchRecord) -> tuple[tuple[str, str], ...]:
     """Hover details of a record, as strings."""
     rows = [
@@ -92,13 +88,16 @@ def record_details(rec: LaunchRecord) -> tuple[tuple[str, str], ...]:
 def _buffer_rows(rec: LaunchRecord) -> list[tuple[str, str]]:
     """The array arguments' rows of :func:`record_details`: they depend on the buffers and the parameter names
     only, which a call site's rebuilt launches share (the same tuples), so they are made once per pair (kept
-    with the tuples, so an id is never another's)."""
+    with the tuples, so an id is never another's). A copy of host data names its host side after its own call
+    site (:meth:`LaunchRecord.buffer_label`), so its rows are made for it alone."""
     bufs, params = rec.buffers, rec.params
+    if rec.copies_host_data:
+        return _rows_of(rec)
     key = (id(bufs), id(params))
     known = _BUFFER_ROWS.get(key)
     if known is not None and known[0] is bufs and known[1] is params:
         return known[2]
-    rows = [(f"arg {b.name or rec.arg_name(b.key)}", f"{_owner(b)} {b.dtype}{list(b.shape)} {b.access}") for b in bufs]
+    rows = _rows_of(rec)
     if type(bufs) is tuple and type(params) is tuple:  # immutable: the rows stay right
         if len(_BUFFER_ROWS) >= 4096:
             _BUFFER_ROWS.clear()
@@ -107,6 +106,16 @@ def _buffer_rows(rec: LaunchRecord) -> list[tuple[str, str]]:
 
 
 _BUFFER_ROWS: dict[tuple[int, int], tuple[tuple, tuple, list[tuple[str, str]]]] = {}
+
+
+def _rows_of(rec: LaunchRecord) -> list[tuple[str, str]]:
+    """One row per array argument: its name, then what it is called by every view (owner (+offset), else the
+    allocation's name, else ``<host data> (site)`` for a copy's host side, else the pointer), dtype, shape and
+    access."""
+    label = rec.buffer_label
+    return [
+        (f"arg {b.name or rec.arg_name(b.key)}", f"{label(b)} {b.dtype}{list(b.shape)} {b.access}") for b in rec.buffers
+    ]
 
 
 def scope_details(scope: ScopeRecord) -> tuple[tuple[str, str], ...]:
@@ -142,7 +151,7 @@ def _fold_item(t: int, depth: int, recs: list[tuple[int, LaunchRecord]]) -> Time
         if f is None or f.position in seen:
             continue
         seen.add(f.position)
-        args = ", ".join(f"{b.name or r.arg_name(b.key)}={_owner(b)}" for b in r.buffers)
+        args = ", ".join(f"{b.name or r.arg_name(b.key)}={r.buffer_label(b)}" for b in r.buffers)
         details.append(
             (
                 f"#{f.position} {r.kernel}",
