@@ -61,9 +61,12 @@ from launchtrace.sources.stream import TraceStream
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "zoo_programs.py"
 PROGRAMS = ("timers", "tape", "bimodal", "temps", "many", "scope", "solver", "loose", "workers")
+LOOSE = ("loose_inner", "loose_branch", "loose_setup", "loose_pingpong", "loose_many")
+"""Five more timer-less shapes, not in the default list (``--programs loose_inner,...``)."""
 TARGET = {
     "timers": "collide", "tape": "tape_loss", "bimodal": "cost", "temps": "blur", "many": "k07", "scope": "shade",
-    "solver": "relax", "loose": "drift", "workers": "churn",
+    "solver": "relax", "loose": "drift", "workers": "churn", "loose_inner": "settle", "loose_branch": "bend",
+    "loose_setup": "soak", "loose_pingpong": "leap", "loose_many": "stir",
 }  # fmt: skip
 VARIANTS = {"A": "1", "A2": "1", "B15": "1.5", "B2": "2"}
 FLEET_HOSTS = ("h1", "h2", "h3", "h4")
