@@ -1,4 +1,4 @@
-"""The zoo: six small Warp programs of different shapes that ``zoo_verdicts.py`` runs many times (CPU device).
+"""The zoo: small Warp programs of different shapes that ``zoo_verdicts.py`` runs many times (CPU device).
 
     launchtrace run --out OUT.jsonl benchmarks/zoo_programs.py PROGRAM [STEPS]
 
