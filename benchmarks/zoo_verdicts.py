@@ -475,7 +475,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--programs", default=",".join(PROGRAMS))
+    parser.add_argument(
+        "--programs", default=",".join(PROGRAMS), help=f"comma-separated; also, only when named: {','.join(LOOSE)}"
+    )
     parser.add_argument("--conditions", default="quiet,noisy")
     parser.add_argument("--fleet", action="store_true", help="also the fleet part (program many)")
     parser.add_argument("--fleet-programs", default="many", help="the programs the fleet part runs, comma-separated")
