@@ -1,4 +1,4 @@
-"""The zoo: six small Warp programs of different shapes that ``zoo_verdicts.py`` runs many times (CPU device).
+"""The zoo: small Warp programs of different shapes that ``zoo_verdicts.py`` runs many times (CPU device).
 
     launchtrace run --out OUT.jsonl benchmarks/zoo_programs.py PROGRAM [STEPS]
 
@@ -15,15 +15,22 @@ Programs (each step is one top-level scope, except ``timers``, whose phases are 
   allocator may hand out again), three relaxation sweeps in ``wp.ScopedTimer("solve")``;
 - ``loose``: no scope and no timer at all (every launch is unscoped work under the exporter's step roots), about
   20 ms of host work a step, so the roots' one-second window closes wherever the clock says;
-- ``workers``: two threads, each its own ``wp.ScopedTimer`` steps and its own arrays allocated in the thread.
+- ``workers``: two threads, each its own ``wp.ScopedTimer`` steps and its own arrays allocated in the thread;
+- ``loose_inner``, ``loose_branch``, ``loose_setup``, ``loose_pingpong``, ``loose_many``: more shapes with no
+  scope and no timer (each loop iteration is timed as a step, see ``analysis/unscoped.py``), each with a few
+  milliseconds of host work per iteration: an inner relaxation loop whose sweep count (1-4 pairs) varies per
+  outer step (from a fixed seed: the topology does not depend on ``ZOO_SEED``), then one ``settle`` launch; a
+  launch pair only every third iteration, host work in every one; 20 fills and uploads before the loop and an
+  ``x.numpy()`` read-back in every iteration; two buffers swapped after every launch of ``leap`` (``s0 -> s1``,
+  then ``s1 -> s0``, at one call site); a helper that launches ``mix`` on three arrays, then ``stir`` once.
 
 Environment: ``ZOO_SLOW`` (default 1) multiplies the loop count of one kernel per program (its cost changes;
 its arguments, dims and the launch topology do not): ``collide``, ``tape_loss``, ``cost``, ``blur``, ``k07``,
-``shade``, ``relax``, ``drift``, ``churn`` (:data:`TARGET`). In ``tape`` this slows ``tape_loss``'s adjoint
-launches too (``Tape.backward`` launches it with ``adjoint=True``: the generated backward replays the same
-loop), by the same factor (the kept
-runs: forward 1.33x / 1.66x, adjoint 1.32x / 1.66x), and nothing else (every other kernel within 0.99-1.04x):
-``zoo_verdicts.py`` counts the adjoint row as the slowed kernel's. ``ZOO_SEED`` changes only the seed of the
+``shade``, ``relax``, ``drift``, ``churn``, ``settle``, ``bend``, ``soak``, ``leap``, ``stir`` (:data:`TARGET`).
+In ``tape`` this slows ``tape_loss``'s adjoint launches too (``Tape.backward`` launches it with ``adjoint=True``:
+the generated backward replays the same loop), by the same factor (the kept runs: forward 1.33x / 1.66x, adjoint
+1.32x / 1.66x), and nothing else (every other kernel within 0.99-1.04x): ``zoo_verdicts.py`` counts the adjoint
+row as the slowed kernel's. ``ZOO_SEED`` changes only the seed of the
 random inputs.
 """
 
@@ -52,6 +59,11 @@ TARGET = {
     "solver": "relax",
     "loose": "drift",
     "workers": "churn",
+    "loose_inner": "settle",
+    "loose_branch": "bend",
+    "loose_setup": "soak",
+    "loose_pingpong": "leap",
+    "loose_many": "stir",
 }
 
 
@@ -380,6 +392,70 @@ def churn(a: wp.array(dtype=float), b: wp.array(dtype=float)):
     b[i] = s
 
 
+@wp.kernel
+def settle(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    s = a[i]
+    for _k in range(TARGET_LOOPS):
+        s = wp.sin(s) * 0.5 + 0.4
+    b[i] = s
+
+
+@wp.kernel
+def bend(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    s = a[i]
+    for _k in range(TARGET_LOOPS):
+        s = wp.cos(s) * 0.5 + 0.45
+    b[i] = s
+
+
+@wp.kernel
+def soak(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    s = a[i]
+    for _k in range(TARGET_LOOPS):
+        s = wp.sin(s) * 0.5 + 0.55
+    b[i] = s
+
+
+@wp.kernel
+def leap(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    s = a[i]
+    for _k in range(TARGET_LOOPS):
+        s = wp.cos(s) * 0.5 + 0.6
+    b[i] = b[i] * 0.5 + s * 0.5
+
+
+@wp.kernel
+def stir(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    s = a[i]
+    for _k in range(TARGET_LOOPS):
+        s = wp.sin(s) * 0.5 + 0.65
+    b[i] = s
+
+
+@wp.kernel
+def sweep(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    n = x.shape[0]
+    s = (x[wp.max(i - 1, 0)] + x[i] + x[wp.min(i + 1, n - 1)]) / 3.0
+    for _k in range(BASE):
+        s = wp.cos(s) * 0.5 + 0.3
+    y[i] = s
+
+
+@wp.kernel
+def mix(x: wp.array(dtype=float)):
+    i = wp.tid()
+    s = x[i]
+    for _k in range(MANY_LOOPS):
+        s = wp.sin(s) * 0.5 + 0.7
+    x[i] = s
+
+
 MANY = [globals()[f"k{i:02d}"] for i in range(22)]
 
 
@@ -502,6 +578,73 @@ def run_workers(steps: int, rng: np.random.Generator) -> None:
         t.join()
 
 
+def run_loose_inner(steps: int, rng: np.random.Generator) -> None:
+    sweeps = np.random.default_rng(7).integers(1, 5, size=steps)  # fixed: the topology is the same in every run
+    x = wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu")
+    y = wp.zeros(N, dtype=float, device="cpu")
+    for k in range(steps):
+        for _ in range(int(sweeps[k])):
+            wp.launch(sweep, dim=N, inputs=[x, y], device="cpu")
+            wp.launch(sweep, dim=N, inputs=[y, x], device="cpu")
+        wp.launch(settle, dim=N, inputs=[x, y], device="cpu")
+        time.sleep(0.01)
+
+
+def run_loose_branch(steps: int, rng: np.random.Generator) -> None:
+    x = wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu")
+    v = wp.zeros(N, dtype=float, device="cpu")
+    host = rng.random((64, 64))
+    for k in range(3 * steps):
+        host = np.tanh(host @ host.T * 0.01)  # host work between launches
+        time.sleep(0.003)
+        if k % 3 == 0:
+            wp.launch(bend, dim=N, inputs=[x, v], device="cpu")
+            wp.launch(apply, dim=N, inputs=[v, x], device="cpu")
+
+
+def run_loose_setup(steps: int, rng: np.random.Generator) -> None:
+    fields = []
+    for i in range(20):  # setup: fills and uploads, once
+        f = wp.zeros(N, dtype=float, device="cpu")
+        f.fill_(float(i))
+        fields.append(wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu"))
+        fields.append(f)
+    x, v = fields[0], fields[1]
+    total = 0.0
+    for _ in range(steps):
+        wp.launch(soak, dim=N, inputs=[x, v], device="cpu")
+        wp.launch(apply, dim=N, inputs=[v, x], device="cpu")
+        total += float(x.numpy().sum())  # a read-back every iteration
+        time.sleep(0.01)
+
+
+def run_loose_pingpong(steps: int, rng: np.random.Generator) -> None:
+    s0 = wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu")
+    s1 = wp.zeros(N, dtype=float, device="cpu")
+    v = wp.zeros(N, dtype=float, device="cpu")
+    for _ in range(steps):
+        for _half in range(2):
+            wp.launch(leap, dim=N, inputs=[s0, s1], device="cpu")
+            s0, s1 = s1, s0
+        wp.launch(integrate, dim=N, inputs=[s0, v], device="cpu")
+        time.sleep(0.01)
+
+
+def _mix_all(arrays: list[wp.array]) -> None:
+    for a in arrays:
+        wp.launch(mix, dim=N, inputs=[a], device="cpu")  # one call site, three arrays
+
+
+def run_loose_many(steps: int, rng: np.random.Generator) -> None:
+    arrays = [wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu") for _ in range(3)]
+    out = wp.zeros(N, dtype=float, device="cpu")
+    for _ in range(steps):
+        _mix_all(arrays)
+        wp.launch(stir, dim=N, inputs=[arrays[0], out], device="cpu")
+        wp.launch(apply, dim=N, inputs=[out, arrays[1]], device="cpu")
+        time.sleep(0.01)
+
+
 PROGRAMS = {
     "timers": run_timers,
     "tape": run_tape,
@@ -512,6 +655,11 @@ PROGRAMS = {
     "solver": run_solver,
     "loose": run_loose,
     "workers": run_workers,
+    "loose_inner": run_loose_inner,
+    "loose_branch": run_loose_branch,
+    "loose_setup": run_loose_setup,
+    "loose_pingpong": run_loose_pingpong,
+    "loose_many": run_loose_many,
 }
 
 
