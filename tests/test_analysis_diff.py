@@ -43,7 +43,7 @@ def test_two_runs_of_the_same_program_diff_as_equal(base: TraceData, base_sim: S
     assert {r.buffers[0].ptr for r in again.records} != {r.buffers[0].ptr for r in base.records}
     result = diff_traces(base, again)
     assert result.equal
-    assert result.counts == {"inserted": 0, "removed": 0, "changed": 0}
+    assert result.counts == {"inserted": 0, "removed": 0, "changed": 0, "moved": 0}
     assert [(s.name, s.occurrence, s.count_a, s.count_b) for s in result.segments] == [
         ("step", k, 3, 3) for k in range(STEPS)
     ]
@@ -89,11 +89,11 @@ def test_a_changed_scalar_is_reported_by_parameter_name(base: TraceData) -> None
 def test_an_extra_scope_occurrence_is_wholly_inserted(base: TraceData) -> None:
     longer = run_program("base", STEPS + 1)
     result = diff_traces(base, longer)
-    assert result.counts == {"inserted": 3, "removed": 0, "changed": 0}
+    assert result.counts == {"inserted": 3, "removed": 0, "changed": 0, "moved": 0}
     last = result.segments[-1]
     assert (last.name, last.occurrence, last.count_a, last.count_b) == ("step", STEPS, 0, 3)
     reverse = diff_traces(longer, base)
-    assert reverse.counts == {"inserted": 0, "removed": 3, "changed": 0}
+    assert reverse.counts == {"inserted": 0, "removed": 3, "changed": 0, "moved": 0}
 
 
 def test_sets_of_traces_match_by_scope_name_and_occurrence() -> None:
@@ -350,7 +350,7 @@ def test_occurrences_that_differ_only_in_their_values_are_one_block_of_text() ->
     """A count that grows every frame differs differently in each occurrence: one block naming the field and
     the first and last values, not a block per frame."""
     result = diff_traces(_growing(16), _growing(8))
-    assert result.counts == {"inserted": 0, "removed": 0, "changed": 7}  # frame 0 has the same size
+    assert result.counts == {"inserted": 0, "removed": 0, "changed": 7, "moved": 0}  # frame 0 has the same size
     text = diff_as_text(result)
     lines = text.splitlines()
     assert sum(line.startswith("scope frame") for line in lines) == 1, text

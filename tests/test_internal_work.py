@@ -280,7 +280,7 @@ def test_analyzers_count_internal_records_in_topology_and_summary(tmp_path: Path
     # diff: forward-only against training inserts exactly the backward pass's records in every step
     assert main(["diff", path["forward"], path["train"], "--scope", "step", "--format", "json"]) == 1
     diff = json.loads(capsys.readouterr().out)
-    assert diff["counts"] == {"inserted": STEPS * len(backward_work), "removed": 0, "changed": 0}
+    assert diff["counts"] == {"inserted": STEPS * len(backward_work), "removed": 0, "changed": 0, "moved": 0}
     for segment in diff["segments"]:
         assert [(e["kind"], e["index_b"], e["kernel"]) for e in segment["entries"]] == [
             ("inserted", i, kernel) for i, kernel in backward_work

@@ -426,6 +426,7 @@ class ChangeKind(TextEnum):
     INSERTED = "inserted"  # only in the second trace
     REMOVED = "removed"  # only in the first trace
     CHANGED = "changed"  # in both, at aligned positions, with different keys
+    MOVED = "moved"  # in both, the same call (equal keys) at another position: the launch order changed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -450,8 +451,8 @@ class FieldChange:
 class DiffEntry:
     """One difference between two aligned traces.
 
-    ``index_a`` / ``index_b``: positions in each trace (``None`` on the side a record is missing from);
-    ``fields``: for ``changed`` entries, what differs.
+    ``index_a`` / ``index_b``: positions in each trace (``None`` on the side a record is missing from; both set
+    for ``changed`` and ``moved``); ``fields``: for ``changed`` entries, what differs (``moved`` has none).
     """
 
     kind: ChangeKind
@@ -463,8 +464,9 @@ class DiffEntry:
 
     @property
     def record(self) -> LaunchRecord:
-        """The record the entry is about (the second trace's for an insertion, else the first's)."""
-        rec = self.record_b if self.kind == ChangeKind.INSERTED else self.record_a
+        """The record the entry is about (the second trace's for an insertion or a move: where the call is now,
+        else the first's)."""
+        rec = self.record_b if self.kind in (ChangeKind.INSERTED, ChangeKind.MOVED) else self.record_a
         assert rec is not None
         return rec
 
@@ -548,7 +550,8 @@ def diff_records(
     again on ``(op, kernel, call site)``, then on ``(op, kernel)``, so that a launch whose dimensions,
     buffers or scalars changed is one ``changed`` entry naming the fields; a replaced range left with equal
     lengths on both sides pairs up 1:1 (a different kernel is then a ``kernel`` change). What is left over is
-    ``inserted`` or ``removed``.
+    ``inserted`` or ``removed``; a removed and an inserted record that are the same call (equal keys, nothing
+    beside the key differs) are then one ``moved`` entry (:func:`_moves`): the order of launches changed.
 
     Example::
 
@@ -591,7 +594,33 @@ def diff_records(
             beyond = _beyond_the_key(a[i], b[j])
             if beyond:
                 out.append(DiffEntry(ChangeKind.CHANGED, i, j, a[i], b[j], beyond))
-    return out
+    return _moves(out, ka, kb)
+
+
+def _moves(entries: list[DiffEntry], ka: Sequence[tuple], kb: Sequence[tuple]) -> list[DiffEntry]:
+    """``entries`` with each removed record that reappears as an inserted one (the same key, nothing beside the
+    key differing) made one ``moved`` entry, at the removal's place: swapping two launches otherwise reads as a
+    launch added and another deleted. Several identical calls pair up in order; the rest stay as they are."""
+    waiting: dict[tuple, list[int]] = {}  # key -> positions in ``entries`` of its removals, in order
+    for n, e in enumerate(entries):
+        if e.kind == ChangeKind.REMOVED and e.index_a is not None:
+            waiting.setdefault(ka[e.index_a], []).append(n)
+    if not waiting:
+        return entries
+    moved: dict[int, DiffEntry] = {}  # position of the removal -> the moved entry
+    dropped: set[int] = set()  # positions of the insertions folded into a move
+    for n, e in enumerate(entries):
+        if e.kind != ChangeKind.INSERTED or e.index_b is None or e.record_b is None:
+            continue
+        queue = waiting.get(kb[e.index_b], [])
+        for q, m in enumerate(queue):
+            r = entries[m]
+            if r.record_a is not None and not _beyond_the_key(r.record_a, e.record_b):
+                moved[m] = DiffEntry(ChangeKind.MOVED, r.index_a, e.index_b, r.record_a, e.record_b)
+                dropped.add(n)
+                del queue[q]
+                break
+    return [moved.get(n, e) for n, e in enumerate(entries) if n not in dropped]
 
 
 # Coarser and coarser identities used to pair the records of a replaced range: the same kernel from the same
@@ -619,6 +648,7 @@ def format_entry(entry: DiffEntry) -> str:
     Example::
 
         format_entry(e)  # "#12 inserted sim.apply_drag dim=(64,) (from sim.py:40 (step))"
+                         # "#3->#4 moved sim.apply_drag dim=(64,) (from sim.py:41 (step))"
                          # "#7 sim.integrate (from sim.py:31 (step)): scalar dt 0.01 -> 0.02"
     """
     rec = entry.record
@@ -627,6 +657,8 @@ def format_entry(entry: DiffEntry) -> str:
         return f"#{entry.index_b} inserted {rec.kernel} dim={tuple(rec.dim)}{raised} (from {rec.site})"
     if entry.kind == ChangeKind.REMOVED:
         return f"#{entry.index_a} removed {rec.kernel} dim={tuple(rec.dim)}{raised} (from {rec.site})"
+    if entry.kind == ChangeKind.MOVED:
+        return f"#{entry.index_a}->#{entry.index_b} moved {rec.kernel} dim={tuple(rec.dim)}{raised} (from {rec.site})"
     where = f"#{entry.index_a}" if entry.index_a == entry.index_b else f"#{entry.index_a}->#{entry.index_b}"
     parts = []
     for f in entry.fields:

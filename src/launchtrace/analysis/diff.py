@@ -207,7 +207,7 @@ class TraceDiff:
 
     @property
     def counts(self) -> dict[str, int]:
-        """``{"inserted": n, "removed": n, "changed": n}``."""
+        """``{"inserted": n, "removed": n, "changed": n, "moved": n}``: every kind, each a topology change."""
         out = {str(k): 0 for k in ChangeKind}
         for seg in self.segments:
             for e in seg.entries:

@@ -158,7 +158,8 @@ def _findings(occ: Sequence[Sequence[LaunchRecord]]) -> tuple[Finding, ...]:
         for e in diff_records(occ[0], later, scalars=True, streams=True):
             if e.kind != ChangeKind.CHANGED:
                 pos = e.index_a if e.index_a is not None else e.index_b
-                note(Reason.LAUNCHES, pos, e.record, "", f"{e.kind} {e.record.kernel}")
+                moved = f" #{e.index_a}->#{e.index_b}" if e.kind == ChangeKind.MOVED else ""  # the order changed
+                note(Reason.LAUNCHES, pos, e.record, "", f"{e.kind} {e.record.kernel}{moved}")
                 continue
             jit = _jit_replay(e.record) and (e.record_b is None or _jit_replay(e.record_b))
             for f in e.fields:

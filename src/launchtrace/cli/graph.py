@@ -88,6 +88,7 @@ def _diff_status(a: list[TraceData], b: TraceData) -> tuple[dict[int, str], list
             if e.kind == ChangeKind.REMOVED:
                 removed.append(e.record_a)
             elif e.record_b is not None and id(e.record_b) in index:
+                # a moved call (the same call at another position) is marked as changed where it is now
                 status[index[id(e.record_b)]] = "added" if e.kind == ChangeKind.INSERTED else "changed"
     return status, removed
 

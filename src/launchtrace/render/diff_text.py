@@ -22,7 +22,15 @@ from launchtrace.analysis.diff import SegmentDiff, TimingChange, TraceDiff, Warm
 from launchtrace.render.escape import terminal, terminal_lines
 from launchtrace.topology import ChangeKind, DiffEntry, FieldChange, format_entry, format_value
 
-__all__ = ["diff_as_json", "diff_as_markdown", "diff_as_text", "format_ns", "plural", "topology_lines"]
+__all__ = [
+    "counts_text",
+    "diff_as_json",
+    "diff_as_markdown",
+    "diff_as_text",
+    "format_ns",
+    "plural",
+    "topology_lines",
+]
 
 _INDEX = re.compile(r"^#\d+(?:->#\d+)? ")
 
@@ -47,11 +55,17 @@ def _pct(change: float) -> str:
     return "-" if math.isnan(change) else f"{change * 100:+.1f}%"
 
 
+def counts_text(counts: dict[str, int]) -> str:
+    """``"1 inserted, 0 removed, 2 changed"``, then ``", 1 moved"`` only when a launch moved (the three counts
+    read as they always did; a move is a topology change, so it is said whenever there is one)."""
+    text = f"{counts['inserted']} inserted, {counts['removed']} removed, {counts['changed']} changed"
+    return text + (f", {counts['moved']} moved" if counts.get("moved") else "")
+
+
 def _summary(result: TraceDiff) -> str:
-    c = result.counts
     if result.equal:
         return "topology: equal"
-    return f"topology: differs ({c['inserted']} inserted, {c['removed']} removed, {c['changed']} changed)"
+    return f"topology: differs ({counts_text(result.counts)})"
 
 
 def _ranges(occurrences: Sequence[int], limit: int = 12) -> str:
@@ -408,6 +422,8 @@ def diff_as_markdown(result: TraceDiff, limit: int = 100) -> str:
                 for f in e.fields
             )
             idx = e.index_a if e.index_a is not None else e.index_b
+            if e.kind == ChangeKind.MOVED:
+                idx, what = f"{e.index_a}->{e.index_b}", f"position {e.index_a} -> {e.index_b}"
             where = f"#{segs[0].occurrence}" if len(segs) == 1 else f"{_ranges([s.occurrence for s in segs])}"
             lines.append(
                 f"| {_md(segs[0].name)} {where} | {e.kind} | {idx} | `{_md_code(e.record.kernel)}` "

@@ -306,21 +306,16 @@ def _diff_section(diff: Any, note: str = "") -> str:
     """Topology changes first, then the timing verdicts, from a ``TraceDiff`` (its public fields only); ``note``:
     what the diff compares when the inputs were larger than their detail."""
 
-    counts = diff.counts
+    from launchtrace.render.diff_text import counts_text, topology_lines
+
     parts = [
         '<section id="diff"><h2>Diff against the baseline</h2>'
         + (f'<p class="note" id="diff-detail">{html_text(note)}</p>' if note else ""),
         '<h3>Topology</h3><p class="verdict {cls}">{text}</p>'.format(
             cls="same" if diff.equal else "changed",
-            text=html_text(
-                "topology: equal"
-                if diff.equal
-                else "topology: differs (" + ", ".join(f"{n} {k}" for k, n in counts.items()) + ")"
-            ),
+            text=html_text("topology: equal" if diff.equal else f"topology: differs ({counts_text(diff.counts)})"),
         ),
     ]
-    from launchtrace.render.diff_text import topology_lines
-
     lines = topology_lines(diff)
     if len(lines) > 400:
         lines = [*lines[:400], "..."]

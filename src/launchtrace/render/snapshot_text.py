@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from launchtrace.analysis.diff import SegmentDiff, TraceDiff
-from launchtrace.render.diff_text import plural, topology_lines
+from launchtrace.render.diff_text import counts_text, plural, topology_lines
 from launchtrace.render.escape import terminal
 from launchtrace.topology import DiffEntry
 
@@ -30,10 +30,9 @@ def as_trace_diff(pairs: Sequence[tuple[str, int, int, int, Sequence[DiffEntry]]
 
 def counts_line(result: TraceDiff) -> str:
     """``"topology: equal"`` or ``"topology: differs (1 inserted, 0 removed, 2 changed)"``."""
-    c = result.counts
     if result.equal:
         return "topology: equal"
-    return f"topology: differs ({c['inserted']} inserted, {c['removed']} removed, {c['changed']} changed)"
+    return f"topology: differs ({counts_text(result.counts)})"
 
 
 def mismatch_lines(entries: Sequence[DiffEntry], *, name: str, count_a: int, count_b: int, limit: int) -> list[str]:
@@ -42,9 +41,5 @@ def mismatch_lines(entries: Sequence[DiffEntry], *, name: str, count_a: int, cou
     for a terminal."""
     result = as_trace_diff([(name, 0, count_a, count_b, entries)])
     body = topology_lines(result, limit)[1:]  # the segment head: said in our own words below
-    c = result.counts
-    head = (
-        f"{plural(count_a, 'launch', 'launches')} in the snapshot, {count_b} now "
-        f"({c['inserted']} inserted, {c['removed']} removed, {c['changed']} changed)"
-    )
+    head = f"{plural(count_a, 'launch', 'launches')} in the snapshot, {count_b} now ({counts_text(result.counts)})"
     return [terminal(line) for line in [head, *body]]
