@@ -161,3 +161,10 @@ def test_a_snapshot_mismatch_says_moved() -> None:
     lines = mismatch_lines(diff_records(a, b), name="step", count_a=len(a), count_b=len(b), limit=10)
     assert lines[0] == "3 launches in the snapshot, 3 now (0 inserted, 0 removed, 0 changed, 1 moved)"
     assert lines[1].startswith("  #1->#0 moved test_analysis_programs.add dim=(64,) (from ")
+
+
+def test_a_reversed_step_moves_two_calls_around_the_one_kept() -> None:
+    r = _trace(_scale_then_add, 1).records  # scale, add, copy
+    entries = diff_records(r, r[::-1])
+    assert [(str(e.kind), e.index_a, e.index_b) for e in entries] == [("moved", 1, 1), ("moved", 2, 0)]
+    assert format_entry(entries[0]).startswith("#1 moved test_analysis_programs.add dim=(64,) (from ")

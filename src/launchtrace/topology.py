@@ -657,9 +657,9 @@ def format_entry(entry: DiffEntry) -> str:
         return f"#{entry.index_b} inserted {rec.kernel} dim={tuple(rec.dim)}{raised} (from {rec.site})"
     if entry.kind == ChangeKind.REMOVED:
         return f"#{entry.index_a} removed {rec.kernel} dim={tuple(rec.dim)}{raised} (from {rec.site})"
-    if entry.kind == ChangeKind.MOVED:
-        return f"#{entry.index_a}->#{entry.index_b} moved {rec.kernel} dim={tuple(rec.dim)}{raised} (from {rec.site})"
     where = f"#{entry.index_a}" if entry.index_a == entry.index_b else f"#{entry.index_a}->#{entry.index_b}"
+    if entry.kind == ChangeKind.MOVED:  # at one index: the calls around it moved (a reversal's middle)
+        return f"{where} moved {rec.kernel} dim={tuple(rec.dim)}{raised} (from {rec.site})"
     parts = []
     for f in entry.fields:
         label = f"{f.field} {f.name}" if f.name else f.field
