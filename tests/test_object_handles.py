@@ -71,3 +71,21 @@ def test_an_unchanged_geometry_program_diffs_equal(tmp_path: Path, warp_cpu) -> 
     )
     assert diff.stdout.startswith("topology: equal"), diff.stdout
     assert "wp.HashGrid geometry_steps.grid" in Path(outs[0]).read_text()
+
+
+def test_the_handle_names_are_bounded(monkeypatch) -> None:
+    """A program that builds a new grid every step names a new handle each time: the oldest names go past
+    ``MAX_HANDLES``, the newest stay."""
+    from launchtrace.capture import objects
+
+    class Grid:
+        def __init__(self, handle: int) -> None:
+            self.id = handle
+
+    monkeypatch.setattr(objects, "MAX_HANDLES", 8)
+    monkeypatch.setattr(objects, "HANDLE_NAMES", {})
+    kept = [Grid(1000 + i) for i in range(20)]
+    for g in kept:
+        objects.name_object(g, sys._getframe())
+    assert len(objects.HANDLE_NAMES) == 8
+    assert sorted(objects.HANDLE_NAMES) == [1000 + i for i in range(12, 20)]

@@ -26,7 +26,7 @@ from launchtrace.allocsite import qualified, statement_target
 from launchtrace.capture.hotpath import _warn_once, is_library_code
 from launchtrace.capture.patching import wraps_like
 
-__all__ = ["HANDLE_NAMES", "OBJECT_CLASSES", "name_object", "wrap_object_init"]
+__all__ = ["HANDLE_NAMES", "MAX_HANDLES", "OBJECT_CLASSES", "name_object", "wrap_object_init"]
 
 OBJECT_CLASSES = ("Mesh", "HashGrid", "Bvh", "Volume")
 """The ``warp`` classes whose ``id`` kernels take as a ``uint64`` argument."""
@@ -34,7 +34,10 @@ OBJECT_CLASSES = ("Mesh", "HashGrid", "Bvh", "Volume")
 HANDLE_NAMES: dict[int, str] = {}
 """Handle (``obj.id``) -> the name of the last object made with it. Kept after the object dies: the materializer
 names a launch after the program moved on (an object local to a function is gone by then); a handle the
-allocator hands to a new object is named anew."""
+allocator hands to a new object is named anew. At most :data:`MAX_HANDLES`, the oldest forgotten first."""
+
+MAX_HANDLES = 65536
+"""Handles named at once: a program that builds a new grid every step must not grow this for ever."""
 
 _taken: dict[str, set[int]] = {}  # name without "#k" -> the k of the objects of that name alive now
 _lock = threading.Lock()
@@ -72,7 +75,10 @@ def name_object(obj: Any, frame: Any) -> str | None:
         k = next(i for i in range(len(taken) + 1) if i not in taken)
         taken.add(k)
         name = f"{base}#{k}" if k else base
+        HANDLE_NAMES.pop(handle, None)  # named anew: now the newest
         HANDLE_NAMES[handle] = name
+        while len(HANDLE_NAMES) > MAX_HANDLES:
+            del HANDLE_NAMES[next(iter(HANDLE_NAMES))]
     weakref.finalize(obj, _release, base, k)
     return name
 
