@@ -42,6 +42,24 @@ def run_env(member: Member, extra: dict[str, str] | None = None) -> dict[str, st
     return env
 
 
+def traced_run(script: Path, out: Path, resource: str, service: str, env: dict[str, str]) -> Path:
+    """``launchtrace run --out OUT SCRIPT`` in a fresh process with ``OTEL_RESOURCE_ATTRIBUTES=resource`` (a
+    fleet member's ``host.name`` and ``service.version``) and ``env`` on top; ``out``, once it exited 0."""
+    run = {**os.environ, "OTEL_RESOURCE_ATTRIBUTES": resource, "OTEL_SERVICE_NAME": service, **env}
+    run.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "launchtrace", "run", "--out", str(out), str(script)],
+        env=run, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def cli(*argv: str) -> subprocess.CompletedProcess:
+    """``launchtrace ARGV`` in a fresh process, its output captured."""
+    return subprocess.run([sys.executable, "-m", "launchtrace", *argv], capture_output=True, text=True, timeout=300)
+
+
 def start_serving_metrics(
     member: Member, steps: int, out: Path, extra: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen, Path]:

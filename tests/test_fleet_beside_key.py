@@ -12,12 +12,11 @@ fleet sets them; ``baseline build`` and ``alert`` through the command line.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from fleet_gen import cli, traced_run
 
 PROGRAM = """
 import os
@@ -55,20 +54,8 @@ for _ in range(12):
 def _run(folder: Path, name: str, host: str, version: str, **env: str) -> Path:
     script = folder / "generic.py"
     script.write_text(PROGRAM, encoding="utf-8")
-    out = folder / f"{name}.jsonl"
-    attributes = f"service.version={version},host.name={host}"
-    run_env = {**os.environ, "OTEL_RESOURCE_ATTRIBUTES": attributes, "OTEL_SERVICE_NAME": "generic", **env}
-    run_env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "launchtrace", "run", "--out", str(out), str(script)],
-        env=run_env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return out
-
-
-def _cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launchtrace", *argv], capture_output=True, text=True, timeout=300)
+    resource = f"service.version={version},host.name={host}"
+    return traced_run(script, folder / f"{name}.jsonl", resource, "generic", env)
 
 
 @pytest.fixture(scope="module")
@@ -82,14 +69,14 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "raises": _run(folder, "raises", "h4", "1.0", DTYPE="float32", RAISE="1"),
     }
     base = folder / "base.pb"
-    built = _cli("baseline", "build", "--from", str(runs["base1"]), str(runs["base2"]), "--out", str(base), "--quiet")
+    built = cli("baseline", "build", "--from", str(runs["base1"]), str(runs["base2"]), "--out", str(base), "--quiet")
     assert built.returncode == 0, built.stderr
     return {**runs, "base": base}
 
 
 def _alerts(fleet: dict[str, Path], *names: str) -> tuple[int, list[dict]]:
     args = ("alert", "--baseline", str(fleet["base"]), "--from", *(str(fleet[n]) for n in names), "--format", "json")
-    done = _cli(*args)
+    done = cli(*args)
     assert done.returncode in (0, 1), done.stderr
     return done.returncode, json.loads(done.stdout)["alerts"]
 

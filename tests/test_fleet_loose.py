@@ -13,13 +13,11 @@ roots cut small (``LAUNCHTRACE_STEP_MAX_SPANS``) so that many are plain steps th
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from fleet_gen import cli, traced_run
 from launchtrace.analysis.fleet.baseline import BaselineBuilder
 from launchtrace.sources.stream import TraceStream
 
@@ -53,20 +51,8 @@ for _ in range(80):
 def _run(folder: Path, name: str, host: str, slow: float = 1.0) -> Path:
     script = folder / "loose.py"
     script.write_text(PROGRAM, encoding="utf-8")
-    out = folder / f"{name}.jsonl"
-    env = {**os.environ, "OTEL_RESOURCE_ATTRIBUTES": f"host.name={host}", "OTEL_SERVICE_NAME": "loose"}
-    env.update({"SLOW": str(slow), "LAUNCHTRACE_STEP_MAX_SPANS": "40"})
-    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "launchtrace", "run", "--out", str(out), str(script)],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return out
-
-
-def _cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launchtrace", *argv], capture_output=True, text=True, timeout=300)
+    env = {"SLOW": str(slow), "LAUNCHTRACE_STEP_MAX_SPANS": "40"}
+    return traced_run(script, folder / f"{name}.jsonl", f"host.name={host}", "loose", env)
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +68,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def test_a_host_that_runs_a_loop_with_no_scope_slower_alerts(runs: dict[str, Path], tmp_path: Path) -> None:
     base = tmp_path / "base.pb"
-    built = _cli("baseline", "build", "--from", str(runs["base1"]), str(runs["base2"]), "--out", str(base), "--quiet")
+    built = cli("baseline", "build", "--from", str(runs["base1"]), str(runs["base2"]), "--out", str(base), "--quiet")
     assert built.returncode == 0, built.stderr
-    done = _cli("alert", "--baseline", str(base), "--from", str(runs["same"]), str(runs["slow"]), "--format", "json")
+    done = cli("alert", "--baseline", str(base), "--from", str(runs["same"]), str(runs["slow"]), "--format", "json")
     assert done.returncode == 1, done.stderr
     alerts = json.loads(done.stdout)["alerts"]
     assert {a["group"]["host.name"] for a in alerts} == {"h2"}, alerts  # the unchanged h1 raises nothing
