@@ -67,7 +67,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_summary_lists_the_calls_that_raised(runs, capsys) -> None:
     assert main(["summary", str(runs[0])]) == 0
     text = capsys.readouterr().out
-    head = "failed: 4 calls raised (a call that raised ran nothing on the device; the table above counts it)"
+    head = (
+        "failed: 3 calls and 1 scope raised (a call that raised ran nothing on the device; the table above counts it)"
+    )
     assert head in text, text
     lines = text.splitlines()
     rows = lines[lines.index(head) + 1 : lines.index(head) + 3]

@@ -159,9 +159,11 @@ def _failure_lines(result: SummaryResult) -> list[str]:
     """The calls that raised: a failed launch ran nothing, yet the tables above count it."""
     if not result.failed_total:
         return []
-    ran_nothing = any(not f.what.startswith("scope ") for f in result.failed)
-    why = " (a call that raised ran nothing on the device; the table above counts it)" if ran_nothing else ""
-    lines = [f"failed: {_plural(result.failed_total, 'call')} raised{why}"]
+    scopes = sum(f.count for f in result.failed if f.what.startswith("scope "))
+    calls = result.failed_total - scopes
+    why = " (a call that raised ran nothing on the device; the table above counts it)" if calls else ""
+    what = " and ".join(_plural(n, kind) for n, kind in ((calls, "call"), (scopes, "scope")) if n)
+    lines = [f"failed: {what} raised{why}"]
     for f in result.failed[:20]:
         where = f" (from {f.site})" if f.site else ""
         lines.append(f"  {f.count:>6} x {f.what}{where}: {f.error}")
