@@ -84,6 +84,9 @@ class TraceStream:
         self._chunks = chunks
         self.label = label
         self.log = ProblemLog()
+        # a wide trace's records written to a temporary file past SPILL_AT (launchtrace.sources.spill): only for
+        # readers that take a trace whose records are not a list (``summary``)
+        self.spill = False
         self.traces = 0
         self.spans = 0
         self.late_spans = 0
@@ -147,7 +150,7 @@ class TraceStream:
                 else:
                     members.extend(run)
                 if wide and type(members) is list and len(members) > _wide.WIDE_AT:
-                    open_traces[tid] = WideTrace(tid, members, self.log)
+                    open_traces[tid] = WideTrace(tid, members, self.log, spill=self.spill)
                 if None in map(_parent, run):
                     complete.append(tid)
             while len(open_traces) - len(complete) > MAX_OPEN:
