@@ -159,6 +159,30 @@ def test_steps_and_summary_are_the_same_spilled(files, wide_file, name, monkeypa
     assert made and _all_closed(made)
 
 
+def test_one_step_known_without_reading_is_cut_the_same(wide_file: Path, monkeypatch) -> None:
+    """A spilled trace whose launches all lie in its root's scope is cut without a pass over its records
+    (``steps._one_step``): the same steps as the pass over them, and as the list."""
+    from launchtrace import steps
+
+    monkeypatch.setattr(wide, "WIDE_AT", 10**9)
+    as_list = _cut(wide_file)
+    _spilling(monkeypatch, at=7, chunk=4)
+
+    def spilled_cut() -> list[tuple]:
+        out = []
+        stream = TraceStream.from_paths([wide_file])
+        stream.spill = True
+        for trace in stream:
+            assert trace.records.scope_ids() is not None
+            for o in occurrences(trace):
+                out.append((o.name, o.index, o.trace, o.start_ns, o.end_ns, list(o.records), o.scope_id, o.scopes))
+        return out
+
+    assert spilled_cut() == as_list
+    monkeypatch.setattr(steps, "_one_step", lambda *args: None)
+    assert spilled_cut() == as_list
+
+
 def test_only_readers_that_ask_get_spilled_records(files, wide_file: Path, monkeypatch) -> None:  # noqa: F811
     """``baseline build``, ``alert`` and the views read a stream as it comes: their wide traces' records stay
     lists; ``summary``'s (``Traces(..., spill=True)``) do not."""

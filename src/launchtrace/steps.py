@@ -236,6 +236,9 @@ def _cut_spilled(trace: TraceData, t: int, scope: str | None, top: dict[int, int
     :class:`~launchtrace.sources.spill.SpilledRecords`): the same steps in one pass over the records, each
     step's records written to the file as they come (:class:`~launchtrace.sources.spill.PartWriter`) instead of
     held in lists, its first start and last end kept as they come."""
+    one = _one_step(trace, t, scope, top)
+    if one is not None:
+        return one
     writer = trace.records.parts()  # type: ignore[attr-defined]
     virtual = scope is None  # while every record is in the one part so far: that part is the records themselves
     scoped: dict[int, int] = {}
@@ -290,6 +293,40 @@ def _cut_spilled(trace: TraceData, t: int, scope: str | None, top: dict[int, int
         if root not in scoped:  # a scope with no records of its own: still a step
             sc = trace.scopes[root]
             out.append((sc.start_ns, t, count, step_family(sc.name), root, (), sorted(under.get(root, ())), sc.end_ns))
+    return out
+
+
+def _one_step(trace: TraceData, t: int, scope: str | None, top: dict[int, int | None]) -> list[tuple] | None:
+    """:func:`_cut_spilled` without reading the records, where they say they all lie in one scope (one wide
+    trace of one step: its launches under its root) and that scope has its times; else None."""
+    known = getattr(trace.records, "scope_ids", lambda: None)()
+    if scope is not None or known is None or len(known) != 1:
+        return None
+    (only,) = known
+    sid = top.get(only) if only is not None else None
+    if sid is None or not trace.scopes[sid].start_ns or not trace.scopes[sid].end_ns or not trace.records:
+        return None
+    sc = trace.scopes[sid]
+    under: dict[int, list[int]] = {}
+    for other, root in top.items():
+        if root is not None:
+            under.setdefault(root, []).append(other)
+    out = [(sc.start_ns, t, 0, step_family(sc.name), sid, trace.records, sorted(under.get(sid, ())), sc.end_ns)]
+    for root in under:
+        if root != sid:  # a scope with no records of its own: still a step
+            other = trace.scopes[root]
+            out.append(
+                (
+                    other.start_ns,
+                    t,
+                    len(trace.records),
+                    step_family(other.name),
+                    root,
+                    (),
+                    sorted(under[root]),
+                    other.end_ns,
+                )
+            )
     return out
 
 

@@ -54,10 +54,12 @@ class TraceKey(NamedTuple):
 
 def first_time(trace: TraceData) -> int:
     """The earliest non-zero start of a trace's records and scopes (``load_traces``' sort key)."""
-    first = 0
-    for item in trace.records:
-        if item.start_ns and (not first or item.start_ns < first):
-            first = item.start_ns
+    first = getattr(trace.records, "first_start", None)  # a spilled trace's, kept as it was written
+    if first is None:
+        first = 0
+        for item in trace.records:
+            if item.start_ns and (not first or item.start_ns < first):
+                first = item.start_ns
     for item in trace.scopes.values():
         if item.start_ns and (not first or item.start_ns < first):
             first = item.start_ns

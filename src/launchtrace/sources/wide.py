@@ -69,6 +69,8 @@ def _hash(value: object) -> int:
 
 _OP, _FOLD_COUNT, _SCOPE_KIND, _SCOPE_JOINED = C.OP, C.FOLD_COUNT, C.SCOPE_KIND, C.SCOPE_JOINED
 _item_seq = lambda item: item[1].seq  # noqa: E731
+_start = operator.attrgetter("start_ns")
+_NEVER = 2**63
 _SEARCHES = 64
 _BUCKETS = 251
 
@@ -92,6 +94,7 @@ class WideTrace:
         self.spill: SpillFile | None = None  # past SPILL_AT records: the earlier ones, in runs sorted by seq
         self.runs: list[list[Chunk]] = []
         self.run_seqs: list[tuple[int, int]] = []  # each run's first and last sequence number
+        self.first_start = _NEVER  # the lowest non-zero start of the records written out
         self.unreadable = array("q")  # the launches whose records could not be read (None), when written out
         self.ids = bytearray()  # 8 bytes each, big-endian
         self.digests = array("q")
@@ -177,6 +180,7 @@ class WideTrace:
         self.runs.append(self.spill.write_all(numbers, ordered))
         if ordered:
             self.run_seqs.append((ordered[0].seq, ordered[-1].seq))
+            self.first_start = min(self.first_start, min(filter(None, map(_start, ordered)), default=_NEVER))
         records.clear()
 
     # -- when the trace is complete
@@ -466,7 +470,16 @@ class _WideRebuilder(TraceRebuilder):
         raw.sort(key=_first)  # stable: ties in reading order
         count += len(raw)
         records = _MergedRecords(
-            wide.spill, wide.runs, raw, count, kept, wide.joined, wide.parents, scope_of, wide.run_seqs
+            wide.spill,
+            wide.runs,
+            raw,
+            count,
+            kept,
+            wide.joined,
+            wide.parents,
+            scope_of,
+            wide.run_seqs,
+            wide.first_start,
         )
         attrs = {**dict(self.plan.first_resource), **attributes, TRACE_ID: self.trace_hex}
         return TraceData(records, scopes, attrs)  # type: ignore[arg-type]
@@ -479,7 +492,7 @@ class _MergedRecords(SpilledRecords):
     """A spilled wide trace's records in the rebuild's order: its sorted runs of launches and its raw spans'
     records merged by key, each launch given its scope as it is read. Iterated as often as wanted."""
 
-    __slots__ = ("in_order", "joined", "kept", "one_scope", "parents", "raw", "runs", "scope_of")
+    __slots__ = ("first_start", "in_order", "joined", "kept", "one_scope", "parents", "raw", "runs", "scope_of")
 
     def __init__(
         self,
@@ -492,10 +505,15 @@ class _MergedRecords(SpilledRecords):
         parents: array,
         scope_of: dict[int, int | None],
         seqs: list[tuple[int, int]],
+        first_start: int,
     ) -> None:
         self.spill, self.runs, self.raw, self.count = spill, runs, raw, count
         self.chunks: list[Chunk] = []
         self.kept, self.joined, self.parents, self.scope_of = kept, joined, parents, scope_of
+        first = min(filter(None, (r.start_ns for _, r in raw)), default=_NEVER)
+        first = min(first, first_start)
+        # the lowest non-zero start (0: none), where no launch was left out by the structure check
+        self.first_start = None if kept is not None else (0 if first == _NEVER else first)
         distinct = set(scope_of.values())
         self.one_scope = (distinct.pop(),) if len(distinct) == 1 and not joined.count(1) else ()
         self.in_order = all(a[1] <= b[0] for a, b in itertools.pairwise(seqs))
@@ -519,6 +537,12 @@ class _MergedRecords(SpilledRecords):
                 yield zip([(r.seq, 0, i, 1) for r, i in zip(records, numbers)], records)
             else:
                 yield records
+
+    def scope_ids(self) -> set[int | None] | None:
+        """Every record's scope id, where known without reading them (every launch in one scope); else None."""
+        if not self.one_scope:
+            return None
+        return {self.one_scope[0], *(r.scope_id for _, r in self.raw)}
 
     def __iter__(self) -> Iterator[LaunchRecord]:
         if not self.raw and self.in_order:  # each run's launches come after the one before's: one after another
