@@ -119,7 +119,10 @@ def test_broken_traces_rebuild_the_same_spilled(files: dict[str, Path], how: str
     assert made and as_spilled == as_spans
 
 
-def test_random_breakage_rebuilds_the_same_spilled(files: dict[str, Path], monkeypatch) -> None:  # noqa: F811
+@pytest.mark.parametrize("runs", [16, 2])
+def test_random_breakage_rebuilds_the_same_spilled(files, runs: int, monkeypatch) -> None:  # noqa: F811
+    """``runs``: sorted runs of one level merged into one (2: runs of runs of runs, merged in the file)."""
+    monkeypatch.setattr(spill, "MAX_RUNS", runs)
     base = _one_trace(files)
     rng = random.Random(26)
     for _ in range(25):

@@ -38,13 +38,16 @@ from typing import IO, Any, NamedTuple
 from launchtrace.fastinit import slot_copier
 from launchtrace.model import LaunchRecord
 
-__all__ = ["CHUNK", "MAX_BASES", "SPILL_AT", "Chunk", "PartWriter", "SpillFile", "SpilledRecords"]
+__all__ = ["CHUNK", "MAX_BASES", "MAX_RUNS", "SPILL_AT", "Chunk", "PartWriter", "SpillFile", "SpilledRecords"]
 
 SPILL_AT = 65_536
 """Records a wide trace holds before it writes them out (about 30 MB of records)."""
 CHUNK = 4096
 """Records in one chunk of the file: what a reader holds of each run at a time."""
 MAX_BASES = 4096
+MAX_RUNS = 16
+"""Sorted runs of one level a wide trace keeps before it merges them into one run of the next level (a merge
+holds a chunk of each run it reads)."""
 """Base records a :class:`SpillFile` keeps (distinct calls); a record that needs another one is pickled."""
 
 _VALUES = (

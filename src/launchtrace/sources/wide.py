@@ -70,6 +70,7 @@ def _hash(value: object) -> int:
 _OP, _FOLD_COUNT, _SCOPE_KIND, _SCOPE_JOINED = C.OP, C.FOLD_COUNT, C.SCOPE_KIND, C.SCOPE_JOINED
 _item_seq = lambda item: item[1].seq  # noqa: E731
 _start = operator.attrgetter("start_ns")
+_seq_of = operator.attrgetter("seq")
 _NEVER = 2**63
 _SEARCHES = 64
 _BUCKETS = 251
@@ -94,6 +95,7 @@ class WideTrace:
         self.spill: SpillFile | None = None  # past SPILL_AT records: the earlier ones, in runs sorted by seq
         self.runs: list[list[Chunk]] = []
         self.run_seqs: list[tuple[int, int]] = []  # each run's first and last sequence number
+        self.run_levels: list[int] = []  # each run's level: how many merges made it (_compact)
         self.first_start = _NEVER  # the lowest non-zero start of the records written out
         self.unreadable = array("q")  # the launches whose records could not be read (None), when written out
         self.ids = bytearray()  # 8 bytes each, big-endian
@@ -177,11 +179,55 @@ class WideTrace:
         numbers = [i for i, _ in items]
         ordered = [rec for _, rec in items]
         del items
-        self.runs.append(self.spill.write_all(numbers, ordered))
+        chunks = self.spill.write_all(numbers, ordered)
         if ordered:
+            self.runs.append(chunks)
             self.run_seqs.append((ordered[0].seq, ordered[-1].seq))
+            self.run_levels.append(0)
             self.first_start = min(self.first_start, min(filter(None, map(_start, ordered)), default=_NEVER))
         records.clear()
+        self._compact()
+
+    def _compact(self) -> None:
+        """Past :data:`~launchtrace.sources.spill.MAX_RUNS` runs of one level, those runs as one of the next
+        (one after another where each begins after the one before ends; else merged by ``(seq, reading
+        order)`` into a new run in the file): a reader merges fewer than ``MAX_RUNS`` runs a level, so it holds
+        as many chunks, however many records were written (each merged record is written once a level)."""
+        most = _spill.MAX_RUNS
+        levels = self.run_levels
+        while len(levels) >= most and len(set(levels[-most:])) == 1:
+            runs, seqs, level = self.runs[-most:], self.run_seqs[-most:], levels[-1] + 1
+            if all(a[1] <= b[0] for a, b in itertools.pairwise(seqs)):
+                run = [chunk for one in runs for chunk in one]
+            else:
+                run = self._merged_run(runs)
+            del self.runs[-most:], self.run_seqs[-most:], levels[-most:]
+            self.runs.append(run)
+            self.run_seqs.append((min(s[0] for s in seqs), max(s[1] for s in seqs)))
+            levels.append(level)
+
+    def _merged_run(self, runs: list[list[Chunk]]) -> list[Chunk]:
+        """``runs`` merged into one new run of the file (the old ones' chunks are left where they are)."""
+        assert self.spill is not None
+        spill = self.spill
+
+        def pairs(run: list[Chunk]) -> Iterator[tuple[tuple[int, int], tuple[int, LaunchRecord]]]:
+            for chunk in run:
+                numbers, records = spill.read(chunk)
+                yield from zip(zip(map(_seq_of, records), numbers), zip(numbers, records))
+
+        out: list[Chunk] = []
+        numbers: list[int] = []
+        records: list[LaunchRecord] = []
+        for _, (i, rec) in merged(list(map(pairs, runs))):
+            numbers.append(i)
+            records.append(rec)
+            if len(records) >= _spill.CHUNK:
+                out.append(spill.write(numbers, records))
+                numbers, records = [], []
+        if records:
+            out.append(spill.write(numbers, records))
+        return out
 
     # -- when the trace is complete
     def rebuild(self, *, expand: bool = True) -> RebuildResult:
@@ -550,7 +596,9 @@ class _MergedRecords(SpilledRecords):
         return self._merged()
 
     def _merged(self) -> Iterator[LaunchRecord]:
-        runs = [itertools.chain.from_iterable(self._launches(run, True)) for run in self.runs]
+        chained = (itertools.chain.from_iterable(self._launches(run, True)) for run in self.runs)
+        # in order: the launches one after another, merged with the raw spans' records only
+        runs = [itertools.chain.from_iterable(chained)] if self.in_order else list(chained)
         if self.raw:
             runs.append(iter(self.raw))
         for _, rec in merged(runs):
