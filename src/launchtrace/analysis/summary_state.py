@@ -13,6 +13,10 @@
 - the first :data:`BAD_KEEP` non-finite findings (``--value-stats``) in issue order, and exact counts of all;
 - one count per distinct failed call (kernel or scope, site, error; :mod:`launchtrace.analysis.failures`).
 
+One wide trace's records may come read back from a temporary file (``Traces(..., spill=True)``,
+:mod:`launchtrace.sources.spill`): :meth:`SummaryState.add` then takes them in one pass, a chunk at a time, and
+its steps are cut without lists (:func:`launchtrace.steps.occurrences`), so no list of them is made.
+
 So memory grows by a few bytes per launch, not by the trace objects (about 2 KB per span), and the figures are
 the ones the list-based functions (:func:`~launchtrace.analysis.stats.kernel_stats`,
 :func:`~launchtrace.analysis.stats.scope_stats`, :func:`~launchtrace.steps.infer_steps`, ...) give: they share

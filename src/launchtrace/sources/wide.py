@@ -11,6 +11,13 @@ Every other span (scopes, fold summaries, foreign spans) is kept as it is. The r
 trace is complete (a launch's scope depends only on the spans above it), in the rebuild's own code
 (:class:`~launchtrace.sources.rebuild.TraceRebuilder`), and come out in the order the rebuild gives them.
 
+With ``spill=True`` (a reader that only iterates a trace's records: ``summary``), the records are written out
+(:mod:`launchtrace.sources.spill`) each time :data:`~launchtrace.sources.spill.SPILL_AT` of them are held, as a
+run sorted by sequence number (ties in reading order), and the rebuilt trace's ``records`` is a
+:class:`_MergedRecords`: the runs (and the raw spans' records) merged by the rebuild's key each time it is
+iterated, each launch given its scope as it is read. What stays per launch is the 21 bytes above until the
+rebuild, then its parent index and joined flag (5 bytes) for as long as the records are read.
+
 So :meth:`WideTrace.rebuild` gives the trace that :func:`~launchtrace.sources.rebuild.rebuild` of its spans gives,
 after the same structure check the stream runs (duplicate span ids: the first kept; parent cycles skipped; the
 problems logged as :func:`~launchtrace.sources.structure.check_structure` words them): ``tests/test_wide.py``
