@@ -200,6 +200,54 @@ def test_only_readers_that_ask_get_spilled_records(files, wide_file: Path, monke
     assert made and len(list(spilled[0])) == 3000
 
 
+def test_no_temporary_file_holds_the_records_in_memory(wide_file: Path, monkeypatch, capsys) -> None:
+    """Where no temporary file can be made (a full or read-only ``$TMPDIR``), ``summary`` holds the records as
+    before and prints the same."""
+    monkeypatch.setattr(wide, "WIDE_AT", 10**9)
+    assert main(["summary", str(wide_file)]) == 0
+    expected = capsys.readouterr().out
+    _spilling(monkeypatch, at=7, chunk=4)
+
+    def unwritable(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(spill.tempfile, "TemporaryFile", unwritable)
+    from launchtrace.sources.each import Traces
+
+    assert all(type(t.records) is list for _, t in Traces([wide_file], spill=True))
+    assert main(["summary", str(wide_file)]) == 0
+    assert capsys.readouterr().out == expected
+
+
+class _Full:
+    """A file on a full disk: every write fails."""
+
+    def __init__(self, file) -> None:
+        self.file = file
+
+    def __getattr__(self, name: str):
+        return getattr(self.file, name)
+
+    def write(self, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+
+def test_a_full_disk_is_said_and_leaves_no_file_open(wide_file: Path, monkeypatch, capsys) -> None:
+    made = _spilling(monkeypatch, at=100, chunk=10)
+    written = []
+    original = spill.SpillFile.open
+
+    def filling(self):
+        file = original(self)
+        written.append(1)
+        return file if len(written) <= 20 else _Full(file)  # the disk fills up after 20 chunks
+
+    monkeypatch.setattr(spill.SpillFile, "open", filling)
+    assert main(["summary", str(wide_file)]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert made and _all_closed(made)
+
+
 def test_a_failing_reader_leaves_no_file_open(wide_file: Path, monkeypatch) -> None:
     from launchtrace.analysis import summary_state
 

@@ -36,6 +36,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, NamedTuple
 
+from launchtrace.errors import UserError
 from launchtrace.fastinit import slot_copier
 from launchtrace.model import LaunchRecord
 
@@ -99,6 +100,12 @@ class SpillFile:
         self._kept: list[LaunchRecord] = []  # records neither marshal nor pickle writes (none that we read)
         self.written = 0
 
+    def open(self) -> IO[bytes]:
+        """The file, made on first use (``OSError`` where no temporary file can be made)."""
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(prefix="launchtrace-spill-")  # noqa: SIM115 (closed by close())
+        return self._file
+
     def close(self) -> None:
         """Close (and so remove) the file; reading it afterwards fails."""
         if self._file is not None:
@@ -137,10 +144,16 @@ class SpillFile:
                         bases[i] = -1
             columns = [tuple(None if i in pickled else v for i, v in enumerate(c)) for c in columns]
             data = marshal.dumps((bases, list(numbers), columns, pickled))
-        if self._file is None:
-            self._file = tempfile.TemporaryFile(prefix="launchtrace-spill-")  # noqa: SIM115 (closed by close())
-        offset = self._file.seek(0, 2)
-        self._file.write(data)
+        file = self.open()
+        offset = file.seek(0, 2)
+        try:
+            file.write(data)
+        except OSError as exc:  # the disk filled up: say where, not a traceback
+            where = tempfile.gettempdir()
+            raise UserError(
+                f"could not write a wide trace's records to a temporary file in {where} ({exc}): free space there, "
+                "or point TMPDIR at a folder with more"
+            ) from exc
         self.written += len(data)
         return Chunk(offset, len(data), len(records))
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
+import logging
 import operator
 from array import array
 from collections.abc import Iterable, Iterator
@@ -57,6 +58,8 @@ from launchtrace.sources.spill import Chunk, SpilledRecords, SpillFile, merged
 from launchtrace.spans import STATUS_ERROR, Attributes, SpanData
 
 __all__ = ["WIDE_AT", "WideTrace"]
+
+_log = logging.getLogger(__name__)
 
 WIDE_AT = 4096
 """Spans of one open trace beyond which it is held as a :class:`WideTrace` (a step of launchtrace's exporter has
@@ -172,6 +175,15 @@ class WideTrace:
 
     def _spill_records(self) -> None:
         """Write the records held out as one run sorted by sequence number (ties in reading order)."""
+        if self.spill is None:
+            spill = SpillFile()
+            try:
+                spill.open()
+            except OSError as exc:  # no temporary file: the records stay in memory, as without spilling
+                self.spills = False
+                _log.warning("no temporary file for a wide trace's records (%s): they are held in memory", exc)
+                return
+            self.spill = spill
         records = self.records
         first = self.launches - len(records)
         items = []
@@ -181,8 +193,6 @@ class WideTrace:
             else:
                 items.append((i, rec))
         items.sort(key=_item_seq)  # stable
-        if self.spill is None:
-            self.spill = SpillFile()
         numbers = [i for i, _ in items]
         ordered = [rec for _, rec in items]
         del items
