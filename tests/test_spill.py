@@ -76,7 +76,7 @@ def _spilling(monkeypatch: pytest.MonkeyPatch, at: int = 5, chunk: int = 3) -> l
         made.append(weakref.ref(file))  # not the file: holding it would keep it open
         return file
 
-    monkeypatch.setattr(spill.tempfile, "TemporaryFile", recorded)
+    monkeypatch.setattr(tempfile, "TemporaryFile", recorded)
     return made
 
 
@@ -211,7 +211,7 @@ def test_no_temporary_file_holds_the_records_in_memory(wide_file: Path, monkeypa
     def unwritable(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(spill.tempfile, "TemporaryFile", unwritable)
+    monkeypatch.setattr(tempfile, "TemporaryFile", unwritable)
     from launchtrace.sources.each import Traces
 
     assert all(type(t.records) is list for _, t in Traces([wide_file], spill=True))

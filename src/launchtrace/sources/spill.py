@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import marshal
 import operator
-import pickle
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, NamedTuple
 
@@ -103,6 +101,8 @@ class SpillFile:
     def open(self) -> IO[bytes]:
         """The file, made on first use (``OSError`` where no temporary file can be made)."""
         if self._file is None:
+            import tempfile  # here: summary of traces that never spill does not import it (nor pickle)
+
             self._file = tempfile.TemporaryFile(prefix="launchtrace-spill-")  # noqa: SIM115 (closed by close())
         return self._file
 
@@ -149,6 +149,8 @@ class SpillFile:
         try:
             file.write(data)
         except OSError as exc:  # the disk filled up: say where, not a traceback
+            import tempfile
+
             where = tempfile.gettempdir()
             raise UserError(
                 f"could not write a wide trace's records to a temporary file in {where} ({exc}): free space there, "
@@ -163,6 +165,8 @@ class SpillFile:
 
     def _pickled(self, rec: LaunchRecord) -> bytes | int:
         """``rec`` pickled, or (a value pickle cannot write either) kept here: its index among those kept."""
+        import pickle
+
         try:
             return pickle.dumps(rec, pickle.HIGHEST_PROTOCOL)
         except (pickle.PicklingError, TypeError, AttributeError):
@@ -182,6 +186,8 @@ class SpillFile:
             scopes = columns[_SCOPE] = scopes_of(numbers)
         if not pickled:
             return numbers, list(map(_copy, map(self._bases.__getitem__, bases), *columns))
+        import pickle
+
         records = []
         for i, (base, *values) in enumerate(zip(bases, *columns)):
             if base >= 0:
