@@ -32,6 +32,18 @@ ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["demo", "stats", "folded", "stepped", "zero"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _instrumentation_as_found():
+    """The demo runs of ``test_wide``'s ``files`` leave Warp instrumented: undone after this module, so a later
+    module that expects it off (``test_testing_api``) finds it as it was."""
+    from launchtrace import capture
+
+    before = capture.is_instrumented()
+    yield
+    if not before and capture.is_instrumented():
+        capture.uninstrument()
+
+
 @pytest.fixture(scope="module")
 def wide_file(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
     """One trace of a step root and 3,000 launch children, the root written last (``scale_inputs --shape wide``
