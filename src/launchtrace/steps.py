@@ -34,6 +34,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -188,6 +189,8 @@ def outermost_scopes(trace: TraceData, scope: str | None = None) -> dict[int, in
 def _cut(trace: TraceData, t: int, scope: str | None) -> list[tuple]:
     """``trace`` cut into steps: ``(start, trace, position, name, scope_id, records, scopes, end)`` each."""
     top = outermost_scopes(trace, scope)
+    if type(trace.records) is not list and hasattr(trace.records, "parts"):
+        return _cut_spilled(trace, t, scope, top)
     scoped: dict[int, list[LaunchRecord]] = {}
     first: dict[int, int] = {}
     parts: list[tuple[int | None, list[LaunchRecord], int]] = []
@@ -228,6 +231,112 @@ def _cut(trace: TraceData, t: int, scope: str | None) -> list[tuple]:
     return out
 
 
+def _cut_spilled(trace: TraceData, t: int, scope: str | None, top: dict[int, int | None]) -> list[tuple]:
+    """:func:`_cut` of a trace whose records are in a temporary file (one wide trace,
+    :class:`~launchtrace.sources.spill.SpilledRecords`): the same steps in one pass over the records, each
+    step's records written to the file as they come (:class:`~launchtrace.sources.spill.PartWriter`) instead of
+    held in lists, its first start and last end kept as they come."""
+    one = _one_step(trace, t, scope, top)
+    if one is not None:
+        return one
+    writer = trace.records.parts()  # type: ignore[attr-defined]
+    virtual = scope is None  # while every record is in the one part so far: that part is the records themselves
+    scoped: dict[int, int] = {}
+    parts: list[list] = []  # [scope id, part, position, first start, lowest start, highest end, records]
+    loose: list | None = None
+    count = 0
+    for pos, rec in enumerate(trace.records):
+        count = pos + 1
+        sid = top.get(rec.scope_id) if rec.scope_id is not None else None
+        if sid is None:
+            if scope is not None:
+                continue
+            if loose is None:
+                if virtual and parts:
+                    virtual = _written(trace, writer, pos)
+                loose = [None, writer.part(), pos, rec.start_ns, rec.start_ns, rec.end_ns, 0]
+                parts.append(loose)
+            part = loose
+        else:
+            loose = None
+            at = scoped.get(sid)
+            if at is None:
+                if virtual and parts:
+                    virtual = _written(trace, writer, pos)
+                at = scoped[sid] = len(parts)
+                parts.append([sid, writer.part(), pos, rec.start_ns, rec.start_ns, rec.end_ns, 0])
+            part = parts[at]
+        if not virtual:
+            writer.add(part[1], rec)
+        if rec.start_ns < part[4]:
+            part[4] = rec.start_ns
+        if rec.end_ns > part[5]:
+            part[5] = rec.end_ns
+        part[6] += 1
+    views = writer.finish()
+    if virtual and parts:
+        views[0] = trace.records
+    under: dict[int, list[int]] = {}
+    for sid, root in top.items():
+        if root is not None:
+            under.setdefault(root, []).append(sid)
+    out = []
+    for sid, part, pos, first_start, low, high, _n in parts:
+        recs = views[part]
+        if sid is not None:
+            sc = trace.scopes[sid]
+            start = sc.start_ns or first_start
+            out.append((start, t, pos, step_family(sc.name), sid, recs, sorted(under.get(sid, ())), sc.end_ns or high))
+        else:
+            out.append((low, t, pos, NO_SCOPE, None, recs, [], high))
+    for root in under:
+        if root not in scoped:  # a scope with no records of its own: still a step
+            sc = trace.scopes[root]
+            out.append((sc.start_ns, t, count, step_family(sc.name), root, (), sorted(under.get(root, ())), sc.end_ns))
+    return out
+
+
+def _one_step(trace: TraceData, t: int, scope: str | None, top: dict[int, int | None]) -> list[tuple] | None:
+    """:func:`_cut_spilled` without reading the records, where they say they all lie in one scope (one wide
+    trace of one step: its launches under its root) and that scope has its times; else None."""
+    known = getattr(trace.records, "scope_ids", lambda: None)()
+    if scope is not None or known is None or len(known) != 1:
+        return None
+    (only,) = known
+    sid = top.get(only) if only is not None else None
+    if sid is None or not trace.scopes[sid].start_ns or not trace.scopes[sid].end_ns or not trace.records:
+        return None
+    sc = trace.scopes[sid]
+    under: dict[int, list[int]] = {}
+    for other, root in top.items():
+        if root is not None:
+            under.setdefault(root, []).append(other)
+    out = [(sc.start_ns, t, 0, step_family(sc.name), sid, trace.records, sorted(under.get(sid, ())), sc.end_ns)]
+    for root in under:
+        if root != sid:  # a scope with no records of its own: still a step
+            other = trace.scopes[root]
+            out.append(
+                (
+                    other.start_ns,
+                    t,
+                    len(trace.records),
+                    step_family(other.name),
+                    root,
+                    (),
+                    sorted(under[root]),
+                    other.end_ns,
+                )
+            )
+    return out
+
+
+def _written(trace: TraceData, writer: Any, count: int) -> bool:
+    """The first ``count`` records of ``trace`` written to the first part (a second part begins); False."""
+    for rec in itertools.islice(trace.records, count):
+        writer.add(0, rec)
+    return False
+
+
 def occurrences(traces: Sequence[TraceData] | TraceData, scope: str | None = None) -> list[Occurrence]:
     """Every step of ``traces`` (see the module docstring), in order of start time. With ``scope``, only the
     occurrences of scopes of that name (records outside them left out)."""
@@ -240,7 +349,8 @@ def occurrences(traces: Sequence[TraceData] | TraceData, scope: str | None = Non
     out = []
     for start, t, _pos, name, sid, recs, scopes, end in found:
         index = counts.get(name, 0)
-        out.append(_occurrence(name, index, t, start, end, tuple(recs), sid, traces[t], tuple(scopes)))
+        recs = tuple(recs) if type(recs) is list else recs  # (a spilled trace's steps stay in its file)
+        out.append(_occurrence(name, index, t, start, end, recs, sid, traces[t], tuple(scopes)))
         counts[name] = index + 1
     return out
 

@@ -18,9 +18,10 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from launchtrace.conventions import kernel_title
-from launchtrace.model import TraceData
+from launchtrace.model import LaunchRecord, TraceData
 
 __all__ = ["FAILURES_KEPT", "Failure", "FailureTable"]
 
@@ -56,9 +57,17 @@ class FailureTable:
         self.others = 0
 
     def add(self, trace: TraceData) -> None:
-        for rec in trace.records:
+        self.add_records(trace.records)
+        self.add_scopes(trace)
+
+    def add_records(self, records: Iterable[LaunchRecord]) -> None:
+        """The failed ones of one trace's records (or of a part of them: :meth:`add_scopes` after the last)."""
+        for rec in records:
             if rec.error is not None:
                 self._count(f"{rec.op} {kernel_title(rec.kernel, rec.adjoint)}", str(rec.site), rec.error)
+
+    def add_scopes(self, trace: TraceData) -> None:
+        """The failed ones of one trace's scopes."""
         for scope in trace.scopes.values():
             if scope.error is not None:
                 self._count(f"scope {scope.name}", "", scope.error)

@@ -179,11 +179,15 @@ class KernelTable:
         self._nbytes: dict[int, tuple[tuple, int]] = {}
 
     def add(self, trace: TraceData) -> None:
+        self.add_records(trace.records, set())
+
+    def add_records(self, records: Iterable[LaunchRecord], seen: set[tuple[str, int]]) -> None:
+        """:meth:`add` of one trace's records, or of a part of them (``seen``: the folded positions counted
+        already in the trace, shared by its parts)."""
         groups = self.groups
         group_of = self._group_of
         nbytes_of = self._nbytes
-        seen: set[tuple[int, int]] = set()
-        for rec in trace.records:
+        for rec in records:
             raw = (rec.kernel, rec.adjoint, rec.op)
             g = group_of.get(raw)
             if g is None:
@@ -295,11 +299,14 @@ def _kernel_step_values(
     checks it against ``step_series`` on real runs."""
     values: dict[tuple[str, str], dict[Any, float]] = {}
     for seg, occ, _first in step_occurrences(traces, segs):
-        timed = [r for r in seg.records if r.end_ns > 0]
         name = seg.name
-        # work outside every scope: each loop iteration is a step (LoopIterations; it never spans roots)
-        steps = [(occ, it) for _, it, _ in LoopIterations().root(timed)] if is_unscoped(seg) else None
-        for i, rec in enumerate(timed):
+        # work outside every scope: each loop iteration is a step (LoopIterations: a fresh one, as root() of the
+        # timed records; it never spans roots). One pass, no list of the step's records (one wide trace's step
+        # is read from a file: issue 25)
+        loop = LoopIterations() if is_unscoped(seg) else None
+        for rec in seg.records:
+            if rec.end_ns <= 0:
+                continue
             if rec.fold is None and rec.repeat <= 1:
                 ns = rec.end_ns - rec.start_ns
                 if ns < 0:  # max(0, ns), without the call
@@ -310,7 +317,7 @@ def _kernel_step_values(
             per = values.get(key)
             if per is None:
                 per = values[key] = {}
-            step = occ if steps is None else steps[i]
+            step = occ if loop is None else (occ, loop.of(rec)[1])
             per[step] = per.get(step, 0.0) + float(ns)
     return values
 

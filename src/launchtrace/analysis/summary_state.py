@@ -13,6 +13,10 @@
 - the first :data:`BAD_KEEP` non-finite findings (``--value-stats``) in issue order, and exact counts of all;
 - one count per distinct failed call (kernel or scope, site, error; :mod:`launchtrace.analysis.failures`).
 
+One wide trace's records may come read back from a temporary file (``Traces(..., spill=True)``,
+:mod:`launchtrace.sources.spill`): :meth:`SummaryState.add` then takes them in one pass, a chunk at a time, and
+its steps are cut without lists (:func:`launchtrace.steps.occurrences`), so no list of them is made.
+
 So memory grows by a few bytes per launch, not by the trace objects (about 2 KB per span), and the figures are
 the ones the list-based functions (:func:`~launchtrace.analysis.stats.kernel_stats`,
 :func:`~launchtrace.analysis.stats.scope_stats`, :func:`~launchtrace.steps.infer_steps`, ...) give: they share
@@ -29,8 +33,9 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from launchtrace.analysis.failures import Failure, FailureTable
 from launchtrace.analysis.loads import Loads, LoadTable
@@ -44,7 +49,7 @@ from launchtrace.analysis.stats import (
     step_record_totals,
 )
 from launchtrace.analysis.values import BadValues, StepClock, trace_non_finite
-from launchtrace.model import ScopeKind, TraceData
+from launchtrace.model import LaunchRecord, ScopeKind, TraceData
 from launchtrace.sources.each import TraceKey
 from launchtrace.steps import Occurrence, inferred_how, occurrences, repeating_unit, run_key, timer_thread
 
@@ -53,6 +58,14 @@ __all__ = ["BAD_KEEP", "Inferred", "SummaryResult", "SummaryState"]
 BAD_KEEP = 10_000
 """Non-finite findings kept (the first in issue order); their counts stay exact."""
 _TIMER = ScopeKind.TIMER.value
+PASS_CHUNK = 4096
+"""Records of a spilled trace handed to the tables at a time (:meth:`SummaryState._add_spilled`)."""
+
+
+def _chunks(records: Iterable[LaunchRecord], size: int) -> Iterator[list[LaunchRecord]]:
+    it = iter(records)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -124,11 +137,27 @@ def _widen(run: _Run, trace: TraceData) -> None:
     starts = [r.start_ns for r in trace.records if r.start_ns > 0]
     starts += [s.start_ns for s in trace.scopes.values() if s.start_ns > 0]
     ends = [r.end_ns for r in trace.records] + [s.end_ns for s in trace.scopes.values()]
-    if starts:
-        first = min(starts)
+    _stretch(run, min(starts) if starts else None, max(ends) if ends else None)
+
+
+def _times(times: list, items: Iterable) -> None:
+    """``times`` (the lowest non-zero start and the highest end so far, None: none yet) stretched over ``items``
+    (records or scopes): :func:`_widen` a part at a time."""
+    first, last = times
+    for item in items:
+        start, end = item.start_ns, item.end_ns
+        if start > 0 and (first is None or start < first):
+            first = start
+        if last is None or end > last:
+            last = end
+    times[:] = first, last
+
+
+def _stretch(run: _Run, first: int | None, last: int | None) -> None:
+    if first is not None:
         run.first_ns = first if not run.first_ns else min(run.first_ns, first)
-    if ends:
-        run.last_ns = max(run.last_ns, max(ends))
+    if last is not None:
+        run.last_ns = max(run.last_ns, last)
 
 
 class SummaryState:
@@ -161,7 +190,10 @@ class SummaryState:
         self.records += len(trace)
         self._sources.append(key.source)
         self._firsts.append(key.first_ns)
-        if self.figures:
+        spilled = type(trace.records) is not list  # one wide trace's, read from a file each time: fewer passes
+        if spilled:
+            self._add_spilled(trace, ordinal)
+        elif self.figures:
             self.kernels.add(trace)
             self.scopes.add(trace, ordinal)
             self.loads.add(trace, ordinal)
@@ -174,15 +206,44 @@ class SummaryState:
             add_step_values(per_step, [trace], [occ for occ in occs if occ.records])  # a step never spans traces
             for name, values in per_step.items():
                 self.per_step.setdefault(name, array("d")).extend(values)
-        self._add_occurrences(trace, ordinal, occs)
-        self._add_bad(trace)
+        self._add_occurrences(trace, ordinal, occs, widen=not spilled)
+        if not spilled:
+            self._add_bad(trace)
 
-    def _add_occurrences(self, trace: TraceData, ordinal: int, occs: list[Occurrence]) -> None:
+    def _add_spilled(self, trace: TraceData, ordinal: int) -> None:
+        """What :meth:`add` takes from each record (the tables, the run's times, the non-finite findings), in one
+        pass over a spilled trace's records, :data:`PASS_CHUNK` at a time, instead of a pass each: every
+        pass reads the temporary file (``launchtrace.sources.spill``). Each table gets the records in order and
+        sums as it would over the whole list; the scopes after the last record, as :meth:`add` does."""
+        run = self.runs.get(run_key(trace))
+        if run is None:
+            run = self.runs[run_key(trace)] = _Run()
+        seen: set = set()
+        found: list = []
+        times = [None, None]
+        for chunk in _chunks(trace.records, PASS_CHUNK):
+            part = TraceData(chunk, trace.scopes, trace.attributes)
+            if self.figures:
+                self.kernels.add_records(chunk, seen)
+                self.replays.add(part)
+                self.failures.add_records(chunk)
+            _times(times, chunk)
+            found += trace_non_finite(part)
+        if self.figures:
+            self.scopes.add(trace, ordinal)
+            self.loads.add(trace, ordinal)
+            self.failures.add_scopes(trace)
+        _times(times, trace.scopes.values())
+        _stretch(run, *times)
+        self._take_bad(found)
+
+    def _add_occurrences(self, trace: TraceData, ordinal: int, occs: list[Occurrence], widen: bool = True) -> None:
         run = self.runs.get(run_key(trace))
         if run is None:
             run = self.runs[run_key(trace)] = _Run()
         run.traces.append(ordinal)
-        _widen(run, trace)
+        if widen:
+            _widen(run, trace)
         for local, occ in enumerate(occs):
             if occ.scope_id is None:
                 continue
@@ -203,7 +264,9 @@ class SummaryState:
                 run.totals.append(step_record_totals(occ.records))
 
     def _add_bad(self, trace: TraceData) -> None:
-        found = trace_non_finite(trace)
+        self._take_bad(trace_non_finite(trace))
+
+    def _take_bad(self, found: list) -> None:
         if not found:
             return
         self.bad_total += len(found)

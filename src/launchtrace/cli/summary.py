@@ -193,7 +193,7 @@ def _stats_of(b: BadValues) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     state = SummaryState()  # one trace at a time: memory bounded as the module docstring of summary_state says
-    for key, trace in Traces(args.traces):
+    for key, trace in Traces(args.traces, spill=True):  # it only iterates a trace's records
         state.add(key, trace)
     result = state.result()
     rows = result.kernels

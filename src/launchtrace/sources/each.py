@@ -54,10 +54,12 @@ class TraceKey(NamedTuple):
 
 def first_time(trace: TraceData) -> int:
     """The earliest non-zero start of a trace's records and scopes (``load_traces``' sort key)."""
-    first = 0
-    for item in trace.records:
-        if item.start_ns and (not first or item.start_ns < first):
-            first = item.start_ns
+    first = getattr(trace.records, "first_start", None)  # a spilled trace's, kept as it was written
+    if first is None:
+        first = 0
+        for item in trace.records:
+            if item.start_ns and (not first or item.start_ns < first):
+                first = item.start_ns
     for item in trace.scopes.values():
         if item.start_ns and (not first or item.start_ns < first):
             first = item.start_ns
@@ -68,8 +70,11 @@ class Traces:
     """The traces of ``specs`` (as :func:`~launchtrace.sources.loading.load_traces` takes them), one at a time,
     each time they are iterated; ``late_spans`` and ``problems`` count what the first read met."""
 
-    def __init__(self, specs: str | os.PathLike | Sequence[str | os.PathLike]) -> None:
+    def __init__(self, specs: str | os.PathLike | Sequence[str | os.PathLike], *, spill: bool = False) -> None:
         self.specs = [specs] if isinstance(specs, (str, os.PathLike)) else list(specs)
+        # ``spill``: a wide trace's records may come as a SpilledRecords (iterable, not a list): for readers that
+        # only iterate them (``summary``), so that one trace of a million launches needs no list of them
+        self.spill = spill
         self.problems = 0
         self.late_spans = 0
         self.first_problem = ""  # the first problem met, for an error that says why nothing was read
@@ -185,6 +190,7 @@ class Traces:
 
         where = str(path)
         stream = TraceStream.from_paths([path])
+        stream.spill = wide and self.spill
         yield from stream.span_lists(wide=wide)
         log = stream.log
         first = str(log.problems[0]) if log.problems else ""

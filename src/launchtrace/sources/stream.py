@@ -10,7 +10,9 @@ complete, so memory stays flat in the number of traces (``baseline build`` and `
   trace is rebuilt. Spans of a trace that was already rebuilt (a root that came early) are counted in
   ``late_spans`` and dropped. A trace of more than :data:`~launchtrace.sources.wide.WIDE_AT` spans waits as a
   :class:`~launchtrace.sources.wide.WideTrace` (its launch spans already records, about 470 bytes each instead
-  of 1.3 KB as span and then record) for readers that only rebuild it (``__iter__``, ``span_lists(wide=True)``).
+  of 1.3 KB as span and then record) for readers that only rebuild it (``__iter__``, ``span_lists(wide=True)``);
+  with ``spill`` set (``summary``'s, through ``Traces(..., spill=True)``) its records go to a temporary file
+  past :data:`~launchtrace.sources.spill.SPILL_AT` and the rebuilt trace's ``records`` are read back from it.
 - Tempo: each search hit is fetched and yielded before the next is fetched. Jaeger: api_v3 answers a search
   with all hits at once (bounded by ``--limit``); they are split by trace.
 
@@ -84,6 +86,9 @@ class TraceStream:
         self._chunks = chunks
         self.label = label
         self.log = ProblemLog()
+        # a wide trace's records written to a temporary file past SPILL_AT (launchtrace.sources.spill): only for
+        # readers that take a trace whose records are not a list (``summary``)
+        self.spill = False
         self.traces = 0
         self.spans = 0
         self.late_spans = 0
@@ -147,7 +152,7 @@ class TraceStream:
                 else:
                     members.extend(run)
                 if wide and type(members) is list and len(members) > _wide.WIDE_AT:
-                    open_traces[tid] = WideTrace(tid, members, self.log)
+                    open_traces[tid] = WideTrace(tid, members, self.log, spill=self.spill)
                 if None in map(_parent, run):
                     complete.append(tid)
             while len(open_traces) - len(complete) > MAX_OPEN:

@@ -11,6 +11,13 @@ Every other span (scopes, fold summaries, foreign spans) is kept as it is. The r
 trace is complete (a launch's scope depends only on the spans above it), in the rebuild's own code
 (:class:`~launchtrace.sources.rebuild.TraceRebuilder`), and come out in the order the rebuild gives them.
 
+With ``spill=True`` (a reader that only iterates a trace's records: ``summary``), the records are written out
+(:mod:`launchtrace.sources.spill`) each time :data:`~launchtrace.sources.spill.SPILL_AT` of them are held, as a
+run sorted by sequence number (ties in reading order), and the rebuilt trace's ``records`` is a
+:class:`_MergedRecords`: the runs (and the raw spans' records) merged by the rebuild's key each time it is
+iterated, each launch given its scope as it is read. What stays per launch is the 21 bytes above until the
+rebuild, then its parent index and joined flag (5 bytes) for as long as the records are read.
+
 So :meth:`WideTrace.rebuild` gives the trace that :func:`~launchtrace.sources.rebuild.rebuild` of its spans gives,
 after the same structure check the stream runs (duplicate span ids: the first kept; parent cycles skipped; the
 problems logged as :func:`~launchtrace.sources.structure.check_structure` words them): ``tests/test_wide.py``
@@ -32,22 +39,27 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
+import logging
 import operator
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from launchtrace import conventions as C
 from launchtrace.fastinit import slot_copier
 from launchtrace.gcpause import collector_paused
 from launchtrace.model import LaunchRecord, TraceData
+from launchtrace.sources import spill as _spill
 from launchtrace.sources.rebuild import TRACE_ID, RebuildResult, TraceRebuilder, records_in_order, span_error
 from launchtrace.sources.records import record_from_attributes as _record
 from launchtrace.sources.records import shared_scalars
 from launchtrace.sources.report import ProblemLog
+from launchtrace.sources.spill import Chunk, SpilledRecords, SpillFile, merged
 from launchtrace.spans import STATUS_ERROR, Attributes, SpanData
 
 __all__ = ["WIDE_AT", "WideTrace"]
+
+_log = logging.getLogger(__name__)
 
 WIDE_AT = 4096
 """Spans of one open trace beyond which it is held as a :class:`WideTrace` (a step of launchtrace's exporter has
@@ -66,14 +78,22 @@ def _hash(value: object) -> int:
 
 
 _OP, _FOLD_COUNT, _SCOPE_KIND, _SCOPE_JOINED = C.OP, C.FOLD_COUNT, C.SCOPE_KIND, C.SCOPE_JOINED
+_item_seq = lambda item: item[1].seq  # noqa: E731
+_start = operator.attrgetter("start_ns")
+_seq_of = operator.attrgetter("seq")
+_NEVER = 2**63
 _SEARCHES = 64
+_BUCKETS = 251
 
 
 class WideTrace:
     """One trace's spans as they are read (see the module docstring). ``len()``: the spans taken."""
 
-    def __init__(self, trace_id: bytes, spans: Iterable[SpanData] = (), log: ProblemLog | None = None) -> None:
+    def __init__(
+        self, trace_id: bytes, spans: Iterable[SpanData] = (), log: ProblemLog | None = None, *, spill: bool = False
+    ) -> None:
         self.trace_id = trace_id
+        self.spills = spill  # write the records out past SPILL_AT (the rebuilt trace's records then no list)
         self.log = log  # where the structure check's problems go (the stream's)
         self.taken = 0
         self.has_root = False
@@ -81,7 +101,13 @@ class WideTrace:
         self.raw_at = array("q")  # each one's place in the reading order
         # per launch span read into its record: the record (scope not set; None: unreadable), its id, a hash of
         # the span, its parent (an index into `parent_ids`), and whether it is joined to the application's span
-        self.records: list[LaunchRecord | None] = []
+        self.records: list[LaunchRecord | None] = []  # those not written out yet (the later ones)
+        self.spill: SpillFile | None = None  # past SPILL_AT records: the earlier ones, in runs sorted by seq
+        self.runs: list[list[Chunk]] = []
+        self.run_seqs: list[tuple[int, int]] = []  # each run's first and last sequence number
+        self.run_levels: list[int] = []  # each run's level: how many merges made it (_compact)
+        self.first_start = _NEVER  # the lowest non-zero start of the records written out
+        self.unreadable = array("q")  # the launches whose records could not be read (None), when written out
         self.ids = bytearray()  # 8 bytes each, big-endian
         self.digests = array("q")
         self.parents = array("I")
@@ -124,7 +150,7 @@ class WideTrace:
                         rec = _with_scalars(rec, shared)
                 resource = span.resource
                 if not resources or resources[-1][1] is not resource:
-                    resources.append((len(records), resource))
+                    resources.append((len(digests), resource))
                     self._resource_hash = _hash(resource)
                 try:  # what SpanData's == compares; the resource (one object for many spans) hashed once
                     digest = hash((_OTHER_FIELDS(span), self._resource_hash))
@@ -139,6 +165,86 @@ class WideTrace:
                 digests.append(digest)
                 parents.append(index)
                 joined.append(1 if d.get(_SCOPE_JOINED) else 0)
+                if self.spills and len(records) >= _spill.SPILL_AT:
+                    self._spill_records()
+
+    @property
+    def launches(self) -> int:
+        """The launch spans read into records so far."""
+        return len(self.digests)
+
+    def _spill_records(self) -> None:
+        """Write the records held out as one run sorted by sequence number (ties in reading order)."""
+        if self.spill is None:
+            spill = SpillFile()
+            try:
+                spill.open()
+            except OSError as exc:  # no temporary file: the records stay in memory, as without spilling
+                self.spills = False
+                _log.warning("no temporary file for a wide trace's records (%s): they are held in memory", exc)
+                return
+            self.spill = spill
+        records = self.records
+        first = self.launches - len(records)
+        items = []
+        for i, rec in enumerate(records, first):
+            if rec is None:
+                self.unreadable.append(i)
+            else:
+                items.append((i, rec))
+        items.sort(key=_item_seq)  # stable
+        numbers = [i for i, _ in items]
+        ordered = [rec for _, rec in items]
+        del items
+        chunks = self.spill.write_all(numbers, ordered)
+        if ordered:
+            self.runs.append(chunks)
+            self.run_seqs.append((ordered[0].seq, ordered[-1].seq))
+            self.run_levels.append(0)
+            self.first_start = min(self.first_start, min(filter(None, map(_start, ordered)), default=_NEVER))
+        records.clear()
+        self._compact()
+
+    def _compact(self) -> None:
+        """Past :data:`~launchtrace.sources.spill.MAX_RUNS` runs of one level, those runs as one of the next
+        (one after another where each begins after the one before ends; else merged by ``(seq, reading
+        order)`` into a new run in the file): a reader merges fewer than ``MAX_RUNS`` runs a level, so it holds
+        as many chunks, however many records were written (each merged record is written once a level)."""
+        most = _spill.MAX_RUNS
+        levels = self.run_levels
+        while len(levels) >= most and len(set(levels[-most:])) == 1:
+            runs, seqs, level = self.runs[-most:], self.run_seqs[-most:], levels[-1] + 1
+            if all(a[1] <= b[0] for a, b in itertools.pairwise(seqs)):
+                run = [chunk for one in runs for chunk in one]
+            else:
+                run = self._merged_run(runs)
+            del self.runs[-most:], self.run_seqs[-most:], levels[-most:]
+            self.runs.append(run)
+            self.run_seqs.append((min(s[0] for s in seqs), max(s[1] for s in seqs)))
+            levels.append(level)
+
+    def _merged_run(self, runs: list[list[Chunk]]) -> list[Chunk]:
+        """``runs`` merged into one new run of the file (the old ones' chunks are left where they are)."""
+        assert self.spill is not None
+        spill = self.spill
+
+        def pairs(run: list[Chunk]) -> Iterator[tuple[tuple[int, int], tuple[int, LaunchRecord]]]:
+            for chunk in run:
+                numbers, records = spill.read(chunk)
+                yield from zip(zip(map(_seq_of, records), numbers), zip(numbers, records))
+
+        out: list[Chunk] = []
+        numbers: list[int] = []
+        records: list[LaunchRecord] = []
+        for _, (i, rec) in merged(list(map(pairs, runs))):
+            numbers.append(i)
+            records.append(rec)
+            if len(records) >= _spill.CHUNK:
+                out.append(spill.write(numbers, records))
+                numbers, records = [], []
+        if records:
+            out.append(spill.write(numbers, records))
+        return out
 
     # -- when the trace is complete
     def rebuild(self, *, expand: bool = True) -> RebuildResult:
@@ -148,6 +254,7 @@ class WideTrace:
         with collector_paused():
             builder = _WideRebuilder(self, plan, expand, warnings)
             data = builder.build()
+        self.ids, self.digests = bytearray(), array("q")  # the build's alone (a spilled trace's records need not)
         traces = {} if data is None else {self.trace_id.hex(): data}
         return RebuildResult(traces, builder.skipped, warnings, builder.malformed)
 
@@ -157,7 +264,8 @@ class WideTrace:
         raw_ids = [s.span_id for s in self.raw]
         if self.has_root and len(set(raw_ids)) == len(raw_ids) and self._launch_ids_distinct(raw_ids):
             before = [at - n for n, at in enumerate(self.raw_at)]
-            first = self.raw[0].resource if self.raw and (not self.records or self.raw_at[0] == 0) else self.resource(0)
+            at_first = self.raw and (not self.launches or self.raw_at[0] == 0)
+            first = self.raw[0].resource if at_first else self.resource(0)
             return _Plan(None, before, first)
         from launchtrace.sources.structure import check_structure
 
@@ -167,7 +275,7 @@ class WideTrace:
             if problem.skipped and log is not None:
                 log.add(problem)
         alive = {id(s) for s in kept_spans}
-        launches = bytearray(len(self.records))
+        launches = bytearray(self.launches)
         raw: list[SpanData] = []
         before: list[int] = []
         first: Attributes | None = None
@@ -189,17 +297,26 @@ class WideTrace:
         return _Plan(launches, before, first if first is not None else ())
 
     def _launch_ids_distinct(self, raw_ids: list[bytes]) -> bool:
-        """Whether no two launches share a span id, nor a launch a raw span's: sorted as numbers, 40 bytes a launch
-        while it runs (no NumPy: ``summary`` imports none)."""
-        numbers = array("Q")
-        numbers.frombytes(bytes(self.ids))  # native order: only equality matters
-        ordered = sorted(numbers)
-        del numbers
-        if any(map(operator.eq, ordered, itertools.islice(ordered, 1, None))):
-            return False
+        """Whether no two launches share a span id, nor a launch a raw span's: the ids as numbers in
+        :data:`_BUCKETS` arrays by their remainder (every byte of an id counts in it: a program's ids may share
+        their first bytes), each sorted in turn: 8 bytes a launch while it runs, and a sorted list of a 251st of
+        them (sorting all at once was 40 bytes a launch: 40 MB at a million) (no NumPy: ``summary`` imports
+        none)."""
+        buckets = [array("Q") for _ in range(_BUCKETS)]
+        with memoryview(self.ids) as view, view.cast("Q") as numbers:  # native order: only equality matters
+            appends = [b.append for b in buckets]
+            for n in numbers:
+                appends[n % _BUCKETS](n)
+        raw: list[list[int]] = [[] for _ in range(_BUCKETS)]
         for span_id in raw_ids:
             if len(span_id) == 8:
                 n = array("Q", span_id)[0]
+                raw[n % _BUCKETS].append(n)
+        for bucket, others in zip(buckets, raw):
+            ordered = sorted(bucket)
+            if any(map(operator.eq, ordered, itertools.islice(ordered, 1, None))):
+                return False
+            for n in others:
                 at = bisect.bisect_left(ordered, n)
                 if at < len(ordered) and ordered[at] == n:
                     return False
@@ -214,7 +331,7 @@ class WideTrace:
                 out.append(self._launch(launch))
                 launch += 1
             out.append(span)
-        while launch < len(self.records):
+        while launch < self.launches:
             out.append(self._launch(launch))
             launch += 1
         return out
@@ -315,6 +432,8 @@ class _WideRebuilder(TraceRebuilder):
         return span_id in self.spans or self._launch_at(span_id) >= 0
 
     def build(self) -> TraceData | None:
+        if self.wide.spill is not None:
+            return self._build_spilled()
         launches = self._scoped_launches()
         plain: list[LaunchRecord] = []
         keyed: list = []
@@ -364,3 +483,140 @@ class _WideRebuilder(TraceRebuilder):
         if kept is not None:
             records = [r for r, keep in zip(records, kept) if keep]
         return records
+
+    def _build_spilled(self) -> TraceData | None:
+        """:meth:`build` of a trace whose records were written out (:mod:`launchtrace.sources.spill`): the same
+        records in the same order, as :class:`_MergedRecords` (read back from the file each time they are
+        iterated) instead of a list. Each record's place: its key in the rebuild's sort (``(seq, 0)``, an expanded
+        summary's own), then its place in the reading order (a raw span's records after the launches read
+        before it)."""
+        wide, kept = self.wide, self.plan.launches
+        if wide.records:
+            wide._spill_records()
+        unreadable = set(wide.unreadable)
+        scope_of: dict[int, int | None] = {}
+        for i in range(wide.launches):  # the scopes, asked in the order _scoped_launches asks (its warnings')
+            if i in unreadable or wide.joined[i] or (kept is not None and not kept[i]):
+                continue
+            p = wide.parents[i]
+            if p not in scope_of:
+                scope_of[p] = self._scope_above(wide.parent_ids[p], wide.span_id(i))
+        count = wide.launches if kept is None else kept.count(1)
+        ours = count
+        self.malformed += sum(1 for i in unreadable if kept is None or kept[i])
+        count -= sum(1 for i in unreadable if kept is None or kept[i])
+        raw: list[tuple[tuple[int, int, int, int], LaunchRecord]] = []
+        scopes: dict = {}
+        attributes: dict = {}
+        op, fold_count = C.OP, C.FOLD_COUNT
+        for (span_id, span), before in zip(self.spans.items(), self.plan.before):
+            d = self.attrs.get(span_id)
+            if d is None:
+                d = dict(span.attributes)
+            try:
+                if op in d and fold_count not in d:
+                    error = None if span.status_code != STATUS_ERROR else span_error(span)
+                    rec = _record(d, span.start_ns, span.end_ns, error, self._parent_scope(span, d))
+                    raw.append(((rec.seq, 0, before, 0), rec))
+                    ours += 1
+                else:
+                    plain: list[LaunchRecord] = []
+                    keyed: list = []
+                    ours += self._take(span, d, plain, keyed, scopes, attributes)
+                    raw.extend(((r.seq, 0, before, 0), r) for r in plain)
+                    raw.extend(((key[0], key[1], before, 0), r) for key, r, _ in keyed)
+            except (ValueError, TypeError, KeyError, OverflowError):
+                ours += 1
+                self.malformed += 1
+        if not ours:
+            return None
+        raw.sort(key=_first)  # stable: ties in reading order
+        count += len(raw)
+        records = _MergedRecords(
+            wide.spill,
+            wide.runs,
+            raw,
+            count,
+            kept,
+            wide.joined,
+            wide.parents,
+            scope_of,
+            wide.run_seqs,
+            wide.first_start,
+        )
+        attrs = {**dict(self.plan.first_resource), **attributes, TRACE_ID: self.trace_hex}
+        return TraceData(records, scopes, attrs)  # type: ignore[arg-type]
+
+
+_first = operator.itemgetter(0)
+
+
+class _MergedRecords(SpilledRecords):
+    """A spilled wide trace's records in the rebuild's order: its sorted runs of launches and its raw spans'
+    records merged by key, each launch given its scope as it is read. Iterated as often as wanted."""
+
+    __slots__ = ("first_start", "in_order", "joined", "kept", "one_scope", "parents", "raw", "runs", "scope_of")
+
+    def __init__(
+        self,
+        spill: SpillFile,
+        runs: list[list[Chunk]],
+        raw: list,
+        count: int,
+        kept: bytearray | None,
+        joined: bytearray,
+        parents: array,
+        scope_of: dict[int, int | None],
+        seqs: list[tuple[int, int]],
+        first_start: int,
+    ) -> None:
+        self.spill, self.runs, self.raw, self.count = spill, runs, raw, count
+        self.chunks: list[Chunk] = []
+        self.kept, self.joined, self.parents, self.scope_of = kept, joined, parents, scope_of
+        first = min(filter(None, (r.start_ns for _, r in raw)), default=_NEVER)
+        first = min(first, first_start)
+        # the lowest non-zero start (0: none), where no launch was left out by the structure check
+        self.first_start = None if kept is not None else (0 if first == _NEVER else first)
+        distinct = set(scope_of.values())
+        self.one_scope = (distinct.pop(),) if len(distinct) == 1 and not joined.count(1) else ()
+        self.in_order = all(a[1] <= b[0] for a, b in itertools.pairwise(seqs))
+
+    def _launches(self, run: list[Chunk], keyed: bool = False) -> Iterator[Iterable]:
+        """One run's kept launches with their scopes, a chunk at a time; ``keyed``: as ``(key, record)`` pairs for
+        the merge."""
+        kept, joined, parents, scope_of, spill = self.kept, self.joined, self.parents, self.scope_of, self.spill
+
+        def scopes(numbers: list[int]) -> list[int | None]:
+            if self.one_scope:  # every launch has the one scope (one parent, none joined): most wide traces
+                return [self.one_scope[0]] * len(numbers)
+            return [None if joined[i] else scope_of.get(parents[i]) for i in numbers]
+
+        for chunk in run:
+            numbers, records = spill.read(chunk, scopes)
+            if kept is not None:
+                records = [r for r, i in zip(records, numbers) if kept[i]]
+                numbers = [i for i in numbers if kept[i]]
+            if keyed:
+                yield zip([(r.seq, 0, i, 1) for r, i in zip(records, numbers)], records)
+            else:
+                yield records
+
+    def scope_ids(self) -> set[int | None] | None:
+        """Every record's scope id, where known without reading them (every launch in one scope); else None."""
+        if not self.one_scope:
+            return None
+        return {self.one_scope[0], *(r.scope_id for _, r in self.raw)}
+
+    def __iter__(self) -> Iterator[LaunchRecord]:
+        if not self.raw and self.in_order:  # each run's launches come after the one before's: one after another
+            return itertools.chain.from_iterable(itertools.chain.from_iterable(map(self._launches, self.runs)))
+        return self._merged()
+
+    def _merged(self) -> Iterator[LaunchRecord]:
+        chained = (itertools.chain.from_iterable(self._launches(run, True)) for run in self.runs)
+        # in order: the launches one after another, merged with the raw spans' records only
+        runs = [itertools.chain.from_iterable(chained)] if self.in_order else list(chained)
+        if self.raw:
+            runs.append(iter(self.raw))
+        for _, rec in merged(runs):
+            yield rec
