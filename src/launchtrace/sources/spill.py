@@ -45,10 +45,10 @@ SPILL_AT = 65_536
 CHUNK = 4096
 """Records in one chunk of the file: what a reader holds of each run at a time."""
 MAX_BASES = 4096
+"""Base records a :class:`SpillFile` keeps (distinct calls); a record that needs another one is pickled."""
 MAX_RUNS = 16
 """Sorted runs of one level a wide trace keeps before it merges them into one run of the next level (a merge
 holds a chunk of each run it reads)."""
-"""Base records a :class:`SpillFile` keeps (distinct calls); a record that needs another one is pickled."""
 
 _VALUES = (
     "dim",
