@@ -16,11 +16,12 @@ Programs (each step is one top-level scope, except ``timers``, whose phases are 
 - ``loose``: no scope and no timer at all (every launch is unscoped work under the exporter's step roots), about
   20 ms of host work a step, so the roots' one-second window closes wherever the clock says;
 - ``workers``: two threads, each its own ``wp.ScopedTimer`` steps and its own arrays allocated in the thread;
-- ``pool_beside``, ``pool_inside``, ``prodcons``: other threads launching while a timed step runs: a
-  ``ThreadPoolExecutor`` whose two tasks per step launch ``spray_k`` (under no scope, on pool threads) beside the
-  main thread's ``wp.ScopedTimer("iteration")``; the same pool's tasks submitted and awaited inside the timer; a
-  producer thread (no scope) launching ``produce_k`` into buffers a queue hands to the main thread, which
-  consumes each in a ``wp.ScopedTimer("consume")``;
+- ``pool_beside``, ``pool_light``, ``pool_inside``, ``prodcons``: other threads launching while a timed step
+  runs: a ``ThreadPoolExecutor`` whose four tasks per step (Python work, then ``spray_k``: under no scope, on
+  pool threads) run beside the main thread's ``wp.ScopedTimer("iteration")`` of four ``fill_k`` launches, each
+  after Python work; the same with two light tasks and one launch in the timer; two tasks submitted and awaited
+  inside the timer; a producer thread (no scope) launching ``produce_k`` into buffers a queue hands to the main
+  thread, which consumes each in a ``wp.ScopedTimer("consume")``;
 - ``loose_inner``, ``loose_branch``, ``loose_setup``, ``loose_pingpong``, ``loose_many``: more shapes with no
   scope and no timer (each loop iteration is timed as a step, see ``analysis/unscoped.py``), each with a few
   milliseconds of host work per iteration: an inner relaxation loop whose sweep count (1-4 pairs) varies per
@@ -71,6 +72,7 @@ TARGET = {
     "loose_pingpong": "leap",
     "loose_many": "stir",
     "pool_beside": "fill_k",
+    "pool_light": "fill_k",
     "pool_inside": "gather_k",
     "prodcons": "consume_k",
 }
@@ -705,7 +707,33 @@ def _host_work(n: int = 4000) -> float:
 
 
 def run_pool_beside(steps: int, rng: np.random.Generator) -> None:
-    """A pool's tasks launch beside the main thread's timed step (their work under no scope, on pool threads)."""
+    """Four pool tasks a step, each Python work and a 2 ms launch, beside a timed step of four launches each after
+    Python work: a task's request for the GIL lands inside the main thread's ``wp.launch`` or not, as the threads'
+    phase settles, and a kernel holds the GIL while it runs (measured: two threads' launches take twice one's)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    side = [wp.array(rng.random(4 * N).astype(np.float32), dtype=float, device="cpu") for _ in range(4)]
+    x = wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu")
+    y = wp.zeros(N, dtype=float, device="cpu")
+
+    def task(a: wp.array) -> None:
+        _host_work(20000)
+        wp.launch(spray_k, dim=4 * N, inputs=[a], device="cpu")
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(steps):
+            futures = [pool.submit(task, a) for a in side]
+            with wp.ScopedTimer("iteration", print=False):
+                for _ in range(4):
+                    _host_work(20000)
+                    wp.launch(fill_k, dim=N, inputs=[x, y], device="cpu")
+                wp.launch(apply, dim=N, inputs=[y, x], device="cpu")
+            for f in futures:
+                f.result()
+
+
+def run_pool_light(steps: int, rng: np.random.Generator) -> None:
+    """``pool_beside`` lighter: two tasks of little Python work, one launch in the timed step."""
     from concurrent.futures import ThreadPoolExecutor
 
     side = [wp.array(rng.random(4 * N).astype(np.float32), dtype=float, device="cpu") for _ in range(2)]
@@ -788,6 +816,7 @@ PROGRAMS = {
     "loose_pingpong": run_loose_pingpong,
     "loose_many": run_loose_many,
     "pool_beside": run_pool_beside,
+    "pool_light": run_pool_light,
     "pool_inside": run_pool_inside,
     "prodcons": run_prodcons,
 }

@@ -12,7 +12,7 @@ scope (a pool's tasks, a producer: nobody's step). A timed step counts launches 
 threads; an unscoped stream's pieces (``<no scope> (producer)``, one per trace and thread) count any other
 thread's launches. Two threads each timing their own loop (the zoo's ``workers``) do not count: they kept their
 one-run verdicts honest in the measurements (no false alarm in 24 unchanged pairs, the slowed kernel found in
-24 of 24), and counting them would have lost every one-run detection there (:data:`COUNT_TIMED_THREADS`).
+48 of 48 one-run pairs), and counting them would have lost every one of those (:data:`COUNT_TIMED_THREADS`).
 
 The signal is kept per run as extents, one per trace, thread and kind (in a step or not), and one per step, so
 a streamed diff (:mod:`launchtrace.analysis.diff_stream`) keeps as much as the steps, never a launch each.
