@@ -16,6 +16,12 @@ Programs (each step is one top-level scope, except ``timers``, whose phases are 
 - ``loose``: no scope and no timer at all (every launch is unscoped work under the exporter's step roots), about
   20 ms of host work a step, so the roots' one-second window closes wherever the clock says;
 - ``workers``: two threads, each its own ``wp.ScopedTimer`` steps and its own arrays allocated in the thread;
+- ``pool_beside``, ``pool_light``, ``pool_inside``, ``prodcons``: other threads launching while a timed step
+  runs: a ``ThreadPoolExecutor`` whose four tasks per step (Python work, then ``spray_k``: under no scope, on
+  pool threads) run beside the main thread's ``wp.ScopedTimer("iteration")`` of four ``fill_k`` launches, each
+  after Python work; the same with two light tasks and one launch in the timer; two tasks submitted and awaited
+  inside the timer; a producer thread (no scope) launching ``produce_k`` into buffers a queue hands to the main
+  thread, which consumes each in a ``wp.ScopedTimer("consume")``;
 - ``loose_inner``, ``loose_branch``, ``loose_setup``, ``loose_pingpong``, ``loose_many``: more shapes with no
   scope and no timer (each loop iteration is timed as a step, see ``analysis/unscoped.py``), each with a few
   milliseconds of host work per iteration: an inner relaxation loop whose sweep count (1-4 pairs) varies per
@@ -26,7 +32,8 @@ Programs (each step is one top-level scope, except ``timers``, whose phases are 
 
 Environment: ``ZOO_SLOW`` (default 1) multiplies the loop count of one kernel per program (its cost changes;
 its arguments, dims and the launch topology do not): ``collide``, ``tape_loss``, ``cost``, ``blur``, ``k07``,
-``shade``, ``relax``, ``drift``, ``churn``, ``settle``, ``bend``, ``soak``, ``leap``, ``stir`` (:data:`TARGET`).
+``shade``, ``relax``, ``drift``, ``churn``, ``settle``, ``bend``, ``soak``, ``leap``, ``stir``, ``fill_k``,
+``gather_k``, ``consume_k`` (:data:`TARGET`).
 In ``tape`` this slows ``tape_loss``'s adjoint launches too (``Tape.backward`` launches it with ``adjoint=True``:
 the generated backward replays the same loop), by the same factor (the kept runs: forward 1.33x / 1.66x, adjoint
 1.32x / 1.66x), and nothing else (every other kernel within 0.99-1.04x): ``zoo_verdicts.py`` counts the adjoint
@@ -64,6 +71,10 @@ TARGET = {
     "loose_setup": "soak",
     "loose_pingpong": "leap",
     "loose_many": "stir",
+    "pool_beside": "fill_k",
+    "pool_light": "fill_k",
+    "pool_inside": "gather_k",
+    "prodcons": "consume_k",
 }
 
 
@@ -456,6 +467,51 @@ def mix(x: wp.array(dtype=float)):
     x[i] = s
 
 
+@wp.kernel
+def fill_k(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    s = a[i]
+    for _k in range(TARGET_LOOPS):
+        s = wp.sin(s) * 0.5 + 0.75
+    b[i] = s
+
+
+@wp.kernel
+def spray_k(a: wp.array(dtype=float)):
+    i = wp.tid()
+    s = a[i]
+    for _k in range(BASE):
+        s = wp.cos(s) * 0.5 + 0.8
+    a[i] = s
+
+
+@wp.kernel
+def gather_k(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    s = a[i]
+    for _k in range(TARGET_LOOPS):
+        s = wp.cos(s) * 0.5 + 0.85
+    b[i] = s
+
+
+@wp.kernel
+def produce_k(a: wp.array(dtype=float)):
+    i = wp.tid()
+    s = a[i]
+    for _k in range(BASE):
+        s = wp.sin(s) * 0.5 + 0.9
+    a[i] = s
+
+
+@wp.kernel
+def consume_k(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    s = a[i]
+    for _k in range(TARGET_LOOPS):
+        s = wp.cos(s) * 0.5 + 0.95
+    b[i] = b[i] * 0.5 + s * 0.5
+
+
 MANY = [globals()[f"k{i:02d}"] for i in range(22)]
 
 
@@ -645,6 +701,105 @@ def run_loose_many(steps: int, rng: np.random.Generator) -> None:
         time.sleep(0.01)
 
 
+def _host_work(n: int = 4000) -> float:
+    """Python work that holds the GIL (a task's own preparation): the threads take turns at the interpreter."""
+    return sum(i * 0.5 for i in range(n))
+
+
+def run_pool_beside(steps: int, rng: np.random.Generator) -> None:
+    """Four pool tasks a step, each Python work and a 2 ms launch, beside a timed step of four launches each after
+    Python work: a task's request for the GIL lands inside the main thread's ``wp.launch`` or not, as the threads'
+    phase settles, and a kernel holds the GIL while it runs (measured: two threads' launches take twice one's)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    side = [wp.array(rng.random(4 * N).astype(np.float32), dtype=float, device="cpu") for _ in range(4)]
+    x = wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu")
+    y = wp.zeros(N, dtype=float, device="cpu")
+
+    def task(a: wp.array) -> None:
+        _host_work(20000)
+        wp.launch(spray_k, dim=4 * N, inputs=[a], device="cpu")
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(steps):
+            futures = [pool.submit(task, a) for a in side]
+            with wp.ScopedTimer("iteration", print=False):
+                for _ in range(4):
+                    _host_work(20000)
+                    wp.launch(fill_k, dim=N, inputs=[x, y], device="cpu")
+                wp.launch(apply, dim=N, inputs=[y, x], device="cpu")
+            for f in futures:
+                f.result()
+
+
+def run_pool_light(steps: int, rng: np.random.Generator) -> None:
+    """``pool_beside`` lighter: two tasks of little Python work, one launch in the timed step."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    side = [wp.array(rng.random(4 * N).astype(np.float32), dtype=float, device="cpu") for _ in range(2)]
+    x = wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu")
+    y = wp.zeros(N, dtype=float, device="cpu")
+
+    def task(a: wp.array) -> None:
+        _host_work()
+        wp.launch(spray_k, dim=4 * N, inputs=[a], device="cpu")
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for _ in range(steps):
+            futures = [pool.submit(task, a) for a in side]
+            with wp.ScopedTimer("iteration", print=False):
+                wp.launch(fill_k, dim=N, inputs=[x, y], device="cpu")
+                wp.launch(apply, dim=N, inputs=[y, x], device="cpu")
+            for f in futures:
+                f.result()
+
+
+def run_pool_inside(steps: int, rng: np.random.Generator) -> None:
+    """The timed step hands work to a pool and waits for it (the pool's launches inside the step's time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    side = [wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu") for _ in range(2)]
+    x = wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu")
+    y = wp.zeros(N, dtype=float, device="cpu")
+
+    def task(a: wp.array) -> None:
+        _host_work()
+        wp.launch(spray_k, dim=N, inputs=[a], device="cpu")
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for _ in range(steps):
+            with wp.ScopedTimer("iteration", print=False):
+                futures = [pool.submit(task, a) for a in side]
+                wp.launch(gather_k, dim=N, inputs=[x, y], device="cpu")
+                for f in futures:
+                    f.result()
+                wp.launch(apply, dim=N, inputs=[y, x], device="cpu")
+
+
+def run_prodcons(steps: int, rng: np.random.Generator) -> None:
+    """A producer thread (no scope) fills buffers that the main thread consumes in a timed step."""
+    import queue
+
+    buffers = [wp.array(rng.random(N).astype(np.float32), dtype=float, device="cpu") for _ in range(3)]
+    out = wp.zeros(N, dtype=float, device="cpu")
+    ready: queue.Queue = queue.Queue(maxsize=2)
+
+    def produce() -> None:
+        for k in range(steps):
+            a = buffers[k % len(buffers)]
+            _host_work()
+            wp.launch(produce_k, dim=N, inputs=[a], device="cpu")
+            ready.put(a)
+        ready.put(None)
+
+    producer = threading.Thread(target=produce, name="producer")
+    producer.start()
+    while (a := ready.get()) is not None:
+        with wp.ScopedTimer("consume", print=False):
+            wp.launch(consume_k, dim=N, inputs=[a, out], device="cpu")
+    producer.join()
+
+
 PROGRAMS = {
     "timers": run_timers,
     "tape": run_tape,
@@ -660,6 +815,10 @@ PROGRAMS = {
     "loose_setup": run_loose_setup,
     "loose_pingpong": run_loose_pingpong,
     "loose_many": run_loose_many,
+    "pool_beside": run_pool_beside,
+    "pool_light": run_pool_light,
+    "pool_inside": run_pool_inside,
+    "prodcons": run_prodcons,
 }
 
 

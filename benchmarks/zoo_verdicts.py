@@ -64,10 +64,14 @@ PROGRAM = HERE / "zoo_programs.py"
 PROGRAMS = ("timers", "tape", "bimodal", "temps", "many", "scope", "solver", "loose", "workers")
 LOOSE = ("loose_inner", "loose_branch", "loose_setup", "loose_pingpong", "loose_many")
 """Five more timer-less shapes, not in the default list (``--programs loose_inner,...``)."""
+CONCURRENT = ("pool_beside", "pool_light", "pool_inside", "prodcons", "workers")
+"""Other threads launching while a timed step runs (``docs/diff.md``, concurrent threads): ``--programs
+pool_beside,pool_light,pool_inside,prodcons,workers`` (all but ``workers`` not in the default list)."""
 TARGET = {
     "timers": "collide", "tape": "tape_loss", "bimodal": "cost", "temps": "blur", "many": "k07", "scope": "shade",
     "solver": "relax", "loose": "drift", "workers": "churn", "loose_inner": "settle", "loose_branch": "bend",
-    "loose_setup": "soak", "loose_pingpong": "leap", "loose_many": "stir",
+    "loose_setup": "soak", "loose_pingpong": "leap", "loose_many": "stir", "pool_beside": "fill_k",
+    "pool_light": "fill_k", "pool_inside": "gather_k", "prodcons": "consume_k",
 }  # fmt: skip
 VARIANTS = {"A": "1", "A2": "1", "B15": "1.5", "B2": "2"}
 FLEET_HOSTS = ("h1", "h2", "h3", "h4")
@@ -487,7 +491,17 @@ def main() -> None:
     parser.add_argument("--keep", help="keep the runs here (and reuse runs already there)")
     parser.add_argument("--analyze", help="judge the runs kept in this folder, run nothing")
     parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument(
+        "--count-timed-threads",
+        action="store_true",
+        help="judge with other threads' launches in their own steps counted as concurrent work too "
+        "(launchtrace.analysis.contention.COUNT_TIMED_THREADS, the alternative docs/diff.md measures)",
+    )
     args = parser.parse_args()
+    if args.count_timed_threads:
+        from launchtrace.analysis import contention
+
+        contention.COUNT_TIMED_THREADS = True
     programs = [p for p in args.programs.split(",") if p]
     conditions = [c for c in args.conditions.split(",") if c]
     fleet_programs = [p for p in args.fleet_programs.split(",") if p]

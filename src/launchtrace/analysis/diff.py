@@ -17,6 +17,10 @@ grouped by file, and within a file by ``service.instance.id``, else host and pid
 warm-up steps of each run (the first compiles kernels) are left out and listed in :attr:`TraceDiff.warmup`.
 Folded positions enter as their recorded totals (count x mean), one value per step, never as copies of a mean
 counted as samples.
+With one run per side, a step that other threads' unscoped launches overlapped (a pool's tasks, a producer
+thread: :mod:`launchtrace.analysis.contention`) gets no ``slower`` / ``faster`` / ``same``, only
+``inconclusive`` asking for three runs a side (:func:`concurrent_verdict`): how threads share the machine holds
+through a run, so the steps within one run cannot show how it differs between runs.
 
 Example::
 
@@ -33,9 +37,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from launchtrace._lazy import lazy_module
+from launchtrace.analysis.contention import CONCURRENT_SHARE, run_shares, side_shares
 from launchtrace.analysis.drift import Drift, speed_factor
 from launchtrace.analysis.segments import (
     NO_SCOPE,
@@ -77,6 +82,7 @@ __all__ = [
     "TimingChange",
     "TraceDiff",
     "WarmUp",
+    "concurrent_verdict",
     "diff_traces",
     "fold_share",
     "inferred_segments",
@@ -441,13 +447,41 @@ def _timing(
     cache: dict,
     absolute: bool = False,
 ) -> tuple[list[TimingChange], list[WarmUp], list[RunDrift]]:
+    shares = tuple(
+        side_shares([run_shares(run, _segments(run, scope, cache)) for run in runs]) for runs in (runs_a, runs_b)
+    )
     return timing_of_series(
-        _run_series(runs_a, "A", scope, cache), _run_series(runs_b, "B", scope, cache), opts, absolute
+        _run_series(runs_a, "A", scope, cache), _run_series(runs_b, "B", scope, cache), opts, absolute, shares
     )
 
 
-def timing_of_series(side_a: tuple, side_b: tuple, opts: dict, absolute: bool = False) -> tuple[list, list, list]:
-    """The timing rows, warm-up and drift from each side's :func:`series_of_runs` answer."""
+def concurrent_verdict(verdict: Verdict, step: str, shares: tuple[Mapping[str, float], ...], min_runs: int) -> Verdict:
+    """``verdict`` unchanged, or, for a one-run verdict (``steps-one-run``) of a step that other threads' unscoped
+    launches overlapped often (:data:`~launchtrace.analysis.contention.CONCURRENT_SHARE` of its steps, in either
+    side), ``inconclusive``: how the threads shared the machine holds through a run, so one run's steps cannot
+    show how it differs between runs (:mod:`launchtrace.analysis.contention`)."""
+    if verdict.basis != "steps-one-run":
+        return verdict
+    side, share = max(zip("AB", (s.get(step, 0.0) for s in shares)), key=lambda x: x[1])
+    if share < CONCURRENT_SHARE:
+        return verdict
+    decide = f"{min_runs} runs per side: the run-level test sees how the threads' sharing varies between runs"
+    reason = (
+        f"other threads launched during {share:.0%} of these steps (side {side}), and how threads share the cores "
+        f"holds through a run: one run's steps cannot tell a change, compare {min_runs} runs a side "
+        f"(steps alone: {verdict.verdict}, {verdict.reason})"
+    )
+    return dataclasses.replace(
+        verdict, significant=False, direction="none", reason=reason, verdict="inconclusive", decide=decide
+    )
+
+
+def timing_of_series(
+    side_a: tuple, side_b: tuple, opts: dict, absolute: bool = False, shares: tuple = ({}, {})
+) -> tuple[list, list, list]:
+    """The timing rows, warm-up and drift from each side's :func:`series_of_runs` answer; ``shares``: each side's
+    :func:`~launchtrace.analysis.contention.side_shares` (other threads beside its steps, see
+    :func:`concurrent_verdict`)."""
     series_a, counts_a, warm_a = side_a
     series_b, counts_b, warm_b = side_b
     drifts = _drifts(series_a, series_b, opts["quantile"], absolute)
@@ -458,7 +492,7 @@ def timing_of_series(side_a: tuple, side_b: tuple, opts: dict, absolute: bool = 
             continue
         a = [s.get(key, []) for s in series_a]
         b = [s.get(key, []) for s in series_b]
-        verdict = compare_runs(a, b, **opts)
+        verdict = concurrent_verdict(compare_runs(a, b, **opts), key[1], shares, int(opts["min_runs"]))
         split = _split(series_a, key), _split(series_b, key)
         ca, cb = counts_a.get(key, [0, 0]), counts_b.get(key, [0, 0])
         q = opts["quantile"]

@@ -16,7 +16,9 @@ What is held: the steps of one side not yet matched by the other (the sides are 
 two runs of one program a few), each thread's unscoped records of the chunk being filled (at most
 :data:`~launchtrace.analysis.unscoped.CHUNK_MAX`), one :class:`~launchtrace.analysis.diff.SegmentDiff` per step
 (its entries only where the steps differ), the per-step numbers of the timing (8 bytes per step and group) and
-what ``summary`` keeps for the step clock of the non-finite findings (:mod:`launchtrace.analysis.summary_state`).
+what ``summary`` keeps for the step clock of the non-finite findings (:mod:`launchtrace.analysis.summary_state`),
+and for the signal of other threads launching beside the steps one extent per step and one per trace and thread
+of unscoped launches (:mod:`launchtrace.analysis.contention`).
 
 Example::
 
@@ -29,6 +31,7 @@ from array import array
 from collections.abc import Iterator
 from typing import Any
 
+from launchtrace.analysis.contention import Concurrency
 from launchtrace.analysis.diff import (
     DiffSettings,
     GroupKey,
@@ -92,6 +95,7 @@ class _Side:
         self.clock = SummaryState(figures=False)
         self.chunks = UnscopedChunks()
         self.loops = LoopIterations()  # the timing's iterations of unscoped work, numbered through the run
+        self.concurrency = Concurrency()  # other threads beside the steps (analysis/contention.py)
 
     def add(self, key: TraceKey, trace: TraceData) -> list[tuple[tuple[str, int], tuple[LaunchRecord, ...]]]:
         """Take one trace; its steps that hold records, as ``((name, number), records)``."""
@@ -102,6 +106,7 @@ class _Side:
             raise _NotInOrder(f"side {self.name} holds several runs")
         occs = occurrences(trace, self.scope)
         self.clock.add(key, trace, occs if self.scope is None else None)  # the same cut when no scope is asked
+        self.concurrency.add_trace(trace)
         out = []
         seen: dict[str, int] = {}
         for local, occ in enumerate(occs):
@@ -122,6 +127,7 @@ class _Side:
             else:
                 self.order[(occ.name, number)] = place
                 out.append(((occ.name, number), occ.records))
+                self.concurrency.add_step(occ)
             self._timing(trace, occ, place)
         for name, n in seen.items():
             self.counts[name] = self.counts.get(name, 0) + n
@@ -223,8 +229,13 @@ def diff_streamed(inputs: tuple[Traces, Traces], **options: Any) -> tuple[TraceD
     order_a, order_b = sides[0].order, sides[1].order
     keys = sorted(diffs, key=lambda k: (0, order_a[k]) if k in order_a else (1, order_b[k]))
     opts = settings.verdict_options()
+    shares = (sides[0].concurrency.shares(), sides[1].concurrency.shares())
     rows, warm, drifts = timing_of_series(
-        series_of_runs([sides[0].series()], "A"), series_of_runs([sides[1].series()], "B"), opts, settings.absolute
+        series_of_runs([sides[0].series()], "A"),
+        series_of_runs([sides[1].series()], "B"),
+        opts,
+        settings.absolute,
+        shares,
     )
     result = TraceDiff(
         segments=tuple(diffs[k] for k in keys),
