@@ -199,8 +199,8 @@ def test_one_step_known_without_reading_is_cut_the_same(wide_file: Path, monkeyp
 
 
 def test_only_readers_that_ask_get_spilled_records(files, wide_file: Path, monkeypatch) -> None:  # noqa: F811
-    """``baseline build``, ``alert`` and the views read a stream as it comes: their wide traces' records stay
-    lists; ``summary``'s (``Traces(..., spill=True)``) do not."""
+    """The views read a stream as it comes: their wide traces' records stay lists; ``summary``'s (``Traces(...,
+    spill=True)``) do not, nor those of ``baseline build`` and ``alert``, which set the stream's ``spill``."""
     from launchtrace.sources.each import Traces
 
     made = _spilling(monkeypatch, at=7, chunk=4)
@@ -319,7 +319,7 @@ def _fleet_outputs(paths: dict[str, Path], out: Path) -> dict[str, bytes]:
     (every trace a group) of all inputs together."""
     got: dict[str, bytes] = {}
     names = list(paths)
-    for i, name in enumerate(names):
+    for name in names:
         base = out / f"{name}.pb"
         assert main(["baseline", "build", "--from", str(paths[name]), "--out", str(base), "--quiet"]) == 0
         got[f"baseline {name}"] = base.read_bytes()

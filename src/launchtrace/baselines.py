@@ -14,8 +14,8 @@ Example::
 from __future__ import annotations
 
 import os
-from array import array
 import tempfile
+from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING

@@ -31,11 +31,11 @@ __all__ = [
     "NO_SCOPE",
     "RenamedRecords",
     "Segment",
+    "renamed_by_order",
     "run_key",
     "segments",
     "split_runs",
     "step_occurrences",
-    "renamed_by_order",
     "top_scope",
     "unowned_by_order",
 ]
