@@ -358,3 +358,24 @@ def test_baseline_and_alert_are_the_same_spilled(files, wide_file, monkeypatch, 
     assert made and _all_closed(made)
     drifted = [key for key, text in as_lists.items() if b"topology_drift" in text]
     assert drifted, "no new topology's representative was diffed"
+
+
+def test_record_bytes_of_records_read_back_tell_values_apart(files: dict[str, Path]) -> None:  # noqa: F811
+    """``iter_record_bytes`` (the splice of a spilled representative) remembers a call by the values of its dims
+    and scalars, not by their identity (each record read back holds new ones, their ids reused once let go):
+    ``1``, ``True`` and ``1.0``, ``0.0`` and ``-0.0``, another dim, each made into its own bytes, as alone."""
+    from launchtrace.analysis.fleet.records import iter_record_bytes, record_bytes
+    from launchtrace.fastinit import slot_copier
+
+    copy = slot_copier(LaunchRecord, ("dim", "scalars"))
+    base = next(r for t in TraceStream.from_paths([files["demo"]]) for r in t.records if r.scalars)
+    key = base.scalars[0][0]
+    variants = [((64,), 1), ((64,), True), ((64,), 1.0), ((64,), -0.0), ((64,), 0.0), ((32,), 1)] * 3
+
+    def read_back():  # new objects each time, let go before the next: as records read from a spill file
+        for dim, value in variants:
+            yield copy(base, tuple(list(dim)), tuple((k, v) for k, v in ((key, value),)))
+
+    alone = [record_bytes([copy(base, dim, ((key, value),))])[0] for dim, value in variants]
+    assert len(set(alone)) == 6
+    assert list(iter_record_bytes(read_back())) == alone
