@@ -199,8 +199,8 @@ def test_one_step_known_without_reading_is_cut_the_same(wide_file: Path, monkeyp
 
 
 def test_only_readers_that_ask_get_spilled_records(files, wide_file: Path, monkeypatch) -> None:  # noqa: F811
-    """``baseline build``, ``alert`` and the views read a stream as it comes: their wide traces' records stay
-    lists; ``summary``'s (``Traces(..., spill=True)``) do not."""
+    """The views read a stream as it comes: their wide traces' records stay lists; ``summary``'s (``Traces(...,
+    spill=True)``) do not, nor those of ``baseline build`` and ``alert``, which set the stream's ``spill``."""
     from launchtrace.sources.each import Traces
 
     made = _spilling(monkeypatch, at=7, chunk=4)
@@ -311,3 +311,71 @@ def test_records_neither_can_write_stay_in_memory(files: dict[str, Path]) -> Non
 
 def _fields(rec: LaunchRecord) -> dict:
     return {name: getattr(rec, name) for name in rec.__slots__}
+
+
+def _fleet_outputs(paths: dict[str, Path], out: Path) -> dict[str, bytes]:
+    """``baseline build``'s file of each input, ``alert`` (text) of each against its own baseline and against
+    another program's (new topologies: their representatives diffed), and ``alert --format json`` among peers
+    (every trace a group) of all inputs together."""
+    got: dict[str, bytes] = {}
+    names = list(paths)
+    for name in names:
+        base = out / f"{name}.pb"
+        assert main(["baseline", "build", "--from", str(paths[name]), "--out", str(base), "--quiet"]) == 0
+        got[f"baseline {name}"] = base.read_bytes()
+    for i, name in enumerate(names):
+        for other in (name, names[(i + 1) % len(names)]):
+            text = out / "alert.txt"
+            args = ["alert", "--baseline", str(out / f"{other}.pb"), "--from", str(paths[name]), "--quiet"]
+            assert main([*args, "--out", str(text)]) in (0, 1)
+            got[f"alert {name} against {other}"] = text.read_bytes()
+    peers = out / "peers.json"
+    args = ["alert", *(x for p in paths.values() for x in ("--from", str(p))), "--group-by", "trace_id"]
+    assert main([*args, "--format", "json", "--quiet", "--out", str(peers)]) in (0, 1)
+    got["peers"] = peers.read_bytes()
+    return got
+
+
+def test_baseline_and_alert_are_the_same_spilled(files, wide_file, monkeypatch, tmp_path) -> None:  # noqa: F811
+    """``baseline build`` and ``alert`` read their steps from the temporary file (renamed as they are read, the
+    samples as arrays, a big representative spliced straight from the file): the baseline files, ``alert``'s text
+    against a baseline and its JSON among peers the same to the byte as from lists; remembered calls forgotten
+    and worked out again along the way."""
+    from launchtrace.analysis import segments
+    from launchtrace.analysis.fleet import baseline, records
+
+    paths = {**{n: files[n] for n in NAMES}, "wide": wide_file}
+    monkeypatch.setattr(wide, "WIDE_AT", 10**9)
+    as_lists = _fleet_outputs(paths, tmp_path)  # the same paths both times: alert's header names the baseline
+    made = _spilling(monkeypatch, at=7, chunk=4)
+    monkeypatch.setattr(baseline, "SPLICE_AT", 5)  # the wide file's representative and the demo's spliced
+    monkeypatch.setattr(segments, "MADE_MAX", 3)
+    monkeypatch.setattr(records, "MADE_MAX", 3)
+    as_spilled = _fleet_outputs(paths, tmp_path)
+    assert list(as_spilled) == list(as_lists)
+    for key in as_lists:
+        assert as_spilled[key] == as_lists[key], key
+    assert made and _all_closed(made)
+    drifted = [key for key, text in as_lists.items() if b"topology_drift" in text]
+    assert drifted, "no new topology's representative was diffed"
+
+
+def test_record_bytes_of_records_read_back_tell_values_apart(files: dict[str, Path]) -> None:  # noqa: F811
+    """``iter_record_bytes`` (the splice of a spilled representative) remembers a call by the values of its dims
+    and scalars, not by their identity (each record read back holds new ones, their ids reused once let go):
+    ``1``, ``True`` and ``1.0``, ``0.0`` and ``-0.0``, another dim, each made into its own bytes, as alone."""
+    from launchtrace.analysis.fleet.records import iter_record_bytes, record_bytes
+    from launchtrace.fastinit import slot_copier
+
+    copy = slot_copier(LaunchRecord, ("dim", "scalars"))
+    base = next(r for t in TraceStream.from_paths([files["demo"]]) for r in t.records if r.scalars)
+    key = base.scalars[0][0]
+    variants = [((64,), 1), ((64,), True), ((64,), 1.0), ((64,), -0.0), ((64,), 0.0), ((32,), 1)] * 3
+
+    def read_back():  # new objects each time, let go before the next: as records read from a spill file
+        for dim, value in variants:
+            yield copy(base, tuple(list(dim)), tuple((k, v) for k, v in ((key, value),)))
+
+    alone = [record_bytes([copy(base, dim, ((key, value),))])[0] for dim, value in variants]
+    assert len(set(alone)) == 6
+    assert list(iter_record_bytes(read_back())) == alone

@@ -15,14 +15,19 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from array import array
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError, Message
 
 from launchtrace.analysis.fleet.baseline import MAGIC, SCHEMA_VERSION, Spliced
 from launchtrace.errors import UserError
 from launchtrace.v1 import baseline_pb2 as pb
+
+if TYPE_CHECKING:
+    from launchtrace.model import LaunchRecord
 
 __all__ = ["END", "MAX_FILE_BYTES", "max_file_bytes", "read_baseline", "write_baseline"]
 
@@ -86,7 +91,10 @@ def write_baseline(baseline: pb.Baseline, path: str | os.PathLike[str], spliced:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
-                f.write(chunk)
+                if type(chunk) is bytes:
+                    f.write(chunk)
+                else:  # a representative made as it is written (_Streamed)
+                    f.writelines(chunk)
         os.replace(tmp, target)
     except OSError as exc:
         raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None
@@ -124,6 +132,8 @@ def _chunks(baseline: pb.Baseline, spliced: Spliced) -> Chunks:
                 records = spliced.get((g, s, t))
                 if records is None:
                     topologies.append(whole(topology))
+                elif not isinstance(records, (list, tuple)):  # a spilled step's: read back, never held
+                    topologies.append(_with_field(topology, "representative", [_Streamed(records)]))
                 else:
                     topologies.append(_with_field(topology, "representative", record_bytes(records)))
             scopes.append(_with_field(scope, "topologies", topologies))
@@ -143,6 +153,10 @@ def _with_field(msg: Message, field: str, elements: list[Chunks] | list[bytes]) 
     chunks, size = [data[:cut]], len(data)
     heads: dict[int, bytes] = {}
     for element in elements:
+        if type(element) is _Streamed:  # its elements made as the file is written
+            chunks.append(element)
+            size += element.size
+            continue
         if type(element) is bytes:
             pieces, length = (element,), len(element)
         else:
@@ -155,6 +169,36 @@ def _with_field(msg: Message, field: str, elements: list[Chunks] | list[bytes]) 
         size += len(head) + length
     chunks.append(data[cut:])
     return chunks, size
+
+
+class _Streamed:
+    """The elements of a representative whose records are no list (a spilled step's, read back from its
+    temporary file each time they are iterated): its records are read once
+    (:func:`~launchtrace.analysis.fleet.records.iter_record_bytes`), keeping each one's distinct element (tag,
+    length and bytes) and, per record, the index of its element (4 bytes): a step of a million launches is
+    never held as records or references. A chunk of its own in :func:`write_baseline`."""
+
+    __slots__ = ("elements", "order", "size")
+
+    def __init__(self, records: Iterable[LaunchRecord]) -> None:
+        from launchtrace.analysis.fleet.records import iter_record_bytes
+
+        tag = _varint(pb.Topology.DESCRIPTOR.fields_by_name["representative"].number << 3 | 2)
+        self.elements: list[bytes] = []
+        index: dict[bytes, int] = {}
+        self.order = array("I")
+        size = 0
+        for data in iter_record_bytes(records):
+            at = index.get(data)
+            if at is None:
+                at = index[data] = len(self.elements)
+                self.elements.append(tag + _varint(len(data)) + data)
+            self.order.append(at)
+            size += len(self.elements[at])
+        self.size = size
+
+    def __iter__(self) -> Iterator[bytes]:
+        return map(self.elements.__getitem__, self.order)
 
 
 def _varint(n: int) -> bytes:

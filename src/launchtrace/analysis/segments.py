@@ -15,7 +15,9 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import marshal
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from launchtrace.allocations import identity_of
 from launchtrace.fastinit import slot_copier
@@ -27,7 +29,9 @@ __all__ = [
     "HOST_DATA",
     "HOST_DATA_APIS",
     "NO_SCOPE",
+    "RenamedRecords",
     "Segment",
+    "renamed_by_order",
     "run_key",
     "segments",
     "split_runs",
@@ -110,19 +114,39 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
     allocated it, not where the allocator put it, nor whether it reused a freed address. Two runs of one program
     give equal sequences; a launch that now writes another buffer does not.
     """
+    return tuple(renamed_by_order(records))
+
+
+MADE_MAX = 65_536
+"""Calls :func:`renamed_by_order` remembers when it compares them by value (records read back from a file)."""
+
+
+def renamed_by_order(records: Iterable[LaunchRecord], *, by_value: bool = False) -> Iterator[LaunchRecord]:
+    """:func:`unowned_by_order`'s records one at a time. ``by_value``: a call met again is told by the
+    ``marshal`` bytes of its arrays (records read back from a spill file share no ``arrays`` tuple, and their
+    ids are reused once they are let go), and at most :data:`MADE_MAX` are remembered: working one out again
+    gives the same names (a pointer or allocation is named the first time it is met)."""
     names: dict[int, str] = {}
     sites: dict[str, dict[str, int]] = {}  # site name -> allocation identity -> order met in
     # a call site's launches share their arrays and buffers tuples, and a pair met again (by a copy of host data
     # or not, as before) names nothing new (its pointers and allocations were named the first time): its arrays
     # are worked out once per call
-    made: dict[tuple[int, int, bool], tuple[tuple, tuple, tuple | None]] = {}
-    out = []
+    made: dict[tuple[Any, int, bool], tuple[Any, tuple, tuple | None]] = {}
     for rec in records:
         bufs = rec.buffers
         host = rec.copies_host_data
-        known = made.get((id(rec.arrays), id(bufs), host))
-        if known is not None and known[0] is rec.arrays and known[1] is bufs:
-            out.append(rec if known[2] is None else _with_arrays(rec, known[2]))
+        if by_value:
+            try:
+                key: Any = marshal.dumps(rec.arrays)
+            except ValueError:  # not marshalled (a pickled record's): worked out, not remembered
+                key = None
+            if len(made) >= MADE_MAX:
+                made.clear()
+        else:
+            key = id(rec.arrays)
+        known = made.get((key, id(bufs), host))
+        if known is not None and (by_value or known[0] is rec.arrays) and known[1] is bufs:
+            yield rec if known[2] is None else _with_arrays(rec, known[2])
             continue
         aligned = len(bufs) == len(rec.arrays)  # the usual case: one BufferArg per array, in the same order
         arrays = []
@@ -143,9 +167,29 @@ def unowned_by_order(records: Sequence[LaunchRecord]) -> tuple[LaunchRecord, ...
                 changed = True
             else:
                 arrays.append((key, ptr))
-        made[(id(rec.arrays), id(bufs), host)] = (rec.arrays, bufs, tuple(arrays) if changed else None)
-        out.append(_with_arrays(rec, tuple(arrays)) if changed else rec)
-    return tuple(out)
+        if key is not None:  # holds bufs (and, by identity, the arrays): their ids stay theirs
+            made[(key, id(bufs), host)] = (rec.arrays, bufs, tuple(arrays) if changed else None)
+        yield _with_arrays(rec, tuple(arrays)) if changed else rec
+
+
+class RenamedRecords:
+    """:func:`unowned_by_order` of records that are no list (a spilled step's,
+    :class:`~launchtrace.sources.spill.SpilledRecords`): worked out again each time it is iterated, so that a
+    step of a million launches is never held; ``len()`` and truth as the records'."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Sequence[LaunchRecord]) -> None:
+        self.raw = raw
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __bool__(self) -> bool:
+        return bool(self.raw)
+
+    def __iter__(self) -> Iterator[LaunchRecord]:
+        return renamed_by_order(self.raw, by_value=True)
 
 
 _with_arrays: Callable[[LaunchRecord, tuple], LaunchRecord] = slot_copier(LaunchRecord, ("arrays",))

@@ -216,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
     scalars = baseline.scalars if baseline else not args.ignore_scalars
     window = BaselineBuilder(group_by, scalars=scalars)
     stream = open_stream(args)
+    stream.spill = True  # a wide trace's records to a temporary file: its steps are read, never held (issue 25)
     with Progress(stream, quiet=args.quiet):
         window.add_stream(stream)
     if not stream.traces:

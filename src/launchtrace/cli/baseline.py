@@ -54,6 +54,7 @@ def _build(args: argparse.Namespace) -> int:
 
     builder = BaselineBuilder(group_keys(args.group_by), scalars=not args.ignore_scalars)
     stream = open_stream(args)
+    stream.spill = True  # a wide trace's records to a temporary file: its steps are read, never held (issue 25)
     with Progress(stream, quiet=args.quiet):
         builder.add_stream(stream)
     if not stream.traces:

@@ -19,11 +19,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat as _repeat
 from typing import Any
 
 from launchtrace import folds as fold_rules
-from launchtrace.analysis.segments import segments, unowned_by_order
+from launchtrace.analysis.segments import RenamedRecords, segments, unowned_by_order
 from launchtrace.analysis.unscoped import LoopIterations, is_unscoped
 from launchtrace.model import LaunchRecord, TraceData
 from launchtrace.sources.rebuild import TRACE_ID
@@ -34,6 +36,7 @@ __all__ = [
     "MAX_POSITIONS",
     "RUN_KEYS",
     "Occurrence",
+    "Samples",
     "iteration_times",
     "loop_iterations",
     "occurrences_of",
@@ -171,6 +174,11 @@ def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool =
         raw = seg.records
         if not raw:
             continue
+        if not isinstance(raw, (list, tuple)):  # a spilled step (launchtrace.sources.spill): read, never held
+            if not is_unscoped(seg):
+                yield _streamed(seg, index, group, service, run, trace_id, scalars=scalars)
+                continue
+            raw = tuple(raw)  # work outside every scope: its loop iterations are cut from the whole list
         records = unowned_by_order(raw)
         launches = [(r.kernel, str(r.op), r.repeat, r.start_ns, r.end_ns) for r in raw]
         start, duration, kernel_ns, kernel_samples, position_ns = step_times(launches)
@@ -195,3 +203,85 @@ def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool =
             position_ns=position_ns,
             parts=parts,
         )
+
+
+class Samples:
+    """One kernel's ``(duration, count)`` samples of a spilled step (see :class:`Occurrence`) as arrays: 8 bytes
+    a launch (16 once a launch stands for several) instead of a tuple's 64, iterated as the list's pairs."""
+
+    __slots__ = ("counts", "durations")
+
+    def __init__(self) -> None:
+        self.durations = array("q")
+        self.counts: array | None = None  # None while every count is 1
+
+    def append(self, duration: int, count: int) -> None:
+        if count != 1 and self.counts is None:
+            self.counts = array("q", [1]) * len(self.durations)
+        self.durations.append(duration)
+        if self.counts is not None:
+            self.counts.append(count)
+
+    def __len__(self) -> int:
+        return len(self.durations)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return zip(self.durations, _repeat(1) if self.counts is None else self.counts)
+
+
+def _streamed(
+    seg, index: int, group: tuple[str, ...], service: str, run: str, trace_id: str, *, scalars: bool
+) -> Occurrence:
+    """:func:`occurrences_of`'s step from records that are no list (read back from a spill file each time they
+    are iterated): one pass for the times, launches and foreign buffers (:func:`step_times`' figures, the samples
+    as :class:`Samples`), one for the fingerprint; ``records`` renamed again whenever read
+    (:class:`~launchtrace.analysis.segments.RenamedRecords`). The same occurrence as the list's."""
+    raw = seg.records
+    kernel_ns: dict[KernelKey, int] = {}
+    kernel_samples: dict[KernelKey, Samples] = {}
+    position_ns: dict[tuple[int, str], int] = {}
+    foreign: set = set()
+    start = end = launches = 0
+    timed = False
+    for pos, r in enumerate(raw):
+        launches += fold_rules.launches(r)
+        for b in r.buffers:
+            if b.foreign and b.ptr:
+                foreign.add(b.alloc or b.ptr)
+        s, e = r.start_ns, r.end_ns
+        if e <= 0:
+            continue
+        if not timed:
+            start, end, timed = s, e, True
+        else:
+            start, end = min(start, s), max(end, e)
+        kernel = r.kernel
+        key = (kernel, str(r.op))
+        n = max(1, r.repeat)
+        one = max(0, e - s)
+        d = one * n
+        kernel_ns[key] = kernel_ns.get(key, 0) + d
+        samples = kernel_samples.get(key)
+        if samples is None:
+            samples = kernel_samples[key] = Samples()
+        samples.append(one, n)
+        if pos < MAX_POSITIONS:
+            position_ns[(pos, kernel)] = d
+    records = RenamedRecords(raw)
+    return Occurrence(
+        group=group,
+        service=service,
+        run=run,
+        trace_id=trace_id,
+        index=index,
+        scope=seg.name,
+        start_ns=start,
+        duration_ns=max(0, end - start),
+        fingerprint=topology_digest(records, scalars=scalars),
+        launches=launches,
+        foreign_buffers=len(foreign),
+        records=records,  # type: ignore[arg-type]  # iterated only, as a tuple would be
+        kernel_ns=kernel_ns,
+        kernel_samples=kernel_samples,  # type: ignore[arg-type]
+        position_ns=position_ns,
+    )

@@ -16,7 +16,8 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import marshal
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from launchtrace.conventions import decode_key, encode_key
@@ -24,7 +25,7 @@ from launchtrace.model import BufferArg, LaunchRecord, Site
 from launchtrace.topology import AllocRef
 from launchtrace.v1 import baseline_pb2 as pb
 
-__all__ = ["record_bytes", "records_from_proto", "records_into", "records_to_proto"]
+__all__ = ["MADE_MAX", "iter_record_bytes", "record_bytes", "records_from_proto", "records_into", "records_to_proto"]
 
 _UNOWNED = "<unowned #"
 
@@ -103,6 +104,43 @@ def record_bytes(records: Sequence[LaunchRecord]) -> list[bytes]:
             data = made[key] = shared.setdefault(data, data)
         out.append(data)
     return out
+
+
+MADE_MAX = 65_536
+"""Distinct calls :func:`iter_record_bytes` remembers before it starts again."""
+
+
+def iter_record_bytes(records: Iterable[LaunchRecord]) -> Iterator[bytes]:
+    """:func:`record_bytes` of records that are not all alive at once (read back from a spill file, renamed as
+    they come): each record's bytes in turn, a call met again told by the values of its dims, arrays and scalars
+    (``marshal`` bytes and types: ``1``, ``True`` and ``1.0`` kept apart) and the identity of the objects it
+    shares with the others of its call (buffers, site, parameters: held here while remembered, so their ids stay
+    theirs). At most :data:`MADE_MAX` calls are remembered; a record not told apart is made anew."""
+    shared: dict[bytes, bytes] = {}
+    made: dict[tuple, tuple[bytes, Any, Any, Any]] = {}
+    for r in records:
+        op, repeat, arrays = r.op, r.repeat, r.arrays
+        try:
+            values: Any = marshal.dumps((r.dim, r.scalars))
+            key: tuple | None = (op, type(op), r.kernel, repeat, type(repeat), values, arrays, r.error)
+            key += (tuple((type(k), type(p)) for k, p in arrays), id(r.buffers), id(r.site), id(r.params))
+            hash(key)
+        except (ValueError, TypeError):  # a value marshal does not write, or one that does not hash: made anew
+            key = None
+        known = made.get(key) if key is not None else None
+        if known is not None:
+            yield known[0]
+            continue
+        msg = pb.Record()
+        _fill(msg, r)
+        data = msg.SerializeToString(deterministic=True)
+        data = shared.setdefault(data, data)
+        if key is not None:
+            if len(made) >= MADE_MAX:
+                made.clear()
+                shared.clear()
+            made[key] = (data, r.buffers, r.site, r.params)
+        yield data
 
 
 def _fill(msg: pb.Record, r: LaunchRecord) -> None:
