@@ -56,8 +56,15 @@ def source_kind(args: argparse.Namespace) -> tuple[str, list[str]]:
     return named[0].kind, [named[0].url]
 
 
-def open_stream(args: argparse.Namespace) -> TraceStream:
-    """The traces ``--from`` names, streamed."""
+def open_stream(args: argparse.Namespace, *, spill: bool = False) -> TraceStream:
+    """The traces ``--from`` names, streamed; ``spill``: a wide trace's records go to a temporary file, for a
+    reader that reads its steps and never holds them (``baseline build``, ``alert``: issue 25)."""
+    stream = _open_stream(args)
+    stream.spill = spill
+    return stream
+
+
+def _open_stream(args: argparse.Namespace) -> TraceStream:
     from launchtrace.cli import pull
 
     kind, where = source_kind(args)

@@ -215,8 +215,7 @@ def run(args: argparse.Namespace) -> int:
     group_by = group_by or group_keys(DEFAULT_GROUP_BY)
     scalars = baseline.scalars if baseline else not args.ignore_scalars
     window = BaselineBuilder(group_by, scalars=scalars)
-    stream = open_stream(args)
-    stream.spill = True  # a wide trace's records to a temporary file: its steps are read, never held (issue 25)
+    stream = open_stream(args, spill=True)
     with Progress(stream, quiet=args.quiet):
         window.add_stream(stream)
     if not stream.traces:

@@ -53,8 +53,7 @@ def _build(args: argparse.Namespace) -> int:
     from launchtrace.cli._fleet import Progress, open_stream, problems_line, source_kind
 
     builder = BaselineBuilder(group_keys(args.group_by), scalars=not args.ignore_scalars)
-    stream = open_stream(args)
-    stream.spill = True  # a wide trace's records to a temporary file: its steps are read, never held (issue 25)
+    stream = open_stream(args, spill=True)
     with Progress(stream, quiet=args.quiet):
         builder.add_stream(stream)
     if not stream.traces:

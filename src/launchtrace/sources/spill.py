@@ -50,26 +50,11 @@ MAX_RUNS = 16
 """Sorted runs of one level a wide trace keeps before it merges them into one run of the next level (a merge
 holds a chunk of each run it reads)."""
 
+# the fields of a record of its own (the rest are shared by the launches of one call)
 _VALUES = (
-    "dim",
-    "arrays",
-    "scalars",
-    "stream",
-    "block_dim",
-    "max_blocks",
-    "thread",
-    "start_ns",
-    "end_ns",
-    "scope_id",
-    "graph_id",
-    "captured",
-    "adjoint",
-    "internal",
-    "seq",
-    "repeat",
-    "graph_replay",
-    "graph_launches",
-)
+    "dim", "arrays", "scalars", "stream", "block_dim", "max_blocks", "thread", "start_ns", "end_ns", "scope_id",
+    "graph_id", "captured", "adjoint", "internal", "seq", "repeat", "graph_replay", "graph_launches",
+)  # fmt: skip
 _SHARED = tuple(f for f in LaunchRecord.__slots__ if f not in _VALUES)  # compared by identity
 _values = operator.attrgetter(*_VALUES)
 _shared = operator.attrgetter(*_SHARED)
