@@ -497,7 +497,17 @@ def main() -> None:
         help="judge with other threads' launches in their own steps counted as concurrent work too "
         "(launchtrace.analysis.contention.COUNT_TIMED_THREADS, the alternative docs/diff.md measures)",
     )
+    parser.add_argument(
+        "--step-overlap",
+        action="store_true",
+        help="judge a kernel's row in a timed step by its step's overlap with other threads, not by its own "
+        "launches' waits (launchtrace.analysis.contention.WAITED off: the rule before, docs/diff.md)",
+    )
     args = parser.parse_args()
+    if args.step_overlap:
+        from launchtrace.analysis import contention
+
+        contention.WAITED = False
     if args.count_timed_threads:
         from launchtrace.analysis import contention
 

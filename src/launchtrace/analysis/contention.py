@@ -14,17 +14,36 @@ thread's launches. Two threads each timing their own loop (the zoo's ``workers``
 one-run verdicts honest in the measurements (no false alarm in 24 unchanged pairs, the slowed kernel found in
 48 of 48 one-run pairs), and counting them would have lost every one of those (:data:`COUNT_TIMED_THREADS`).
 
-The signal is kept per run as extents, one per trace, thread and kind (in a step or not), and one per step, so
-a streamed diff (:mod:`launchtrace.analysis.diff_stream`) keeps as much as the steps, never a launch each.
+A kernel's row in a timed step is judged finer (:data:`WAITED`): a Warp CPU launch holds the GIL while its
+kernel runs, so a launch whose interval holds another thread's whole unscoped launch waited for that kernel.
+What a one-run verdict compares is the row's ``quantile`` step (p10); while fewer than ``1 - quantile`` of its
+steps hold such a wait in each run, that step is one without a wait, and the verdict stands. Measured on the
+zoo (``docs/diff.md``): the unchanged pairs that read ``faster`` had waits in 98-100 % of one run's steps; the
+programs whose timed kernel does not move between runs (``pool_light``, ``pool_inside``) in 0-25 % of their
+unchanged runs' steps. The step's own row (its time between launches too) and an unscoped stream's rows keep
+the step-level signal.
+
+The signal is kept per run as extents: one per trace, thread and kind (in a step or not), one per step, one
+per step and kernel (the extent of that kernel's launches in the step, and whether it held another thread's
+launch), each thread's unscoped launches of its latest trace, and of each earlier trace its first start and
+earliest end. Feed a run trace by trace, each trace before its steps (as a streamed diff reads them): a step's
+kernel extent meets the unscoped launches of the traces after its own when those come (the steps seen so far are
+marked), and those of the traces before it when it comes: the latest trace of each thread launch by launch, an
+earlier one by its summary, exact for a step that began before that trace (a step that began inside an earlier
+trace of a thread that has sent a newer one since, a step longer than that thread's roots, is judged on the
+latest only). Listed and streamed, a run is fed in the same order, so they agree; a streamed diff
+(:mod:`launchtrace.analysis.diff_stream`) keeps as much as the steps' own figures, never a launch each across
+traces.
 
 Example::
 
     seen = Concurrency()
     for trace in run:
         seen.add_trace(trace)
-    for seg in steps_of_run:
-        seen.add_step(seg)
-    seen.shares()        # {"iteration": 0.98, "<no scope> (ThreadPoolExecutor-1)": 1.0}
+        for seg in steps_of(trace):
+            seen.add_step(seg)
+    seen.shares()        # {"iteration": 0.98, "<no scope> (ThreadPoolExecutor-1)": 1.0,
+                         #  ("iteration", "__main__.fill_k"): 0.05}
 """
 
 from __future__ import annotations
@@ -35,9 +54,10 @@ from collections.abc import Mapping, Sequence
 
 from launchtrace.analysis.segments import Segment
 from launchtrace.analysis.unscoped import is_unscoped, stream_name
+from launchtrace.conventions import kernel_title
 from launchtrace.model import TraceData
 
-__all__ = ["CONCURRENT_SHARE", "COUNT_TIMED_THREADS", "Concurrency", "run_shares", "side_shares"]
+__all__ = ["CONCURRENT_SHARE", "COUNT_TIMED_THREADS", "WAITED", "Concurrency", "run_shares", "side_shares"]
 
 CONCURRENT_SHARE = 0.2
 """A step name whose steps (or unscoped pieces) are overlapped by other threads' unscoped launches this often, in
@@ -50,6 +70,24 @@ does). Off: measured, counting them cost every one-run detection of the zoo's ``
 alarm there (``docs/diff.md``; ``benchmarks/zoo_verdicts.py --count-timed-threads`` measures it on)."""
 
 
+WAITED = True
+"""Whether a kernel's row in a timed step is judged by its own launches' waits (the share of its steps in which
+they held another thread's whole unscoped launch, against ``1 - quantile``) instead of by its step's overlap.
+On: measured, it found the slowed kernel of ``pool_light`` and ``pool_inside`` one run each again with no false
+alarm more (``docs/diff.md``; ``benchmarks/zoo_verdicts.py --step-overlap`` measures it off)."""
+
+
+class _Kernel:
+    """One step name's and kernel's entries, per thread in the order their steps began: extents and waits."""
+
+    __slots__ = ("ends", "starts", "waited")
+
+    def __init__(self) -> None:
+        self.starts: array = array("q")
+        self.ends: array = array("q")
+        self.waited: bytearray = bytearray()
+
+
 class Concurrency:
     """One run's steps and other threads' launch extents (see the module docstring)."""
 
@@ -58,11 +96,24 @@ class Concurrency:
         self._timed: dict[int, list[tuple[int, int]]] = {}  # thread -> extents of its launches in steps
         self._steps: dict[str, array] = {}  # step name -> (thread, start, end) triples
         self._loose: set[str] = set()  # the step names that are unscoped streams
+        self._held: dict[int, tuple[list[int], list[int]]] = {}  # thread -> its latest trace's unscoped launches
+        self._earlier: dict[int, list[tuple[int, int]]] = {}  # thread -> (first start, earliest end) per trace
+        self._earlier_index: dict[int, tuple[list[int], list[int]]] = {}  # the same, indexed (rebuilt when stale)
+        self._kernels: dict[tuple[str, str], dict[int, _Kernel]] = {}  # (step name, kernel) -> thread -> entries
 
     def add_trace(self, trace: TraceData) -> None:
         """The trace's launches, one extent per thread and kind (unscoped: also the pieces of its stream)."""
         free: dict[int, list] = {}
         timed: dict[int, list] = {}
+        launches: dict[int, list[tuple[int, int]]] = {}
+        for rec in trace.records:
+            if rec.end_ns > 0 and rec.scope_id is None:
+                launches.setdefault(rec.thread, []).append((rec.start_ns, rec.end_ns))
+        for thread, spans in launches.items():
+            self._held[thread] = held = _inside_index(spans)
+            self._earlier.setdefault(thread, []).append((held[0][0], held[1][0]))
+            self._earlier_index.pop(thread, None)
+            self._mark(thread, spans)
         for rec in trace.records:
             if rec.end_ns <= 0:
                 continue
@@ -89,6 +140,61 @@ class Concurrency:
         if src is not None and seg.scope_id is not None and seg.scope_id in src.scopes:
             thread = src.scopes[seg.scope_id].thread
         self._piece(seg.name, thread, seg.start_ns, seg.end_ns)
+        kernels: dict[tuple, list[int]] = {}
+        for rec in seg.records:
+            start, end = rec.start_ns, rec.end_ns
+            if end <= 0:
+                continue
+            e = kernels.get((rec.kernel, rec.adjoint))
+            if e is None:
+                kernels[(rec.kernel, rec.adjoint)] = [start, end]
+            else:
+                if start < e[0]:
+                    e[0] = start
+                if end > e[1]:
+                    e[1] = end
+        others = [t for t in self._held if t != thread]
+        for (kernel, adjoint), (start, end) in kernels.items():
+            held = any(self._holds(other, start, end) for other in others) if others else False
+            key = (seg.name, kernel_title(kernel, adjoint))
+            per = self._kernels.get(key)
+            if per is None:
+                per = self._kernels[key] = {}
+            entries = per.get(thread)
+            if entries is None:
+                entries = per[thread] = _Kernel()
+            if not entries.starts or entries.starts[-1] <= start:  # in start order: the feed order, mostly
+                entries.starts.append(start)
+                entries.ends.append(end)
+                entries.waited.append(held)
+            else:
+                i = bisect.bisect_right(entries.starts, start)
+                entries.starts.insert(i, start)
+                entries.ends.insert(i, end)
+                entries.waited.insert(i, held)
+
+    def _holds(self, thread: int, start: int, end: int) -> bool:
+        """Whether ``[start, end]`` holds one of ``thread``'s unscoped launches seen so far whole (see the module
+        docstring for what an earlier trace's summary can tell)."""
+        if _holds(self._held[thread], start, end):
+            return True
+        index = self._earlier_index.get(thread)
+        if index is None:
+            index = self._earlier_index[thread] = _inside_index(self._earlier[thread])
+        return _holds(index, start, end)
+
+    def _mark(self, thread: int, spans: list[tuple[int, int]]) -> None:
+        """Mark the steps seen so far whose kernel extent holds one of ``thread``'s unscoped launches whole: on
+        another thread, a kernel's extents in successive steps follow each other, so only the last one that
+        began before the launch can hold it."""
+        for per in self._kernels.values():
+            for other, entries in per.items():
+                if other == thread or not entries.starts:
+                    continue
+                for start, end in spans:
+                    i = bisect.bisect_right(entries.starts, start) - 1
+                    if i >= 0 and entries.ends[i] >= end:
+                        entries.waited[i] = 1
 
     def _piece(self, name: str, thread: int, start: int, end: int) -> None:
         a = self._steps.get(name)
@@ -96,11 +202,13 @@ class Concurrency:
             a = self._steps[name] = array("q")
         a.extend((thread, start, end))
 
-    def shares(self) -> dict[str, float]:
+    def shares(self) -> dict:
         """Per step name, the share of its steps (pieces) that another thread's launches overlap: its unscoped
-        ones, and for an unscoped stream's pieces (or with :data:`COUNT_TIMED_THREADS`) its timed ones too."""
+        ones, and for an unscoped stream's pieces (or with :data:`COUNT_TIMED_THREADS`) its timed ones too. Per
+        ``(step name, kernel)`` of a timed step, the share of its steps in which the kernel's launches (their
+        extent in the step) held another thread's unscoped launch whole: waited for its kernel (:data:`WAITED`)."""
         free, timed = _index(self._free), _index(self._timed)
-        out = {}
+        out: dict = {}
         for name, a in self._steps.items():
             against = free + timed if name in self._loose or COUNT_TIMED_THREADS else free
             hit = 0
@@ -112,6 +220,9 @@ class Concurrency:
                         hit += 1
                         break
             out[name] = hit / (len(a) // 3) if a else 0.0
+        for key, per in self._kernels.items():
+            steps = sum(len(e.waited) for e in per.values())
+            out[key] = sum(sum(e.waited) for e in per.values()) / steps if steps else 0.0
         return out
 
 
@@ -128,19 +239,45 @@ def _index(extents: dict[int, list[tuple[int, int]]]) -> list[tuple[int, list[in
     return out
 
 
-def run_shares(traces: Sequence[TraceData], segs: Sequence[Segment]) -> dict[str, float]:
-    """:meth:`Concurrency.shares` of one run, given its traces and its steps as the diff cuts them."""
+def _inside_index(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Launches' starts in order and the earliest end among the launches from each on."""
+    spans = sorted(spans)
+    least = [0] * len(spans)
+    low = None
+    for i in range(len(spans) - 1, -1, -1):
+        e = spans[i][1]
+        low = e if low is None or e < low else low
+        least[i] = low
+    return [s for s, _ in spans], least
+
+
+def _holds(index: tuple[list[int], list[int]], start: int, end: int) -> bool:
+    """Whether ``[start, end]`` holds one of the indexed launches whole (one starting in it that ends in it)."""
+    starts, least = index
+    k = bisect.bisect_left(starts, start)
+    return k < len(starts) and least[k] <= end
+
+
+def run_shares(traces: Sequence[TraceData], segs: Sequence[Segment]) -> dict:
+    """:meth:`Concurrency.shares` of one run, given its traces and its steps as the diff cuts them (each trace's
+    steps after it, as a streamed diff feeds them)."""
     seen = Concurrency()
-    for trace in traces:
-        seen.add_trace(trace)
+    by_trace: dict[int, list[Segment]] = {}
     for seg in segs:
-        seen.add_step(seg)
+        by_trace.setdefault(seg.trace, []).append(seg)
+    for t, trace in enumerate(traces):
+        seen.add_trace(trace)
+        for seg in by_trace.pop(t, ()):
+            seen.add_step(seg)
+    for rest in by_trace.values():  # none where the steps came from these traces
+        for seg in rest:
+            seen.add_step(seg)
     return seen.shares()
 
 
-def side_shares(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    """A side's share per step name: the largest over its runs."""
-    out: dict[str, float] = {}
+def side_shares(runs: Sequence[Mapping]) -> dict:
+    """A side's share per step name (and per step name and kernel): the largest over its runs."""
+    out: dict = {}
     for shares in runs:
         for name, share in shares.items():
             out[name] = max(out.get(name, 0.0), share)

@@ -20,7 +20,9 @@ counted as samples.
 With one run per side, a step that other threads' unscoped launches overlapped (a pool's tasks, a producer
 thread: :mod:`launchtrace.analysis.contention`) gets no ``slower`` / ``faster`` / ``same``, only
 ``inconclusive`` asking for three runs a side (:func:`concurrent_verdict`): how threads share the machine holds
-through a run, so the steps within one run cannot show how it differs between runs.
+through a run, so the steps within one run cannot show how it differs between runs. A kernel's row in such a
+step is judged by its own launches: inconclusive only where they waited for another thread's launch in
+``1 - quantile`` of the steps.
 
 Example::
 
@@ -40,6 +42,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from launchtrace._lazy import lazy_module
+from launchtrace.analysis import contention
 from launchtrace.analysis.contention import CONCURRENT_SHARE, run_shares, side_shares
 from launchtrace.analysis.drift import Drift, speed_factor
 from launchtrace.analysis.segments import (
@@ -455,21 +458,41 @@ def _timing(
     )
 
 
-def concurrent_verdict(verdict: Verdict, step: str, shares: tuple[Mapping[str, float], ...], min_runs: int) -> Verdict:
+def concurrent_verdict(
+    verdict: Verdict,
+    step: str,
+    shares: tuple[Mapping, ...],
+    min_runs: int,
+    kernel: str | None = None,
+    quantile: float = DEFAULT_QUANTILE,
+) -> Verdict:
     """``verdict`` unchanged, or, for a one-run verdict (``steps-one-run``) of a step that other threads' unscoped
     launches overlapped often (:data:`~launchtrace.analysis.contention.CONCURRENT_SHARE` of its steps, in either
     side), ``inconclusive``: how the threads shared the machine holds through a run, so one run's steps cannot
-    show how it differs between runs (:mod:`launchtrace.analysis.contention`)."""
+    show how it differs between runs (:mod:`launchtrace.analysis.contention`). A ``kernel``'s row in a timed step
+    (with :data:`~launchtrace.analysis.contention.WAITED`) is judged by its own launches instead: inconclusive
+    once they waited for another thread's launch in ``1 - quantile`` of its steps, in either side (then even its
+    ``quantile`` step holds a wait)."""
     if verdict.basis != "steps-one-run":
         return verdict
-    side, share = max(zip("AB", (s.get(step, 0.0) for s in shares)), key=lambda x: x[1])
-    if share < CONCURRENT_SHARE:
-        return verdict
+    own = (step, kernel)
+    if contention.WAITED and kernel is not None and any(own in s for s in shares):
+        side, share = max(zip("AB", (s.get(own, 0.0) for s in shares)), key=lambda x: x[1])
+        if share < 1.0 - quantile - 1e-9:
+            return verdict
+        what = (
+            f"its launches waited for another thread's launch (held it whole) in {share:.0%} of these steps "
+            f"(side {side}), so its p{quantile * 100:g} step holds a wait too"
+        )
+    else:
+        side, share = max(zip("AB", (s.get(step, 0.0) for s in shares)), key=lambda x: x[1])
+        if share < CONCURRENT_SHARE:
+            return verdict
+        what = f"other threads launched during {share:.0%} of these steps (side {side})"
     decide = f"{min_runs} runs per side: the run-level test sees how the threads' sharing varies between runs"
     reason = (
-        f"other threads launched during {share:.0%} of these steps (side {side}), and how threads share the cores "
-        f"holds through a run: one run's steps cannot tell a change, compare {min_runs} runs a side "
-        f"(steps alone: {verdict.verdict}, {verdict.reason})"
+        f"{what}, and how threads share the cores holds through a run: one run's steps cannot tell a change, "
+        f"compare {min_runs} runs a side (steps alone: {verdict.verdict}, {verdict.reason})"
     )
     return dataclasses.replace(
         verdict, significant=False, direction="none", reason=reason, verdict="inconclusive", decide=decide
@@ -492,7 +515,14 @@ def timing_of_series(
             continue
         a = [s.get(key, []) for s in series_a]
         b = [s.get(key, []) for s in series_b]
-        verdict = concurrent_verdict(compare_runs(a, b, **opts), key[1], shares, int(opts["min_runs"]))
+        verdict = concurrent_verdict(
+            compare_runs(a, b, **opts),
+            key[1],
+            shares,
+            int(opts["min_runs"]),
+            key[2] if key[0] == "kernel" else None,
+            float(opts["quantile"]),
+        )
         split = _split(series_a, key), _split(series_b, key)
         ca, cb = counts_a.get(key, [0, 0]), counts_b.get(key, [0, 0])
         q = opts["quantile"]

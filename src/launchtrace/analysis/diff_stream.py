@@ -17,8 +17,9 @@ two runs of one program a few), each thread's unscoped records of the chunk bein
 :data:`~launchtrace.analysis.unscoped.CHUNK_MAX`), one :class:`~launchtrace.analysis.diff.SegmentDiff` per step
 (its entries only where the steps differ), the per-step numbers of the timing (8 bytes per step and group) and
 what ``summary`` keeps for the step clock of the non-finite findings (:mod:`launchtrace.analysis.summary_state`),
-and for the signal of other threads launching beside the steps one extent per step and one per trace and thread
-of unscoped launches (:mod:`launchtrace.analysis.contention`).
+and for the signal of other threads launching beside the steps one extent per step, one per step and kernel,
+one per trace and thread of unscoped launches, and each thread's unscoped launches of its latest trace
+(:mod:`launchtrace.analysis.contention`).
 
 Example::
 
