@@ -230,3 +230,24 @@ def test_a_kernel_in_a_timed_step_is_judged_by_its_own_waits(waited: float, kept
         )
     assert concurrent_verdict(one, "iteration", busy, 3).verdict == "inconclusive"  # the step's own row
     assert concurrent_verdict(one, "iteration", busy, 3, "m.other", 0.1).verdict == "inconclusive"  # no entry
+
+
+def test_the_earlier_traces_index_kept_as_traces_come_answers_as_one_built_at_once() -> None:
+    """``contention._insert`` keeps each thread's earlier traces indexed as they come (rebuilding the index for
+    every trace was quadratic in a run's traces); any launch interval asks it what it asks the batch-built one."""
+    import random
+
+    from launchtrace.analysis.contention import _holds, _insert, _inside_index
+
+    rng = random.Random(7)
+    for _ in range(500):
+        spans = [(s, s + rng.randint(0, 50)) for s in (rng.randint(0, 100) for _ in range(rng.randint(0, 40)))]
+        kept: tuple[list[int], list[int]] = ([], [])
+        for start, end in spans:
+            _insert(kept, start, end)
+        built = _inside_index(spans)
+        assert kept[0] == built[0]
+        for _ in range(40):
+            start = rng.randint(-5, 110)
+            end = start + rng.randint(0, 60)
+            assert _holds(kept, start, end) == _holds(built, start, end), (spans, start, end)

@@ -97,8 +97,8 @@ class Concurrency:
         self._steps: dict[str, array] = {}  # step name -> (thread, start, end) triples
         self._loose: set[str] = set()  # the step names that are unscoped streams
         self._held: dict[int, tuple[list[int], list[int]]] = {}  # thread -> its latest trace's unscoped launches
-        self._earlier: dict[int, list[tuple[int, int]]] = {}  # thread -> (first start, earliest end) per trace
-        self._earlier_index: dict[int, tuple[list[int], list[int]]] = {}  # the same, indexed (rebuilt when stale)
+        # thread -> (first start, earliest end) per trace, indexed as _inside_index does, kept as traces come
+        self._earlier: dict[int, tuple[list[int], list[int]]] = {}
         self._kernels: dict[tuple[str, str], dict[int, _Kernel]] = {}  # (step name, kernel) -> thread -> entries
 
     def add_trace(self, trace: TraceData) -> None:
@@ -111,8 +111,7 @@ class Concurrency:
                 launches.setdefault(rec.thread, []).append((rec.start_ns, rec.end_ns))
         for thread, spans in launches.items():
             self._held[thread] = held = _inside_index(spans)
-            self._earlier.setdefault(thread, []).append((held[0][0], held[1][0]))
-            self._earlier_index.pop(thread, None)
+            _insert(self._earlier.setdefault(thread, ([], [])), held[0][0], held[1][0])
             self._mark(thread, spans)
         for rec in trace.records:
             if rec.end_ns <= 0:
@@ -178,10 +177,7 @@ class Concurrency:
         docstring for what an earlier trace's summary can tell)."""
         if _holds(self._held[thread], start, end):
             return True
-        index = self._earlier_index.get(thread)
-        if index is None:
-            index = self._earlier_index[thread] = _inside_index(self._earlier[thread])
-        return _holds(index, start, end)
+        return _holds(self._earlier[thread], start, end)
 
     def _mark(self, thread: int, spans: list[tuple[int, int]]) -> None:
         """Mark the steps seen so far whose kernel extent holds one of ``thread``'s unscoped launches whole: on
@@ -249,6 +245,20 @@ def _inside_index(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
         low = e if low is None or e < low else low
         least[i] = low
     return [s for s, _ in spans], least
+
+
+def _insert(index: tuple[list[int], list[int]], start: int, end: int) -> None:
+    """``(start, end)`` added to an :func:`_inside_index` in place: traces come mostly in time order, so this is
+    an append and a look at the entry before it (rebuilding the index for every trace was quadratic in a run's
+    traces)."""
+    starts, least = index
+    at = bisect.bisect_right(starts, start)
+    starts.insert(at, start)
+    least.insert(at, end if at == len(least) else min(end, least[at]))
+    for i in range(at - 1, -1, -1):  # the earliest end from each earlier entry on: lowered where this one is lower
+        if least[i] <= end:
+            break
+        least[i] = end
 
 
 def _holds(index: tuple[list[int], list[int]], start: int, end: int) -> bool:
