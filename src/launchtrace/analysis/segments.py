@@ -137,14 +137,14 @@ def renamed_by_order(records: Iterable[LaunchRecord], *, by_value: bool = False)
         host = rec.copies_host_data
         if by_value:
             try:
-                key: Any = marshal.dumps(rec.arrays)
+                call: Any = marshal.dumps(rec.arrays)
             except ValueError:  # not marshalled (a pickled record's): worked out, not remembered
-                key = None
+                call = None
             if len(made) >= MADE_MAX:
                 made.clear()
         else:
-            key = id(rec.arrays)
-        known = made.get((key, id(bufs), host))
+            call = id(rec.arrays)
+        known = made.get((call, id(bufs), host))
         if known is not None and (by_value or known[0] is rec.arrays) and known[1] is bufs:
             yield rec if known[2] is None else _with_arrays(rec, known[2])
             continue
@@ -167,8 +167,8 @@ def renamed_by_order(records: Iterable[LaunchRecord], *, by_value: bool = False)
                 changed = True
             else:
                 arrays.append((key, ptr))
-        if key is not None:  # holds bufs (and, by identity, the arrays): their ids stay theirs
-            made[(key, id(bufs), host)] = (rec.arrays, bufs, tuple(arrays) if changed else None)
+        if call is not None:  # holds bufs (and, by identity, the arrays): their ids stay theirs
+            made[(call, id(bufs), host)] = (rec.arrays, bufs, tuple(arrays) if changed else None)
         yield _with_arrays(rec, tuple(arrays)) if changed else rec
 
 
