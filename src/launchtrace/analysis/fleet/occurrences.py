@@ -20,7 +20,7 @@ import dataclasses
 import hashlib
 import json
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import repeat as _repeat
 from typing import Any
 
@@ -132,10 +132,11 @@ def iteration_times(launches: Sequence[Launch], iterations: Sequence[int]) -> tu
     return tuple(out)
 
 
-def step_times(launches: Iterable[tuple[str, str, int, int, int]]) -> StepTimes:
+def step_times(launches: Iterable[tuple[str, str, int, int, int]], new_samples: Callable[[], Any] = list) -> StepTimes:
     """``(start, duration, kernel_ns, kernel_samples, position_ns)`` of a step (see :class:`Occurrence`) from its
     launches in issue order as ``(kernel, op, repeat, start_ns, end_ns)``; untimed ones (``end_ns <= 0``) only
-    hold their position. Shared by the record path and the span fast path (:mod:`.fast`)."""
+    hold their position. Shared by the record path and the span fast path (:mod:`.fast`); ``new_samples``: what
+    holds a kernel's ``(duration, count)`` pairs (:class:`Samples` for a spilled step)."""
     kernel_ns: dict[tuple[str, str], int] = {}
     kernel_samples: dict[tuple[str, str], list[tuple[int, int]]] = {}
     position_ns: dict[tuple[int, str], int] = {}
@@ -155,9 +156,8 @@ def step_times(launches: Iterable[tuple[str, str, int, int, int]]) -> StepTimes:
         kernel_ns[key] = kernel_ns.get(key, 0) + d
         samples = kernel_samples.get(key)
         if samples is None:
-            kernel_samples[key] = [(one, n)]
-        else:
-            samples.append((one, n))
+            samples = kernel_samples[key] = new_samples()
+        samples.append((one, n))
         if pos < MAX_POSITIONS:
             position_ns[(pos, kernel)] = d
     return start, max(0, end - start), kernel_ns, kernel_samples, position_ns
@@ -174,17 +174,20 @@ def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool =
         raw = seg.records
         if not raw:
             continue
-        if not isinstance(raw, (list, tuple)):  # a spilled step (launchtrace.sources.spill): read, never held
-            if not is_unscoped(seg):
-                yield _streamed(seg, index, group, service, run, trace_id, scalars=scalars)
-                continue
-            raw = tuple(raw)  # work outside every scope: its loop iterations are cut from the whole list
-        records = unowned_by_order(raw)
-        launches = [(r.kernel, str(r.op), r.repeat, r.start_ns, r.end_ns) for r in raw]
-        start, duration, kernel_ns, kernel_samples, position_ns = step_times(launches)
-        parts = iteration_times(launches, loop_iterations(records)) if is_unscoped(seg) else ()
-        # by allocation where known: two temporaries at one reused address are two buffers, in every run
-        foreign = {b.alloc or b.ptr for r in raw for b in r.buffers if b.foreign and b.ptr}
+        if isinstance(raw, (list, tuple)) or is_unscoped(seg):
+            raw = tuple(raw)  # (work outside every scope: its loop iterations are cut from the whole list)
+            records: Sequence[LaunchRecord] = unowned_by_order(raw)
+            launches = [(r.kernel, str(r.op), r.repeat, r.start_ns, r.end_ns) for r in raw]
+            times = step_times(launches)
+            parts = iteration_times(launches, loop_iterations(records)) if is_unscoped(seg) else ()
+            count = sum(fold_rules.launches(r) for r in raw)
+            # by allocation where known: two temporaries at one reused address are two buffers, in every run
+            foreign = {b.alloc or b.ptr for r in raw for b in r.buffers if b.foreign and b.ptr}
+        else:  # a spilled step (launchtrace.sources.spill): read, never held
+            records = RenamedRecords(raw)  # renamed again whenever read
+            times, count, foreign = _spilled_times(raw)
+            parts = ()
+        start, duration, kernel_ns, kernel_samples, position_ns = times
         yield Occurrence(
             group=group,
             service=service,
@@ -195,9 +198,9 @@ def occurrences_of(trace: TraceData, group_by: Sequence[str], *, scalars: bool =
             start_ns=start,
             duration_ns=duration,
             fingerprint=topology_digest(records, scalars=scalars),
-            launches=sum(fold_rules.launches(r) for r in raw),
+            launches=count,
             foreign_buffers=len(foreign),
-            records=records,
+            records=records,  # type: ignore[arg-type]  # a spilled step's: iterated only, as a tuple would be
             kernel_ns=kernel_ns,
             kernel_samples=kernel_samples,
             position_ns=position_ns,
@@ -215,7 +218,8 @@ class Samples:
         self.durations = array("q")
         self.counts: array | None = None  # None while every count is 1
 
-    def append(self, duration: int, count: int) -> None:
+    def append(self, pair: tuple[int, int]) -> None:
+        duration, count = pair
         if count != 1 and self.counts is None:
             self.counts = array("q", [1]) * len(self.durations)
         self.durations.append(duration)
@@ -229,59 +233,20 @@ class Samples:
         return zip(self.durations, _repeat(1) if self.counts is None else self.counts)
 
 
-def _streamed(
-    seg, index: int, group: tuple[str, ...], service: str, run: str, trace_id: str, *, scalars: bool
-) -> Occurrence:
-    """:func:`occurrences_of`'s step from records that are no list (read back from a spill file each time they
-    are iterated): one pass for the times, launches and foreign buffers (:func:`step_times`' figures, the samples
-    as :class:`Samples`), one for the fingerprint; ``records`` renamed again whenever read
-    (:class:`~launchtrace.analysis.segments.RenamedRecords`). The same occurrence as the list's."""
-    raw = seg.records
-    kernel_ns: dict[KernelKey, int] = {}
-    kernel_samples: dict[KernelKey, Samples] = {}
-    position_ns: dict[tuple[int, str], int] = {}
+def _spilled_times(raw: Iterable[LaunchRecord]) -> tuple[StepTimes, int, set]:
+    """:func:`step_times`, the launch count and the foreign buffers of a spilled step's records (read back from its
+    file each time they are iterated) in one pass, the samples as :class:`Samples`."""
+    count = 0
     foreign: set = set()
-    start = end = launches = 0
-    timed = False
-    for pos, r in enumerate(raw):
-        launches += fold_rules.launches(r)
-        for b in r.buffers:
-            if b.foreign and b.ptr:
-                foreign.add(b.alloc or b.ptr)
-        s, e = r.start_ns, r.end_ns
-        if e <= 0:
-            continue
-        if not timed:
-            start, end, timed = s, e, True
-        else:
-            start, end = min(start, s), max(end, e)
-        kernel = r.kernel
-        key = (kernel, str(r.op))
-        n = max(1, r.repeat)
-        one = max(0, e - s)
-        d = one * n
-        kernel_ns[key] = kernel_ns.get(key, 0) + d
-        samples = kernel_samples.get(key)
-        if samples is None:
-            samples = kernel_samples[key] = Samples()
-        samples.append(one, n)
-        if pos < MAX_POSITIONS:
-            position_ns[(pos, kernel)] = d
-    records = RenamedRecords(raw)
-    return Occurrence(
-        group=group,
-        service=service,
-        run=run,
-        trace_id=trace_id,
-        index=index,
-        scope=seg.name,
-        start_ns=start,
-        duration_ns=max(0, end - start),
-        fingerprint=topology_digest(records, scalars=scalars),
-        launches=launches,
-        foreign_buffers=len(foreign),
-        records=records,  # type: ignore[arg-type]  # iterated only, as a tuple would be
-        kernel_ns=kernel_ns,
-        kernel_samples=kernel_samples,  # type: ignore[arg-type]
-        position_ns=position_ns,
-    )
+
+    def launches() -> Iterator[Launch]:
+        nonlocal count
+        for r in raw:
+            count += fold_rules.launches(r)
+            for b in r.buffers:
+                if b.foreign and b.ptr:
+                    foreign.add(b.alloc or b.ptr)
+            yield r.kernel, str(r.op), r.repeat, r.start_ns, r.end_ns
+
+    times = step_times(launches(), Samples)
+    return times, count, foreign
