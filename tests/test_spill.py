@@ -12,7 +12,6 @@ are checked the same way, and the temporary files must be closed afterwards, als
 from __future__ import annotations
 
 import gc
-import random
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from launchtrace.model import LaunchRecord
 from launchtrace.sources import spill, wide
 from launchtrace.sources.stream import TraceStream
 from launchtrace.steps import occurrences
-from test_wide import BROKEN, _batch_stream, _broken, _one_trace, files  # noqa: F401 (files: the fixture)
+from test_wide import BROKEN, _batch_stream, _broken, _one_trace, files, randomly_broken  # noqa: F401 (files: the fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["demo", "stats", "folded", "stepped", "zero"]
@@ -135,13 +134,7 @@ def test_broken_traces_rebuild_the_same_spilled(files: dict[str, Path], how: str
 def test_random_breakage_rebuilds_the_same_spilled(files, runs: int, monkeypatch) -> None:  # noqa: F811
     """``runs``: sorted runs of one level merged into one (2: runs of runs of runs, merged in the file)."""
     monkeypatch.setattr(spill, "MAX_RUNS", runs)
-    base = _one_trace(files)
-    rng = random.Random(26)
-    for _ in range(25):
-        spans = list(base)
-        for _ in range(rng.randint(1, 4)):
-            spans = _broken(spans, rng.choice(BROKEN), rng)
-        rng.shuffle(spans)  # runs out of order: merged, not one after another
+    for spans in randomly_broken(_one_trace(files), seed=26, count=25):  # runs out of order: merged
         as_spans, as_spilled, _made = _both(_batch_stream(spans), monkeypatch)
         assert as_spilled == as_spans
 

@@ -189,15 +189,21 @@ def test_broken_traces_rebuild_the_same_wide(files: dict[str, Path], how: str, m
 def test_random_breakage_rebuilds_the_same_wide(files: dict[str, Path], searches: int, monkeypatch) -> None:
     """``searches``: parents looked up in the launch ids' bytes before every launch is put in a dict (0: at once)."""
     monkeypatch.setattr(wide, "_SEARCHES", searches)
-    base = _one_trace(files)
-    rng = random.Random(25)
-    for _ in range(40):
+    for spans in randomly_broken(_one_trace(files), seed=25, count=40):
+        as_spans, as_wide, _made = _both(_batch_stream(spans), monkeypatch)
+        assert as_wide == as_spans
+
+
+def randomly_broken(base: list, *, seed: int, count: int):
+    """``count`` copies of ``base`` broken one to four ways from :data:`BROKEN` at random and shuffled (a wide
+    trace's spans out of order)."""
+    rng = random.Random(seed)
+    for _ in range(count):
         spans = list(base)
         for _ in range(rng.randint(1, 4)):
             spans = _broken(spans, rng.choice(BROKEN), rng)
         rng.shuffle(spans)
-        as_spans, as_wide, _made = _both(_batch_stream(spans), monkeypatch)
-        assert as_wide == as_spans
+        yield spans
 
 
 def test_a_wide_trace_lets_its_launch_spans_go(files: dict[str, Path], monkeypatch) -> None:
